@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Regenerates the example form files from the configs in this folder. Run from anywhere.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Kimi Linear 48B-A3B, its first four layers: three KDA layers and one MLA layer.
+lanec import kimi-linear-48b-a3b.config.json -o kimi-linear-small.mlir --layers 4 --batch 1
+# The KDA-only variant for the KdaSplit work: the first three (KDA) layers, each with a dense MLP.
+lanec import kimi-linear-48b-a3b.config.json -o kimi-linear-kda.mlir --layers 3 --kda-only --dense-mlp 9216 --batch 1
+# The same architecture at toy sizes, all four layers: fast on the CPU interpreter.
+lanec import kimi-linear-tiny.config.json -o kimi-linear-tiny.mlir
+# A dense Llama-style MLP stack (no attention): the first example for the kernels.
+python -m lanec.models.dense -o dense-small.mlir --batch 1

@@ -1,0 +1,62 @@
+"""`lanec import`: a Hugging Face config.json -> the model's decode step as `form` text."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("import")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), required=True,
+              help="the form file to write ('-' for stdout)")
+@click.option("--layers", type=int, help="import the first N layers (default: all)")
+@click.option("--batch", type=int, default=1, show_default=True, help="requests a step")
+@click.option("--spec-tokens", "tokens", type=int, default=1, show_default=True,
+              help="tokens a request (> 1: a speculative verify step with accepted counts)")
+@click.option("--slots", type=int, help="state slots (default: batch x spec tokens + 1; slot 0 is never used)")
+@click.option("--page-size", type=int, default=64, show_default=True, help="cache rows a page")
+@click.option("--context-pages", type=int, default=64, show_default=True,
+              help="cache pages a request may hold (the longest context is page size x this)")
+@click.option("--kda-only", is_flag=True, help="skip the MLA layers (KDA layers only)")
+@click.option("--dense-mlp", type=int, metavar="WIDTH",
+              help="give every layer a dense MLP of this width in place of its mixture")
+@click.option("--no-logits", is_flag=True, help="return the next tokens only, not the logits too")
+def import_config(config: str, output: str, layers: int | None, batch: int, tokens: int, slots: int | None,
+                  page_size: int, context_pages: int, kda_only: bool, dense_mlp: int | None,
+                  no_logits: bool) -> None:
+    """Write the decode step of the model CONFIG describes (a Hugging Face config.json).
+
+    Supported: Kimi Linear (model_type kimi_linear)."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from lanec.models.builder import module_text
+    from lanec.models.config import ConfigError, kimi_linear_config
+    from lanec.models.kimi_linear import StepOptions, kimi_linear_step
+
+    try:
+        with open(config) as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise click.ClickException(f"{config}: cannot read it: {e}") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{config}: not JSON: {e}") from None
+    options = StepOptions(layers=layers, batch=batch, tokens=tokens, slots=slots, page_size=page_size,
+                          context_pages=context_pages, kda_only=kda_only, dense_mlp=dense_mlp,
+                          logits=not no_logits)
+    try:
+        model_type = data.get("model_type") if isinstance(data, dict) else None
+        if model_type != "kimi_linear":
+            raise ConfigError(f"model_type: {model_type!r} is not one lanec imports (kimi_linear)")
+        text = module_text(kimi_linear_step(kimi_linear_config(data), options))
+    except ConfigError as e:
+        raise click.ClickException(f"{config}: {e}") from None
+    except VerifyException as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise click.ClickException(f"{config}: the imported step does not verify: {first}") from None
+    try:
+        with click.open_file(output, "w") as out:
+            out.write(text)
+    except OSError as e:
+        raise click.ClickException(f"{output}: cannot write it: {e.strerror or e}") from None

@@ -1,0 +1,202 @@
+"""A Hugging Face `config.json` read into the facts an importer builds from.
+
+Every field is checked where it is read: a missing field, a field of the wrong type, or two fields
+that contradict each other is a `ConfigError` whose message is one line naming the field, which
+`lanec import` shows as it is. Only what the importer uses is read; the rest of the config is left
+alone (tokenizer ids, dtype, quantization notes of other engines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config.json the importer cannot build from: one line, naming the field."""
+
+
+_MISSING = object()
+
+
+class Fields:
+    """Typed reads of one JSON object; `where` prefixes field names (e.g. `linear_attn_config.`)."""
+
+    def __init__(self, data: Mapping[str, Any], where: str = ""):
+        self.data = data
+        self.where = where
+
+    def name(self, key: str) -> str:
+        return f"{self.where}{key}"
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        if key in self.data and self.data[key] is not None:
+            return self.data[key]
+        if default is _MISSING:
+            raise ConfigError(f"{self.name(key)}: missing (the importer needs it)")
+        return default
+
+    def int(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{self.name(key)}: expected an integer, got {value!r}")
+        if value < minimum:
+            raise ConfigError(f"{self.name(key)}: {value} is below {minimum}")
+        return value
+
+    def float(self, key: str, default: Any = _MISSING, positive: bool = True) -> float:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{self.name(key)}: expected a number, got {value!r}")
+        if positive and value <= 0:
+            raise ConfigError(f"{self.name(key)}: {value} must be positive")
+        return float(value)
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.name(key)}: expected true or false, got {value!r}")
+        return value
+
+    def str(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] = ()) -> str:
+        value = self.raw(key, default)
+        if not isinstance(value, str):
+            raise ConfigError(f"{self.name(key)}: expected a string, got {value!r}")
+        if choices and value not in choices:
+            raise ConfigError(f"{self.name(key)}: '{value}' is not one of {', '.join(choices)}")
+        return value
+
+    def ints(self, key: str) -> tuple[int, ...]:
+        value = self.raw(key)
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise ConfigError(f"{self.name(key)}: expected a list of integers, got {value!r}")
+        return tuple(value)
+
+    def object(self, key: str) -> Fields:
+        value = self.raw(key)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{self.name(key)}: expected an object, got {value!r}")
+        return Fields(value, f"{self.name(key)}.")
+
+
+@dataclass(frozen=True)
+class KimiLinearConfig:
+    """Kimi Linear (KDA + MLA + a mixture with a shared expert), as its config.json gives it.
+    Layer numbers in `kda_layers` / `mla_layers` are 1-indexed, as `linear_attn_config` lists them;
+    checkpoint names count layers from 0."""
+
+    hidden: int
+    layers: int
+    vocab: int
+    rms_eps: float
+    tied_embeddings: bool
+    # KDA ("linear attention")
+    kda_layers: tuple[int, ...]
+    kda_heads: int
+    kda_head_dim: int
+    conv_width: int
+    # MLA ("full attention")
+    mla_layers: tuple[int, ...]
+    mla_heads: int
+    nope: int
+    rope: int
+    lora: int
+    v_head_dim: int
+    # MLPs: the first `first_dense` layers dense, the rest a mixture
+    dense_width: int
+    first_dense: int
+    experts: int
+    top_k: int
+    expert_width: int
+    shared_experts: int
+    scoring: str
+    renormalize: bool
+    routed_scaling: float
+
+    def is_kda(self, layer: int) -> bool:
+        """Whether 1-indexed `layer` is a KDA layer (else MLA)."""
+        return layer in self.kda_layers
+
+    def is_dense(self, layer: int) -> bool:
+        """Whether 1-indexed `layer` has the dense MLP (else the mixture)."""
+        return layer <= self.first_dense
+
+
+def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
+    """Read and validate a Kimi Linear config.json (a dict)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
+    f = Fields(data)
+    model_type = f.str("model_type")
+    if model_type != "kimi_linear":
+        raise ConfigError(f"model_type: '{model_type}' is not kimi_linear")
+    f.str("hidden_act", "silu", choices=("silu",))
+    layers = f.int("num_hidden_layers")
+
+    linear = f.object("linear_attn_config")
+    kda_layers, mla_layers = linear.ints("kda_layers"), linear.ints("full_attn_layers")
+    for key, listed in (("kda_layers", kda_layers), ("full_attn_layers", mla_layers)):
+        outside = [n for n in listed if not 1 <= n <= layers]
+        if outside:
+            raise ConfigError(f"linear_attn_config.{key}: layers {outside} are outside 1..{layers} "
+                              f"(num_hidden_layers {layers}; the lists are 1-indexed)")
+        if len(set(listed)) != len(listed):
+            raise ConfigError(f"linear_attn_config.{key}: lists a layer twice")
+    both = sorted(set(kda_layers) & set(mla_layers))
+    if both:
+        raise ConfigError(f"linear_attn_config: layers {both} are in both kda_layers and full_attn_layers")
+    neither = sorted(set(range(1, layers + 1)) - set(kda_layers) - set(mla_layers))
+    if neither:
+        raise ConfigError(f"linear_attn_config: layers {neither} are in neither kda_layers nor full_attn_layers")
+    if linear.raw("gate_lower_bound", None) is not None:
+        raise ConfigError("linear_attn_config.gate_lower_bound: Kimi Linear 48B's gate is the softplus form; "
+                          "the lower-bound form (Kimi K3) is not imported yet")
+    if linear.bool("use_full_rank_gate", False):
+        raise ConfigError("linear_attn_config.use_full_rank_gate: only the low-rank (f_a, f_b) gate is imported")
+
+    if f.raw("q_lora_rank", None) is not None:
+        raise ConfigError(f"q_lora_rank: {f.raw('q_lora_rank')}: the importer takes Kimi Linear's q projection "
+                          "without a LoRA (q_lora_rank null)")
+    if mla_layers and not f.bool("mla_use_nope", False):
+        raise ConfigError("mla_use_nope: false asks for rotary MLA; Kimi Linear's MLA layers are NoPE (true)")
+    if f.bool("mla_use_output_gate", False):
+        raise ConfigError("mla_use_output_gate: the MLA output gate (Kimi K3) is not imported yet")
+
+    experts = f.int("num_experts")
+    top_k = f.int("num_experts_per_token")
+    if top_k > experts:
+        raise ConfigError(f"num_experts_per_token: {top_k} is more than the {experts} experts (num_experts)")
+    for key in ("num_expert_group", "topk_group", "moe_layer_freq"):
+        if f.int(key, 1) != 1:
+            raise ConfigError(f"{key}: {f.raw(key)}: only 1 is imported (no grouped top-k, every layer a mixture)")
+    first_dense = f.int("first_k_dense_replace", 0, minimum=0)
+    if first_dense > layers:
+        raise ConfigError(f"first_k_dense_replace: {first_dense} is more than the {layers} layers")
+
+    return KimiLinearConfig(
+        hidden=f.int("hidden_size"),
+        layers=layers,
+        vocab=f.int("vocab_size"),
+        rms_eps=f.float("rms_norm_eps"),
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+        kda_layers=tuple(sorted(kda_layers)),
+        kda_heads=linear.int("num_heads"),
+        kda_head_dim=linear.int("head_dim"),
+        conv_width=linear.int("short_conv_kernel_size", minimum=2),
+        mla_layers=tuple(sorted(mla_layers)),
+        mla_heads=f.int("num_attention_heads"),
+        nope=f.int("qk_nope_head_dim"),
+        rope=f.int("qk_rope_head_dim", minimum=0),
+        lora=f.int("kv_lora_rank"),
+        v_head_dim=f.int("v_head_dim"),
+        dense_width=f.int("intermediate_size"),
+        first_dense=first_dense,
+        experts=experts,
+        top_k=top_k,
+        expert_width=f.int("moe_intermediate_size"),
+        shared_experts=f.int("num_shared_experts", 0, minimum=0),
+        scoring=f.str("moe_router_activation_func", "sigmoid", choices=("sigmoid", "softmax")),
+        renormalize=f.bool("moe_renormalize", True),
+        routed_scaling=f.float("routed_scaling_factor", 1.0),
+    )

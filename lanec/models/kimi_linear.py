@@ -1,0 +1,211 @@
+"""Kimi Linear's decode step as a `form` module, layer by layer, unfused.
+
+The step is what vLLM runs for Kimi-Linear-48B-A3B (vllm/model_executor/models/kimi_linear.py and
+layers/kda.py), one `form` op a step of it, with nothing folded: the fusion rules do that.
+
+- embed; per layer an input norm, the layer's attention (KDA or MLA), a residual add, a
+  post-attention norm, its MLP (dense, or the mixture plus the shared expert), a residual add;
+  the final norm, the lm_head product, argmax. Residual adds are plain `form.add` and norms take
+  no residual: folding the add into the next norm is a rule's job.
+- KDA: separate products q, k, v, f_a, b, g_a of the normed activation; a `form.conv` each for q,
+  k, v over one conv state of the layer (channels 0, dim, 2 dim); L2 norm of q and k; f_b of
+  f_a's output and the softplus gate; beta = sigmoid(b); the delta rule; g_b of g_a's output and
+  the sigmoid-gated per-head norm; o_proj.
+- MLA (no q LoRA, NoPE): the q product; kv_a as one product in two parts (the latent, then the
+  shared rotated key: the checkpoint's one kv_a_proj_with_mqa tensor cut by rows); the latent's
+  norm; latent attention over the latent cache; o_proj.
+- Mixture layers: `form.mixture` without its shared expert, the shared expert as an unfused
+  gated MLP, and a `form.add` of the two (folding it in is a rule's job).
+
+Checkpoint names are the Hugging Face names of moonshotai/Kimi-Linear-48B-A3B-Instruct, layers
+counted from 0; lanec/models/README.md gives the conventions for stacked experts (`*`), row
+slices (`[a:b]`) and reshaped tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+
+from lanec.dialects import form
+from lanec.dialects.form import float_prop, int_prop, tensor
+from lanec.models.builder import F32, StepBuilder
+from lanec.models.config import ConfigError, KimiLinearConfig
+
+L2_EPS = 1e-6  # fla's l2norm in fused_recurrent_kda (use_qk_l2norm_in_kernel)
+# Moonshot's Hugging Face modeling code builds kv_a_layernorm as KimiRMSNorm(kv_lora_rank), whose
+# default eps is 1e-6, not the config's rms_norm_eps (vLLM passes rms_norm_eps, 1e-5; we follow Moonshot).
+LATENT_NORM_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What `lanec import` asks of a step beyond the config."""
+
+    layers: int | None = None  # the first N layers (None: all)
+    batch: int = 1
+    tokens: int = 1  # > 1: a speculative verify step (accepted counts, [batch, tokens] slot tables)
+    # state slots (None: one a row, batch * tokens, + 1: slot 0 is never used; a speculative step
+    # writes token t's state to the request's own slot slots[b, t])
+    slots: int | None = None
+    page_size: int = 64
+    context_pages: int = 64  # pages a request may hold: the longest context is page_size * this
+    kda_only: bool = False  # skip the MLA layers
+    dense_mlp: int | None = None  # every layer a dense MLP of this width in place of the mixture
+    logits: bool = True  # return the logits after the next tokens
+
+    def slots_needed(self) -> int:
+        return self.batch * self.tokens + 1
+
+    def check(self, config: KimiLinearConfig) -> None:
+        for name, option in (("batch", "--batch"), ("tokens", "--spec-tokens"), ("page_size", "--page-size"),
+                             ("context_pages", "--context-pages")):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{option}: {getattr(self, name)} must be at least 1")
+        if self.layers is not None and not 1 <= self.layers <= config.layers:
+            raise ConfigError(f"--layers: {self.layers} is not between 1 and the config's {config.layers} layers")
+        if self.slots is not None and self.slots < self.slots_needed():
+            raise ConfigError(f"--slots: {self.slots} slots cannot serve {self.batch} requests of {self.tokens} "
+                              f"tokens (a slot a row, and slot 0 is never used: at least {self.slots_needed()})")
+        if self.dense_mlp is not None and self.dense_mlp < 1:
+            raise ConfigError(f"--dense-mlp: width {self.dense_mlp} must be at least 1")
+        if self.kda_only and not any(config.is_kda(n) for n in range(1, (self.layers or config.layers) + 1)):
+            raise ConfigError("--kda-only: the chosen layers have no KDA layer")
+
+
+def kimi_linear_step(config: KimiLinearConfig, options: StepOptions = StepOptions()) -> ModuleOp:
+    """The decode step of `config` under `options`, as a builtin.module holding one form.step."""
+    options.check(config)
+    return KimiLinearStep(config, options).build()
+
+
+class KimiLinearStep:
+    def __init__(self, config: KimiLinearConfig, options: StepOptions):
+        self.c = config
+        self.o = options
+        self.b = StepBuilder(options.batch, options.tokens)
+        self.slot_count = options.slots or options.slots_needed()
+
+    # -- step inputs --------------------------------------------------------------------------
+
+    def slots(self) -> SSAValue:
+        dims = [self.o.batch] if self.o.tokens == 1 else [self.o.batch, self.o.tokens]
+        return self.b.input("slots", dims)
+
+    def accepted(self) -> SSAValue | None:
+        return self.b.input("accepted", [self.o.batch]) if self.o.tokens > 1 else None
+
+    # -- the step -----------------------------------------------------------------------------
+
+    def build(self) -> ModuleOp:
+        c, b = self.c, self.b
+        tokens = b.input("tokens", [b.rows])
+        table = b.weight("model.embed_tokens.weight", [c.vocab, c.hidden])
+        h = b.value(form.EmbedOp(tokens, table))
+        for layer in range(1, (self.o.layers or c.layers) + 1):
+            if self.o.kda_only and not c.is_kda(layer):
+                continue
+            h = self.layer(h, layer)
+        x = b.norm(h, "model.norm.weight", c.rms_eps)
+        if c.tied_embeddings:  # the table's rows are the lm_head's: one weight, read twice
+            logits = b.value(form.ProductOp(x, [table]))
+        else:
+            logits = b.product(x, "lm_head.weight", c.vocab)
+        next_tokens = b.value(form.ArgmaxOp(logits))
+        return b.module([next_tokens, logits] if self.o.logits else [next_tokens])
+
+    def layer(self, h: SSAValue, layer: int) -> SSAValue:
+        c, b = self.c, self.b
+        p = f"model.layers.{layer - 1}"
+        x = b.norm(h, f"{p}.input_layernorm.weight", c.rms_eps)
+        attention = self.kda(x, p) if c.is_kda(layer) else self.mla(x, p)
+        h = b.add(h, attention)
+        x = b.norm(h, f"{p}.post_attention_layernorm.weight", c.rms_eps)
+        if self.o.dense_mlp is not None:
+            mlp = b.gated_mlp(x, f"{p}.mlp.gate_proj.weight", f"{p}.mlp.up_proj.weight",
+                              f"{p}.mlp.down_proj.weight", self.o.dense_mlp)
+        elif c.is_dense(layer):
+            mlp = b.gated_mlp(x, f"{p}.mlp.gate_proj.weight", f"{p}.mlp.up_proj.weight",
+                              f"{p}.mlp.down_proj.weight", c.dense_width)
+        else:
+            mlp = self.mixture(x, f"{p}.block_sparse_moe")
+        return b.add(h, mlp)
+
+    def kda(self, x: SSAValue, p: str) -> SSAValue:
+        c, b = self.c, self.b
+        heads, size = c.kda_heads, c.kda_head_dim
+        dim = heads * size
+        a = f"{p}.self_attn"
+        q, k, v = (b.product(x, f"{a}.{n}_proj.weight", dim) for n in "qkv")
+        f_a = b.product(x, f"{a}.f_a_proj.weight", size)
+        beta_raw = b.product(x, f"{a}.b_proj.weight", heads)
+        g_a = b.product(x, f"{a}.g_a_proj.weight", size)
+
+        taps = c.conv_width - 1 + self.o.tokens - 1
+        conv_state = b.state(f"{p}.conv", "conv", [self.slot_count, 3 * dim, taps])
+        slots, accepted = self.slots(), self.accepted()
+        q, k, v = (
+            b.value(form.ConvOp(y, conv_state, b.weight(f"{a}.{n}_conv1d.weight", [dim, c.conv_width]), slots,
+                                offset=i * dim, accepted=accepted))
+            for i, (n, y) in enumerate(zip("qkv", (q, k, v)))
+        )
+        q = b.value(form.L2NormOp(q, heads, L2_EPS))
+        k = b.value(form.L2NormOp(k, heads, L2_EPS))
+
+        f_b = b.product(f_a, f"{a}.f_b_proj.weight", dim)
+        a_log = b.weight(f"{a}.A_log", [heads], F32)
+        dt_bias = b.weight(f"{a}.dt_bias", [dim], F32)
+        decay = b.value(form.KdaGateOp(f_b, a_log, dt_bias, heads, "softplus"))
+        beta = b.value(form.SigmoidOp(beta_raw))
+        state = b.state(f"{p}.recurrent", "recurrent", [self.slot_count, heads, size, size], F32)
+        o = b.value(form.DeltaRuleOp(q, k, v, decay, beta, state, slots, heads, heads, size**-0.5,
+                                     accepted=accepted))
+
+        g_b = b.product(g_a, f"{a}.g_b_proj.weight", dim)
+        o_norm = b.weight(f"{a}.o_norm.weight", [size])
+        o = b.value(form.NormGatedOp(o, g_b, o_norm, heads, c.rms_eps, "sigmoid"))
+        return b.product(o, f"{a}.o_proj.weight", c.hidden)
+
+    def mla(self, x: SSAValue, p: str) -> SSAValue:
+        c, b = self.c, self.b
+        a = f"{p}.self_attn"
+        heads, nope, rope, lora, v = c.mla_heads, c.nope, c.rope, c.lora, c.v_head_dim
+        qr = b.product(x, f"{a}.q_proj.weight", heads * (nope + rope))
+        kv_a = f"{a}.kv_a_proj_with_mqa.weight"
+        latent, k_rope = b.products(x, [(f"{kv_a}[0:{lora}]", lora), (f"{kv_a}[{lora}:{lora + rope}]", rope)])
+        latent = b.norm(latent, f"{a}.kv_a_layernorm.weight", LATENT_NORM_EPS)
+        pages = self.o.batch * self.o.context_pages
+        cache = b.state(f"{p}.latent", "latent", [pages, self.o.page_size, lora + rope])
+        kv_b = b.weight(f"{a}.kv_b_proj.weight", [heads * (nope + v), lora])
+        props = {"heads": heads, "nope": nope, "rope": rope, "lora": lora, "v": v}
+        attention = b.value(form.LatentAttentionOp(
+            operands=[qr, latent, k_rope, cache, kv_b, b.input("pages", [self.o.batch, self.o.context_pages]),
+                      b.input("positions", [b.rows])],
+            properties={**{k: int_prop(n) for k, n in props.items()}, "scale": float_prop((nope + rope) ** -0.5)},
+            result_types=[tensor([b.rows, heads * v])],
+        ))
+        return b.product(attention, f"{a}.o_proj.weight", c.hidden)
+
+    def mixture(self, x: SSAValue, p: str) -> SSAValue:
+        c, b = self.c, self.b
+        e, width, hidden = c.experts, c.expert_width, c.hidden
+        router = b.weight(f"{p}.gate.weight", [e, hidden])
+        correction = b.weight(f"{p}.gate.e_score_correction_bias", [e], F32)
+        gate = b.weight(f"{p}.experts.*.w1.weight", [e, width, hidden])
+        up = b.weight(f"{p}.experts.*.w3.weight", [e, width, hidden])
+        down = b.weight(f"{p}.experts.*.w2.weight", [e, hidden, width])
+        routed = b.value(form.MixtureOp(
+            operands=[x, router, gate, up, down, [correction], [], []],
+            properties={"top_k": int_prop(c.top_k), "scoring": StringAttr(c.scoring),
+                        "renormalize": int_prop(int(c.renormalize)),
+                        "routed_scaling": float_prop(c.routed_scaling)},
+            result_types=[x.type],
+        ))
+        if not c.shared_experts:
+            return routed
+        s = f"{p}.shared_experts"
+        shared = b.gated_mlp(x, f"{s}.gate_proj.weight", f"{s}.up_proj.weight", f"{s}.down_proj.weight",
+                             width * c.shared_experts)
+        return b.add(routed, shared)
