@@ -1,0 +1,17 @@
+"""Codegen: the lowering to the lane (lower.py), the cute-dsl target (cute_dsl.py), the kernels
+(kernels/), their ahead-of-time compile and cache (compile.py) and the plan writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def get_all_targets() -> dict[str, Callable[[], type]]:
+    """Targets `lanec opt -t` knows beyond xDSL's own."""
+
+    def get_cute_dsl() -> type:
+        from lanec.codegen.cute_dsl import CuteDslTarget
+
+        return CuteDslTarget
+
+    return {"cute-dsl": get_cute_dsl}

@@ -2,7 +2,7 @@
 
     lane.step batch 1 tokens 1 {
       %x = lane.buffer {name = "x", role = "input", source = "tokens"} : memref<1xi32>
-      %t = lane.buffer {name = "embed", role = "weight", sources = ["embed"], transform = "none"} : memref<32x16xbf16>
+      %t = lane.buffer {name = "embed", role = "weight", sources = ["embed"], transforms = []} : memref<32x16xbf16>
       %h = lane.buffer {name = "h", role = "activation"} : memref<1x16xbf16>
       lane.launch "embed" (%x, %t, %h) {spec = {...}, grid = array<i64: 1, 1, 1>, block = array<i64: 128, 1, 1>,
         cluster = array<i64: 1, 1, 1>, shared_bytes = 0 : i64, pdl = true} : memref<1xi32>, memref<32x16xbf16>, memref<1x16xbf16>
@@ -47,7 +47,8 @@ from xdsl.traits import HasParent, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
 ROLES = ("weight", "state", "activation", "input", "output")
-TRANSFORMS = ("none", "concat", "stack", "conv_taps", "interleave", "q8_0")
+# the plan's weight transforms (lanec/runtime/plan.py applies them once, at load)
+TRANSFORMS = ("none", "concatenate", "stack", "interleave", "transpose", "quantize_q8_0")
 
 
 def triple(values: Sequence[int]) -> DenseArrayBase:
@@ -86,38 +87,40 @@ class ReturnOp(IRDLOperation):
 @irdl_op_definition
 class BufferOp(IRDLOperation):
     """One device buffer. A weight names the form weights it is made of (`sources`) and the
-    transform applied once at load (`concat` rows, `stack` experts, `conv_taps` [3, width, dim]
-    from three [dim, width], `interleave` gate/up tiles, `q8_0`); an input names its role
-    (`source`); a state names its form state."""
+    chain of transforms applied once at load (`concatenate` rows, `stack` experts, `transpose`,
+    `interleave` gate/up tiles, `quantize_q8_0`), each a dictionary with its `kind`; an input
+    names its role (`source`); a state names its form state."""
 
     name = "lane.buffer"
     buffer_name = prop_def(StringAttr, prop_name="name")
     role = prop_def(StringAttr)
     source = opt_prop_def(StringAttr)
     sources = opt_prop_def(ArrayAttr[StringAttr])
-    transform = opt_prop_def(StringAttr)
+    transforms = opt_prop_def(ArrayAttr[DictionaryAttr])
     result = result_def(MemRefType)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict `:` type($result)"
 
     def __init__(self, name: str, role: str, typ: MemRefType, *, source: str | None = None,
-                 sources: Sequence[str] = (), transform: str | None = None):
+                 sources: Sequence[str] = (), transforms: Sequence[dict[str, Attribute]] = ()):
         props: dict[str, Attribute] = {"name": StringAttr(name), "role": StringAttr(role)}
         if source is not None:
             props["source"] = StringAttr(source)
         if sources:
             props["sources"] = ArrayAttr([StringAttr(s) for s in sources])
-            props["transform"] = StringAttr(transform or "none")
+            props["transforms"] = ArrayAttr([DictionaryAttr(t) for t in transforms])
         super().__init__(properties=props, result_types=[typ])
 
     def verify_(self) -> None:
         role = self.role.data
         if role not in ROLES:
             raise VerifyException(f"buffer role '{role}': one of {', '.join(ROLES)}")
-        if role == "weight" and (self.sources is None or self.transform is None):
-            raise VerifyException(f"weight buffer '{self.buffer_name.data}' needs its sources and transform")
-        if self.transform is not None and self.transform.data not in TRANSFORMS:
-            raise VerifyException(f"transform '{self.transform.data}': one of {', '.join(TRANSFORMS)}")
+        if role == "weight" and (self.sources is None or self.transforms is None):
+            raise VerifyException(f"weight buffer '{self.buffer_name.data}' needs its sources and transforms")
+        for transform in self.transforms or []:
+            kind = transform.data.get("kind")
+            if not isinstance(kind, StringAttr) or kind.data not in TRANSFORMS:
+                raise VerifyException(f"a transform's kind must be one of {', '.join(TRANSFORMS)}")
         if role in ("input", "state") and self.source is None:
             raise VerifyException(f"{role} buffer '{self.buffer_name.data}' needs its source")
 

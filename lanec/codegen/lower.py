@@ -1,0 +1,466 @@
+"""Lowering: the form after the rules -> the `lane` dialect, one `lane.launch` per kernel.
+
+Every form value becomes a window of a device buffer (`Window`: its buffer, element offset,
+shape and strides), so the parts of a product in parts stay views of one buffer and a consumer
+reads them in place. Weights become buffers made once at load from the form's weights through a
+chain of transforms (a product in parts reads its parts' rows back to back; KdaSplit reads the
+three conv weights as one [3, 4, dim] buffer). Each op picks its kernel class and static
+specialization here; the kernel class computes its own launch facts (`launch()`), which the
+`lane.launch` carries. An op the lane has no kernel for is an error that names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    BoolAttr,
+    DenseArrayBase,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.context import Context
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from lanec.dialects import form, lane
+
+# kernel name -> "module:Class" (imported only when a launch needs it: CuTe DSL is heavy)
+KERNELS = {
+    "gemv": "lanec.codegen.kernels.gemv:Gemv",
+    "gated_gemv": "lanec.codegen.kernels.gated_gemv:GatedGemv",
+    "rmsnorm": "lanec.codegen.kernels.rmsnorm:RmsNorm",
+    "elementwise": "lanec.codegen.kernels.elementwise:Elementwise",
+    "embed": "lanec.codegen.kernels.embed:Embed",
+    "argmax": "lanec.codegen.kernels.argmax:Argmax",
+    "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
+}
+
+GEMV_ROWS = 16  # rows a gemv launch takes; more rows are run as several launches of this many
+
+
+class LoweringError(ValueError):
+    """A form the lane cannot launch (one line)."""
+
+
+def kernel_class(name: str) -> type:
+    if name not in KERNELS:
+        raise LoweringError(f"the lane has no kernel '{name}'")
+    module, attribute = KERNELS[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def make_kernel(name: str, spec: dict):
+    """The kernel object of a launch: its class built from the launch's static specialization."""
+    return kernel_class(name)(**spec)
+
+
+# ----------------------------------------------------------------------------------------------
+# Specializations as attributes (and back)
+
+
+def to_attr(value) -> Attribute:
+    if isinstance(value, bool):
+        return BoolAttr(value, 1)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, Float64Type())
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, (tuple, list)):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return DenseArrayBase.from_list(i64, list(value))
+        return ArrayAttr([to_attr(v) for v in value])
+    if value is None:
+        return ArrayAttr([])
+    raise TypeError(f"cannot record {value!r} in a kernel specialization")
+
+
+def from_attr(attr: Attribute):
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return bool(value) if attr.type == IntegerType(1) else value  # i1: a flag
+    if isinstance(attr, FloatAttr):
+        return attr.value.data
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, DenseArrayBase):
+        return tuple(attr.get_values())
+    if isinstance(attr, ArrayAttr):
+        return tuple(from_attr(a) for a in attr.data) or None
+    raise TypeError(f"cannot read {attr} as a kernel specialization")
+
+
+def spec_of(launch: lane.LaunchOp) -> dict:
+    return {k: from_attr(v) for k, v in launch.spec.data.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+DTYPES = {"bfloat16": BFloat16Type(), "float32": Float32Type(), "int32": IntegerType(32),
+          "int8": IntegerType(8)}
+
+
+def dtype_name(element: Attribute) -> str:
+    if isinstance(element, BFloat16Type):
+        return "bfloat16"
+    if isinstance(element, Float32Type):
+        return "float32"
+    if isinstance(element, IntegerType):
+        return f"int{element.width.data}"
+    raise LoweringError(f"no device type for {element}")
+
+
+def row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+@dataclass
+class Window:
+    """A form value on the device: `buffer`'s elements from `offset`, `shape` at `strides`."""
+
+    buffer: SSAValue
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def contiguous(self) -> bool:
+        return self.strides == row_major(self.shape)
+
+    def rows(self, first: int, count: int) -> Window:
+        return Window(self.buffer, self.offset + first * self.strides[0], (count, *self.shape[1:]), self.strides)
+
+
+@dataclass
+class Lowering:
+    module: ModuleOp
+    step: form.StepOp
+    block: Block = field(default_factory=Block)
+    windows: dict[SSAValue, Window] = field(default_factory=dict)
+    weights: dict[tuple, SSAValue] = field(default_factory=dict)
+    sources: dict[SSAValue, form.WeightOp] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+    missing: dict[str, int] = field(default_factory=dict)
+    schedules: Callable[[str, dict], dict] | None = None
+
+    # -- buffers ---------------------------------------------------------------------------------
+
+    def unique(self, name: str) -> str:
+        candidate, n = name, 1
+        while candidate in self.names:
+            n += 1
+            candidate = f"{name}.{n}"
+        self.names.add(candidate)
+        return candidate
+
+    def buffer(self, name: str, role: str, shape: Sequence[int], element: Attribute, **props) -> Window:
+        op = lane.BufferOp(self.unique(name), role, MemRefType(element, list(shape)), **props)
+        self.block.add_op(op)
+        return Window(op.result, 0, tuple(shape), row_major(shape))
+
+    def activation(self, name: str, shape: Sequence[int], element: Attribute | None = None) -> Window:
+        return self.buffer(name, "activation", shape, element or BFloat16Type())
+
+    def weight(self, values: Sequence[SSAValue], transforms: Sequence[dict] = (), shape=None) -> Window:
+        """The buffer made from form weights `values` through `transforms` (made once, shared)."""
+        ops = [self.sources[v] for v in values]
+        key = (tuple(op.weight_name.data for op in ops), repr(transforms))
+        element = form.element(values[0])
+        if shape is None:
+            shape = form.shape(values[0])
+        if key not in self.weights:
+            for op in ops:
+                if op.format.data != "bf16":
+                    raise LoweringError(f"weight {op.weight_name.data}: the lane's kernels read {op.format.data} "
+                                        "weights only through the quantized products (not linked yet)")
+            name = ops[0].weight_name.data if len(ops) == 1 else "+".join(op.weight_name.data for op in ops)
+            attrs = [{k: to_attr(v) for k, v in t.items()} for t in transforms]
+            window = self.buffer(name, "weight", shape, element, sources=key[0], transforms=attrs)
+            self.weights[key] = window.buffer
+        buffer = self.weights[key]
+        return Window(buffer, 0, tuple(shape), row_major(shape))
+
+    def window(self, value: SSAValue) -> Window:
+        if value in self.sources:
+            return self.weight([value])
+        return self.windows[value]
+
+    def arg(self, window: Window) -> SSAValue:
+        """The launch operand for a window: the buffer itself, or a view of it."""
+        assert isinstance(window.buffer.type, MemRefType)
+        whole = tuple(window.buffer.type.get_shape())
+        if window.offset == 0 and window.shape == whole and window.contiguous:
+            return window.buffer
+        view = lane.ViewOp(window.buffer, window.offset, window.shape, window.strides)
+        self.block.add_op(view)
+        return view.result
+
+    def launch(self, kernel_name: str, spec: dict, args: Sequence[Window]) -> None:
+        kernel = make_kernel(kernel_name, spec)
+        shape = kernel.launch()
+        params = kernel.params()
+        if len(params) != len(args):
+            raise LoweringError(f"{kernel_name} takes {len(params)} tensors; the lowering bound {len(args)}")
+        for param, window in zip(params, args, strict=True):
+            if tuple(param.shape) != window.shape:
+                raise LoweringError(f"{kernel_name} param {param.name}: kernel shape {list(param.shape)}, "
+                                    f"bound {list(window.shape)}")
+            expected = tuple(param.strides) or row_major(param.shape)
+            if expected != window.strides:
+                raise LoweringError(f"{kernel_name} param {param.name} reads strides {list(expected)}; the "
+                                    f"value lies at strides {list(window.strides)}")
+        operands = [self.arg(w) for w in args]
+        self.block.add_op(lane.LaunchOp(kernel_name, {k: to_attr(v) for k, v in spec.items()}, operands,
+                                        shape.grid, shape.block, shape.cluster, shape.shared_bytes, shape.pdl))
+
+    def no_kernel(self, op: Operation, why: str = "") -> None:
+        key = op.name + (f" ({why})" if why else "")
+        self.missing[key] = self.missing.get(key, 0) + 1
+
+    # -- the walk --------------------------------------------------------------------------------
+
+    def run(self) -> lane.StepOp:
+        for op in self.step.body.block.ops:
+            if isinstance(op, form.ReturnOp):
+                break
+            self.lower(op)
+        if self.missing:
+            listed = ", ".join(f"{name} x{count}" for name, count in sorted(self.missing.items()))
+            raise LoweringError(f"no lane kernel for: {listed}")
+        returned = self.step.body.block.last_op
+        assert isinstance(returned, form.ReturnOp)
+        outputs = []
+        for index, value in enumerate(returned.outputs):
+            window = self.window(value)
+            buffer = window.buffer.owner
+            assert isinstance(buffer, lane.BufferOp) and isinstance(window.buffer.type, MemRefType)
+            if window.shape != tuple(window.buffer.type.get_shape()) or buffer.role.data != "activation":
+                raise LoweringError(f"output {index} is not a whole activation buffer: the step returns "
+                                    "what a launch writes whole (a norm, a product, argmax)")
+            buffer.role = StringAttr("output")
+            buffer.source = StringAttr(str(index))
+            outputs.append(window.buffer)
+        self.block.add_op(lane.ReturnOp(outputs))
+        return lane.StepOp(self.step.batch.value.data, self.step.tokens.value.data, Region(self.block))
+
+    def lower(self, op: Operation) -> None:
+        handler = LOWERINGS.get(type(op))
+        if handler is None:
+            self.no_kernel(op)
+            return
+        handler(self, op)
+
+
+# ----------------------------------------------------------------------------------------------
+# One function per form op
+
+
+def lower_input(self: Lowering, op: form.InputOp) -> None:
+    self.windows[op.result] = self.buffer(f"input.{op.role.data}", "input", form.shape(op.result),
+                                          form.element(op.result), source=op.role.data)
+
+
+def lower_weight(self: Lowering, op: form.WeightOp) -> None:
+    self.sources[op.result] = op  # made into a buffer by its first consumer, in the layout it needs
+
+
+def lower_state(self: Lowering, op: form.StateOp) -> None:
+    self.windows[op.result] = self.buffer(op.state_name.data, "state", form.shape(op.result),
+                                          form.element(op.result), source=op.state_name.data)
+
+
+def lower_embed(self: Lowering, op: form.EmbedOp) -> None:
+    vocab, hidden = form.shape(op.table)
+    rows = form.shape(op.tokens)[0]
+    out = self.activation("embed", (rows, hidden))
+    self.launch("embed", {"rows": rows, "vocab": vocab, "width": hidden},
+                [self.window(op.tokens), self.window(op.table), out])
+    self.windows[op.result] = out
+
+
+def lower_product(self: Lowering, op: form.ProductOp) -> None:
+    if op.quantize_words() or form.is_int(op.x, 8):
+        self.no_kernel(op, "quantized")
+        return
+    rows, _ = form.shape(op.x)
+    parts = [form.shape(w)[0] for w in op.weights]
+    total = sum(parts)
+    weight = self.weight(list(op.weights), [{"kind": "concatenate", "axis": 0}] if len(parts) > 1 else [],
+                         shape=(total, form.shape(op.weights[0])[1]))
+    x = self.window(op.x)
+    name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+    out = self.activation(f"{name}.out", (rows, total))
+    spec: dict = {"width": form.shape(op.weights[0])[1], "parts": tuple(parts)}
+    part = op.part()
+    if part is not None:
+        heads, unit, offset, length = part
+        spec["per_head"] = (heads, unit, offset)
+    for first in range(0, rows, GEMV_ROWS):
+        count = min(GEMV_ROWS, rows - first)
+        self.launch("gemv", {"rows": count, **spec}, [x.rows(first, count), weight, out.rows(first, count)])
+    start = 0
+    for n, result in zip(parts, op.parts, strict=True):
+        self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
+        start += n
+
+
+def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
+    if op.quantize_words():
+        self.no_kernel(op, "quantized")
+        return
+    rows, width = form.shape(op.x)
+    hidden = form.shape(op.gate)[0]
+    out = self.activation(self.sources[op.gate].weight_name.data.removesuffix(".weight") + ".swiglu", (rows, hidden))
+    x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
+    for first in range(0, rows, GEMV_ROWS):
+        count = min(GEMV_ROWS, rows - first)
+        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden},
+                    [x.rows(first, count), gate, up, out.rows(first, count)])
+    self.windows[op.result] = out
+
+
+def lower_norm(self: Lowering, op: form.NormOp) -> None:
+    if op.quantize_words():
+        self.no_kernel(op, "quantized")
+        return
+    rows, width = form.shape(op.x)
+    name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
+    y = self.activation(name, (rows, width))
+    args = [self.window(op.x)]
+    spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None}
+    if op.residual is not None:
+        args.append(self.window(op.residual))
+    args += [self.window(op.weight), y]
+    if op.residual is not None:
+        h = self.activation(f"{name}.sum", (rows, width))
+        args.append(h)
+        self.windows[op.sum] = h
+    self.launch("rmsnorm", spec, args)
+    self.windows[op.result] = y
+
+
+ELEMENTWISE = {form.AddOp: "add", form.MulOp: "mul", form.SwigluOp: "swiglu", form.SiluOp: "silu",
+               form.SigmoidOp: "sigmoid"}
+
+
+def lower_elementwise(self: Lowering, op: Operation) -> None:
+    if op.quantize_words() or not form.is_float(op.result):  # type: ignore[attr-defined]
+        self.no_kernel(op, "quantized")
+        return
+    kind = ELEMENTWISE[type(op)]
+    rows, width = form.shape(op.result)
+    out = self.activation(kind, (rows, width))
+    inputs = [self.window(v) for v in op.operands]
+    self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
+    self.windows[op.results[0]] = out
+
+
+def lower_argmax(self: Lowering, op: form.ArgmaxOp) -> None:
+    rows, vocab = form.shape(op.x)
+    out = self.activation("argmax", (rows,), IntegerType(32))
+    self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])
+    self.windows[op.result] = out
+
+
+def lower_kda(self: Lowering, op: form.KdaOp) -> None:
+    heads = op.heads.value.data
+    rows, dim = form.shape(op.q)
+    tokens = self.step.tokens.value.data
+    batch = self.step.batch.value.data
+    q, k, v = (self.window(x) for x in (op.q, op.k, op.v))
+    pitch = q.strides[0]
+    if not (k.buffer == q.buffer == v.buffer and k.offset == q.offset + dim and v.offset == q.offset + 2 * dim
+            and k.strides == q.strides == v.strides):
+        raise LoweringError("kda: q, k and v must be consecutive parts of one product (KdaSplit reads them "
+                            "as one [rows, 3 * dim] row)")
+    x = Window(q.buffer, q.offset, (rows, 3 * dim), (pitch, 1))
+    width = form.shape(op.conv_q)[1]
+    conv = self.weight([op.conv_q, op.conv_k, op.conv_v],
+                       [{"kind": "stack", "axis": 0}, {"kind": "transpose", "axes": (0, 2, 1)}],
+                       shape=(3, width, dim))
+    slots_state = form.shape(op.state)[0]
+    spec = {
+        "heads": heads, "batch": batch, "gate_mode": 0, "has_bias": bool(op.biases), "tokens": tokens,
+        "gate_form": op.form.data, "slots": slots_state, "scale": op.scale.value.data,
+        "eps": op.eps.value.data, "l2_eps": op.l2_eps.value.data, "x_pitch": pitch,
+    }
+    if op.lower_bound is not None:
+        spec["lower_bound"] = op.lower_bound.value.data
+    if self.schedules is not None:
+        spec.update(self.schedules("kda_split", {"heads": heads, "batch": batch, "tokens": tokens}))
+    out = self.activation("kda", (rows, dim))
+    args = [x, conv]
+    if op.biases:
+        args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
+    args += [self.window(op.conv_state), self.window(op.f_a), self.window(op.beta), self.window(op.a_log),
+             self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, self.window(op.gate),
+             self.window(op.norm_weight), self.window(op.f_b)]
+    if tokens > 1:
+        assert op.accepted is not None
+        args.append(self.window(op.accepted))
+    self.launch("kda_split", spec, args)
+    self.windows[op.result] = out
+
+
+LOWERINGS: dict[type, Callable[[Lowering, Operation], None]] = {
+    form.InputOp: lower_input,
+    form.WeightOp: lower_weight,
+    form.StateOp: lower_state,
+    form.EmbedOp: lower_embed,
+    form.ProductOp: lower_product,
+    form.GatedProductOp: lower_gated_product,
+    form.NormOp: lower_norm,
+    form.ArgmaxOp: lower_argmax,
+    form.KdaOp: lower_kda,
+    **{kind: lower_elementwise for kind in ELEMENTWISE},
+}
+
+
+def lower_module(module: ModuleOp, schedules=None) -> ModuleOp:
+    """A new module holding the lane step of `module`'s form step."""
+    steps = [op for op in module.ops if isinstance(op, form.StepOp)]
+    if len(steps) != 1:
+        raise LoweringError(f"a module to lower holds one form.step; this one holds {len(steps)}")
+    lowering = Lowering(module, steps[0], schedules=schedules)
+    return ModuleOp([lowering.run()])
+
+
+
+
+@dataclass(frozen=True)
+class LowerToLane(ModulePass):
+    """`-p lower-to-lane`: replace the module's form step by its lane step."""
+
+    name = "lower-to-lane"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            lowered = lower_module(op)
+        except (LoweringError, ValueError) as error:
+            raise DiagnosticException(str(error)) from None
+        for child in list(op.ops):
+            child.detach()
+            child.erase()
+        step = next(iter(lowered.ops))
+        step.detach()
+        op.body.block.add_op(step)

@@ -1,0 +1,107 @@
+"""The plan writer: a lowered lane step, its compiled kernels, and the form it came from -> one
+`Plan` (lanec/runtime/plan.py), ready to write as plan.bin.
+
+Weight sources keep the form's weight names and shapes; each carries the seeded initialiser the
+runtime uses when no checkpoint holds it (bounded values, by what the weight is: norm weights
+near one, product rows scaled by their fan-in, the KDA gate's A_log and dt_bias in fla's
+ranges), so `lanec run --check` can give the interpreter exactly the values the GPU gets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import SSAValue
+
+from lanec.codegen.cute_dsl import kernel_objects, kernel_source
+from lanec.codegen.lower import dtype_name, from_attr
+from lanec.dialects import lane
+from lanec.interp.environment import A_LOGS, BIASES, DT_BIASES, NORM_WEIGHTS, uses_of
+from lanec.interp.program import Program
+from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
+
+
+def initialiser(uses: set[tuple[str, str]], shape: tuple[int, ...]) -> tuple[float, float]:
+    """(center, scale) of a weight's seeded values, by the ops that read it."""
+    if uses & NORM_WEIGHTS:
+        return 1.0, 0.1
+    if uses & A_LOGS:  # fla draws A in [1, 16]: A_log around log 4
+        return math.log(4.0), 0.5
+    if uses & DT_BIASES:  # softplus^-1 of dt around 0.01
+        return -4.6, 0.5
+    if uses & BIASES:
+        return 0.0, 0.1
+    if ("embed", "table") in uses or len(shape) < 2:
+        return 0.0, 1.0
+    return 0.0, 1.0 / math.sqrt(shape[-1])
+
+
+def weight_sources(program: Program) -> dict[str, Source]:
+    uses = uses_of(program)
+    sources = {}
+    for weight in program.weights:
+        shape = tuple(weight.shape)
+        center, scale = initialiser(set(uses.get(weight.value, [])), shape)
+        sources[weight.name] = Source(weight.name, shape, weight.dtype, scale, center)
+    return sources
+
+
+def address(value: SSAValue) -> Arg:
+    owner = value.owner
+    if isinstance(owner, lane.ViewOp):
+        base = address(owner.base)
+        return Arg(base.buffer, base.offset + owner.offset.value.data)
+    assert isinstance(owner, lane.BufferOp)
+    return Arg(owner.buffer_name.data, 0)
+
+
+def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, compile_kernel: Callable,
+               progress: Callable[[int, int, str], None] | None = None) -> Plan:
+    from lanec.interp.lower import program_of
+
+    program = program_of(form_module)
+    sources = weight_sources(program)
+    step = next(op for op in lane_module.ops if isinstance(op, lane.StepOp))
+    plan = Plan(program=program.to_json(), form=form_text)
+    for op in step.body.block.ops:
+        if not isinstance(op, lane.BufferOp):
+            continue
+        assert isinstance(op.result.type, MemRefType)
+        name, role = op.buffer_name.data, op.role.data
+        source = None if op.source is None else op.source.data
+        if role == "output":
+            source = int(source)
+        plan.buffers.append(Buffer(name, tuple(op.result.type.get_shape()), dtype_name(op.result.type.element_type),
+                                   role, source))
+        if role == "weight":
+            assert op.sources is not None and op.transforms is not None
+            chain = tuple(Transform(t.data["kind"].data, {k: from_attr(v) for k, v in t.data.items() if k != "kind"})
+                          for t in op.transforms.data)
+            plan.weights.append(WeightBinding(name, tuple(sources[s.data] for s in op.sources.data), chain))
+
+    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    kernels = kernel_objects(kernel_source(lane_module))
+    compiled: dict[str, object] = {}
+    for index, (op, kernel) in enumerate(zip(launches, kernels, strict=True)):
+        key = repr(sorted(vars(kernel).items()))
+        if progress is not None:
+            progress(index, len(launches), op.kernel.data)
+        if key not in compiled:
+            compiled[key] = compile_kernel(kernel)
+        artifact = compiled[key]
+        facts = (tuple(op.grid.get_values()), tuple(op.block.get_values()), tuple(op.cluster.get_values()),
+                 op.shared_bytes.value.data, bool(op.pdl.value.data))
+        built = artifact.launch
+        if facts != (tuple(built.grid), tuple(built.block), tuple(built.cluster), built.shared_bytes, built.pdl):
+            raise ValueError(f"launch {index} ({op.kernel.data}): the lane step's launch facts disagree with the "
+                             "compiled kernel's; recompile from the form")
+        label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
+        plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(built),
+                                    tuple(address(v) for v in op.args)))
+    plan.validate()
+    return plan
+
+
+__all__ = ["write_plan", "initialiser"]

@@ -1,0 +1,29 @@
+"""Tuned schedules: the specialization knobs measured best on the GPU for a kernel at a shape,
+kept in schedules.json beside this file (written by `bench/tune_kda.py` on the H200) and read by
+the lowering. A shape not in the table keeps the kernel's own defaults (the seed's)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("schedules.json")
+
+
+@cache
+def table() -> dict:
+    if not TABLE.exists():
+        return {}
+    return json.loads(TABLE.read_text())
+
+
+def key(shape: dict) -> str:
+    return ",".join(f"{k}={shape[k]}" for k in sorted(shape))
+
+
+def schedule_for(kernel: str, shape: dict) -> dict:
+    """The spec overrides for `kernel` at `shape` (e.g. {"schedule": [early, lanes, ...],
+    "gate_mode": 1}), or {} where the table has none."""
+    entry = table().get(kernel, {}).get(key(shape), {})
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k != "us"}

@@ -1,0 +1,48 @@
+"""`lanec compile model.mlir -o plan.bin`: the whole pipeline, on a machine with no GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lanec.commands.knobs import knob_options, shim_of
+
+
+@click.command("compile")
+@click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="the plan file to write")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="compiled kernels' cache (default: $XDG_CACHE_HOME/lanec or ~/.cache/lanec)")
+@click.option("--emit-lane", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write the lowered lane step (MLIR) here")
+@click.option("--emit-kernels", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write the cute-dsl module of kernel specializations here")
+@knob_options
+def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lane: Path | None,
+                    emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool,
+                    batch_products: bool) -> None:
+    """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan)."""
+    from lanec.pipeline import compile_plan
+
+    shim = shim_of(numerics, words, fuse_quant, batch_products)
+    stderr = click.get_text_stream("stderr")
+    if stderr.isatty():
+        with click.progressbar(length=1, label="compiling kernels", file=stderr) as bar:
+            def progress(done: int, total: int, kernel: str) -> None:
+                bar.length = total
+                bar.label = f"compiling kernels ({kernel})"
+                bar.update(1)
+
+            result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress)
+    else:
+        result = compile_plan(source, shim, cache_dir=cache_dir)
+    result.plan.write(output)
+    if emit_lane is not None:
+        emit_lane.write_text(str(result.lane) + "\n")
+    if emit_kernels is not None:
+        emit_kernels.write_text(result.kernels)
+    plan = result.plan
+    click.echo(f"{output}: {len(plan.launches)} launches of {len(plan.cubins)} kernels, "
+               f"{len(plan.buffers)} buffers; {len(result.decisions)} fusion decisions")
