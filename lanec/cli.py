@@ -11,7 +11,11 @@ import click
 # name -> "module:attribute" of its click command, in the order `lanec --help` lists them.
 COMMANDS = {
     "import": "lanec.commands.import_config:import_config",
+    "compile": "lanec.commands.compile:compile_command",
     "opt": "lanec.commands.opt:opt",
+    "explain": "lanec.commands.explain:explain",
+    "run": "lanec.commands.run:run",
+    "show": "lanec.commands.show:show",
 }
 
 

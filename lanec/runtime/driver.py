@@ -1,0 +1,344 @@
+"""The CUDA driver, as lanec's runtime and its GPU tests use it: a device, cubin modules, device
+buffers, streams, launches (clusters and PDL through cuLaunchKernelEx), CUDA graphs and event
+timing. Only `cuda.bindings.driver` (13.3's API) and numpy; importing this module needs no GPU,
+and every failure of the driver becomes one `DeviceError` line that names the CUDA error."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    from cuda.bindings import driver as cu
+except ImportError:  # a machine without cuda-python still imports the runtime; Device() says why
+    cu = None
+
+# Above this much dynamic shared memory a function must opt in (cudaFuncSetAttribute).
+DEFAULT_SHARED_BYTES = 48 * 1024
+# Clusters of more than 8 CTAs are "non-portable" and must be allowed per function.
+PORTABLE_CLUSTER_SIZE = 8
+
+
+class DeviceError(RuntimeError):
+    """A one-line error from the GPU side: no driver, no GPU, the wrong GPU, a CUDA error."""
+
+
+def _driver():
+    if cu is None:
+        raise DeviceError("cuda-python is not installed (cuda.bindings.driver is missing): no GPU runtime")
+    return cu
+
+
+def _error_name(err) -> str:
+    try:
+        code, name = cu.cuGetErrorName(err)
+        if code == cu.CUresult.CUDA_SUCCESS:
+            return name.decode()
+    except Exception:  # an unknown code has no name; the number is still useful
+        pass
+    return f"CUresult {int(err)}"
+
+
+def check(result, what: str = "CUDA driver call"):
+    """Unwrap a cuda.bindings result `(CUresult, *values)`: raise `DeviceError` naming the error,
+    else return None, the one value, or the tuple of values."""
+    if isinstance(result, tuple):
+        err, values = result[0], result[1:]
+    else:
+        err, values = result, ()
+    if err != cu.CUresult.CUDA_SUCCESS:
+        name = _error_name(err)
+        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            raise DeviceError(f"{what}: out of GPU memory ({name})")
+        raise DeviceError(f"{what} failed: {name}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+_initialized = False
+
+
+def _init() -> None:
+    global _initialized
+    if _initialized:
+        return
+    driver = _driver()
+    try:
+        result = driver.cuInit(0)
+    except Exception as exc:  # cuda.bindings raises when libcuda.so itself is missing
+        raise DeviceError(f"no NVIDIA driver on this machine ({type(exc).__name__})") from None
+    if result[0] == driver.CUresult.CUDA_ERROR_NO_DEVICE:
+        raise DeviceError("no CUDA GPU on this machine (cuInit: CUDA_ERROR_NO_DEVICE)")
+    check(result, "cuInit")
+    _initialized = True
+
+
+class Device:
+    """One GPU with its primary context made current. lanec's kernels are sm_90a cubins, so any
+    other architecture is refused here rather than failing later at module load."""
+
+    def __init__(self, ordinal: int = 0):
+        _init()
+        count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+        if count == 0:
+            raise DeviceError("no CUDA GPU on this machine")
+        if not 0 <= ordinal < count:
+            raise DeviceError(f"GPU {ordinal} does not exist: this machine has {count}")
+        self.ordinal = ordinal
+        self.handle = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.name = check(cu.cuDeviceGetName(256, self.handle), "cuDeviceGetName").split(b"\0")[0].decode()
+        attribute = cu.CUdevice_attribute
+        self.capability = (self._attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                           self._attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        if self.capability != (9, 0):
+            major, minor = self.capability
+            raise DeviceError(f"GPU {ordinal} ({self.name}) is sm_{major}{minor}: lanec's kernels are built "
+                              "for sm_90a (Hopper: H100, H200)")
+        self.sm_count = self._attribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.context = check(cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
+        check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def _attribute(self, attribute) -> int:
+        return int(check(cu.cuDeviceGetAttribute(attribute, self.handle), "cuDeviceGetAttribute"))
+
+    def free_bytes(self) -> int:
+        free, _total = check(cu.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free)
+
+    def __repr__(self) -> str:
+        return f"Device({self.ordinal}: {self.name}, sm_{self.capability[0]}{self.capability[1]}, {self.sm_count} SMs)"
+
+
+def synchronize() -> None:
+    check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+class Function:
+    """One kernel entry of a module; remembers which opt-in attributes it already carries."""
+
+    def __init__(self, handle, entry: str):
+        self.handle = handle
+        self.entry = entry
+        self._shared_bytes = DEFAULT_SHARED_BYTES
+        self._non_portable = False
+
+    def prepare(self, shape) -> None:
+        """Set what a launch of `shape` needs: the dynamic shared memory opt-in above 48 KB, and
+        non-portable cluster sizes above 8 CTAs."""
+        if shape.shared_bytes > self._shared_bytes:
+            check(cu.cuFuncSetAttribute(
+                self.handle, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shape.shared_bytes), f"{self.entry}: {shape.shared_bytes} bytes of dynamic shared memory")
+            self._shared_bytes = shape.shared_bytes
+        if math.prod(shape.cluster) > PORTABLE_CLUSTER_SIZE and not self._non_portable:
+            check(cu.cuFuncSetAttribute(
+                self.handle, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                f"{self.entry}: cluster {shape.cluster}")
+            self._non_portable = True
+
+
+class Module:
+    """A loaded cubin."""
+
+    def __init__(self, cubin: bytes):
+        self.handle = check(cu.cuModuleLoadData(bytes(cubin)), "loading a cubin (cuModuleLoadData)")
+        self._functions: dict[str, Function] = {}
+
+    def function(self, entry: str, shape=None) -> Function:
+        if entry not in self._functions:
+            handle = check(cu.cuModuleGetFunction(self.handle, entry.encode()),
+                           f"kernel entry {entry!r} (cuModuleGetFunction)")
+            self._functions[entry] = Function(handle, entry)
+        function = self._functions[entry]
+        if shape is not None:
+            function.prepare(shape)
+        return function
+
+    def unload(self) -> None:
+        if self.handle is not None:
+            check(cu.cuModuleUnload(self.handle), "cuModuleUnload")
+            self.handle = None
+
+
+class Buffer:
+    """Device memory: `ptr` is the address a kernel parameter carries."""
+
+    def __init__(self, ptr: int, nbytes: int, handle):
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self._handle = handle
+
+    @classmethod
+    def empty(cls, nbytes: int) -> Buffer:
+        # cuMemAlloc refuses 0 bytes; an empty tensor still needs a valid, distinct address
+        handle = check(cu.cuMemAlloc(max(int(nbytes), 1)), f"allocating {int(nbytes)} bytes")
+        return cls(int(handle), int(nbytes), handle)
+
+    @classmethod
+    def from_array(cls, array: np.ndarray) -> Buffer:
+        buffer = cls.empty(np.asarray(array).nbytes)
+        buffer.upload(array)
+        return buffer
+
+    def upload(self, array: np.ndarray) -> None:
+        host = np.ascontiguousarray(array)
+        if host.nbytes != self.nbytes:
+            raise DeviceError(f"uploading {host.nbytes} bytes into a buffer of {self.nbytes}")
+        if host.nbytes:
+            synchronize()  # our streams are non-blocking: the copy must not overtake their work
+            check(cu.cuMemcpyHtoD(self.ptr, host, host.nbytes), "cuMemcpyHtoD")
+
+    def to_array(self, dtype, shape: Sequence[int]) -> np.ndarray:
+        host = np.empty(tuple(shape), dtype=dtype)
+        if host.nbytes != self.nbytes:
+            raise DeviceError(f"reading {host.nbytes} bytes ({np.dtype(dtype).name} {tuple(shape)}) "
+                              f"from a buffer of {self.nbytes}")
+        synchronize()  # our streams are non-blocking: the copy must not overtake their work
+        if host.nbytes:
+            check(cu.cuMemcpyDtoH(host, self.ptr, host.nbytes), "cuMemcpyDtoH")
+        return host
+
+    def fill(self, byte: int) -> None:
+        """Set every byte (0xFF poisons: it is NaN in bf16, f16 and f32)."""
+        synchronize()
+        if self.nbytes:
+            check(cu.cuMemsetD8(self.ptr, byte & 0xFF, self.nbytes), "cuMemsetD8")
+        synchronize()
+
+    def free(self) -> None:
+        if self._handle is not None:
+            check(cu.cuMemFree(self._handle), "cuMemFree")
+            self._handle = None
+            self.ptr = 0
+
+
+class Stream:
+    def __init__(self):
+        self.handle = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+
+    def synchronize(self) -> None:
+        check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+
+    def destroy(self) -> None:
+        if self.handle is not None:
+            check(cu.cuStreamDestroy(self.handle), "cuStreamDestroy")
+            self.handle = None
+
+
+def _launch_config(shape, stream: Stream | None):
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = (int(v) for v in shape.grid)
+    config.blockDimX, config.blockDimY, config.blockDimZ = (int(v) for v in shape.block)
+    config.sharedMemBytes = int(shape.shared_bytes)
+    if stream is not None:
+        config.hStream = stream.handle
+    attributes = []
+    if math.prod(shape.cluster) > 1:
+        cluster = cu.CUlaunchAttribute()
+        cluster.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        cluster.value.clusterDim.x, cluster.value.clusterDim.y, cluster.value.clusterDim.z = (
+            int(v) for v in shape.cluster)
+        attributes.append(cluster)
+    if shape.pdl:
+        pdl = cu.CUlaunchAttribute()
+        pdl.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        pdl.value.programmaticStreamSerializationAllowed = 1
+        attributes.append(pdl)
+    config.attrs = attributes
+    config.numAttrs = len(attributes)
+    return config
+
+
+class Launch:
+    """One kernel launch prepared once (config, parameter arrays) and enqueued many times: every
+    parameter is an 8-byte device pointer, passed as cuLaunchKernelEx's array of pointers."""
+
+    def __init__(self, function: Function, shape, pointers: Sequence[int], stream: Stream):
+        for dim, name in ((shape.grid, "grid"), (shape.block, "block"), (shape.cluster, "cluster")):
+            if len(dim) != 3 or any(int(v) < 1 for v in dim):
+                raise DeviceError(f"{function.entry}: {name} {tuple(dim)} must be three positive sizes")
+        if any(g % c for g, c in zip(shape.grid, shape.cluster)):
+            raise DeviceError(f"{function.entry}: grid {tuple(shape.grid)} is not a whole number of "
+                              f"clusters {tuple(shape.cluster)}")
+        function.prepare(shape)
+        self.function = function
+        self.shape = shape
+        self.stream = stream
+        self._config = _launch_config(shape, stream)
+        self._values = np.array([int(p) for p in pointers], dtype=np.uint64)
+        base = self._values.ctypes.data
+        self._addresses = np.array([base + 8 * i for i in range(len(self._values))], dtype=np.uint64)
+        self._params = self._addresses.ctypes.data if len(self._values) else 0
+
+    def enqueue(self) -> None:
+        check(cu.cuLaunchKernelEx(self._config, self.function.handle, self._params, 0),
+              f"launching {self.function.entry}")
+
+
+def launch(function: Function, shape, pointers: Sequence[int], stream: Stream) -> None:
+    Launch(function, shape, pointers, stream).enqueue()
+
+
+class Graph:
+    """A CUDA graph captured from the launches `fn` enqueues on `stream`."""
+
+    def __init__(self, graph, executable):
+        self._graph = graph
+        self._executable = executable
+
+    @classmethod
+    def capture(cls, stream: Stream, fn: Callable[[], Any]) -> Graph:
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        check(cu.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
+        try:
+            fn()
+        except BaseException:
+            cu.cuStreamEndCapture(stream.handle)  # leave the stream usable; the first error is the one to report
+            raise
+        graph = check(cu.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
+        executable = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        return cls(graph, executable)
+
+    def replay(self, stream: Stream) -> None:
+        check(cu.cuGraphLaunch(self._executable, stream.handle), "cuGraphLaunch")
+
+    def destroy(self) -> None:
+        if self._executable is not None:
+            check(cu.cuGraphExecDestroy(self._executable), "cuGraphExecDestroy")
+            check(cu.cuGraphDestroy(self._graph), "cuGraphDestroy")
+            self._executable = None
+
+
+def time_us(stream: Stream, fn: Callable[[], Any], repeats: int = 20, warmup: int = 3) -> float:
+    """Median microseconds of `fn`'s work on `stream`, each repetition between two CUDA events."""
+    if repeats < 1:
+        raise DeviceError(f"time_us: repeats must be at least 1, not {repeats}")
+    for _ in range(warmup):
+        fn()
+    flags = cu.CUevent_flags.CU_EVENT_DEFAULT
+    start = check(cu.cuEventCreate(flags), "cuEventCreate")
+    end = check(cu.cuEventCreate(flags), "cuEventCreate")
+    try:
+        times = []
+        for _ in range(repeats):
+            check(cu.cuEventRecord(start, stream.handle), "cuEventRecord")
+            fn()
+            check(cu.cuEventRecord(end, stream.handle), "cuEventRecord")
+            check(cu.cuEventSynchronize(end), "cuEventSynchronize")
+            times.append(float(check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")) * 1000.0)
+    finally:
+        cu.cuEventDestroy(start)
+        cu.cuEventDestroy(end)
+    return statistics.median(times)
+
+
+def occupancy_clusters(function: Function, shape) -> int:
+    """How many clusters of `shape` can be resident at once (0: the shape cannot launch)."""
+    function.prepare(shape)
+    return int(check(cu.cuOccupancyMaxActiveClusters(function.handle, _launch_config(shape, None)),
+                     f"{function.entry}: cuOccupancyMaxActiveClusters"))

@@ -1,0 +1,414 @@
+"""plan.bin: everything a GPU machine needs to run one compiled decode step, in one file.
+
+Layout (little-endian):
+
+    header  (56 bytes)  magic b"LANEPLAN" | format version u32 | flags u32 (0) |
+                        body length u64 | SHA-256 of the body (32 bytes)
+    body                section count u32, then per section: tag (4 bytes) | offset u64 | length u64
+                        (offsets from the start of the body), then the sections' bytes
+
+Sections: b"META" (JSON: buffers, weight bindings, launches, kernels' hashes and entries),
+b"CUBN" (one per distinct cubin, in kernel order), b"PROG" (the interpreter's `Program` JSON,
+kept opaque), b"FORM" (the form text the plan was compiled from).
+
+A weight buffer is made once, at load, from checkpoint tensors (its sources, by the form's weight
+names) through a recorded chain of transforms; sources missing from a checkpoint are filled by a
+seeded initialiser (`center + scale * clip(normal, -3, 3)`, rounded to the source's dtype).
+A launch binds buffers by name at an element offset (a view into a wider buffer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lanec.runtime import dtypes
+
+MAGIC = b"LANEPLAN"
+VERSION = 1
+HEADER = struct.Struct("<8sIIQ32s")
+SECTION_COUNT = struct.Struct("<I")
+SECTION = struct.Struct("<4sQQ")
+
+ROLES = ("weight", "state", "activation", "input", "output")
+# transform kind -> how many arrays it takes (None: one or more)
+TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "quantize_q8_0": 1}
+Q8_0_BLOCK = 32
+Q8_0_BLOCK_BYTES = 2 + Q8_0_BLOCK  # fp16 scale, then 32 int8 words (GGML's block_q8_0)
+
+
+class PlanError(ValueError):
+    """A plan file or plan content that cannot be run (one line)."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise PlanError(message)
+
+
+def _shape(values, what: str) -> tuple[int, ...]:
+    _require(isinstance(values, (list, tuple)) and all(isinstance(v, int) and v >= 0 for v in values),
+             f"{what}: shape {values!r} must be a list of non-negative integers")
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A launch's grid, block, cluster, dynamic shared memory and PDL (duck-types LaunchShape)."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    shared_bytes: int = 0
+    pdl: bool = True
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "cluster": list(self.cluster),
+                "shared_bytes": self.shared_bytes, "pdl": self.pdl}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Shape:
+        return cls(tuple(data["grid"]), tuple(data["block"]), tuple(data["cluster"]),
+                   int(data["shared_bytes"]), bool(data["pdl"]))
+
+    @classmethod
+    def of(cls, shape) -> Shape:
+        """From a LaunchShape (or anything with the same fields)."""
+        return cls(tuple(shape.grid), tuple(shape.block), tuple(shape.cluster), shape.shared_bytes, shape.pdl)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One device buffer. `source` links it to the interpreter's program: an input's role, a
+    state's name, or an output's index in the program's outputs; weights and activations have
+    none (weights are made by their binding)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    source: str | int | None = None
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * dtypes.storage(self.dtype).itemsize
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "role": self.role,
+                "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Buffer:
+        return cls(data["name"], _shape(data["shape"], f"buffer {data['name']!r}"), data["dtype"], data["role"],
+                   data.get("source"))
+
+
+@dataclass(frozen=True)
+class Source:
+    """A checkpoint tensor a weight buffer is made from (the form's weight name), its shape and
+    dtype, and the seeded initialiser used when no checkpoint holds it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "bfloat16"
+    scale: float = 0.02
+    center: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "scale": self.scale,
+                "center": self.center}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Source:
+        return cls(data["name"], _shape(data["shape"], f"weight source {data['name']!r}"), data["dtype"],
+                   float(data["scale"]), float(data["center"]))
+
+
+@dataclass(frozen=True)
+class Transform:
+    """One step of a weight's layout change. `concatenate` (params: axis, default 0: checkpoint
+    rows back to back), `stack` (axis, default 0: experts), `interleave` (rows: tiles of that
+    many rows taken from each source in turn: gate/up tiles side by side), `transpose` (axes,
+    default reversed), `quantize_q8_0` (per 32-value block of the last axis: fp16 scale then 32
+    int8 words; uint8 [..., K / 32 * 34]), `none`."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "params": self.params}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Transform:
+        return cls(data["kind"], dict(data.get("params", {})))
+
+
+@dataclass(frozen=True)
+class WeightBinding:
+    """How weight buffer `buffer` is made: its sources through `transforms`, in order (the first
+    step takes all sources; later steps one array)."""
+
+    buffer: str
+    sources: tuple[Source, ...]
+    transforms: tuple[Transform, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"buffer": self.buffer, "sources": [s.to_json() for s in self.sources],
+                "transforms": [t.to_json() for t in self.transforms]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> WeightBinding:
+        return cls(data["buffer"], tuple(Source.from_json(s) for s in data["sources"]),
+                   tuple(Transform.from_json(t) for t in data["transforms"]))
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel parameter: the address of `buffer`'s element `offset` (static-shape view)."""
+
+    buffer: str
+    offset: int = 0
+
+    def to_json(self) -> dict:
+        return {"buffer": self.buffer, "offset": self.offset}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Arg:
+        return cls(data["buffer"], int(data["offset"]))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of the step: `name` labels it in timings (e.g. "gemv qkv 0")."""
+
+    name: str
+    kernel: int
+    entry: str
+    shape: Shape
+    args: tuple[Arg, ...]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kernel": self.kernel, "entry": self.entry, "shape": self.shape.to_json(),
+                "args": [a.to_json() for a in self.args]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Launch:
+        return cls(data["name"], int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]),
+                   tuple(Arg.from_json(a) for a in data["args"]))
+
+
+@dataclass
+class Plan:
+    cubins: list[bytes] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
+    weights: list[WeightBinding] = field(default_factory=list)
+    program: str = ""
+    form: str = ""
+
+    def add_cubin(self, cubin: bytes) -> int:
+        """The kernel index of `cubin`, added once per distinct content."""
+        digest = hashlib.sha256(cubin).digest()
+        for index, known in enumerate(self.cubins):
+            if hashlib.sha256(known).digest() == digest:
+                return index
+        self.cubins.append(bytes(cubin))
+        return len(self.cubins) - 1
+
+    def buffer(self, name: str) -> Buffer:
+        for buffer in self.buffers:
+            if buffer.name == name:
+                return buffer
+        raise PlanError(f"the plan has no buffer {name!r}")
+
+    def validate(self) -> None:
+        """Every cross-reference resolves; raise PlanError naming the first that does not."""
+        by_name: dict[str, Buffer] = {}
+        for buffer in self.buffers:
+            _require(buffer.name not in by_name, f"buffer {buffer.name!r} is declared twice")
+            _require(buffer.role in ROLES, f"buffer {buffer.name!r}: role {buffer.role!r} is not one of {ROLES}")
+            try:
+                dtypes.canonical(buffer.dtype)
+            except ValueError as exc:
+                raise PlanError(f"buffer {buffer.name!r}: {exc}") from None
+            if buffer.role == "output":
+                _require(isinstance(buffer.source, int) and buffer.source >= 0,
+                         f"output buffer {buffer.name!r} must name its index in the program's outputs")
+            if buffer.role in ("input", "state"):
+                _require(isinstance(buffer.source, str) and buffer.source != "",
+                         f"{buffer.role} buffer {buffer.name!r} must name its {buffer.role} in the program")
+            by_name[buffer.name] = buffer
+        bound = set()
+        for binding in self.weights:
+            where = f"weight binding of {binding.buffer!r}"
+            _require(binding.buffer in by_name, f"{where}: the plan has no buffer {binding.buffer!r}")
+            _require(by_name[binding.buffer].role == "weight", f"{where}: buffer {binding.buffer!r} is "
+                     f"a {by_name[binding.buffer].role}, not a weight")
+            _require(binding.buffer not in bound, f"buffer {binding.buffer!r} has two weight bindings")
+            _require(len(binding.sources) > 0, f"{where}: no sources")
+            bound.add(binding.buffer)
+            for position, transform in enumerate(binding.transforms):
+                _require(transform.kind in TRANSFORMS, f"{where}: unknown transform {transform.kind!r}")
+                takes = len(binding.sources) if position == 0 else 1
+                arity = TRANSFORMS[transform.kind]
+                _require(arity is None or arity == takes,
+                         f"{where}: transform {transform.kind!r} takes one array, not {takes}")
+            _require(bool(binding.transforms) or len(binding.sources) == 1,
+                     f"{where}: {len(binding.sources)} sources need a transform that joins them")
+            for source in binding.sources:
+                try:
+                    dtypes.canonical(source.dtype)
+                except ValueError as exc:
+                    raise PlanError(f"{where}: source {source.name!r}: {exc}") from None
+        unbound = [b.name for b in self.buffers if b.role == "weight" and b.name not in bound]
+        _require(not unbound, f"weight buffer {unbound[0]!r} has no weight binding" if unbound else "")
+        for index, launch in enumerate(self.launches):
+            where = f"launch {index} ({launch.name})"
+            _require(0 <= launch.kernel < len(self.cubins),
+                     f"{where}: kernel {launch.kernel} does not exist (the plan has {len(self.cubins)} cubins)")
+            shape = launch.shape
+            for dims, what in ((shape.grid, "grid"), (shape.block, "block"), (shape.cluster, "cluster")):
+                _require(len(dims) == 3 and all(isinstance(v, int) and v >= 1 for v in dims),
+                         f"{where}: {what} {dims!r} must be three positive integers")
+            _require(all(g % c == 0 for g, c in zip(shape.grid, shape.cluster)),
+                     f"{where}: grid {shape.grid} is not a whole number of clusters {shape.cluster}")
+            _require(shape.shared_bytes >= 0, f"{where}: negative shared memory")
+            for arg in launch.args:
+                _require(arg.buffer in by_name, f"{where}: binds buffer {arg.buffer!r}, which the plan does not have")
+                _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
+                         f"{where}: offset {arg.offset} is outside buffer {arg.buffer!r} "
+                         f"({by_name[arg.buffer].elements} elements)")
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def meta(self) -> dict:
+        return {
+            "kernels": [hashlib.sha256(c).hexdigest() for c in self.cubins],
+            "buffers": [b.to_json() for b in self.buffers],
+            "weights": [w.to_json() for w in self.weights],
+            "launches": [launch.to_json() for launch in self.launches],
+        }
+
+    def to_bytes(self) -> bytes:
+        self.validate()
+        sections = [(b"META", json.dumps(self.meta(), separators=(",", ":")).encode())]
+        sections += [(b"CUBN", cubin) for cubin in self.cubins]
+        sections += [(b"PROG", self.program.encode()), (b"FORM", self.form.encode())]
+        table_size = SECTION_COUNT.size + SECTION.size * len(sections)
+        table, data, offset = [SECTION_COUNT.pack(len(sections))], [], table_size
+        for tag, payload in sections:
+            table.append(SECTION.pack(tag, offset, len(payload)))
+            data.append(payload)
+            offset += len(payload)
+        body = b"".join(table + data)
+        return HEADER.pack(MAGIC, VERSION, 0, len(body), hashlib.sha256(body).digest()) + body
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "plan") -> Plan:
+        _require(len(data) >= len(MAGIC) and data[: len(MAGIC)] == MAGIC,
+                 f"{name} is not a lanec plan (no LANEPLAN magic number)")
+        _require(len(data) >= HEADER.size, f"{name} is truncated: {len(data)} bytes, shorter than the header")
+        _magic, version, _flags, body_length, digest = HEADER.unpack_from(data)
+        _require(version <= VERSION, f"{name} is plan format {version}, written by a newer lanec; "
+                 f"this one reads format {VERSION}: update lanec or recompile the plan")
+        _require(version >= 1, f"{name} declares plan format {version}, which never existed")
+        body = data[HEADER.size:]
+        _require(len(body) >= body_length,
+                 f"{name} is truncated: {HEADER.size + body_length} bytes expected, {len(data)} present")
+        _require(len(body) == body_length,
+                 f"{name} has {len(body) - body_length} bytes after its end: not one plan file")
+        _require(hashlib.sha256(body).digest() == digest, f"{name} is corrupted: its checksum does not match")
+        try:
+            return cls._parse(body)
+        except PlanError as exc:
+            raise PlanError(f"{name}: {exc}") from None
+        except (KeyError, TypeError, ValueError, IndexError, struct.error, UnicodeDecodeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+            raise PlanError(f"{name} is malformed: {detail}") from None
+
+    @classmethod
+    def _parse(cls, body: bytes) -> Plan:
+        (count,) = SECTION_COUNT.unpack_from(body)
+        sections: dict[bytes, list[bytes]] = {}
+        for i in range(count):
+            tag, offset, length = SECTION.unpack_from(body, SECTION_COUNT.size + i * SECTION.size)
+            _require(offset + length <= len(body), f"section {tag!r} runs past the end of the file")
+            sections.setdefault(tag, []).append(body[offset: offset + length])
+        for tag in (b"META", b"PROG", b"FORM"):
+            _require(len(sections.get(tag, [])) == 1, f"needs exactly one {tag.decode()} section")
+        meta = json.loads(sections[b"META"][0])
+        cubins = sections.get(b"CUBN", [])
+        _require(len(cubins) == len(meta["kernels"]),
+                 f"lists {len(meta['kernels'])} kernels but holds {len(cubins)} cubins")
+        for index, (cubin, digest) in enumerate(zip(cubins, meta["kernels"])):
+            _require(hashlib.sha256(cubin).hexdigest() == digest, f"cubin {index} does not match its hash")
+        plan = cls(
+            cubins=list(cubins),
+            launches=[Launch.from_json(x) for x in meta["launches"]],
+            buffers=[Buffer.from_json(x) for x in meta["buffers"]],
+            weights=[WeightBinding.from_json(x) for x in meta["weights"]],
+            program=sections[b"PROG"][0].decode(),
+            form=sections[b"FORM"][0].decode(),
+        )
+        plan.validate()
+        return plan
+
+    @classmethod
+    def read(cls, path: str | Path) -> Plan:
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PlanError(f"cannot read {path}: {exc.strerror}") from None
+        return cls.from_bytes(data, str(path))
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
+
+
+def _dims(values) -> str:
+    return "x".join(str(v) for v in values)
+
+
+def describe(plan: Plan) -> str:
+    """What `lanec show` prints: kernels, buffers by role, weight bindings, the launch schedule."""
+    lines = [f"lanec plan, format {VERSION}: {len(plan.launches)} launches of {len(plan.cubins)} kernels "
+             f"({_bytes(sum(len(c) for c in plan.cubins))} of cubins)"]
+    for role in ROLES:
+        members = [b for b in plan.buffers if b.role == role]
+        if members:
+            lines.append(f"{role} buffers: {len(members)}, {_bytes(sum(b.nbytes for b in members))}")
+            lines += [f"  {b.name:<28} {b.dtype:<9} [{', '.join(map(str, b.shape))}]"
+                      + (f"  <- {b.source}" if b.source is not None else "") for b in members]
+    if plan.weights:
+        lines.append("weight bindings:")
+        for binding in plan.weights:
+            steps = " | ".join(t.kind + (f"({', '.join(f'{k}={v}' for k, v in t.params.items())})" if t.params else "")
+                               for t in binding.transforms) or "as stored"
+            lines.append(f"  {binding.buffer:<28} <- {', '.join(s.name for s in binding.sources)}: {steps}")
+    lines.append("launches:")
+    width = max((len(launch.name) for launch in plan.launches), default=4)
+    for index, launch in enumerate(plan.launches):
+        shape = launch.shape
+        args = ", ".join(a.buffer + (f"+{a.offset}" if a.offset else "") for a in launch.args)
+        lines.append(f"  {index:>3} {launch.name:<{width}}  k{launch.kernel} grid {_dims(shape.grid)} "
+                     f"block {_dims(shape.block)} cluster {_dims(shape.cluster)} smem {_bytes(shape.shared_bytes)}"
+                     f"{' pdl' if shape.pdl else ''}  ({args})")
+    lines.append(f"form: {len(plan.form.splitlines())} lines; interpreter program: {_bytes(len(plan.program))}")
+    return "\n".join(lines)

@@ -1,0 +1,314 @@
+"""Run a plan: load it, make its buffers (weights through their transforms, states and inputs from
+one seeded environment), launch the step with PDL and clusters, capture it into a CUDA graph, run
+N steps and time them; or `--check` one step against the interpreter, or `--interpret` the plan's
+program on the CPU alone.
+
+The interpreter (`lanec.interp`, numpy only) is imported where a program runs; the GPU path
+needs nothing but numpy and cuda.bindings."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from lanec.runtime import driver, dtypes, weights
+from lanec.runtime.driver import DeviceError
+from lanec.runtime.plan import Plan, PlanError
+from lanec.runtime.weights import WeightError
+
+# |gpu - reference| / (max |reference|) allowed per stored dtype; integers must match exactly
+TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-3, "int32": 0.0, "int8": 0.0, "uint8": 0.0}
+SLOT_STATES = ("conv", "recurrent")
+
+
+class RunError(ValueError):
+    """Inputs or options a plan cannot run with (one line)."""
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors that are the user's to fix: printed as one line, never a traceback."""
+    from lanec.interp.ops import InterpretError
+
+    return PlanError, WeightError, DeviceError, RunError, InterpretError
+
+
+@dataclass(frozen=True)
+class Options:
+    steps: int = 10
+    check: bool = False
+    interpret: bool = False
+    graph: bool = True
+    pdl: bool = True
+    seed: int = 0
+    weights: Path | None = None
+    repeats: int = 20
+
+
+def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None = None,
+                   capacity: int | None = None) -> None:
+    """A slot table as the kernels read it (docs/semantics.md): tokens = 1, `[B]` or `[B, n]`
+    (column 0); tokens = q > 1, `[B, >= q]` with `accepted [B]` in 1..q, a request padding when
+    `slots[b, accepted - 1] <= 0`. Slots <= 0 are padding; every slot an active request reads or
+    writes is distinct from every other request's and below the states' capacity."""
+    slots = np.asarray(slots)
+    if not np.issubdtype(slots.dtype, np.integer):
+        raise RunError(f"the slot table holds {slots.dtype}; slots are integers")
+    if slots.ndim not in (1, 2):
+        raise RunError(f"the slot table is {list(slots.shape)}: [batch] or [batch, n]")
+    table = slots.reshape(slots.shape[0], -1)
+    batch = table.shape[0]
+    if tokens == 1:
+        used = [[int(table[b, 0])] if table[b, 0] > 0 else [] for b in range(batch)]
+    else:
+        if table.shape[1] < tokens:
+            raise RunError(f"the slot table is {list(slots.shape)}: a step of {tokens} tokens needs "
+                           f"[batch, >= {tokens}]")
+        if accepted is None:
+            raise RunError(f"a step of {tokens} tokens needs the accepted counts beside its slot table")
+        accepted = np.asarray(accepted).reshape(-1)
+        if accepted.shape[0] != batch:
+            raise RunError(f"accepted has {accepted.shape[0]} entries; the slot table has {batch} requests")
+        bad = np.flatnonzero((accepted < 1) | (accepted > tokens))
+        if bad.size:
+            raise RunError(f"request {bad[0]} accepted {accepted[bad[0]]} tokens: between 1 and {tokens}")
+        used = [[int(s) for s in table[b, :tokens] if s > 0] if table[b, accepted[b] - 1] > 0 else []
+                for b in range(batch)]
+    owner: dict[int, int] = {}
+    for request, request_slots in enumerate(used):
+        for slot in request_slots:
+            if capacity is not None and slot >= capacity:
+                raise RunError(f"request {request} uses slot {slot}; the states hold slots 1..{capacity - 1}")
+            if slot in owner:
+                who = "twice" if owner[slot] == request else f"and so does request {owner[slot]}"
+                raise RunError(f"request {request} uses slot {slot} {who}: active requests own distinct slots")
+            owner[slot] = request
+
+
+def load(path: str | Path, options: Options):
+    """The plan, its interpreter program, and the step's environment: seeded inputs and states,
+    and the weight sources (checkpoint or seeded) the interpreter and the buffers share."""
+    from lanec.interp.environment import random_environment
+    from lanec.interp.program import Program
+
+    plan = Plan.read(path)
+    if not plan.program:
+        raise PlanError(f"{path} carries no interpreter program: recompile it with this lanec")
+    program = Program.from_json(plan.program)
+    env = random_environment(program, options.seed)
+    checkpoint = weights.Checkpoint(options.weights) if options.weights is not None else None
+    sources = weights.sources(plan, options.seed, checkpoint)
+    declared = {w.name: w for w in program.weights}
+    for name, values in sources.items():
+        if name in declared and list(values.shape) != list(declared[name].shape):
+            raise PlanError(f"{path}: weight source {name!r} is {list(values.shape)}; the program declares "
+                            f"{list(declared[name].shape)}")
+    env.weights.update({name: v for name, v in sources.items() if name in declared})
+    if "slots" in env.inputs:
+        capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
+        validate_slots(env.inputs["slots"], program.tokens, env.inputs.get("accepted"), capacity)
+    return plan, program, env, sources
+
+
+class Session:
+    """A plan on the GPU: modules loaded, buffers made, every launch prepared once."""
+
+    def __init__(self, plan: Plan, env, sources: dict[str, np.ndarray], pdl: bool = True):
+        self.plan = plan
+        self.device = driver.Device()
+        needed = sum(b.nbytes for b in plan.buffers)
+        free = self.device.free_bytes()
+        if needed > free:
+            raise DeviceError(f"the plan needs {needed / 2**30:.2f} GiB of buffers; {self.device.name} has "
+                              f"{free / 2**30:.2f} GiB free")
+        self.stream = driver.Stream()
+        modules = [driver.Module(cubin) for cubin in plan.cubins]
+        self.buffers = {b.name: driver.Buffer.empty(b.nbytes) for b in plan.buffers}
+        for binding in plan.weights:
+            self.buffers[binding.buffer].upload(weights.make(binding, sources, plan))
+        self.load(env)
+        self.launches = []
+        for launch in plan.launches:
+            shape = launch.shape if pdl else replace(launch.shape, pdl=False)
+            pointers = [self.buffers[a.buffer].ptr + a.offset * dtypes.storage(plan.buffer(a.buffer).dtype).itemsize
+                        for a in launch.args]
+            function = modules[launch.kernel].function(launch.entry, shape)
+            self.launches.append(driver.Launch(function, shape, pointers, self.stream))
+
+    def load(self, env) -> None:
+        """Inputs and states from `env`; activations and outputs poisoned (NaN), so a value the
+        step never writes shows."""
+        for spec in self.plan.buffers:
+            if spec.role in ("input", "state"):
+                table = env.inputs if spec.role == "input" else env.states
+                if spec.source not in table:
+                    raise PlanError(f"{spec.role} buffer {spec.name!r} reads {spec.source!r}, which the "
+                                    f"program does not have")
+                values = np.asarray(table[spec.source])
+                if values.size != spec.elements:
+                    raise PlanError(f"{spec.role} buffer {spec.name!r} is {list(spec.shape)}; the program's "
+                                    f"{spec.source!r} is {list(values.shape)}")
+                self.buffers[spec.name].upload(dtypes.encode(values, spec.dtype))
+            elif spec.role in ("activation", "output"):
+                self.buffers[spec.name].fill(0xFF)
+
+    def enqueue(self) -> None:
+        for launch in self.launches:
+            launch.enqueue()
+
+    def step_function(self, graph: bool) -> Callable[[], None]:
+        if not graph:
+            return self.enqueue
+        captured = driver.Graph.capture(self.stream, self.enqueue)
+        return lambda: captured.replay(self.stream)
+
+    def read(self, name: str) -> np.ndarray:
+        spec = self.plan.buffer(name)
+        stored = self.buffers[name].to_array(dtypes.storage(spec.dtype), spec.shape)
+        return dtypes.decode(stored, spec.dtype)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str
+    role: str
+    dtype: str
+    error: float
+    scale: float
+    tolerance: float
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.note and self.error <= self.tolerance
+
+
+def compare(name: str, role: str, dtype: str, got: np.ndarray, want: np.ndarray) -> Comparison:
+    """`got` (the GPU's) against `want` (the interpreter's): the largest difference relative to
+    the reference's largest magnitude (integers: the fraction of differing elements)."""
+    dtype = dtypes.canonical(dtype)
+    tolerance = TOLERANCE[dtype]
+    want = np.asarray(want)
+    if got.size != want.size:
+        return Comparison(name, role, dtype, math.inf, 0.0, tolerance,
+                          f"shape {list(got.shape)} vs the interpreter's {list(want.shape)}")
+    got = got.reshape(want.shape)
+    if dtype not in dtypes.FLOATS:
+        wrong = float(np.mean(got != want)) if want.size else 0.0
+        return Comparison(name, role, dtype, wrong, 1.0, tolerance)
+    unwritten = int(np.isnan(got).sum() - np.isnan(want).sum())
+    if unwritten > 0:
+        return Comparison(name, role, dtype, math.inf, 0.0, tolerance, f"{unwritten} NaN (never written?)")
+    want = want.astype(np.float32)
+    scale = float(np.nanmax(np.abs(want))) if want.size else 0.0
+    difference = float(np.nanmax(np.abs(got - want))) if want.size else 0.0
+    return Comparison(name, role, dtype, difference / max(scale, 1e-30) if difference else 0.0, scale, tolerance)
+
+
+def check(plan: Plan, program, env, sources, options: Options, say: Callable[[str], None]) -> int:
+    """One step on the GPU and on the interpreter from the same values; 0 when everything agrees."""
+    session = Session(plan, env, sources, pdl=options.pdl)
+    session.step_function(options.graph)()
+    session.stream.synchronize()
+    reference = env.copy()
+    outputs = program.run(reference)
+    rows = []
+    for spec in plan.buffers:
+        if spec.role == "output":
+            if spec.source >= len(outputs):
+                raise PlanError(f"output buffer {spec.name!r} is the program's output {spec.source}; "
+                                f"it has {len(outputs)}")
+            rows.append(compare(spec.name, "output", spec.dtype, session.read(spec.name), outputs[spec.source]))
+        elif spec.role == "state":
+            rows.append(compare(spec.name, "state", spec.dtype, session.read(spec.name),
+                                reference.states[spec.source]))
+    if not rows:
+        raise PlanError("the plan has no output or state buffer to check")
+    width = max(len(r.name) for r in rows)
+    say(f"{'buffer':<{width}}  role    dtype     max |err| / scale   tolerance  scale")
+    for r in rows:
+        verdict = "ok" if r.ok else f"MISMATCH {r.note}".rstrip()
+        say(f"{r.name:<{width}}  {r.role:<6}  {r.dtype:<8}  {r.error:>17.3e}   {r.tolerance:>9.1e}  "
+            f"{r.scale:<9.3g} {verdict}")
+    failed = [r.name for r in rows if not r.ok]
+    say(f"check: {len(rows) - len(failed)} of {len(rows)} agree with the interpreter"
+        + (f"; mismatch in {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]) -> int:
+    """N steps, then the median step time and each launch timed alone."""
+    session = Session(plan, env, sources, pdl=options.pdl)
+    say(f"{session.device!r}; {len(session.launches)} launches, graph {'on' if options.graph else 'off'}, "
+        f"PDL {'on' if options.pdl else 'off'}")
+    step = session.step_function(options.graph)
+    for _ in range(options.steps):
+        step()
+    session.stream.synchronize()
+    step_us = driver.time_us(session.stream, step, repeats=options.repeats)
+    times = [driver.time_us(session.stream, launch.enqueue, repeats=options.repeats) for launch in session.launches]
+    width = max((len(launch.name) for launch in plan.launches), default=6)
+    say(f"{'launch':<{width}}  {'grid':>12}  cluster  {'us':>8}  share")
+    total = sum(times) or 1.0
+    for launch, us in zip(plan.launches, times):
+        grid = "x".join(map(str, launch.shape.grid))
+        cluster = "x".join(map(str, launch.shape.cluster))
+        say(f"{launch.name:<{width}}  {grid:>12}  {cluster:>7}  {us:8.2f}  {100 * us / total:4.1f}%")
+    say(f"{options.steps} steps run; step {step_us:.2f} us (median of {options.repeats}); launches alone "
+        f"sum to {sum(times):.2f} us")
+    return 0
+
+
+def interpret(program, env, options: Options, say: Callable[[str], None]) -> int:
+    """The plan's program on the CPU: N steps, the states carried from step to step."""
+    started = time.perf_counter()
+    for _ in range(options.steps):
+        outputs = program.run(env)
+    elapsed = (time.perf_counter() - started) / options.steps
+    for index, value in enumerate(outputs):
+        value = np.asarray(value)
+        summary = (f"mean |x| {float(np.abs(value).mean()):.4g}" if value.dtype.kind == "f" and value.size
+                   else f"first {value.reshape(-1)[:8].tolist()}")
+        say(f"output {index}: {value.dtype} {list(value.shape)}  {summary}")
+    say(f"interpreted {options.steps} steps on the CPU: {elapsed * 1e3:.1f} ms a step")
+    return 0
+
+
+def execute(path: str | Path, options: Options, say: Callable[[str], None] = print) -> int:
+    """What `lanec run` and `python -m lanec.runtime` do; returns the exit status."""
+    if options.steps < 1 or options.repeats < 1:
+        raise RunError(f"--steps {options.steps}, --repeats {options.repeats}: both must be at least 1")
+    if options.check and options.interpret:
+        raise RunError("--check compares the GPU with the interpreter; --interpret runs the interpreter alone: "
+                       "choose one")
+    plan, program, env, sources = load(path, options)
+    if options.interpret:
+        return interpret(program, env, options, say)
+    if options.check:
+        return check(plan, program, env, sources, options, say)
+    return bench(plan, env, sources, options, say)
+
+
+def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
+    """The command line of `lanec run` and `python -m lanec.runtime` (argparse: the GPU machine
+    has no click)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog, description="Run a lanec plan: time decode steps on the GPU, "
+                                     "--check one step against the interpreter, or --interpret it on the CPU.")
+    parser.add_argument("plan", type=Path, help="plan.bin written by `lanec compile`")
+    parser.add_argument("--steps", type=int, default=Options.steps, help="decode steps to run (default %(default)s)")
+    parser.add_argument("--check", action="store_true", help="one step on the GPU against the interpreter")
+    parser.add_argument("--interpret", action="store_true", help="run the plan's program on the CPU (no GPU)")
+    parser.add_argument("--no-graph", dest="graph", action="store_false", help="launch eagerly, no CUDA graph")
+    parser.add_argument("--no-pdl", dest="pdl", action="store_false", help="launch without PDL")
+    parser.add_argument("--seed", type=int, default=Options.seed, help="seed of the random inputs and weights")
+    parser.add_argument("--weights", type=Path, default=None, help="a safetensors checkpoint for the weights")
+    parser.add_argument("--repeats", type=int, default=Options.repeats, help="timed repetitions (median)")
+    args = parser.parse_args(argv)
+    return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,
+                              pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats)

@@ -1,0 +1,187 @@
+"""Weights: the source tensors a plan's weight buffers are made from (a safetensors checkpoint,
+read with numpy alone, or a seeded initialiser), and the transforms that make the buffers, applied
+once at load. The fp32 source values, by the form's weight names, are also what the interpreter
+gets for `--check`, so both sides compute with the same numbers."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from lanec.runtime import dtypes
+from lanec.runtime.plan import Q8_0_BLOCK, Plan, Source, Transform, WeightBinding
+
+
+class WeightError(ValueError):
+    """A checkpoint that cannot give the plan its weights (one line)."""
+
+
+# safetensors dtype -> (numpy storage dtype, our dtype name or None where it is read as is)
+SAFETENSORS_DTYPES = {
+    "BF16": (np.dtype("<u2"), "bfloat16"),
+    "F16": (np.dtype("<f2"), "float16"),
+    "F32": (np.dtype("<f4"), "float32"),
+    "F64": (np.dtype("<f8"), None),
+    "I8": (np.dtype("i1"), None),
+    "U8": (np.dtype("u1"), None),
+    "I16": (np.dtype("<i2"), None),
+    "I32": (np.dtype("<i4"), None),
+    "I64": (np.dtype("<i8"), None),
+    "BOOL": (np.dtype("?"), None),
+}
+
+
+class Checkpoint:
+    """A safetensors file: an 8-byte little-endian header size, a JSON header (name -> dtype,
+    shape, data_offsets), then the raw data. Tensors are read lazily from a memory map."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            size = self.path.stat().st_size
+            with self.path.open("rb") as file:
+                prefix = file.read(8)
+                if len(prefix) < 8:
+                    raise WeightError(f"{self.path} is not a safetensors file: shorter than its 8-byte header size")
+                (header_size,) = struct.unpack("<Q", prefix)
+                if header_size > size - 8:
+                    raise WeightError(f"{self.path} is not a safetensors file (or is truncated): its header "
+                                      f"claims {header_size} bytes of a {size}-byte file")
+                header = json.loads(file.read(header_size))
+        except OSError as exc:
+            raise WeightError(f"cannot read checkpoint {self.path}: {exc.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise WeightError(f"{self.path} is not a safetensors file: its header is not JSON") from None
+        if not isinstance(header, dict):
+            raise WeightError(f"{self.path} is not a safetensors file: its header is not a JSON object")
+        header.pop("__metadata__", None)
+        self._data_start = 8 + header_size
+        self._data_size = size - self._data_start
+        self._header = header
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._header)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._header
+
+    def tensor(self, name: str) -> np.ndarray:
+        """The stored tensor: bf16 as float32 values, other types as numpy reads them."""
+        if name not in self._header:
+            raise WeightError(f"checkpoint {self.path} has no tensor {name!r}")
+        entry = self._header[name]
+        try:
+            dtype_name, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise WeightError(f"checkpoint {self.path}: tensor {name!r} has a malformed header entry") from None
+        if dtype_name not in SAFETENSORS_DTYPES:
+            raise WeightError(f"checkpoint {self.path}: tensor {name!r} is {dtype_name}, which the runtime does "
+                              f"not read ({', '.join(SAFETENSORS_DTYPES)})")
+        storage, ours = SAFETENSORS_DTYPES[dtype_name]
+        count = int(np.prod(shape, dtype=np.int64))
+        if end - begin != count * storage.itemsize or not 0 <= begin <= end <= self._data_size:
+            raise WeightError(f"checkpoint {self.path}: tensor {name!r} ({dtype_name} {list(shape)}) has "
+                              f"{end - begin} bytes at [{begin}, {end}) of {self._data_size}")
+        raw = np.memmap(self.path, dtype=storage, mode="r", offset=self._data_start + begin, shape=(count,)) \
+            if count else np.empty(0, storage)
+        values = dtypes.decode(np.asarray(raw), ours) if ours else np.array(raw)
+        return values.reshape(shape)
+
+
+def _seed(seed: int, name: str) -> np.random.Generator:
+    # one stream a source, keyed by its name: the same weights whatever the plan's order
+    return np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(name.encode())])
+
+
+def representable(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values rounded to what `dtype` stores (integer types: as they are)."""
+    name = dtypes.canonical(dtype)
+    if name == "bfloat16":
+        return dtypes.round_bf16(values)
+    if name == "float16":
+        return np.asarray(values, dtype=np.float32).astype(np.float16).astype(np.float32)
+    if name in dtypes.FLOATS:
+        return np.asarray(values, dtype=np.float32)
+    return np.asarray(values)
+
+
+def random_source(source: Source, seed: int) -> np.ndarray:
+    """`center + scale * clip(normal, -3, 3)`: bounded, seeded by the source's name, rounded."""
+    normal = np.clip(_seed(seed, source.name).standard_normal(source.shape, dtype=np.float32), -3, 3)
+    return representable(source.center + source.scale * normal, source.dtype)
+
+
+def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, np.ndarray]:
+    """Every weight source of the plan by name: from the checkpoint where it holds the name,
+    else seeded random; shapes are checked against the plan."""
+    values: dict[str, np.ndarray] = {}
+    for binding in plan.weights:
+        for source in binding.sources:
+            if source.name in values:
+                continue
+            if checkpoint is not None:
+                if source.name not in checkpoint:
+                    raise WeightError(f"checkpoint {checkpoint.path} has no tensor {source.name!r} "
+                                      f"(weight {binding.buffer!r} needs it)")
+                tensor = checkpoint.tensor(source.name)
+                if tensor.shape != source.shape:
+                    raise WeightError(f"checkpoint tensor {source.name!r} is {list(tensor.shape)}; the plan "
+                                      f"expects {list(source.shape)}")
+                values[source.name] = representable(tensor.astype(np.float32), source.dtype)
+            else:
+                values[source.name] = random_source(source, seed)
+    return values
+
+
+def quantize_q8_0(values: np.ndarray) -> np.ndarray:
+    """GGML's block_q8_0 along the last axis: per 32 values an fp16 scale d = max|w| / 127 and 32
+    int8 words rint(w / d); uint8 [..., K / 32 * 34]."""
+    if values.shape[-1] % Q8_0_BLOCK:
+        raise WeightError(f"q8_0 needs rows of whole 32-value blocks; the rows are {values.shape[-1]} wide")
+    blocks = values.astype(np.float32).reshape(*values.shape[:-1], -1, Q8_0_BLOCK)
+    scale = (np.abs(blocks).max(axis=-1, keepdims=True) / 127).astype(np.float16)
+    divisor = scale.astype(np.float32)
+    words = np.clip(np.rint(np.divide(blocks, divisor, out=np.zeros_like(blocks), where=divisor != 0)), -127, 127)
+    packed = np.concatenate([scale.view(np.uint8), words.astype(np.int8).view(np.uint8)], axis=-1)
+    return packed.reshape(*values.shape[:-1], -1)
+
+
+def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
+    """One transform step."""
+    params = transform.params
+    if transform.kind == "none":
+        return arrays[0]
+    if transform.kind == "concatenate":
+        return np.concatenate(arrays, axis=params.get("axis", 0))
+    if transform.kind == "stack":
+        return np.stack(arrays, axis=params.get("axis", 0))
+    if transform.kind == "transpose":
+        return np.ascontiguousarray(np.transpose(arrays[0], params.get("axes")))
+    if transform.kind == "interleave":
+        rows = int(params["rows"])
+        if any(a.shape != arrays[0].shape for a in arrays) or arrays[0].shape[0] % rows:
+            raise WeightError(f"interleave in tiles of {rows} rows needs equal shapes with whole tiles; "
+                              f"got {[list(a.shape) for a in arrays]}")
+        tiles = [a.reshape(-1, rows, *a.shape[1:]) for a in arrays]
+        return np.stack(tiles, axis=1).reshape(-1, *arrays[0].shape[1:])
+    if transform.kind == "quantize_q8_0":
+        return quantize_q8_0(arrays[0])
+    raise WeightError(f"unknown weight transform {transform.kind!r}")
+
+
+def make(binding: WeightBinding, values: dict[str, np.ndarray], plan: Plan) -> np.ndarray:
+    """The weight buffer's stored contents, checked against its declared shape."""
+    arrays = [values[source.name] for source in binding.sources]
+    for transform in binding.transforms:
+        arrays = [apply(transform, arrays)]
+    buffer = plan.buffer(binding.buffer)
+    result = arrays[0]
+    if tuple(result.shape) != buffer.shape:
+        raise WeightError(f"weight {buffer.name!r}: its sources and transforms give {list(result.shape)}; "
+                          f"the buffer is {list(buffer.shape)}")
+    return dtypes.encode(result, buffer.dtype)

@@ -1,0 +1,257 @@
+"""The runtime's CPU side: bf16 storage, the safetensors reader, weight transforms, slot tables,
+`lanec run --interpret` end to end, and one-line errors where a GPU is needed and absent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lanec.cli import main
+from lanec.interp.program import Input, Program, Step, Weight
+from lanec.runtime import dtypes, weights
+from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
+from lanec.runtime.runner import Options, RunError, load, validate_slots
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+VOCAB, DIM, ROWS = 50, 64, 32
+
+
+# -- dtypes ------------------------------------------------------------------------------------
+
+def test_bf16_rounds_to_nearest_even():
+    halfway = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8)], np.float32)
+    np.testing.assert_array_equal(dtypes.round_bf16(halfway), [1.0, 1 + 2**-6, -1.0])
+    assert np.isnan(dtypes.round_bf16(np.float32(np.nan)))
+    values = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    rounded = dtypes.round_bf16(values)
+    assert np.all(np.abs(rounded - values) <= np.abs(values) * 2**-8)
+    np.testing.assert_array_equal(dtypes.round_bf16(rounded), rounded)  # bf16 values stay as they are
+    assert dtypes.to_bf16(values).dtype == np.uint16 and dtypes.from_bf16(dtypes.to_bf16(values)).dtype == np.float32
+
+
+def test_storage_dtypes():
+    assert dtypes.storage("bfloat16") == np.uint16 and dtypes.storage("bf16") == np.uint16
+    assert [dtypes.storage(n) for n in ("float32", "int32", "int8", "uint8", "float16")] == \
+        [np.float32, np.int32, np.int8, np.uint8, np.float16]
+    with pytest.raises(ValueError, match="unknown dtype 'float64'"):
+        dtypes.storage("float64")
+
+
+# -- safetensors and weight transforms -----------------------------------------------------------
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    rng = np.random.default_rng(7)
+    tensors = {
+        "w.f32": rng.standard_normal((4, 8)).astype(np.float32),
+        "w.f16": rng.standard_normal((3, 5)).astype(np.float16),
+        "w.i8": rng.integers(-128, 127, (6,)).astype(np.int8),
+    }
+    path = tmp_path / "model.safetensors"
+    safetensors_numpy.save_file(tensors, str(path), metadata={"format": "np"})
+    return path, tensors
+
+
+def test_safetensors_reader(checkpoint):
+    path, tensors = checkpoint
+    reader = weights.Checkpoint(path)
+    assert sorted(reader.names) == sorted(tensors)
+    for name, expected in tensors.items():
+        got = reader.tensor(name)
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_safetensors_bf16(tmp_path):
+    # safetensors.numpy has no bfloat16: write the file's bytes ourselves (header, then raw data)
+    values = dtypes.round_bf16(np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32))
+    raw = dtypes.to_bf16(values).tobytes()
+    header = ('{"t":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,%d]}}' % len(raw)).encode()
+    path = tmp_path / "bf16.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header + raw)
+    np.testing.assert_array_equal(weights.Checkpoint(path).tensor("t"), values)
+
+
+def binding_plan(shape) -> Plan:
+    plan = Plan(program="{}", form="")
+    plan.buffers = [Buffer("w", shape, "float32", "weight")]
+    plan.weights = [WeightBinding("w", (Source("w.f32", (4, 8), "float32"),))]
+    return plan
+
+
+def test_checkpoint_sources_missing_and_misshaped(checkpoint, tmp_path):
+    path, tensors = checkpoint
+    reader = weights.Checkpoint(path)
+    values = weights.sources(binding_plan((4, 8)), 0, reader)
+    np.testing.assert_array_equal(values["w.f32"], tensors["w.f32"])
+    plan = binding_plan((4, 8))
+    plan.weights = [WeightBinding("w", (Source("w.absent", (4, 8), "float32"),))]
+    with pytest.raises(weights.WeightError, match="has no tensor 'w.absent'"):
+        weights.sources(plan, 0, reader)
+    plan.weights = [WeightBinding("w", (Source("w.f32", (8, 4), "float32"),))]
+    with pytest.raises(weights.WeightError, match=r"'w.f32' is \[4, 8\]; the plan expects \[8, 4\]"):
+        weights.sources(plan, 0, reader)
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\xff" * 64)
+    with pytest.raises(weights.WeightError, match="not a safetensors file"):
+        weights.Checkpoint(garbage)
+
+
+def test_random_sources_are_seeded_bounded_and_rounded():
+    source = Source("layer.0.w", (64, 32), "bfloat16", scale=0.5, center=1.0)
+    first, again = weights.random_source(source, 5), weights.random_source(source, 5)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, weights.random_source(source, 6))
+    assert np.all(np.abs(first - 1.0) <= 1.5 + 1e-2) and first.std() > 0.3
+    np.testing.assert_array_equal(dtypes.round_bf16(first), first)
+
+
+def test_transforms():
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    b = -a
+    apply = weights.apply
+    np.testing.assert_array_equal(apply(Transform("concatenate"), [a, b]), np.vstack([a, b]))
+    assert apply(Transform("stack"), [a, b]).shape == (2, 4, 3)
+    np.testing.assert_array_equal(apply(Transform("transpose"), [a]), a.T)
+    tiles = apply(Transform("interleave", {"rows": 2}), [a, b])
+    np.testing.assert_array_equal(tiles, np.vstack([a[:2], b[:2], a[2:], b[2:]]))
+    with pytest.raises(weights.WeightError, match="whole tiles"):
+        apply(Transform("interleave", {"rows": 3}), [a, b])
+
+
+def test_q8_0_matches_the_interpreter():
+    from lanec.interp.ops import q8_0
+
+    rows = np.random.default_rng(2).standard_normal((3, 64)).astype(np.float32)
+    rows[1, :32] = 0  # an all-zero block is zero
+    packed = weights.quantize_q8_0(rows)
+    assert packed.dtype == np.uint8 and packed.shape == (3, 2 * 34)
+    blocks = packed.reshape(3, 2, 34)
+    scale = blocks[..., :2].copy().view(np.float16).astype(np.float32)
+    words = blocks[..., 2:].view(np.int8).astype(np.float32)
+    np.testing.assert_allclose((words * scale).reshape(3, 64), q8_0(rows), rtol=0, atol=1e-6)
+
+
+def test_make_checks_the_buffer_shape():
+    values = {"w.f32": np.ones((4, 8), np.float32)}
+    plan = binding_plan((8, 4))
+    with pytest.raises(weights.WeightError, match=r"give \[4, 8\]; the buffer is \[8, 4\]"):
+        weights.make(plan.weights[0], values, plan)
+    plan.weights = [WeightBinding("w", (Source("w.f32", (4, 8), "float32"),), (Transform("transpose"),))]
+    np.testing.assert_array_equal(weights.make(plan.weights[0], values, plan), np.ones((8, 4)))
+
+
+# -- slot tables -------------------------------------------------------------------------------
+
+def test_slots_single_token():
+    validate_slots(np.array([3, -1, 0, 5], np.int32), tokens=1, capacity=6)
+    validate_slots(np.array([[3, 3], [4, 4]], np.int32), tokens=1)  # column 0 only
+    with pytest.raises(RunError, match="request 2 uses slot 3 and so does request 0"):
+        validate_slots(np.array([3, -1, 3], np.int32), tokens=1)
+    with pytest.raises(RunError, match="states hold slots 1..5"):
+        validate_slots(np.array([6], np.int32), tokens=1, capacity=6)
+    with pytest.raises(RunError, match="slots are integers"):
+        validate_slots(np.array([1.0]), tokens=1)
+
+
+def test_slots_speculative():
+    slots = np.array([[1, 2, 3], [4, -1, 5], [6, 0, -1]], np.int32)
+    validate_slots(slots, tokens=3, accepted=np.array([2, 3, 3]))  # request 2 is padding
+    with pytest.raises(RunError, match=r"needs \[batch, >= 4\]"):
+        validate_slots(slots, tokens=4, accepted=np.array([1, 1, 1]))
+    with pytest.raises(RunError, match="accepted 4 tokens: between 1 and 3"):
+        validate_slots(slots, tokens=3, accepted=np.array([1, 4, 1]))
+    with pytest.raises(RunError, match="accepted counts"):
+        validate_slots(slots, tokens=3)
+    shared = np.array([[1, 2, 3], [4, 2, 5]], np.int32)
+    with pytest.raises(RunError, match="request 1 uses slot 2 and so does request 0"):
+        validate_slots(shared, tokens=3, accepted=np.array([1, 1]))
+    padding = np.array([[1, 2, 3], [2, -1, -1]], np.int32)  # request 1 reads slot -1: padding, never written
+    validate_slots(padding, tokens=3, accepted=np.array([1, 2]))
+
+
+# -- running a plan ----------------------------------------------------------------------------
+
+def embed_program() -> Program:
+    return Program(
+        batch=4, tokens=1,
+        inputs=[Input(0, "tokens", [4], "i32")],
+        weights=[Weight(1, "embed", "bf16", [VOCAB, DIM], "bf16"), Weight(2, "w.q", "bf16", [ROWS, DIM], "bf16"),
+                 Weight(3, "w.k", "bf16", [ROWS, DIM], "bf16")],
+        states=[],
+        steps=[Step("embed", {"tokens": 0, "table": 1}, [4]), Step("product", {"x": 4, "w": [2, 3]}, [5, 6])],
+        outputs=[5, 6],
+    )
+
+
+def embed_plan(path) -> None:
+    plan = Plan(program=embed_program().to_json(), form="// the form text\n")
+    kernel = plan.add_cubin(b"not run on the CPU")
+    plan.buffers = [Buffer("tokens", (4,), "int32", "input", "tokens"),
+                    Buffer("embed", (VOCAB, DIM), "bfloat16", "weight"),
+                    Buffer("wqk", (2 * ROWS, DIM), "bfloat16", "weight"),
+                    Buffer("x", (4, DIM), "bfloat16", "activation"),
+                    Buffer("q", (4, ROWS), "bfloat16", "output", 0), Buffer("k", (4, ROWS), "bfloat16", "output", 1)]
+    plan.weights = [WeightBinding("embed", (Source("embed", (VOCAB, DIM), scale=1.0),)),
+                    WeightBinding("wqk", (Source("w.q", (ROWS, DIM)), Source("w.k", (ROWS, DIM))),
+                                  (Transform("concatenate"),))]
+    plan.launches = [Launch("gemv qk", kernel, "gemv", Shape((8, 1, 1), (128, 1, 1)), (Arg("x"), Arg("wqk"), Arg("q")))]
+    plan.write(path)
+
+
+def test_load_shares_sources_with_the_interpreter(tmp_path):
+    embed_plan(tmp_path / "plan.bin")
+    plan, program, env, sources = load(tmp_path / "plan.bin", Options(seed=3))
+    np.testing.assert_array_equal(env.weights["w.q"], sources["w.q"])
+    wqk = weights.make(plan.weights[1], sources, plan)
+    np.testing.assert_array_equal(dtypes.from_bf16(wqk[:ROWS]), sources["w.q"])
+    outputs = program.run(env)
+    np.testing.assert_allclose(outputs[0], sources["embed"][env.inputs["tokens"]] @ sources["w.q"].T, rtol=1e-5)
+
+
+def test_run_interpret(tmp_path):
+    embed_plan(tmp_path / "plan.bin")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin"), "--interpret", "--steps", "2"])
+    assert result.exit_code == 0, result.output
+    assert "output 0: float32 [4, 32]" in result.output and "interpreted 2 steps" in result.output
+
+
+def test_run_without_a_gpu_is_one_line(tmp_path):
+    from lanec.runtime import driver
+
+    try:
+        driver.Device()
+    except driver.DeviceError:
+        pass
+    else:
+        pytest.skip("this machine has a usable GPU")
+    embed_plan(tmp_path / "plan.bin")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: ") and ("driver" in result.output or "GPU" in result.output)
+
+
+def test_run_bad_plan_and_options_are_one_line(tmp_path):
+    (tmp_path / "plan.bin").write_bytes(b"LANEPLAN\x01")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin"), "--interpret"])
+    assert result.exit_code == 1 and "truncated" in result.output and result.output.count("\n") == 1
+    embed_plan(tmp_path / "plan.bin")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin"), "--check", "--interpret"])
+    assert result.exit_code == 1 and "choose one" in result.output
+
+
+def test_python_m_runtime(tmp_path):
+    embed_plan(tmp_path / "plan.bin")
+    done = subprocess.run([sys.executable, "-m", "lanec.runtime", str(tmp_path / "plan.bin"), "--interpret"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "output 1: float32 [4, 32]" in done.stdout
+    (tmp_path / "plan.bin").write_bytes(b"not a plan")
+    done = subprocess.run([sys.executable, "-m", "lanec.runtime", str(tmp_path / "plan.bin"), "--interpret"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
