@@ -34,3 +34,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="lanec")
 def main() -> None:
     """lanec: compile a model's decode step to one plan.bin for NVIDIA Hopper, and run it."""
+
+
+if __name__ == "__main__":
+    main()

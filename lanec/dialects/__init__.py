@@ -1,0 +1,24 @@
+"""lanec's dialects: `form` (the model's decode step) and, once written, `lane` (its launches)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.ir import Dialect
+
+
+def get_builtin() -> Dialect:
+    from xdsl.dialects.builtin import Builtin
+
+    return Builtin
+
+
+def get_form() -> Dialect:
+    from lanec.dialects.form import Form
+
+    return Form
+
+
+def all_dialects() -> dict[str, Callable[[], Dialect]]:
+    """Every dialect a form file may use, name -> lazy getter (as xDSL's own registry keeps them)."""
+    return {"builtin": get_builtin, "form": get_form}

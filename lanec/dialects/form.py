@@ -109,7 +109,7 @@ def rows_width(value: SSAValue, what: str) -> tuple[int, int]:
 
 
 def same_rows(op: str, *values: tuple[str, SSAValue]) -> int:
-    rows = {name: shape(v)[0] for name, v in values}
+    rows = {name: rows_width(v, f"{op}: {name}")[0] for name, v in values}
     if len(set(rows.values())) != 1:
         listed = ", ".join(f"{name} {n}" for name, n in rows.items())
         fail(f"{op}: operands disagree on rows ({listed})")
@@ -405,7 +405,7 @@ class GatedProductOp(IRDLOperation, QuantizedEpilogue):
         rows, width = rows_width(self.x, "a gated pair's activation")
         expect(shape(self.gate) == shape(self.up),
                f"gate {list(shape(self.gate))} and up {list(shape(self.up))} must have the same shape")
-        hidden, inputs = shape(self.gate)
+        hidden, inputs = rows_width(self.gate, "a gated pair's gate")
         expect(inputs == width, f"gate rows take {inputs} inputs; the activation gives {width}")
         expect(shape(self.result) == (rows, hidden), f"a gated pair's result is [{rows}, {hidden}]")
         self.verify_epilogue(self.result)
@@ -611,12 +611,14 @@ class RopeOp(IRDLOperation):
 
 
 def check_slots(op: Operation, slots: SSAValue, accepted: SSAValue | None, what: str) -> None:
-    expect(is_int(slots, 32), f"{what}: the slot table is i32")
+    expect(is_int(slots, 32) and len(shape(slots)) in (1, 2),
+           f"{what}: the slot table is [batch] or [batch, tokens] of i32")
     step = step_of(op)
     if step is not None and step.tokens.value.data > 1:
         expect(accepted is not None, f"{what}: a speculative step ({step.tokens.value.data} tokens) needs accepted counts")
         expect(len(shape(slots)) == 2, f"{what}: a speculative step needs a [batch, tokens] slot table")
     if accepted is not None:
+        expect(is_int(accepted, 32) and len(shape(accepted)) == 1, f"{what}: accepted counts are [batch] of i32")
         expect(shape(accepted)[0] == shape(slots)[0], f"{what}: accepted counts and slots disagree on requests")
 
 

@@ -1,0 +1,36 @@
+"""lanec's passes: the fusion rules (table.py orders them) and the lowering to the lane, one file
+each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+
+def rule_getter(name: str) -> Callable[[], type[ModulePass]]:
+    def get() -> type[ModulePass]:
+        from lanec.passes.table import RULES
+
+        return next(rule for rule in RULES if rule.name == name)
+
+    return get
+
+
+RULE_NAMES = (
+    "latent-whole", "gemv-in-parts",
+    "merge-products", "pair-gate-up", "conv-l2norm", "fold-kda", "fold-shared-expert", "fold-residual",
+    "part-in-place", "absorb-latent", "fuse-quant",
+    "hold-per-head-part", "hold-values-in-place", "hold-kda", "hold-conv-l2norm", "hold-mixture-shared",
+    "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation",
+)
+
+
+def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Every pass `lanec opt -p` knows, kebab-case name -> lazy getter of its class."""
+    def get_lower_to_lane() -> type[ModulePass]:
+        from lanec.codegen.lower import LowerToLane
+
+        return LowerToLane
+
+    return {**{name: rule_getter(name) for name in RULE_NAMES}, "lower-to-lane": get_lower_to_lane}

@@ -1,0 +1,194 @@
+"""bf16 GEMV and gated GEMV against torch (cuBLAS) and the device-to-device copy bandwidth, at Kimi
+Linear's product shapes, measured in the same run. Two steps:
+
+    python bench/gemv.py build      # CPU machine: compile the specializations into build/bench/gemv/
+    PYTHONPATH=. python3 bench/gemv.py   # GPU machine (torch for the anchor): the table
+
+Method: clocks warmed by copies first; each product's weights rotate over enough copies to pass
+240 MB (4x the 60 MB L2), so every launch reads its weights from HBM; a CUDA graph holds one launch
+per copy (ours with PDL, as a decode step runs them; torch's matmul into the same output), and a
+launch's time is the median graph replay over the copies. TB/s counts weight bytes only; `copy` is
+torch's 1 GiB device-to-device copy, read + write counted. `vs torch` > 1: ours is faster. The
+gated rows compare against one cuBLAS GEMV over gate and up concatenated (without its SwiGLU)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench" / "gemv"
+
+PRODUCTS = [  # (label, K, parts)
+    ("q proj", 2304, [4096]),
+    ("qkv", 2304, [4096, 4096, 4096]),
+    ("o proj", 4096, [2304]),
+    ("dense gate+up", 2304, [18432]),
+    ("dense down", 9216, [2304]),
+    ("lm head", 2304, [163840]),
+    ("expert gate+up", 2304, [2048]),
+]
+PAIRS = [("dense pair swiglu", 2304, 9216), ("expert pair swiglu", 2304, 1024)]  # (label, K, hidden)
+ROWS = [1, 8, 32]
+# Alternative schedules (warps, weight rows a CTA, path: 1 CUDA cores, 2 tensor cores; 0 = default)
+# timed beside the defaults, to tune them.
+SCHEDULES = {
+    1: [(4, 2, 1), (9, 2, 1), (8, 1, 1), (8, 4, 1), (0, 8, 2), (0, 16, 2)],
+    8: [(0, 8, 2), (0, 16, 2), (4, 8, 2), (8, 2, 1)],
+    32: [(0, 8, 2), (0, 16, 2), (4, 16, 2), (0, 32, 2)],
+}
+ROTATE_BYTES = 240 * 2**20
+
+
+def build() -> None:
+    sys.path.insert(0, str(ROOT))
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gated_gemv import GatedGemv
+    from lanec.codegen.kernels.gemv import Gemv
+
+    entries = []
+
+    def add(kernel, stem, **info):
+        compiled = compile_kernel(kernel)
+        compiled.save(OUT, stem)
+        entries.append({"stem": stem, "warps": kernel.warps, "per_cta": kernel.rows_per_cta,
+                        "path": "mma" if kernel.tensor_cores else "fma", **info})
+        print(f"{stem:40s} grid {compiled.launch.grid[0]:6d} x {compiled.launch.block[0]}")
+
+    def variants(make, label, kind, k, n, slug):
+        for rows in ROWS:
+            default = make(rows, (0, 0, 0))
+            add(default, f"{slug}_r{rows}", label=label, kind=kind, k=k, n=n, rows=rows, default=True)
+            for schedule in SCHEDULES[rows]:
+                try:
+                    kernel = make(rows, schedule)
+                except ValueError:
+                    continue
+                same = all(getattr(kernel, a) == getattr(default, a)
+                           for a in ("warps", "rows_per_cta", "tensor_cores"))
+                if not same:
+                    add(kernel, f"{slug}_r{rows}_s{'x'.join(map(str, schedule))}", label=label, kind=kind,
+                        k=k, n=n, rows=rows, default=False)
+
+    for label, k, parts in PRODUCTS:
+        variants(lambda rows, schedule, k=k, parts=parts: Gemv(rows, k, parts, schedule=schedule),
+                 label, "gemv", k, sum(parts), label.replace(" ", "_").replace("+", ""))
+    for label, k, hidden in PAIRS:
+        variants(lambda rows, schedule, k=k, hidden=hidden: GatedGemv(rows, k, hidden, schedule=schedule),
+                 label, "gated", k, 2 * hidden, label.replace(" ", "_"))
+    (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+    print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
+
+
+def run() -> None:
+    import torch
+
+    from lanec.runtime import driver
+    from lanec.runtime.artifact import load_artifact
+
+    device = driver.Device(0)
+    torch.cuda.init()
+    entries = json.loads((OUT / "manifest.json").read_text())
+    torch_stream = torch.cuda.Stream()
+    ours_stream = driver.Stream()
+
+    def torch_time(fn, repeats=25) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        with torch.cuda.stream(torch_stream):
+            for i in range(repeats + 3):
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                if i >= 3:
+                    times.append(start.elapsed_time(end) * 1000.0)
+        return statistics.median(times)
+
+    # warm the clocks (the card idles at 345 MHz), then the copy ceiling
+    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    with torch.cuda.stream(torch_stream):
+        for _ in range(200):
+            dst.copy_(src)
+    copy_us = torch_time(lambda: dst.copy_(src), repeats=20)
+    copy_tbs = 2 * src.numel() / copy_us / 1e6
+    del src, dst
+    print(f"{device.name}: device-to-device copy {copy_tbs:.2f} TB/s (1 GiB, read + write)")
+
+    rows_out, weights_cache = [], {}
+    for entry in entries:
+        k, n, rows = entry["k"], entry["n"], entry["rows"]
+        weight_bytes = n * k * 2
+        copies = max(1, math.ceil(ROTATE_BYTES / weight_bytes))
+        key = (k, n)
+        if key not in weights_cache:
+            weights_cache.clear()
+            torch.cuda.empty_cache()
+            weights_cache[key] = torch.empty(copies, n, k, dtype=torch.bfloat16, device="cuda").normal_()
+        weights = weights_cache[key]
+        x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+        y = torch.empty(rows, n if entry["kind"] == "gemv" else n // 2, dtype=torch.bfloat16, device="cuda")
+        torch.cuda.synchronize()
+        artifact = load_artifact(OUT, entry["stem"])
+        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        if entry["kind"] == "gemv":
+            pointers = [[x.data_ptr(), weights[i].data_ptr(), y.data_ptr()] for i in range(copies)]
+        else:  # gate = the first hidden rows of a copy, up = the rest
+            half = n // 2
+            pointers = [[x.data_ptr(), weights[i].data_ptr(), weights[i][half:].data_ptr(), y.data_ptr()]
+                        for i in range(copies)]
+        launches = [driver.Launch(function, artifact.launch, p, ours_stream) for p in pointers]
+        graph = driver.Graph.capture(ours_stream, lambda: [launch.enqueue() for launch in launches])
+        for _ in range(3):
+            graph.replay(ours_stream)
+        ours_us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=25) / copies
+        graph.destroy()
+        torch_us = None
+        if entry["default"]:
+            out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+            with torch.cuda.stream(torch_stream):
+                for i in range(copies):  # warm cuBLAS's choice outside the capture
+                    torch.matmul(x, weights[i].t(), out=out)
+                torch_stream.synchronize()
+                torch_graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(torch_graph, stream=torch_stream):
+                    for i in range(copies):
+                        torch.matmul(x, weights[i].t(), out=out)
+            torch_us = torch_time(torch_graph.replay) / copies
+            del torch_graph
+        tbs = weight_bytes / ours_us / 1e6
+        rows_out.append((entry, ours_us, tbs, torch_us, copies))
+        print(f"  {entry['stem']:40s} {ours_us:8.2f} us {tbs:5.2f} TB/s"
+              + (f"  torch {torch_us:8.2f} us" if torch_us else ""), flush=True)
+
+    print()
+    print(f"GPU: {device.name}; copy ceiling {copy_tbs:.2f} TB/s")
+    print(f"| product | K -> N | rows | weights MB | schedule | ours us | TB/s | % of copy | torch us | vs torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for entry, ours_us, tbs, torch_us, copies in rows_out:
+        if not entry["default"]:
+            continue
+        print(f"| {entry['label']} | {entry['k']} -> {entry['n']} | {entry['rows']} | {entry['n'] * entry['k'] * 2 / 1e6:.1f} "
+              f"| {entry['path']} {entry['warps']}w x {entry['per_cta']}r | {ours_us:.2f} | {tbs:.2f} | {100 * tbs / copy_tbs:.0f}% "
+              f"| {torch_us:.2f} | {torch_us / ours_us:.2f} |")
+    print()
+    print("schedules (path warps x weight rows a CTA; * = default): us")
+    by_label: dict[str, list] = {}
+    for entry, ours_us, _, _, _ in rows_out:
+        tag = f"{entry['path']} {entry['warps']}x{entry['per_cta']}" + ("*" if entry["default"] else "")
+        key = f"{entry['label']} ({entry['kind']}) r{entry['rows']}"
+        by_label.setdefault(key, []).append(f"{tag} {ours_us:.2f}")
+    for label, cells in by_label.items():
+        print(f"  {label:36s} " + "  ".join(cells))
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["build"]:
+        build()
+    elif not sys.argv[1:]:
+        run()
+    else:
+        sys.exit("usage: python bench/gemv.py [build]")

@@ -1,0 +1,60 @@
+"""`embed`: out[r] = table[tokens[r]], bf16 rows of ``width`` values, copied as 16-byte vectors.
+A token outside the vocabulary gives a zero row (the interpreter rejects it; the kernel must not
+read out of bounds)."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16
+
+from lanec.codegen.kernels.base import LaunchShape, TensorParam
+
+VECTOR = 8  # bf16 values in 16 bytes
+MAX_THREADS = 256
+
+
+class Embed:
+    """Params: tokens [rows] int32, table [vocab, width] bf16, out [rows, width] bf16."""
+
+    name = "embed"
+
+    def __init__(self, rows: int, vocab: int, width: int):
+        if rows < 1 or vocab < 1:
+            raise ValueError(f"embed needs at least one row and one token; got rows {rows}, vocab {vocab}")
+        if width < VECTOR or width % VECTOR:
+            raise ValueError(f"embed width {width} must be a positive multiple of {VECTOR}: rows are copied "
+                             "as 16-byte vectors")
+        self.rows, self.vocab, self.width = rows, vocab, width
+        self.threads = min(MAX_THREADS, 32 * -(-(width // VECTOR) // 32))
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("tokens", (self.rows,), "int32"),
+                TensorParam("table", (self.vocab, self.width), "bfloat16"),
+                TensorParam("out", (self.rows, self.width), "bfloat16", written=True)]
+
+    def launch(self) -> LaunchShape:
+        chunks = -(-(self.width // VECTOR) // self.threads)
+        return LaunchShape(grid=(chunks, self.rows, 1), block=(self.threads, 1, 1))
+
+    @cute.jit
+    def __call__(self, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):
+        shape = self.launch()
+        self.kernel(tokens, table, out).launch(grid=shape.grid, block=shape.block)
+
+    @cute.kernel
+    def kernel(self, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        chunk, row, _ = cute.arch.block_idx()
+        vector = chunk * self.threads + thread
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        cute.arch.griddepcontrol_wait()  # the tokens are a predecessor's output (sampling)
+        token = tokens[row]
+        values = cute.make_rmem_tensor(VECTOR, BFloat16)
+        values.fill(0)
+        if vector < vectors:
+            if (token >= 0) & (token < self.vocab):
+                cute.autovec_copy(cute.zipped_divide(table, (1, VECTOR))[None, (token, vector)], values)
+        cute.arch.griddepcontrol_launch_dependents()
+        if vector < vectors:
+            cute.autovec_copy(values, cute.zipped_divide(out, (1, VECTOR))[None, (row, vector)])

@@ -1,0 +1,45 @@
+"""`gated_gemv`: a gated pair as one launch, out[rows, H] = silu(x @ gate^T) * (x @ up^T), bf16
+weights and activation, fp32 accumulation, bf16 out. The same row products as `gemv` (a CTA owns
+a few hidden units and loads both their gate and up rows before the PDL wait); the SwiGLU is the
+epilogue, on the fp32 sums."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+
+from lanec.codegen.kernels.base import TensorParam
+from lanec.codegen.kernels.gemv import RowProducts
+
+
+class GatedGemv(RowProducts):
+    """out[b, j] = silu(x[b] . gate[j]) * (x[b] . up[j]) for j < hidden; gate and up are two
+    [hidden, width] buffers. ``schedule``: see `RowProducts` (its rows are hidden units)."""
+
+    name = "gated_gemv"
+    sources = 2
+
+    def __init__(self, rows: int, width: int, hidden: int, *, schedule=(0, 0, 0)):
+        super().__init__(rows, width, hidden, schedule=schedule)
+        self.hidden = hidden
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("x", (self.rows, self.width), "bfloat16"),
+                TensorParam("gate", (self.hidden, self.width), "bfloat16"),
+                TensorParam("up", (self.hidden, self.width), "bfloat16"),
+                TensorParam("out", (self.rows, self.hidden), "bfloat16", written=True)]
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, out: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        block, _, _ = cute.arch.block_idx()
+        first = block * self.rows_per_cta
+        partial = self.products(x, [gate, up], first, thread)
+        count: cutlass.Constexpr = self.rows_per_cta * self.rows
+        for start in cutlass.range_constexpr(0, count, 32 * self.warps):
+            index = start + thread  # hidden unit fastest: neighbouring threads store neighbours
+            r, b = index % self.rows_per_cta, index // self.rows_per_cta
+            if (index < count) & (first + r < self.hidden):
+                g, u = self.total(partial, 0, r, b), self.total(partial, 1, r, b)
+                out[b, first + r] = BFloat16(g / (Float32(1.0) + cute.math.exp(-g)) * u)

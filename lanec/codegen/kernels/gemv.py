@@ -1,0 +1,403 @@
+"""`gemv`: the decode step's products, y[rows, N] = x[rows, K] @ w[N, K]^T, bf16 weights and
+activation, fp32 accumulation, bf16 out; weights in parts (several products of one activation,
+their rows back to back in one buffer, their outputs side by side in one row); optionally a
+per-head part read (head h reads x[:, h*unit + offset :][:K] with its own rows).
+
+Memory-bound at a decode step's rows: a CTA owns a few weight rows and its warps split K; every
+thread issues its first weight loads before the PDL wait (weights never depend on a predecessor),
+so a CTA's weights are in flight while the previous kernel finishes. Two ways to multiply:
+
+- CUDA cores (1-3 rows): each thread dots its 16-byte weight vectors with the activation rows
+  (read after the wait, L1-resident); warps reduce their sums with one reduce-scatter.
+- Tensor cores (4-32 rows): the weights are the B operand of `mma.m16n8k16` (8 weight rows a
+  tile) and up to 16 activation rows the A operand, so an activation load serves 8 weight rows
+  instead of 1-4. A lane's 16-byte loads of weight row g and activation row g at K offset
+  32c + 8t hold the fragments of two MMAs (k halves 0 and 1): K is permuted identically in both
+  operands, which leaves the sums unchanged."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32, Uint32
+
+from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.primitives import alloc, at, load_activation_bf16x8, load_weight_bf16x8, mma_into
+
+# Hopper SMs on an H100 / H200 SXM: the grid heuristics size work for them.
+SM_COUNT = 132
+# 16-byte vectors of bf16.
+VECTOR = 8
+# Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
+MAX_VECTORS_IN_FLIGHT = 16
+# A warp reduces at most 32 accumulators with one reduce-scatter (one lane each at the end).
+MAX_VALUES = 32
+# Rows from which the tensor-core path is the default, and its limit (two 16-row A tiles).
+TENSOR_CORE_ROWS = 4
+MAX_ROWS = 32
+CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
+TILE = 8  # weight rows of one MMA tile (its N)
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class RowProducts:
+    """What gemv and gated_gemv share: `sources` weight buffers of `outputs` rows each, read in
+    blocks of `rows_per_cta` rows a CTA, every row dotted with every activation row. Subclasses
+    give `name`, `params` and the kernel's epilogue, which reads sums through `total`.
+
+    ``schedule`` = (warps per CTA, weight rows per CTA, path: 1 CUDA cores, 2 tensor cores);
+    zeros keep the defaults."""
+
+    sources = 1
+
+    def __init__(self, rows: int, width: int, outputs: int, *, per_head=None, schedule=(0, 0, 0)):
+        if not 1 <= rows <= MAX_ROWS:
+            raise ValueError(f"{self.name} supports 1-{MAX_ROWS} rows (a decode step's); got {rows}: more "
+                             "rows are a GEMM and belong on gemm_tc")
+        if width < VECTOR or width % VECTOR:
+            raise ValueError(f"{self.name} width {width} must be a positive multiple of {VECTOR}: weight rows "
+                             "are read as 16-byte vectors, so each row must start 16-byte aligned")
+        if outputs < 1:
+            raise ValueError(f"{self.name} needs at least one output; got {outputs}")
+        self.rows, self.width, self.outputs = rows, width, outputs
+        self.per_head = tuple(per_head) if per_head is not None else None
+        head_rows = outputs
+        if self.per_head is not None:
+            heads, unit, offset = self.per_head
+            if heads < 1 or outputs % heads:
+                raise ValueError(f"{self.name} per-head read: {outputs} outputs do not split into {heads} heads")
+            if unit % VECTOR or offset % VECTOR:
+                raise ValueError(f"{self.name} per-head read: unit {unit} and offset {offset} must be multiples "
+                                 f"of {VECTOR} (16-byte activation vectors)")
+            if offset + width > unit:
+                raise ValueError(f"{self.name} per-head read: offset {offset} + width {width} runs past the "
+                                 f"head's unit {unit}")
+            head_rows = outputs // heads
+        warps, per_cta, path = (*schedule, 0, 0, 0)[:3]
+        if path not in (0, 1, 2):
+            raise ValueError(f"{self.name} schedule path {path}: 1 (CUDA cores) or 2 (tensor cores)")
+        self.tensor_cores = path == 2 or (path == 0 and rows >= TENSOR_CORE_ROWS)
+        if self.tensor_cores:
+            self._plan_tiles(warps, per_cta, head_rows)
+        else:
+            self._plan_vectors(warps, per_cta, head_rows)
+        if self.per_head is not None and head_rows % self.rows_per_cta:
+            raise ValueError(f"{self.name} per-head read: a CTA's {self.rows_per_cta} rows must not straddle "
+                             f"heads of {head_rows} rows")
+
+    def _plan_vectors(self, warps: int, per_cta: int, head_rows: int) -> None:
+        """CUDA cores: a thread's vectors are K positions thread + i * threads of each row."""
+        slots = MAX_VALUES // (self.sources * next_power_of_two(self.rows))
+        if slots < 1:
+            raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed the "
+                             f"{MAX_VALUES} sums a warp reduces; use the tensor-core path")
+        self.warps = warps or 8
+        if not 1 <= self.warps <= 32:
+            raise ValueError(f"{self.name} schedule: 1-32 warps per CTA; got {self.warps}")
+        self.steps = -(-(self.width // VECTOR) // (32 * self.warps))
+        if per_cta:
+            self.rows_per_cta = per_cta
+        else:  # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
+            self.rows_per_cta = 1
+            for candidate in (2,):
+                if (candidate <= slots and self.sources * candidate * self.steps <= MAX_VECTORS_IN_FLIGHT
+                        and head_rows % candidate == 0):
+                    self.rows_per_cta = candidate
+        if self.rows_per_cta > slots:
+            raise ValueError(f"{self.name} schedule: {self.rows_per_cta} rows a CTA x {self.rows} activation "
+                             f"rows x {self.sources} weights exceeds the {MAX_VALUES} sums a warp reduces")
+        if self.sources * self.rows_per_cta * self.steps > 2 * MAX_VECTORS_IN_FLIGHT:
+            raise ValueError(f"{self.name}: width {self.width} over {self.warps} warps needs {self.steps} "
+                             f"vectors a row per thread; x {self.rows_per_cta} rows that exceeds the registers: "
+                             "use more warps")
+        self.values = next_power_of_two(self.sources * self.rows_per_cta * self.rows)
+
+    def _plan_tiles(self, warps: int, per_cta: int, head_rows: int) -> None:
+        """Tensor cores: warp w takes the K chunks w, w + warps, ... of the CTA's tiles."""
+        self.chunks = -(-self.width // CHUNK)
+        self.warps = warps or min(32, max(4, -(-self.chunks // 8)))
+        if not 1 <= self.warps <= 32:
+            raise ValueError(f"{self.name} schedule: 1-32 warps per CTA; got {self.warps}")
+        # Two tiles a CTA halve the activation loads a weight byte costs: measured worth it (one
+        # weight; a pair already loads two rows a tile) wherever the grid gives every SM two CTAs,
+        # and above 8 rows or from K = 4096 wherever it still covers every SM (bench/RESULTS.md).
+        ctas = self.outputs // (2 * TILE)
+        busy = self.rows > 8 or self.width >= 4096
+        wide = self.sources == 1 and (ctas >= 2 * SM_COUNT or (busy and ctas >= SM_COUNT))
+        self.rows_per_cta = per_cta or (2 * TILE if wide else TILE)
+        if self.rows_per_cta % TILE or self.rows_per_cta > 4 * TILE:
+            raise ValueError(f"{self.name} on tensor cores: {self.rows_per_cta} rows a CTA must be 8, 16, 24 "
+                             "or 32 (whole MMA tiles of 8 weight rows)")
+        self.tiles = self.rows_per_cta // TILE
+        self.row_tiles = -(-self.rows // 16)  # activation rows: 16 a tile, the A operand's M
+        self.per_warp = -(-self.chunks // self.warps)
+        # chunks whose weight loads are issued together (the first group before the PDL wait)
+        # (and their activation fragments: 2 per activation tile a chunk)
+        self.group = max(1, min(self.per_warp, 8 // (self.sources * self.tiles), 8 // self.row_tiles))
+
+    @property
+    def x_width(self) -> int:
+        """Values in one activation row."""
+        if self.per_head is None:
+            return self.width
+        heads, unit, _ = self.per_head
+        return heads * unit
+
+    def shared_bytes(self) -> int:
+        if self.tensor_cores:
+            return 4 * self.warps * self.sources * 16 * self.row_tiles * self.rows_per_cta
+        return 4 * self.warps * self.values
+
+    def launch(self) -> LaunchShape:
+        blocks = -(-self.outputs // self.rows_per_cta)
+        return LaunchShape(grid=(blocks, 1, 1), block=(32 * self.warps, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *tensors):
+        shape = self.launch()
+        self.kernel(*tensors).launch(grid=shape.grid, block=shape.block, smem=shape.shared_bytes)
+
+    @cute.jit
+    def activation_base(self, first: Int32):
+        """The activation column this CTA's rows start at (their head's part, if per head)."""
+        base = Int32(0)
+        if cutlass.const_expr(self.per_head is not None):
+            heads, unit, offset = self.per_head
+            head_rows: cutlass.Constexpr = self.outputs // heads
+            base = (first // head_rows) * unit + offset
+        return base
+
+    @cute.jit
+    def products(self, x, weights, first: Int32, thread: Int32):
+        """Every sum of the CTA's rows, in shared memory (read them with `total` after the
+        barrier this ends with). Waits for the predecessor (PDL) after issuing weight loads."""
+        lane, warp = thread % 32, thread // 32
+        if cutlass.const_expr(self.tensor_cores):
+            return self.products_mma(x, weights, first, lane, warp)
+        held = self.load_vectors(weights, first, thread)
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents may prefetch their weights now
+        sums = self.accumulate(x, held, first, thread)
+        smem = cutlass.memory.SmemAllocator()
+        partial = smem.allocate_tensor(Float32, cute.make_layout((self.values, self.warps)), 16)
+        reduce_scatter(sums, self.values, lane)
+        spread: cutlass.Constexpr = 32 // self.values  # lanes that end up holding the same sum
+        if lane % spread == 0:
+            partial[lane // spread, warp] = sums[0]
+        cute.arch.sync_threads()
+        return partial
+
+    @cute.jit
+    def total(self, partial, source: cutlass.Constexpr, r: Int32, b: Int32):
+        """The CTA's sum for weight row first + r of `source` and activation row b."""
+        value = Float32(0.0)
+        for v in cutlass.range_constexpr(self.warps):
+            if cutlass.const_expr(self.tensor_cores):
+                value += partial[v, source, b, r]
+            else:
+                value += partial[(source * self.rows_per_cta + r) * self.rows + b, v]
+        return value
+
+    # --- CUDA cores -------------------------------------------------------------------------
+
+    @cute.jit
+    def load_vectors(self, weights, first: Int32, thread: Int32):
+        """Issue every weight vector this thread needs: [8, source * rows_per_cta * steps]."""
+        R, S, threads = self.rows_per_cta, self.steps, 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        held = cute.make_rmem_tensor((VECTOR, self.sources * R * S), BFloat16)
+        held.fill(0)
+        for src in cutlass.range_constexpr(self.sources):
+            tiles = cute.zipped_divide(weights[src], (1, VECTOR))
+            for r in cutlass.range_constexpr(R):
+                # rows past the end (the last CTA of an uneven split) re-read the last row
+                row = cutlass.min(first + r, self.outputs - 1)
+                for s in cutlass.range_constexpr(S):
+                    vector = thread + s * threads
+                    slot = held[None, (src * R + r) * S + s]
+                    if cutlass.const_expr((s + 1) * threads <= vectors):
+                        cute.autovec_copy(tiles[None, (row, vector)], slot)
+                    else:  # the last step may run past the row
+                        if vector < vectors:  # noqa: SIM102
+                            cute.autovec_copy(tiles[None, (row, vector)], slot)
+        return held
+
+    @cute.jit
+    def accumulate(self, x, held, first: Int32, thread: Int32):
+        """Dot every held weight vector with the activation rows: [values] fp32 partial sums,
+        index (source * rows_per_cta + r) * rows + b."""
+        S, threads = self.steps, 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        base = self.activation_base(first) // VECTOR
+        sums = cute.make_rmem_tensor(self.values, Float32)
+        sums.fill(0.0)
+        tiles = cute.zipped_divide(x, (1, VECTOR))
+        for s in cutlass.range_constexpr(S):
+            vector = thread + s * threads
+            if cutlass.const_expr((s + 1) * threads <= vectors):
+                self.accumulate_step(tiles, held, sums, base + vector, s)
+            else:
+                if vector < vectors:  # noqa: SIM102
+                    self.accumulate_step(tiles, held, sums, base + vector, s)
+        return sums
+
+    @cute.jit
+    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr):
+        R, S, B = self.rows_per_cta, self.steps, self.rows
+        weights = [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
+        for b in cutlass.range_constexpr(B):
+            activation = cute.make_rmem_tensor(VECTOR, BFloat16)
+            cute.autovec_copy(tiles[None, (b, vector)], activation)
+            values = activation.load().to(Float32)
+            for i in cutlass.range_constexpr(self.sources * R):
+                sums[i * B + b] += (weights[i] * values).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+
+    # --- tensor cores -----------------------------------------------------------------------
+
+    @cute.jit
+    def products_mma(self, x, weights, first: Int32, lane: Int32, warp: Int32):
+        g, t = lane // 4, lane % 4
+        count = self.sources * self.tiles  # weight vectors a lane loads per chunk
+        acc = cute.make_rmem_tensor((4, count * self.row_tiles), Float32)
+        acc.fill(0.0)
+        groups: cutlass.Constexpr = -(-self.per_warp // self.group)
+        held = self.load_tiles(weights, first, warp, g, t, 0)
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents may prefetch their weights now
+        base = self.activation_base(first)
+        for j in cutlass.range_constexpr(groups):
+            # this group's activation fragments first (their loads overlap), then the next group's
+            # weights, which fly during this group's MMAs
+            rows = self.load_rows(x, base, warp, g, t, j)
+            following = held
+            if cutlass.const_expr(j + 1 < groups):
+                following = self.load_tiles(weights, first, warp, g, t, j + 1)
+            for i in cutlass.range_constexpr(min(self.group, self.per_warp - j * self.group)):
+                chunk = warp + (j * self.group + i) * self.warps
+                if chunk < self.chunks:  # warp-uniform: mma.sync needs the whole warp
+                    self.mma_chunk(held, rows, acc, i)
+            held = following
+        smem = cutlass.memory.SmemAllocator()
+        partial = alloc(smem, Float32, (self.warps, self.sources, 16 * self.row_tiles, self.rows_per_cta))
+        for src in cutlass.range_constexpr(self.sources):
+            for tile in cutlass.range_constexpr(self.tiles):
+                for m in cutlass.range_constexpr(self.row_tiles):
+                    d = acc[None, (src * self.tiles + tile) * self.row_tiles + m]
+                    row, column = 16 * m + g, TILE * tile + 2 * t  # D: activation rows x weight rows
+                    partial[warp, src, row, column] = d[0]
+                    partial[warp, src, row, column + 1] = d[1]
+                    partial[warp, src, row + 8, column] = d[2]
+                    partial[warp, src, row + 8, column + 1] = d[3]
+        cute.arch.sync_threads()
+        return partial
+
+    @cute.jit
+    def load_tiles(self, weights, first: Int32, warp: Int32, g: Int32, t: Int32, j: cutlass.Constexpr):
+        """Group j's weight vectors of this lane: [4 words, chunk * count + source * tiles + tile]."""
+        count: cutlass.Constexpr = self.sources * self.tiles
+        held = cute.make_rmem_tensor((4, self.group * count), Uint32)
+        held.fill(0)
+        for i in cutlass.range_constexpr(min(self.group, self.per_warp - j * self.group)):
+            chunk = warp + (j * self.group + i) * self.warps
+            column = chunk * CHUNK + 8 * t
+            if column < self.width:  # past K (the last chunk, or a warp with one chunk fewer)
+                for src in cutlass.range_constexpr(self.sources):
+                    for tile in cutlass.range_constexpr(self.tiles):
+                        row = cutlass.min(first + TILE * tile + g, self.outputs - 1)
+                        words = load_weight_bf16x8(at(weights[src], row, column))
+                        for e in cutlass.range_constexpr(4):
+                            held[e, i * count + src * self.tiles + tile] = words[e]
+        return held
+
+    @cute.jit
+    def load_rows(self, x, base: Int32, warp: Int32, g: Int32, t: Int32, j: cutlass.Constexpr):
+        """Group j's activation fragments of this lane: [4 words, chunk * 2 * row_tiles + 2 * tile
+        + half], rows 16 tile + 8 half + g; zero past K and in tile halves past the rows."""
+        halves: cutlass.Constexpr = 2 * self.row_tiles
+        rows = cute.make_rmem_tensor((4, self.group * halves), Uint32)
+        rows.fill(0)
+        for i in cutlass.range_constexpr(min(self.group, self.per_warp - j * self.group)):
+            column = (warp + (j * self.group + i) * self.warps) * CHUNK + 8 * t
+            if column < self.width:
+                for half in cutlass.range_constexpr(halves):
+                    if cutlass.const_expr(8 * half < self.rows):
+                        # lanes past the last row re-read it: their D rows are never read
+                        row = cutlass.min(8 * half + g, self.rows - 1)
+                        words = load_activation_bf16x8(at(x, row, base + column))
+                        for e in cutlass.range_constexpr(4):
+                            rows[e, i * halves + half] = words[e]
+        return rows
+
+    @cute.jit
+    def mma_chunk(self, held, rows, acc, i: cutlass.Constexpr):
+        """Chunk i of the group: 2 MMAs (k halves) per weight tile and activation tile."""
+        count: cutlass.Constexpr = self.sources * self.tiles
+        halves: cutlass.Constexpr = 2 * self.row_tiles
+        for h in cutlass.range_constexpr(2):
+            for m in cutlass.range_constexpr(self.row_tiles):
+                low, high = i * halves + 2 * m, i * halves + 2 * m + 1  # rows g and g + 8 of the tile
+                a = (rows[2 * h, low], rows[2 * h, high], rows[2 * h + 1, low], rows[2 * h + 1, high])
+                for k in cutlass.range_constexpr(count):
+                    b = (held[2 * h, i * count + k], held[2 * h + 1, i * count + k])
+                    mma_into(acc[None, k * self.row_tiles + m], a, b)
+
+
+@cute.jit
+def reduce_scatter(values, count: cutlass.Constexpr, lane: Int32):
+    """Warp-sum `count` (a power of two <= 32) accumulators in count - 1 + log2(32 / count)
+    shuffles: each halving step trades the half a lane gives away for its partner's copy of the
+    half it keeps. Afterwards values[0] of lane l is the warp's sum of index l // (32 / count)."""
+    width = count
+    for level in cutlass.range_constexpr(5):
+        stride: cutlass.Constexpr = 16 >> level
+        if cutlass.const_expr(width > 1):
+            half: cutlass.Constexpr = width // 2
+            upper = (lane & stride) != 0
+            for i in cutlass.range_constexpr(half):
+                low, high = values[i], values[i + half]
+                send = cutlass.select_(upper, low, high)
+                keep = cutlass.select_(upper, high, low)
+                values[i] = keep + cute.arch.shuffle_sync_bfly(send, stride)
+            width = half
+        else:
+            values[0] = values[0] + cute.arch.shuffle_sync_bfly(values[0], stride)
+
+
+class Gemv(RowProducts):
+    """y[b, n] = sum_k x[b, k] w[n, k] over the concatenated parts' rows n.
+
+    ``parts``: each product's output count (their weight rows back to back in ``w``, their outputs
+    side by side in ``y``). ``per_head`` = (heads, unit, offset): head h's rows (outputs / heads of
+    them) read the activation values [h*unit + offset, h*unit + offset + width) of an x row that
+    is heads*unit wide (only with one part). ``schedule``: see `RowProducts`."""
+
+    name = "gemv"
+
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=(0, 0, 0)):
+        self.parts = tuple(int(p) for p in parts)
+        if not self.parts or min(self.parts) < 1:
+            raise ValueError(f"gemv parts {parts}: each part needs at least one output row")
+        if per_head is not None and len(self.parts) != 1:
+            raise ValueError(f"gemv per-head read takes one part; got {len(self.parts)}")
+        super().__init__(rows, width, sum(self.parts), per_head=per_head, schedule=schedule)
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("x", (self.rows, self.x_width), "bfloat16"),
+                TensorParam("w", (self.outputs, self.width), "bfloat16"),
+                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        block, _, _ = cute.arch.block_idx()
+        first = block * self.rows_per_cta
+        partial = self.products(x, [w], first, thread)
+        count: cutlass.Constexpr = self.rows_per_cta * self.rows
+        for start in cutlass.range_constexpr(0, count, 32 * self.warps):
+            index = start + thread  # weight row fastest: neighbouring threads store neighbours
+            r, b = index % self.rows_per_cta, index // self.rows_per_cta
+            if (index < count) & (first + r < self.outputs):
+                y[b, first + r] = BFloat16(self.total(partial, 0, r, b))

@@ -1,0 +1,375 @@
+"""Small device helpers the lane's CuTe DSL kernels share: launches, shared-memory
+tensors, vector loads and stores, DSMEM sends, warp reductions, the bf16 MMA and the
+activations. Each takes CuTe pointers or DSL scalars; the ones the DSL has no op for
+are one PTX instruction (or a short predicated sequence) of inline assembly."""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Float32, Int32, Uint32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+LOG2E = 1.4426950408889634
+
+
+def _asm(result, operands, text, constraints, loc=None, ip=None):
+    return llvm.inline_asm(
+        result,
+        operands,
+        text,
+        constraints,
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc,
+        ip=ip,
+    )
+
+
+def _fields(result, count, kind, loc=None, ip=None):
+    wrap = Float32 if kind == "f" else Uint32
+    ir_type = T.f32() if kind == "f" else T.i32()
+    return tuple(
+        wrap(llvm.extractvalue(ir_type, result, [i], loc=loc, ip=ip)) for i in range(count)
+    )
+
+
+def _struct(count, kind):
+    return llvm.StructType.get_literal([T.f32() if kind == "f" else T.i32()] * count)
+
+
+def _address(pointer, loc=None, ip=None):
+    """The pointer as an integer: 64-bit for global memory, 32-bit for shared."""
+    return pointer.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)
+
+
+def _space(pointer):
+    return "shared" if pointer.memspace == cute.AddressSpace.smem else "global"
+
+
+def _ptr_constraint(pointer):
+    return "r" if pointer.memspace == cute.AddressSpace.smem else "l"
+
+
+def _f(value, loc=None, ip=None):
+    return Float32(value).ir_value(loc=loc, ip=ip)
+
+
+def _u(value, loc=None, ip=None):
+    return Uint32(value).ir_value(loc=loc, ip=ip)
+
+
+# --- launches and tensors -----------------------------------------------------------
+
+
+def launch(kernel, args, grid, block, cluster, shared_bytes, min_blocks_per_mp=0):
+    """One PDL launch of ``kernel(*args)``: a 1-D block, clusters along x. A minimum of
+    CTAs per SM names the shared-memory carveout too (all of it): otherwise the DSL asks a
+    GPU for the SM's shared memory, and the compile machine has none."""
+    carveout = dict(preferred_smem_carveout=100) if min_blocks_per_mp > 1 else {}
+    kernel(*args).launch(
+        grid=list(grid),
+        block=[block, 1, 1],
+        cluster=[cluster, 1, 1],
+        smem=shared_bytes,
+        use_pdl=True,
+        min_blocks_per_mp=min_blocks_per_mp,
+        **carveout,
+    )
+
+
+def alloc(smem, dtype, shape, align=16):
+    """A row-major shared-memory tensor of ``shape`` (an int or a tuple)."""
+    layout = cute.make_layout(shape if isinstance(shape, int) else tuple(shape),
+                              stride=_row_major(shape))
+    return smem.allocate_tensor(dtype, layout, align)
+
+
+def _row_major(shape):
+    if isinstance(shape, int):
+        return 1
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def shared_bytes(sizes):
+    """Bytes the allocations ``[(bytes, alignment), ...]`` take in allocation order, as
+    the DSL's allocator lays them out (each aligned up to its alignment)."""
+    offset = 0
+    for size, align in sizes:
+        offset = -(-offset // align) * align + size
+    return offset
+
+
+@dsl_user_op
+def at(tensor, *coords, loc=None, ip=None):
+    """Pointer to ``tensor[coords]`` (an element, or the start of a vector)."""
+    return tensor.iterator + cute.crd2idx(tuple(coords), tensor.layout, loc=loc, ip=ip)
+
+
+def advance(base, count):
+    """``base`` moved on by ``count`` (an index, or a pointer by elements)."""
+    return base + count
+
+
+def zeros(shape, dtype):
+    """A register tensor of ``shape`` filled with zeros."""
+    tensor = cute.make_rmem_tensor(shape, dtype)
+    tensor.fill(dtype(0))
+    return tensor
+
+
+# --- loads and stores ------------------------------------------------------------------
+
+
+@dsl_user_op
+def load_f32x4(pointer, shared=False, *, loc=None, ip=None):
+    """Four floats from a 16-byte aligned address (global or shared)."""
+    space = "shared" if shared else _space(pointer)
+    kind = "r" if space == "shared" else "l"
+    result = _asm(_struct(4, "f"), [_address(pointer, loc, ip)],
+                  f"ld.{space}.v4.f32 {{$0, $1, $2, $3}}, [$4];", f"=f,=f,=f,=f,{kind}", loc, ip)
+    return _fields(result, 4, "f", loc, ip)
+
+
+@dsl_user_op
+def load_staged(pointer, *, loc=None, ip=None):
+    """Four floats of a state row staged in shared memory."""
+    return load_f32x4(pointer, shared=True, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def store_f32x4(pointer, values, when=None, *, loc=None, ip=None):
+    """Four floats to a 16-byte aligned global address (``when``: predicated, no branch)."""
+    operands = [_address(pointer, loc, ip)] + [_f(v, loc, ip) for v in values]
+    if when is None:
+        _asm(None, operands, "st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f", loc, ip)
+        return
+    operands.append(Int32(when).ir_value(loc=loc, ip=ip))
+    _asm(None, operands,
+         "{ .reg .pred p; setp.ne.b32 p, $5, 0; @p st.global.v4.f32 [$0], {$1, $2, $3, $4}; }",
+         "l,f,f,f,f,r", loc, ip)
+
+
+@dsl_user_op
+def store_evict_f32x4(pointer, values, *, loc=None, ip=None):
+    """Four floats to global memory, streamed (L2 evict-first: read once per step)."""
+    operands = [_address(pointer, loc, ip)] + [_f(v, loc, ip) for v in values]
+    _asm(None, operands, "st.global.cs.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f", loc, ip)
+
+
+@dsl_user_op
+def load_weight_bf16x8(pointer, *, loc=None, ip=None):
+    """Eight bf16 weights (four words) through the read-only path, no L1 allocation."""
+    result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
+                  "ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
+                  loc, ip)
+    return _fields(result, 4, "r", loc, ip)
+
+
+@dsl_user_op
+def load_bf16x4(pointer, *, loc=None, ip=None):
+    """Four bf16 weights (two words) through the read-only path."""
+    result = _asm(_struct(2, "r"), [_address(pointer, loc, ip)],
+                  "ld.global.nc.v2.b32 {$0, $1}, [$2];", "=r,=r,l", loc, ip)
+    return _fields(result, 2, "r", loc, ip)
+
+
+@dsl_user_op
+def load_activation_bf16x4(pointer, *, loc=None, ip=None):
+    """Four bf16 activations (two words) a predecessor wrote: a coherent load."""
+    result = _asm(_struct(2, "r"), [_address(pointer, loc, ip)],
+                  "ld.global.v2.b32 {$0, $1}, [$2];", "=r,=r,l", loc, ip)
+    return _fields(result, 2, "r", loc, ip)
+
+
+@dsl_user_op
+def load_activation_bf16x8(pointer, *, loc=None, ip=None):
+    """Eight bf16 activations (four words), a coherent load."""
+    result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
+                  "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", loc, ip)
+    return _fields(result, 4, "r", loc, ip)
+
+
+@dsl_user_op
+def smem_words(pointer, *, loc=None, ip=None):
+    """Four 32-bit words from shared memory."""
+    result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
+                  "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r", loc, ip)
+    return _fields(result, 4, "r", loc, ip)
+
+
+@dsl_user_op
+def copy_g2s(destination, source, size=16, barrier=None, evict_first=False, *, loc=None, ip=None):
+    """Global to shared: 16 bytes by ``cp.async`` (commit groups), or ``size`` bytes by
+    the bulk copy engine completing on ``barrier`` (optionally L2 evict-first)."""
+    dst, src = _address(destination, loc, ip), _address(source, loc, ip)
+    if barrier is None:
+        _asm(None, [dst, src], "cp.async.cg.shared.global [$0], [$1], 16;", "r,l", loc, ip)
+        return
+    operands = [dst, src, Int32(size).ir_value(loc=loc, ip=ip), _address(barrier, loc, ip)]
+    if evict_first:
+        text = ("{ .reg .b64 policy; createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n"
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                " [$0], [$1], $2, [$3], policy; }")
+    else:
+        text = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];"
+    _asm(None, operands, text, "r,l,r,r", loc, ip)
+
+
+# --- DSMEM sends ---------------------------------------------------------------------------
+
+
+@dsl_user_op
+def store_async_dsmem(destination, words, barrier, rank, *, loc=None, ip=None):
+    """``st.async`` of one, two or four words (aligned to their size) to the same
+    offsets in CTA ``rank`` of the cluster, completing their bytes on its copy of
+    ``barrier``."""
+    words = words if isinstance(words, tuple) else (words,)
+    count = len(words)
+    values = ", ".join(f"${i + 4}" for i in range(count))
+    vector = {1: "", 2: ".v2", 4: ".v4"}[count]
+    operands = [
+        _address(destination, loc, ip),
+        _address(barrier, loc, ip),
+        Int32(rank).ir_value(loc=loc, ip=ip),
+        Int32(0).ir_value(loc=loc, ip=ip),
+    ] + [Int32(w).ir_value(loc=loc, ip=ip) for w in words]
+    _asm(None, operands,
+         "{ .reg .b32 ra, rb;\n"
+         "mapa.shared::cluster.u32 ra, $0, $2; mapa.shared::cluster.u32 rb, $1, $2;\n"
+         f"st.async.shared::cluster.mbarrier::complete_tx::bytes{vector}.b32 [ra], "
+         f"{{{values}}}, [rb]; }}" if count > 1 else
+         "{ .reg .b32 ra, rb;\n"
+         "mapa.shared::cluster.u32 ra, $0, $2; mapa.shared::cluster.u32 rb, $1, $2;\n"
+         "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], $4, [rb]; }",
+         ",".join(["r"] * (4 + count)), loc, ip)
+
+
+@dsl_user_op
+def push_float(destination, value, barrier, rank, when, *, loc=None, ip=None):
+    """``st.async`` of one float to CTA ``rank``, predicated on ``when`` (no branch)."""
+    operands = [
+        _address(destination, loc, ip),
+        Int32(float_bits(value, loc=loc, ip=ip)).ir_value(loc=loc, ip=ip),
+        _address(barrier, loc, ip),
+        Int32(rank).ir_value(loc=loc, ip=ip),
+        Int32(when).ir_value(loc=loc, ip=ip),
+    ]
+    _asm(None, operands,
+         "{ .reg .pred p; .reg .b32 ra, rb; setp.ne.b32 p, $4, 0;\n"
+         "mapa.shared::cluster.u32 ra, $0, $3; mapa.shared::cluster.u32 rb, $2, $3;\n"
+         "@p st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], $1, [rb]; }",
+         "r,r,r,r,r", loc, ip)
+
+
+@dsl_user_op
+def wait(barrier, phase=0, *, loc=None, ip=None):
+    """Wait for ``barrier``'s phase ``phase`` to complete (its bytes all arrived)."""
+    cute.arch.mbarrier_wait(barrier, phase, loc=loc, ip=ip)
+
+
+# --- scalars -------------------------------------------------------------------------------
+
+
+@dsl_user_op
+def float_bits(value, *, loc=None, ip=None):
+    """The float's 32 bits as an integer."""
+    return Int32(llvm.bitcast(T.i32(), _f(value, loc, ip), loc=loc, ip=ip))
+
+
+@dsl_user_op
+def unpack_bf16(word, *, loc=None, ip=None):
+    """The two bf16 of a word (low half first) as floats (exact)."""
+    bits = Uint32(word)
+    low = llvm.bitcast(T.f32(), (bits << 16).ir_value(loc=loc, ip=ip), loc=loc, ip=ip)
+    high = llvm.bitcast(T.f32(), (bits & Uint32(0xFFFF0000)).ir_value(loc=loc, ip=ip),
+                        loc=loc, ip=ip)
+    return Float32(low), Float32(high)
+
+
+@dsl_user_op
+def fma(a, b, c, ftz=False, *, loc=None, ip=None):
+    """``a * b + c``, rounded once (flushing denormals when ``ftz``)."""
+    text = "fma.rn.ftz.f32 $0, $1, $2, $3;" if ftz else "fma.rn.f32 $0, $1, $2, $3;"
+    return Float32(llvm.inline_asm(T.f32(), [_f(a, loc, ip), _f(b, loc, ip), _f(c, loc, ip)],
+                                   text, "=f,f,f,f", has_side_effects=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+def dot(row, vector, ftz=False):
+    """Sum of the products of two 4-vectors: one multiply, then a chain of FMAs."""
+    pairs = list(zip(row, vector))
+    acc = pairs[0][0] * pairs[0][1]
+    for a, b in pairs[1:]:
+        acc = fma(a, b, acc, ftz=ftz)
+    return acc
+
+
+def warp_sum(value, width=32):
+    """Butterfly sum over aligned groups of ``width`` lanes (every lane gets the sum)."""
+    for shift in range(int(math.log2(width)) - 1, -1, -1):
+        value = value + cute.arch.shuffle_sync_bfly(value, offset=1 << shift)
+    return value
+
+
+@dsl_user_op
+def _rcp_approx(value, *, loc=None, ip=None):
+    return Float32(llvm.inline_asm(T.f32(), [_f(value, loc, ip)], "rcp.approx.ftz.f32 $0, $1;",
+                                   "=f,f", has_side_effects=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+def sigmoid(value, fast=False):
+    """``1 / (1 + exp(-x))``: IEEE exp and division, or ``ex2.approx`` and
+    ``rcp.approx`` when ``fast``."""
+    value = Float32(value)
+    if fast:
+        return _rcp_approx(Float32(1.0) + cute.math.exp2(value * Float32(-LOG2E), fastmath=True))
+    return Float32(1.0) / (Float32(1.0) + cute.math.exp(-value))
+
+
+def sigmoids(values):
+    """Sigmoids of many values, each exp issued before the first division so that
+    the long-latency operations overlap."""
+    exps = [cute.math.exp(-Float32(v)) for v in values]
+    return [Float32(1.0) / (Float32(1.0) + e) for e in exps]
+
+
+def softplus(value):
+    """``log(1 + exp(x))``, and ``x`` itself above 20 (torch's threshold)."""
+    value = Float32(value)
+    smooth = cute.math.log1p(cute.math.exp(cute.math.min(value, Float32(20.0))))
+    return _select(value > Float32(20.0), value, smooth)
+
+
+@dsl_user_op
+def _select(condition, a, b, *, loc=None, ip=None):
+    from cutlass._mlir.dialects import arith
+
+    return Float32(arith.select(Boolean(condition).ir_value(loc=loc, ip=ip), _f(a, loc, ip),
+                                _f(b, loc, ip), loc=loc, ip=ip))
+
+
+@dsl_user_op
+def mma_into(acc, a, b, bf16=True, *, loc=None, ip=None):
+    """``acc += A @ B`` for one m16n8k16 tile: ``a`` the four A words, ``b`` the two B
+    words, ``acc`` a register tensor of the four D floats (updated in place)."""
+    kind = "bf16" if bf16 else "f16"
+    operands = ([_u(w, loc, ip) for w in a] + [_u(w, loc, ip) for w in b]
+                + [_f(acc[i], loc, ip) for i in range(4)])
+    result = llvm.inline_asm(
+        _struct(4, "f"), operands,
+        f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{$0, $1, $2, $3}}, "
+        "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    for i, value in enumerate(_fields(result, 4, "f", loc, ip)):
+        acc[i] = value

@@ -1,0 +1,116 @@
+"""`rmsnorm`: y = h * rsqrt(mean(h^2) + eps) * w with h = x (+ residual), bf16 in and out, fp32
+arithmetic. With a residual it also writes h (the new residual stream). One CTA a row; each
+thread holds its 16-byte vectors of the row in registers between the sum of squares and the
+scaling, so the row is read once."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+
+from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.primitives import warp_sum
+
+VECTOR = 8  # bf16 values in 16 bytes
+MAX_THREADS = 1024
+# A thread holds at most this many vectors of its row (4 registers each, fp32 values 8 each).
+MAX_STEPS = 8
+
+
+class RmsNorm:
+    """Rows of ``width`` bf16 values; ``residual``: add a residual input first and also write the
+    sum. Params: x, (residual), w, y, (h)."""
+
+    name = "rmsnorm"
+
+    def __init__(self, rows: int, width: int, eps: float, residual: bool = False):
+        if rows < 1:
+            raise ValueError(f"rmsnorm needs at least one row; got {rows}")
+        if width < VECTOR or width % VECTOR:
+            raise ValueError(f"rmsnorm width {width} must be a positive multiple of {VECTOR}: rows are read "
+                             "as 16-byte vectors")
+        if not eps > 0:
+            raise ValueError(f"rmsnorm eps must be positive; got {eps}")
+        self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
+        vectors = width // VECTOR
+        self.warps = min(MAX_THREADS // 32, -(-vectors // 32))
+        self.steps = -(-vectors // (32 * self.warps))
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"rmsnorm width {width} exceeds {MAX_STEPS * MAX_THREADS * VECTOR}: a row must fit "
+                             "the registers of one CTA")
+
+    def params(self) -> list[TensorParam]:
+        row = (self.rows, self.width)
+        params = [TensorParam("x", row, "bfloat16")]
+        if self.residual:
+            params.append(TensorParam("residual", row, "bfloat16"))
+        params += [TensorParam("w", (self.width,), "bfloat16"), TensorParam("y", row, "bfloat16", written=True)]
+        if self.residual:
+            params.append(TensorParam("h", row, "bfloat16", written=True))
+        return params
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.rows, 1, 1), block=(32 * self.warps, 1, 1), shared_bytes=4 * self.warps)
+
+    @cute.jit
+    def __call__(self, *tensors):
+        shape = self.launch()
+        self.kernel(tensors).launch(grid=shape.grid, block=shape.block, smem=shape.shared_bytes)
+
+    @cute.kernel
+    def kernel(self, tensors):
+        if cutlass.const_expr(self.residual):
+            x, residual, w, y, h_out = tensors
+        else:
+            x, w, y = tensors
+            residual, h_out = None, None
+        thread, _, _ = cute.arch.thread_idx()
+        row, _, _ = cute.arch.block_idx()
+        lane, warp = thread % 32, thread // 32
+        threads: cutlass.Constexpr = 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        S: cutlass.Constexpr = self.steps
+        w_tiles = cute.zipped_divide(cute.make_tensor(w.iterator, cute.make_layout((1, self.width))), (1, VECTOR))
+        x_tiles = cute.zipped_divide(x, (1, VECTOR))
+        y_tiles = cute.zipped_divide(y, (1, VECTOR))
+        scale = cute.make_rmem_tensor((VECTOR, S), BFloat16)
+        scale.fill(0)
+        for s in cutlass.range_constexpr(S):  # the norm weights are ready at launch
+            vector = thread + s * threads
+            if vector < vectors:
+                cute.autovec_copy(w_tiles[None, (0, vector)], scale[None, s])
+        cute.arch.griddepcontrol_wait()
+        values = cute.make_rmem_tensor((VECTOR, S), Float32)
+        values.fill(0.0)
+        squares = Float32(0.0)
+        for s in cutlass.range_constexpr(S):
+            vector = thread + s * threads
+            if vector < vectors:
+                loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
+                cute.autovec_copy(x_tiles[None, (row, vector)], loaded)
+                h = loaded.load().to(Float32)
+                if cutlass.const_expr(self.residual):
+                    cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (row, vector)], loaded)
+                    h = h + loaded.load().to(Float32)
+                    loaded.store(h.to(BFloat16))
+                    cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
+                values[None, s].store(h)
+                squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        smem = cutlass.memory.SmemAllocator()
+        sums = smem.allocate_tensor(Float32, cute.make_layout(self.warps), 16)
+        squares = warp_sum(squares)
+        if lane == 0:
+            sums[warp] = squares
+        cute.arch.sync_threads()
+        total = Float32(0.0)
+        for v in cutlass.range_constexpr(self.warps):
+            total += sums[v]
+        rstd = cute.math.rsqrt(total * Float32(1.0 / self.width) + Float32(self.eps))
+        for s in cutlass.range_constexpr(S):
+            vector = thread + s * threads
+            if vector < vectors:
+                out = cute.make_rmem_tensor(VECTOR, BFloat16)
+                out.store((values[None, s].load() * rstd * scale[None, s].load().to(Float32)).to(BFloat16))
+                cute.autovec_copy(out, y_tiles[None, (row, vector)])

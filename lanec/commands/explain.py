@@ -1,0 +1,81 @@
+"""`lanec explain`: run the rules table (pipeline stages 1-4) and print every candidate fusion,
+taken or held back, with the rule and the kernel fact that decided it.
+
+`--json` prints one object, keys sorted, two-space indented (schema `lanec.explain/1`):
+
+    {
+      "decisions": [                 # sorted by stage, then rule (table order), layer, op
+        {"layer": 3 | null,          # the layer its checkpoint names reveal
+         "op": "kda (self_attn.q_conv1d, ...)",   # the op's kind, name and first weights
+         "reason": "...",            # the condition, in words and numbers
+         "rule": "hold-kda",         # the rule's kebab name (as `lanec opt -p` takes it)
+         "stage": "held-back",       # lane-before | shared | held-back
+         "taken": true}
+      ],
+      "model": "examples/kimi-linear-small.mlir",
+      "schema": "lanec.explain/1",
+      "shim": {"batch_products": false, "fuse_quant": false, "numerics": "precise", "words": 1},
+      "summary": {"held_back": 3, "taken": 40}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from lanec.commands.knobs import knob_options, shim_of
+
+SCHEMA = "lanec.explain/1"
+
+
+def sort_key(decision, order: dict[str, int]) -> tuple:
+    from lanec.passes.decisions import STAGES
+
+    layer = -1 if decision.layer is None else decision.layer
+    return (STAGES.index(decision.stage), order[decision.rule], layer, decision.op, decision.reason)
+
+
+def report(model: str, shim, decisions) -> dict:
+    from dataclasses import asdict
+
+    from lanec.passes.table import RULES
+
+    order = {rule.name: i for i, rule in enumerate(RULES)}
+    ordered = sorted(decisions, key=lambda d: sort_key(d, order))
+    taken = sum(d.taken for d in ordered)
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "shim": asdict(shim),
+        "decisions": [d.as_json() for d in ordered],
+        "summary": {"taken": taken, "held_back": len(ordered) - taken},
+    }
+
+
+@click.command()
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help=f"print the decisions as JSON (schema {SCHEMA})")
+@knob_options
+def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool) -> None:
+    """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why."""
+    from lanec.pipeline import compile_rules
+
+    shim = shim_of(numerics, words, fuse_quant, batch_products)
+    _, decisions = compile_rules(model, shim)
+    data = report(model, shim, decisions)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    knobs = ", ".join(f"{k}={v}" for k, v in data["shim"].items())
+    click.echo(f"{model}: {data['summary']['taken']} taken, {data['summary']['held_back']} held back ({knobs})")
+    stage = None
+    from lanec.passes.decisions import Decision
+
+    for entry in data["decisions"]:
+        decision = Decision(**entry)
+        if decision.stage != stage:
+            stage = decision.stage
+            click.echo(f"\n{stage}:")
+        click.echo("  " + decision.line())

@@ -1,0 +1,535 @@
+"""The meaning of every `form` op, one function an op (docs/semantics.md, exactly).
+
+numpy only, so that the GPU machine can use it as the kernels' reference without xDSL. Arithmetic
+is fp32 throughout; values are never rounded to bf16 (element types are storage hints for the
+kernels). Activations are [rows, width] with rows = batch * tokens (request b's token t is row
+b * tokens + t). States are numpy arrays updated in place through the slot table: slots <= 0 are
+padding (zero output rows, never written). A quantized activation is held as the fp32 values its
+int8 words stand for (`quantize`).
+
+Bad input raises `InterpretError`, a `ValueError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+BLOCK = 32  # the quantized form's block: q8_0 weights and int8 activations scale 32 values
+
+F32 = np.float32
+
+
+class InterpretError(ValueError):
+    """Input the interpreter cannot give a meaning to (a one-line message)."""
+
+
+def fail(message: str) -> None:
+    raise InterpretError(message)
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=F32)
+
+
+def heads_of(width: int, heads: int, what: str) -> int:
+    if heads < 1 or width % heads:
+        fail(f"{what}: width {width} does not split into {heads} heads")
+    return width // heads
+
+
+# ----------------------------------------------------------------------------------------------
+# Elementwise
+
+
+def sigmoid(x) -> np.ndarray:
+    x = f32(x)
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for very negative x: sigmoid 0
+        return (F32(1) / (F32(1) + np.exp(-x))).astype(F32)
+
+
+def silu(x) -> np.ndarray:
+    x = f32(x)
+    return x * sigmoid(x)
+
+
+def softplus(x) -> np.ndarray:
+    return np.logaddexp(F32(0), f32(x)).astype(F32)
+
+
+def add(a, b) -> np.ndarray:
+    return f32(a) + f32(b)
+
+
+def mul(a, b) -> np.ndarray:
+    return f32(a) * f32(b)
+
+
+def swiglu(g, u) -> np.ndarray:
+    return silu(g) * f32(u)
+
+
+# ----------------------------------------------------------------------------------------------
+# Products
+
+
+def embed(tokens, table) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    table = f32(table)
+    vocab = table.shape[0]
+    bad = (tokens < 0) | (tokens >= vocab)
+    if bad.any():
+        fail(f"embed: token id {int(tokens[bad][0])} is outside the vocabulary of {vocab}")
+    return table[tokens.astype(np.int64)]
+
+
+def product(x, w) -> np.ndarray:
+    x, w = f32(x), f32(w)
+    if x.shape[-1] != w.shape[-1]:
+        fail(f"product: weight rows take {w.shape[-1]} inputs; the activation gives {x.shape[-1]}")
+    return x @ w.T
+
+
+def head_parts(x, heads: int, unit: int, offset: int, length: int, what: str) -> np.ndarray:
+    """[rows, heads, length]: each head's part of its unit."""
+    x = f32(x)
+    rows, width = x.shape
+    if width != heads * unit:
+        fail(f"{what}: width {width} is not heads x unit = {heads} x {unit}")
+    if offset < 0 or length < 1 or offset + length > unit:
+        fail(f"{what}: part [{offset}, {offset + length}) does not fit a unit of {unit}")
+    return x.reshape(rows, heads, unit)[:, :, offset : offset + length]
+
+
+def product_part(x, w, heads: int, unit: int, offset: int, length: int) -> np.ndarray:
+    """Head h reads x[:, h*unit+offset : +length] with its own rows w[h*n : (h+1)*n]."""
+    parts = head_parts(x, heads, unit, offset, length, "product")
+    w = f32(w)
+    n = heads_of(w.shape[0], heads, "product weight rows")
+    y = np.einsum("rhl,hnl->rhn", parts, w.reshape(heads, n, length))
+    return y.reshape(parts.shape[0], heads * n)
+
+
+def part(x, heads: int, unit: int, offset: int, length: int) -> np.ndarray:
+    parts = head_parts(x, heads, unit, offset, length, "part")
+    return parts.reshape(parts.shape[0], heads * length).copy()
+
+
+def gated_product(x, gate, up) -> np.ndarray:
+    return swiglu(product(x, gate), product(x, up))
+
+
+# ----------------------------------------------------------------------------------------------
+# Norms
+
+
+def rsqrt(x) -> np.ndarray:
+    return (F32(1) / np.sqrt(f32(x))).astype(F32)
+
+
+def rmsnorm(x, w, eps: float, residual=None):
+    """y = h * rsqrt(mean(h^2) + eps) * w with h = x (+ residual); returns y, or (y, h)."""
+    h = f32(x) if residual is None else f32(x) + f32(residual)
+    y = h * rsqrt(np.mean(h * h, axis=-1, keepdims=True) + F32(eps)) * f32(w)
+    return y if residual is None else (y, h)
+
+
+def per_head(x, heads: int, what: str) -> np.ndarray:
+    x = f32(x)
+    rows, width = x.shape
+    return x.reshape(rows, heads, heads_of(width, heads, what))
+
+
+def l2norm(x, heads: int, eps: float) -> np.ndarray:
+    xh = per_head(x, heads, "l2norm")
+    y = xh * rsqrt(np.sum(xh * xh, axis=-1, keepdims=True) + F32(eps))
+    return y.reshape(xh.shape[0], -1)
+
+
+def norm_gated(x, gate, w, heads: int, eps: float, activation: str) -> np.ndarray:
+    """Per head: x_h * rsqrt(mean(x_h^2) + eps) * w * act(gate_h), act sigmoid or swish."""
+    if activation not in ("sigmoid", "swish"):
+        fail(f"norm_gated activation '{activation}': sigmoid or swish")
+    xh = per_head(x, heads, "norm_gated")
+    g = per_head(gate, heads, "norm_gated gate")
+    act = sigmoid(g) if activation == "sigmoid" else silu(g)
+    y = xh * rsqrt(np.mean(xh * xh, axis=-1, keepdims=True) + F32(eps)) * f32(w) * act
+    return y.reshape(xh.shape[0], -1)
+
+
+def rope(x, positions, heads: int, rotary: int, theta: float) -> np.ndarray:
+    """Rotate-half on each head's first `rotary` values: pairs (i, i + rotary/2) turn by
+    pos * theta^(-2i/rotary)."""
+    xh = per_head(x, heads, "rope")
+    if rotary < 2 or rotary % 2 or rotary > xh.shape[2]:
+        fail(f"rope: rotary {rotary} must be even and at most the head size {xh.shape[2]}")
+    half = rotary // 2
+    inv_freq = F32(1) / (F32(theta) ** (np.arange(0, rotary, 2, dtype=F32) / F32(rotary)))
+    angle = f32(positions)[:, None] * inv_freq[None, :]  # [rows, half]
+    cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    y = xh.copy()
+    lo, hi = xh[:, :, :half], xh[:, :, half:rotary]
+    y[:, :, :half] = lo * cos - hi * sin
+    y[:, :, half:rotary] = hi * cos + lo * sin
+    return y.reshape(xh.shape[0], -1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Slots: which state a request reads and where it writes
+
+
+class Request(NamedTuple):
+    index: int  # b
+    accepted: int  # a: 1 for a plain decode step
+    read: int  # the recurrent state comes from this slot
+    writes: tuple[int, ...]  # token t's state goes to writes[t] where > 0
+    conv: int  # the conv state's slot (slots[b, 0])
+
+
+def requests(slots, tokens: int, accepted, rows: int, state_slots: int, what: str) -> list[Request | None]:
+    """One entry a request (None: padding), validated: accepted in 1..tokens, slots inside the
+    state, active requests owning distinct slots."""
+    slots = np.asarray(slots)
+    if tokens < 1 or rows % tokens:
+        fail(f"{what}: {rows} rows are not whole requests of {tokens} tokens")
+    batch = rows // tokens
+    if slots.ndim not in (1, 2) or slots.shape[0] != batch:
+        fail(f"{what}: the slot table must be [{batch}] or [{batch}, n], got {list(slots.shape)}")
+    table = slots.reshape(batch, -1).astype(np.int64)
+    if tokens > 1:
+        if table.shape[1] < tokens:
+            fail(f"{what}: a step of {tokens} tokens needs [batch, >= {tokens}] slots, got {list(slots.shape)}")
+        if accepted is None:
+            fail(f"{what}: a speculative step ({tokens} tokens) needs accepted counts")
+        counts = np.asarray(accepted).astype(np.int64).reshape(-1)
+        if counts.shape != (batch,):
+            fail(f"{what}: accepted counts must be [{batch}], got {list(np.shape(accepted))}")
+        if ((counts < 1) | (counts > tokens)).any():
+            fail(f"{what}: accepted count {int(counts[(counts < 1) | (counts > tokens)][0])} is outside 1..{tokens}")
+    owner: dict[int, int] = {}
+    plan: list[Request | None] = []
+    for b in range(batch):
+        a = 1 if tokens == 1 else int(counts[b])
+        read = int(table[b, a - 1])
+        if read <= 0:
+            plan.append(None)
+            continue
+        writes = (read,) if tokens == 1 else tuple(int(s) for s in table[b, :tokens])
+        conv = read if tokens == 1 else int(table[b, 0])
+        if conv <= 0:
+            fail(f"{what}: request {b} is active (slot {read}) but its conv slot slots[{b}, 0] is {conv}")
+        for s in {read, conv, *writes}:
+            if s >= state_slots:
+                fail(f"{what}: slot {s} of request {b} is outside the state's {state_slots} slots")
+            if s > 0 and owner.setdefault(s, b) != b:
+                fail(f"{what}: requests {owner[s]} and {b} share slot {s}")
+        plan.append(Request(b, a, read, writes, conv))
+    return plan
+
+
+# ----------------------------------------------------------------------------------------------
+# Linear attention: conv, gate, delta rule, the fused KDA op
+
+
+def conv(x, state, w, slots, offset: int, tokens: int = 1, accepted=None, bias=None,
+         activation: str = "silu", norm_heads: int | None = None, norm_eps: float | None = None) -> np.ndarray:
+    """Short causal conv of channels [offset, offset + C) of `state` [slot, channels, W-2+tokens].
+    Token t's window is the last W values of taps ++ x_0..x_t, taps = state[c, a-1 : a-1+W-1];
+    afterwards the state is taps[1:] ++ x_0..x_{q-1}."""
+    x, w = f32(x), f32(w)
+    rows, channels = x.shape
+    if w.ndim != 2 or w.shape[0] != channels:
+        fail(f"conv: the weight must be [{channels}, width], got {list(w.shape)}")
+    width = w.shape[1]
+    taps = width - 1 + tokens - 1
+    if state.ndim != 3 or offset < 0 or offset + channels > state.shape[1] or state.shape[2] != taps:
+        fail(f"conv: the state must be [slot, >= {offset + channels}, {taps}], got {list(state.shape)}")
+    if activation not in ("silu", "none"):
+        fail(f"conv activation '{activation}': silu or none")
+    y = np.zeros((rows, channels), F32)
+    span = slice(offset, offset + channels)
+    for req in requests(slots, tokens, accepted, rows, state.shape[0], "conv"):
+        if req is None:
+            continue
+        first = req.index * tokens
+        kept = f32(state[req.conv, span, :])[:, req.accepted - 1 : req.accepted - 1 + width - 1]
+        sequence = np.concatenate([kept, x[first : first + tokens].T], axis=1)  # [C, W-1+q]
+        for t in range(tokens):
+            y[first + t] = np.sum(w * sequence[:, t : t + width], axis=1)
+        if bias is not None:
+            y[first : first + tokens] += f32(bias)
+        if activation == "silu":
+            y[first : first + tokens] = silu(y[first : first + tokens])
+        state[req.conv, span, :] = sequence[:, 1:]
+    if norm_heads is not None:
+        if norm_eps is None:
+            fail("conv: the L2 norm epilogue needs norm_eps")
+        y = l2norm(y, norm_heads, norm_eps)
+    return y
+
+
+def kda_gate(g, a_log, dt_bias, heads: int, form: str, lower_bound: float | None = None) -> np.ndarray:
+    """The decay: lower_bound: exp(lb * sigmoid(exp(A_log[h]) * (g + dt_bias)));
+    softplus: exp(-exp(A_log[h]) * softplus(g + dt_bias)); h = the column's head."""
+    g = f32(g)
+    size = heads_of(g.shape[1], heads, "kda_gate")
+    a = np.repeat(np.exp(f32(a_log)), size)
+    raw = g + f32(dt_bias)
+    if form == "lower_bound":
+        if lower_bound is None:
+            fail("kda_gate: the lower_bound form needs lower_bound")
+        return np.exp(F32(lower_bound) * sigmoid(a * raw))
+    if form == "softplus":
+        return np.exp(-a * softplus(raw))
+    fail(f"kda_gate form '{form}': lower_bound or softplus")
+
+
+def delta_rule(q, k, v, decay, beta, state, slots, heads: int, key_heads: int, scale: float,
+               tokens: int = 1, accepted=None) -> np.ndarray:
+    """The gated delta rule per value head (state [slot, head, value, key], f32), token by token:
+    S *= decay; S += outer(beta * (v - S k), k); o = S (scale * q)."""
+    q, k, v, decay, beta = f32(q), f32(k), f32(v), f32(decay), f32(beta)
+    rows = q.shape[0]
+    if key_heads < 1 or heads % key_heads:
+        fail(f"delta_rule: {heads} value heads do not share {key_heads} key heads evenly")
+    key = heads_of(q.shape[1], key_heads, "delta_rule q")
+    value = heads_of(v.shape[1], heads, "delta_rule v")
+    if state.ndim != 4 or state.shape[1:] != (heads, value, key):
+        fail(f"delta_rule: the state must be [slot, {heads}, {value}, {key}], got {list(state.shape)}")
+    share = np.arange(heads) // (heads // key_heads)  # value head -> key head
+    qh = q.reshape(rows, key_heads, key)[:, share] * F32(scale)
+    kh = k.reshape(rows, key_heads, key)[:, share]
+    vh = v.reshape(rows, heads, value)
+    if decay.shape[1] == heads * key:
+        dh = decay.reshape(rows, heads, 1, key)
+    elif decay.shape[1] == heads:
+        dh = decay.reshape(rows, heads, 1, 1)
+    else:
+        fail(f"delta_rule: the decay is per key [{rows}, {heads * key}] or per head [{rows}, {heads}]")
+    out = np.zeros((rows, heads, value), F32)
+    for req in requests(slots, tokens, accepted, rows, state.shape[0], "delta_rule"):
+        if req is None:
+            continue
+        s = f32(state[req.read]).copy()  # [head, value, key]
+        for t in range(tokens):
+            r = req.index * tokens + t
+            s *= dh[r]
+            u = beta[r][:, None] * (vh[r] - np.einsum("hvk,hk->hv", s, kh[r]))
+            s += u[:, :, None] * kh[r][:, None, :]
+            out[r] = np.einsum("hvk,hk->hv", s, qh[r])
+            if tokens > 1 and req.writes[t] > 0:
+                state[req.writes[t]] = s
+        if tokens == 1:
+            state[req.read] = s
+    return out.reshape(rows, heads * value)
+
+
+def kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, a_log, dt_bias, beta_raw, gate,
+        norm_weight, state, slots, heads: int, form: str, scale: float, l2_eps: float, eps: float,
+        lower_bound: float | None = None, tokens: int = 1, accepted=None, biases: Sequence = ()) -> np.ndarray:
+    """KDA decode whole: conv of q, k, v (channels 0, dim, 2 dim of one conv state, SiLU, biases
+    if given); l2norm of q and k; decay = kda_gate(f_a @ f_b^T); beta = sigmoid(beta_raw); the
+    delta rule; the sigmoid-gated per-head RMS norm."""
+    dim = f32(q).shape[1]
+    if len(biases) not in (0, 3):
+        fail(f"kda: conv biases are none or one each for q, k and v, got {len(biases)}")
+    bias = list(biases) or [None] * 3
+    common = dict(tokens=tokens, accepted=accepted, activation="silu")
+    qc = conv(q, conv_state, conv_q, slots, 0, bias=bias[0], norm_heads=heads, norm_eps=l2_eps, **common)
+    kc = conv(k, conv_state, conv_k, slots, dim, bias=bias[1], norm_heads=heads, norm_eps=l2_eps, **common)
+    vc = conv(v, conv_state, conv_v, slots, 2 * dim, bias=bias[2], **common)
+    decay = kda_gate(product(f_a, f_b), a_log, dt_bias, heads, form, lower_bound)
+    o = delta_rule(qc, kc, vc, decay, sigmoid(beta_raw), state, slots, heads, heads, scale, tokens, accepted)
+    return norm_gated(o, gate, norm_weight, heads, eps, "sigmoid")
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention over paged caches
+
+
+def cache_places(pages, positions, tokens: int, page_size: int, cache_pages: int, what: str):
+    """(request of each row, page and offset of every cached position 0..max, validated)."""
+    pages = np.asarray(pages).astype(np.int64)
+    positions = np.asarray(positions).astype(np.int64)
+    rows = positions.shape[0]
+    if tokens < 1 or rows % tokens:
+        fail(f"{what}: {rows} rows are not whole requests of {tokens} tokens")
+    batch = rows // tokens
+    if pages.ndim != 2 or pages.shape[0] != batch:
+        fail(f"{what}: pages must be [{batch}, n], got {list(pages.shape)}")
+    if (positions < 0).any():
+        fail(f"{what}: position {int(positions[positions < 0][0])} is negative")
+    request = np.arange(rows) // tokens
+    reach = positions.max() if rows else 0
+    span = np.arange(reach + 1)
+
+    def places(b: int, upto: int) -> tuple[np.ndarray, np.ndarray]:
+        column = span[: upto + 1] // page_size
+        if column[-1] >= pages.shape[1]:
+            fail(f"{what}: request {b} position {upto} needs page column {column[-1]}; "
+                 f"the page table has {pages.shape[1]}")
+        page = pages[b, column]
+        if ((page < 0) | (page >= cache_pages)).any():
+            bad = int(page[(page < 0) | (page >= cache_pages)][0])
+            fail(f"{what}: request {b} uses page {bad}, outside the cache's {cache_pages} pages")
+        return page, span[: upto + 1] % page_size
+
+    return request, places
+
+
+def attention(q, k, v, k_cache, v_cache, pages, positions, heads: int, kv_heads: int, scale: float,
+              tokens: int = 1) -> np.ndarray:
+    """GQA over a paged cache: every row's k, v written at its position first; then row r attends
+    to positions 0..pos[r] of its request, query head h reading KV head h // (heads / kv_heads)."""
+    q, k, v = f32(q), f32(k), f32(v)
+    rows = q.shape[0]
+    if kv_heads < 1 or heads % kv_heads:
+        fail(f"attention: {heads} query heads do not share {kv_heads} KV heads evenly")
+    size = heads_of(q.shape[1], heads, "attention q")
+    vsize = heads_of(v.shape[1], kv_heads, "attention v")
+    page_size = k_cache.shape[1]
+    request, places = cache_places(pages, positions, tokens, page_size, k_cache.shape[0], "attention")
+    positions = np.asarray(positions).astype(np.int64)
+    for r in range(rows):
+        page, at = places(request[r], positions[r])
+        k_cache[page[-1], at[-1]] = k[r].reshape(kv_heads, size)
+        v_cache[page[-1], at[-1]] = v[r].reshape(kv_heads, vsize)
+    share = np.arange(heads) // (heads // kv_heads)
+    out = np.zeros((rows, heads, vsize), F32)
+    for r in range(rows):
+        page, at = places(request[r], positions[r])
+        keys = f32(k_cache[page, at])[:, share]  # [n, heads, size]
+        values = f32(v_cache[page, at])[:, share]
+        scores = F32(scale) * np.einsum("hd,nhd->hn", q[r].reshape(heads, size), keys)
+        out[r] = np.einsum("hn,nhd->hd", softmax(scores), values)
+    return out.reshape(rows, heads * vsize)
+
+
+def softmax(x) -> np.ndarray:
+    x = f32(x)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def latent_attention(qr, latent, k_rope, cache, kv_b, pages, positions, heads: int, nope: int, rope: int,
+                     lora: int, v: int, scale: float, tokens: int = 1) -> np.ndarray:
+    """MLA: each row's cache row [latent, k_rope] written first; head h's key of position j is
+    [W_k,h c_j, kr_j] and its value W_v,h c_j (kv_b's rows for head h: nope key rows, v value rows);
+    the query is head h's [nope, rope] unit of qr."""
+    qr, latent, k_rope, kv_b = f32(qr), f32(latent), f32(k_rope), f32(kv_b)
+    rows = qr.shape[0]
+    if qr.shape[1] != heads * (nope + rope) or kv_b.shape != (heads * (nope + v), lora):
+        fail(f"latent_attention: qr must be [rows, {heads * (nope + rope)}] and kv_b "
+             f"[{heads * (nope + v)}, {lora}], got {list(qr.shape)} and {list(kv_b.shape)}")
+    if cache.shape[2] != lora + rope:
+        fail(f"latent_attention: cache rows are {lora} + {rope} wide, got {cache.shape[2]}")
+    expand = kv_b.reshape(heads, nope + v, lora)
+    w_key, w_value = expand[:, :nope], expand[:, nope:]
+    request, places = cache_places(pages, positions, tokens, cache.shape[1], cache.shape[0], "latent_attention")
+    positions = np.asarray(positions).astype(np.int64)
+    for r in range(rows):
+        page, at = places(request[r], positions[r])
+        cache[page[-1], at[-1]] = np.concatenate([latent[r], k_rope[r]])
+    out = np.zeros((rows, heads, v), F32)
+    for r in range(rows):
+        page, at = places(request[r], positions[r])
+        held = f32(cache[page, at])  # [n, lora + rope]
+        c, kr = held[:, :lora], held[:, lora:]
+        query = qr[r].reshape(heads, nope + rope)
+        keys = np.einsum("nl,hdl->hnd", c, w_key)
+        scores = np.einsum("hd,hnd->hn", query[:, :nope], keys) + query[:, nope:] @ kr.T
+        values = np.einsum("nl,hvl->hnv", c, w_value)
+        out[r] = np.einsum("hn,hnv->hv", softmax(F32(scale) * scores), values)
+    return out.reshape(rows, heads * v)
+
+
+# ----------------------------------------------------------------------------------------------
+# Mixture, quantize, argmax
+
+
+def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, routed_scaling: float,
+            correction=None, shared: Sequence = (), rows=None) -> np.ndarray:
+    """Router scores, top-k of scores (+ correction), weights the chosen scores (renormalized,
+    times routed_scaling), each expert down @ swiglu(gate @ x, up @ x); plus a shared expert
+    (times sigmoid(x . gate_row) if given). With `rows`: result r lands at row rows[r]
+    (rows[r] < 0 drops it), other rows zero."""
+    x, gate, up, down = f32(x), f32(gate), f32(up), f32(down)
+    n, experts = x.shape[0], gate.shape[0]
+    if not 1 <= top_k <= experts:
+        fail(f"mixture: top_k {top_k} is outside 1..{experts} experts")
+    logits = product(x, router)
+    if scoring == "sigmoid":
+        scores = sigmoid(logits)
+    elif scoring == "softmax":
+        scores = softmax(logits)
+    else:
+        fail(f"mixture scoring '{scoring}': sigmoid or softmax")
+    choice = scores if correction is None else scores + f32(correction)
+    chosen = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]  # ties: the lower expert
+    weights = np.take_along_axis(scores, chosen, axis=-1)
+    if renormalize:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    weights = weights * F32(routed_scaling)
+    out = np.zeros_like(x)
+    for e in np.unique(chosen):
+        at, which = np.nonzero(chosen == e)
+        hidden = swiglu(x[at] @ gate[e].T, x[at] @ up[e].T)
+        out[at] += weights[at, which][:, None] * (hidden @ down[e].T)
+    if len(shared) not in (0, 3, 4):
+        fail(f"mixture: a shared expert is gate, up, down (and a gate row), got {len(shared)} weights")
+    if shared:
+        expert = swiglu(product(x, shared[0]), product(x, shared[1])) @ f32(shared[2]).T
+        if len(shared) == 4:
+            expert = expert * sigmoid(product(x, shared[3]))
+        out = out + expert
+    if rows is None:
+        return out
+    rows = np.asarray(rows).astype(np.int64)
+    if rows.shape != (n,) or (rows >= n).any():
+        fail(f"mixture: scatter rows must be [{n}] below {n}, got {rows.tolist()}")
+    scattered = np.zeros_like(out)
+    keep = rows >= 0
+    scattered[rows[keep]] = out[keep]
+    return scattered
+
+
+def blocks(x, what: str) -> np.ndarray:
+    x = f32(x)
+    if x.shape[-1] % BLOCK:
+        fail(f"{what}: width {x.shape[-1]} is not whole {BLOCK}-value blocks")
+    return x.reshape(*x.shape[:-1], x.shape[-1] // BLOCK, BLOCK)
+
+
+def quantize(x, words: int) -> np.ndarray:
+    """The fp32 values of an int8 activation: per block s = max|x| / 127, q1 = rint(x / s); two
+    words add q2 = clip(rint((x - q1 s) / (s / 254)), -127, 127) times s / 254."""
+    if words not in (1, 2):
+        fail(f"quantize to {words} words: one or two int8 words a value")
+    xb = blocks(x, "quantize")
+    s = np.max(np.abs(xb), axis=-1, keepdims=True) / F32(127)
+    safe = np.where(s > 0, s, F32(1))  # an all-zero block stays zero
+    q1 = np.rint(xb / safe)
+    value = q1 * s
+    if words == 2:
+        s2 = s / F32(254)
+        q2 = np.clip(np.rint((xb - value) / (safe / F32(254))), -127, 127)
+        value = value + q2 * s2
+    return value.reshape(np.shape(x)).astype(F32)
+
+
+def q8_0(w) -> np.ndarray:
+    """The values a Q8_0 checkpoint holds: per block d = fp16(max|w| / 127),
+    q = clip(rint(w / d), -127, 127), value q * d."""
+    wb = blocks(w, "q8_0")
+    d = (np.max(np.abs(wb), axis=-1, keepdims=True) / F32(127)).astype(np.float16).astype(F32)
+    if not np.isfinite(d).all():
+        fail("q8_0: a block's scale overflows fp16")
+    safe = np.where(d > 0, d, F32(1))
+    q = np.clip(np.rint(wb / safe), -127, 127)
+    return (q * d).reshape(np.shape(w)).astype(F32)
+
+
+def argmax(x) -> np.ndarray:
+    return np.argmax(f32(x), axis=-1).astype(np.int32)

@@ -1,0 +1,71 @@
+"""hold-kda (the lane's held-back rule for the KDA fold): KdaSplit runs a kda only with heads of
+128 values (128 main threads, a key and a value lane each), 1 to 8 tokens a request (the decay
+barrier expects 512 bytes a token, sent for at most 8), and a conv of width 4 (3 taps of state a
+channel). Its other asserted combinations (early loads, gate mode 2, clusters of 16, staged gate
+rows) constrain the schedule the lowering picks, not the form. Held back: the chain it folded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
+
+from lanec.dialects.form import (
+    ConvOp, DeltaRuleOp, KdaGateOp, KdaOp, L2NormOp, NormGatedOp, ProductOp, SigmoidOp, shape, tokens_of,
+)
+from lanec.lane import KDA_CONV_WIDTH, KDA_HEAD, KDA_MAX_TOKENS
+from lanec.passes.rule import Judge, Rule, failures, name_after
+
+
+def chain_of(op: KdaOp):
+    """The unfused ops with the kda's meaning, the last one's result the kda's."""
+    dim, heads = shape(op.q)[1], op.heads.value.data
+    accepted = op.accepted
+    bias = list(op.biases) or [None, None, None]
+    convs = [
+        ConvOp(x, op.conv_state, w, op.slots, offset, accepted=accepted, bias=b)
+        for x, w, offset, b in zip((op.q, op.k, op.v), (op.conv_q, op.conv_k, op.conv_v), (0, dim, 2 * dim), bias,
+                                   strict=True)
+    ]
+    l2_eps = op.l2_eps.value.data
+    norm_q, norm_k = (L2NormOp(c.result, heads, l2_eps) for c in convs[:2])
+    projected = ProductOp(op.f_a, [op.f_b])
+    lower = op.lower_bound.value.data if op.lower_bound is not None else None
+    gate = KdaGateOp(projected.parts[0], op.a_log, op.dt_bias, heads, op.form.data, lower)
+    beta = SigmoidOp(op.beta)
+    rule = DeltaRuleOp(norm_q.result, norm_k.result, convs[2].result, gate.result, beta.result, op.state, op.slots,
+                       heads, heads, op.scale.value.data, accepted=accepted)
+    out = NormGatedOp(rule.result, op.gate, op.norm_weight, heads, op.eps.value.data, "sigmoid",
+                      result_type=op.result.type)
+    return [*convs, norm_q, norm_k, projected, gate, beta, rule, out]
+
+
+class HoldKda(Judge):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: KdaOp, rewriter: PatternRewriter) -> None:
+        size = shape(op.q)[1] // op.heads.value.data
+        tokens = tokens_of(op)
+        width = shape(op.conv_q)[1]
+        failed = failures([
+            (size == KDA_HEAD, f"head size {size} is not KdaSplit's {KDA_HEAD}"),
+            (1 <= tokens <= KDA_MAX_TOKENS, f"{tokens} tokens a request: KdaSplit takes 1 to {KDA_MAX_TOKENS}"),
+            (width == KDA_CONV_WIDTH, f"conv width {width}: KdaSplit keeps {KDA_CONV_WIDTH - 1} taps (width "
+                                      f"{KDA_CONV_WIDTH})"),
+        ])
+        if not failed:
+            self.decide(op, True, f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, "
+                                  f"conv width {width}")
+            return
+        self.decide(op, False, "kda split back into its chain: " + "; ".join(failed))
+        chain = chain_of(op)
+        suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", "f_b", "decay", "beta", "rule")
+        for made, suffix in zip(chain, suffixes, strict=False):
+            name_after(made.results[0], op.result, suffix)
+        rewriter.replace(op, chain)
+
+
+@dataclass(frozen=True)
+class HoldKdaRule(Rule):
+    name = "hold-kda"
+    stage = "held-back"
+    patterns = (HoldKda,)

@@ -1,0 +1,1 @@
+"""Command-line drivers built on xDSL's tools (`lanec opt`)."""

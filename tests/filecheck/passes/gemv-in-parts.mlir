@@ -1,0 +1,59 @@
+// RUN: lanec opt %s --split-input-file -p gemv-in-parts | filecheck %s
+
+// Fires: a decode step's rows (1, at most the GEMV's 16): the products of one activation become
+// one GEMV in parts.
+builtin.module {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "model.layers.0.q", format = "bf16"} : tensor<128x64xbf16>
+    %wk = form.weight {name = "model.layers.0.k", format = "bf16"} : tensor<64x64xbf16>
+    %x = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+    %q = form.product %x, %wq : (tensor<1x64xbf16>, tensor<128x64xbf16>) -> tensor<1x128xbf16>
+    %k = form.product %x, %wk : (tensor<1x64xbf16>, tensor<64x64xbf16>) -> tensor<1x64xbf16>
+    form.return %q, %k : tensor<1x128xbf16>, tensor<1x64xbf16>
+  }
+}
+
+// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts: 1 rows are at most the GEMV's 16", layer = 0 : i64
+// CHECK: %q, %k = form.product %x, %wq, %wk
+
+// -----
+
+// Held back: 32 rows (2 requests of 16 tokens) are above the GEMV's row limit: left to the
+// tensor-core merge.
+builtin.module {
+  form.step batch 2 tokens 16 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "q", format = "bf16"} : tensor<128x64xbf16>
+    %wk = form.weight {name = "k", format = "bf16"} : tensor<64x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %q = form.product %x, %wq : (tensor<32x64xbf16>, tensor<128x64xbf16>) -> tensor<32x128xbf16>
+    %k = form.product %x, %wk : (tensor<32x64xbf16>, tensor<64x64xbf16>) -> tensor<32x64xbf16>
+    form.return %q, %k : tensor<32x128xbf16>, tensor<32x64xbf16>
+  }
+}
+
+// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = false, reason = "2 products of one activation (%q, %k) left to the tensor-core merge: 32 rows are above the GEMV's 16 and the products are not a batch's"
+// CHECK: %q = form.product %x, %wq
+// CHECK-NEXT: %k = form.product %x, %wk
+
+// -----
+
+// Fires above the row limit where the products are a batch's (each row its own sequence).
+builtin.module attributes {lane.shim = {batch_products = true}} {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "q", format = "bf16"} : tensor<128x64xbf16>
+    %wk = form.weight {name = "k", format = "bf16"} : tensor<64x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %q = form.product %x, %wq : (tensor<32x64xbf16>, tensor<128x64xbf16>) -> tensor<32x128xbf16>
+    %k = form.product %x, %wk : (tensor<32x64xbf16>, tensor<64x64xbf16>) -> tensor<32x64xbf16>
+    form.return %q, %k : tensor<32x128xbf16>, tensor<32x64xbf16>
+  }
+}
+
+// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts: the products are a batch's"
+// CHECK: %q, %k = form.product %x, %wq, %wk

@@ -1,0 +1,120 @@
+// RUN: lanec opt %s --split-input-file -p hold-products-in-parts | filecheck %s
+
+// Kept as one GEMV in parts: 8 rows (any parts, formats, widths).
+builtin.module {
+  form.step batch 8 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<8xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<96x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "q8_0"} : tensor<96x64xbf16>
+    %w2 = form.weight {name = "model.layers.0.p2", format = "bf16"} : tensor<32x64xbf16>
+    %w3 = form.weight {name = "model.layers.0.p3", format = "bf16"} : tensor<64x64xbf16>
+    %w4 = form.weight {name = "model.layers.0.p4", format = "bf16"} : tensor<128x64xbf16>
+    %x = form.embed %t, %e : (tensor<8xi32>, tensor<32x64xbf16>) -> tensor<8x64xbf16>
+    %p0, %p1, %p2, %p3, %p4 = form.product %x, %w0, %w1, %w2, %w3, %w4 : (tensor<8x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>, tensor<32x64xbf16>, tensor<64x64xbf16>, tensor<128x64xbf16>) -> (tensor<8x96xbf16>, tensor<8x96xbf16>, tensor<8x32xbf16>, tensor<8x64xbf16>, tensor<8x128xbf16>)
+    form.return %p0, %p1, %p2, %p3, %p4 : tensor<8x96xbf16>, tensor<8x96xbf16>, tensor<8x32xbf16>, tensor<8x64xbf16>, tensor<8x128xbf16>
+  }
+}
+
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts as one GEMV in parts: 8 rows are at most the GEMV's 16", layer = 0 : i64
+// CHECK: %p0, %p1, %p2, %p3, %p4 = form.product
+
+// -----
+
+// Kept on the tensor cores: 32 rows, 2 parts of 128 and 256 outputs, one format.
+builtin.module {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<256x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<256x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x256xbf16>)
+    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x256xbf16>
+  }
+}
+
+// CHECK: reason = "2 parts as one tensor-core GEMM in parts: 32 rows"
+// CHECK: %p0, %p1 = form.product
+
+// -----
+
+// Held back: 5 parts are more than four.
+builtin.module {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<128x64xbf16>
+    %w2 = form.weight {name = "model.layers.0.p2", format = "bf16"} : tensor<128x64xbf16>
+    %w3 = form.weight {name = "model.layers.0.p3", format = "bf16"} : tensor<128x64xbf16>
+    %w4 = form.weight {name = "model.layers.0.p4", format = "bf16"} : tensor<128x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %p0, %p1, %p2, %p3, %p4 = form.product %x, %w0, %w1, %w2, %w3, %w4 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>)
+    form.return %p0, %p1, %p2, %p3, %p4 : tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>
+  }
+}
+
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part: 5 parts are more than the GEMM's 4"
+// CHECK: %p0 = form.product %x, %w0 : (tensor<32x64xbf16>, tensor<128x64xbf16>) -> tensor<32x128xbf16>
+// CHECK-NEXT: %p1 = form.product %x, %w1
+// CHECK-NEXT: %p2 = form.product %x, %w2
+// CHECK-NEXT: %p3 = form.product %x, %w3
+// CHECK-NEXT: %p4 = form.product %x, %w4
+// CHECK-NEXT: form.return %p0, %p1, %p2, %p3, %p4
+
+// -----
+
+// Held back: the parts mix formats.
+builtin.module {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "q8_0"} : tensor<128x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x128xbf16>)
+    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x128xbf16>
+  }
+}
+
+// CHECK: reason = "products in parts split into one product a part: the parts mix formats (bf16, q8_0)"
+// CHECK: %p0 = form.product %x, %w0
+// CHECK-NEXT: %p1 = form.product %x, %w1
+
+// -----
+
+// Held back: 96 outputs are not whole 128-output tiles.
+builtin.module {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<96x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<96x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x96xbf16>)
+    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x96xbf16>
+  }
+}
+
+// CHECK: reason = "products in parts split into one product a part: outputs 96 are not whole 128-output tiles"
+// CHECK: %p0 = form.product %x, %w0
+// CHECK-NEXT: %p1 = form.product %x, %w1
+
+// -----
+
+// Kept as a GEMV in parts above 16 rows where the products are a batch's.
+builtin.module attributes {lane.shim = {batch_products = true}} {
+  form.step batch 32 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<32xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<96x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<96x64xbf16>
+    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>) -> (tensor<32x96xbf16>, tensor<32x96xbf16>)
+    form.return %p0, %p1 : tensor<32x96xbf16>, tensor<32x96xbf16>
+  }
+}
+
+// CHECK: reason = "2 parts as one GEMV in parts: the products are a batch's"
+// CHECK: %p0, %p1 = form.product

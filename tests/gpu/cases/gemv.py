@@ -1,0 +1,34 @@
+"""gemv specializations the GPU tests check: a decode step's rows (1 and 3 on CUDA cores; 4 to the
+32-row limit on tensor cores, and each path forced where the other is the default), the widths
+of real products and awkward ones (K not a multiple of the MMA's 32-value chunk, N not one of its
+8-row tiles), parts, and per-head part reads on both paths. 64 rows is refused by the kernel (a
+GEMM: gemm_tc's), so it is not a case."""
+
+KERNEL = "gemv"
+
+CASES = {
+    "r1_k2304_n4096": dict(rows=1, width=2304, parts=[4096]),
+    "r1_k4096_n2304": dict(rows=1, width=4096, parts=[2304]),
+    "r1_k7168_n1000": dict(rows=1, width=7168, parts=[1000]),
+    "r1_k9216_n2304": dict(rows=1, width=9216, parts=[2304]),
+    "r1_k1000_n2368": dict(rows=1, width=1000, parts=[2368]),
+    "r3_k2304_parts": dict(rows=3, width=2304, parts=[2048, 512, 512]),
+    "r3_k2368_n1000": dict(rows=3, width=2368, parts=[1000]),
+    "r16_k9216_n1000": dict(rows=16, width=9216, parts=[1000]),
+    "r32_k4096_n2304": dict(rows=32, width=4096, parts=[2304]),
+    "r3_per_head": dict(rows=3, width=128, parts=[512], per_head=[8, 192, 64]),
+    "r1_sched_w2_r1": dict(rows=1, width=2368, parts=[1000], schedule=[2, 1, 1]),
+    "r8_k2304_n4096": dict(rows=8, width=2304, parts=[4096]),
+    "r5_k1000_n1001": dict(rows=5, width=1000, parts=[1001]),
+    "r24_k2368_tiles3": dict(rows=24, width=2368, parts=[1000, 1003], schedule=[0, 24, 2]),
+    "r1_k2304_mma": dict(rows=1, width=2304, parts=[2304], schedule=[0, 16, 2]),
+    "r3_k1000_mma_w3": dict(rows=3, width=1000, parts=[777], schedule=[3, 8, 2]),
+    "r8_k4096_fma": dict(rows=8, width=4096, parts=[1000], schedule=[8, 2, 1]),
+    "r6_per_head_mma": dict(rows=6, width=128, parts=[512], per_head=[8, 192, 64]),
+}
+
+
+def make(spec: dict):
+    from lanec.codegen.kernels.gemv import Gemv
+
+    return Gemv(**spec)

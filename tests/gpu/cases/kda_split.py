@@ -1,0 +1,138 @@
+"""KdaSplit specializations for the GPU tests, compiled on the CPU machine into
+build/gpu/kda_split/ (`<stem>.cubin` + `<stem>.json` each, and `cases.json` listing every stem
+with its constructor arguments). Run here, then carry build/:
+
+    python tests/gpu/cases/kda_split.py [--set quick|full|bench] [--jobs N]
+
+The GPU side (tests/gpu/test_kda_split.py, bench/kda.py) imports only `CASES_FILE` and the
+reading helpers, so it needs no CuTe DSL."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+OUT = ROOT / "build" / "gpu" / "kda_split"
+CASES_FILE = OUT / "cases.json"
+
+HEADS = (4, 6, 8, 12, 16, 32)
+BATCHES = (1, 2, 3, 17, 64, 256)
+TOKENS = (1, 2, 3, 4, 8)
+
+
+def case(heads, batch, tokens=1, gate_form="lower_bound", has_bias=False, gate_mode=0,
+         schedule=(0, 0, 0), x_pitch=None, slots=None) -> dict:
+    return dict(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, has_bias=has_bias,
+                gate_mode=gate_mode, schedule=list(schedule), x_pitch=x_pitch, slots=slots)
+
+
+def bench_slots(heads: int, batch: int) -> int:
+    """State slots for bench/kda.py: enough slot tables (8 to 256) that the steps of one graph
+    touch 256 MB of state together, so no step finds its state in the 60 MB L2."""
+    step_bytes = batch * heads * 128 * 128 * 4
+    sets = max(8, min(256, -(-(256 << 20) // step_bytes)))
+    return batch * sets + 1
+
+
+def stem(spec: dict) -> str:
+    form = "sp" if spec["gate_form"] == "softplus" else "lb"
+    sched = "-".join(str(v) for v in spec["schedule"])
+    pitch = f"_p{spec['x_pitch']}" if spec.get("x_pitch") else ""
+    slots = f"_n{spec['slots']}" if spec.get("slots") else ""
+    return (f"h{spec['heads']}_b{spec['batch']}_t{spec['tokens']}_{form}_bias{int(spec['has_bias'])}"
+            f"_m{spec['gate_mode']}_s{sched}{pitch}{slots}")
+
+
+def quick() -> list[dict]:
+    """The default schedule first, then one case per feature."""
+    return [
+        case(4, 2),
+        case(32, 1),
+        case(8, 17, has_bias=True),
+        case(6, 3, gate_form="softplus"),
+        case(12, 64),  # fast math
+        case(4, 2, tokens=2),
+        case(8, 3, tokens=4, gate_form="softplus", has_bias=True),
+        case(4, 17, tokens=8),
+        case(8, 17, schedule=(1, 0, 0)),
+        case(8, 17, schedule=(2, 0, 0)),
+        case(8, 17, schedule=(3, 0, 0, 2)),
+        case(8, 17, schedule=(2, 0, 0, 1, 1)),
+        case(8, 17, gate_mode=1),
+        case(8, 17, gate_mode=2),
+        case(8, 3, gate_mode=1, tokens=3),
+        case(4, 2, schedule=(0, 0, 0, 16)),
+        case(4, 2, schedule=(0, 0, 0, 2)),
+        case(4, 2, schedule=(1, 0, 0, 1)),
+        case(4, 17, x_pitch=3 * 4 * 128 + 64),
+    ]
+
+
+def full() -> list[dict]:
+    """heads x batch x tokens, gate form and bias alternating through the grid, plus the
+    schedule cases of `quick`."""
+    cases = []
+    for i, heads in enumerate(HEADS):
+        for j, batch in enumerate(BATCHES):
+            for k, tokens in enumerate(TOKENS):
+                form = "softplus" if (i + j + k) % 2 else "lower_bound"
+                cases.append(case(heads, batch, tokens, form, has_bias=(i + 2 * j + k) % 3 == 0))
+    seen = {stem(c) for c in cases}
+    return cases + [c for c in quick() if stem(c) not in seen]
+
+
+def bench() -> list[dict]:
+    """bench/kda.py's grid: heads {4, 8, 32} x batch {1, 8, 32, 128, 256}, the batch defaults,
+    and the staged schedules at large batch."""
+    cases = [case(h, b) for h in (4, 8, 32) for b in (1, 8, 32, 128, 256)]
+    cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
+              for s in ((1, 0, 0), (2, 0, 0), (2, 0, 0, 0, 1), (2, 0, 0, 2, 1), (1, 0, 0, 8))]
+    cases += [case(h, 1, schedule=s) for h in (4, 8, 32)
+              for s in ((1, 0, 0), (1, 0, 0, 16), (0, 0, 0, 16), (1, 0, 0, 4))]
+    return [dict(c, slots=bench_slots(c["heads"], c["batch"])) for c in cases]
+
+
+SETS = {"quick": quick, "full": full, "bench": bench}
+
+
+def read_cases(name: str) -> list[dict]:
+    """The specs of set `name` that were built (GPU side: no CuTe DSL needed)."""
+    listing = json.loads(CASES_FILE.read_text())
+    return listing[name]
+
+
+def _build_one(spec: dict) -> str:
+    sys.path.insert(0, str(ROOT))
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.kda_split import KdaSplit
+
+    kernel = KdaSplit(spec["heads"], spec["batch"], spec["gate_mode"], spec["has_bias"],
+                      tuple(spec["schedule"]), spec["tokens"], spec["gate_form"],
+                      x_pitch=spec.get("x_pitch"), slots=spec.get("slots"))
+    compile_kernel(kernel).save(OUT, stem(spec))
+    return stem(spec)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--set", action="append", choices=sorted(SETS), default=None)
+    parser.add_argument("--jobs", type=int, default=2)
+    options = parser.parse_args(argv)
+    names = options.set or ["quick"]
+    listing = json.loads(CASES_FILE.read_text()) if CASES_FILE.is_file() else {}
+    for name in names:
+        specs = SETS[name]()
+        with ProcessPoolExecutor(options.jobs) as pool:
+            for done in pool.map(_build_one, specs):
+                print("built", done, flush=True)
+        listing[name] = [dict(spec, stem=stem(spec)) for spec in specs]
+    OUT.mkdir(parents=True, exist_ok=True)
+    CASES_FILE.write_text(json.dumps(listing, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

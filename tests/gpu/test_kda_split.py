@@ -1,0 +1,277 @@
+"""KdaSplit on the GPU against the interpreter (lanec.interp.ops, fp32), two decode steps a case on
+fresh random inputs (the seed is printed), outputs poisoned with NaN before every launch. After
+each step: the output rows, every state slot a request writes (recurrent state to a tolerance,
+conv state exactly: it only moves bf16 values), and every other slot bit-identical to before
+(padding requests and unused slots are never written). Padding requests are mixed into every
+batch of two or more.
+
+The kernel rounds its f_b projection to bf16 before the gate (the seed's contract), so the
+reference does too; the whole `ops.kda` is checked as well, at the looser tolerance that rounding
+costs. Build the cases first (CPU machine): `python tests/gpu/cases/kda_split.py --set quick`;
+`LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lanec.interp import ops
+from lanec.runtime import driver
+from lanec.runtime.artifact import load_artifact
+from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
+
+OUT = Path(__file__).resolve().parents[2] / "build" / "gpu" / "kda_split"
+CASES_FILE = OUT / "cases.json"
+LOWER_BOUND, SCALE, EPS, L2_EPS = -5.0, 128 ** -0.5, 1e-5, 1e-6
+STEPS = 2
+
+# (rtol, atol) by what is compared
+TOLERANCE = {"output": (2e-2, 2e-2), "state": (2e-3, 2e-4), "oracle_output": (5e-2, 5e-2)}
+
+
+def _specs() -> list[dict]:
+    names = os.environ.get("LANEC_KDA_CASES", "quick").split(",")
+    if not CASES_FILE.is_file():
+        return []
+    listing = json.loads(CASES_FILE.read_text())
+    return [spec for name in names for spec in listing.get(name, [])]
+
+
+def _stem(spec: dict) -> str:
+    return spec["stem"]
+
+
+def slot_table(rng, batch: int, tokens: int, state_slots: int, padding: bool):
+    """Slots ([B] or [B, T]) and accepted counts: active requests own distinct slots; a padding
+    request's read slot is 0 or -1; speculative tables leave some token slots unwritten (<= 0)."""
+    pool = list(rng.permutation(np.arange(1, state_slots)))
+    pad = rng.random(batch) < 0.3 if padding and batch > 1 else np.zeros(batch, bool)
+    if padding and batch > 1 and not pad.any():
+        pad[rng.integers(batch)] = True
+    if tokens == 1:
+        table = np.array([-int(rng.integers(2)) if pad[b] else int(pool.pop()) for b in range(batch)],
+                         np.int32)
+        return table, None
+    table = np.zeros((batch, tokens), np.int32)
+    accepted = rng.integers(1, tokens + 1, batch).astype(np.int32)
+    for b in range(batch):
+        if pad[b]:
+            table[b] = -rng.integers(0, 2, tokens)
+            continue
+        for t in range(tokens):
+            keep = t in (0, accepted[b] - 1) or rng.random() < 0.7
+            table[b, t] = pool.pop() if keep else -int(rng.integers(2))
+    return table, accepted
+
+
+def make_step(rng, spec: dict, state_slots: int, padding: bool) -> dict:
+    heads, batch, tokens = spec["heads"], spec["batch"], spec["tokens"]
+    dim, rows = heads * 128, batch * tokens
+    pitch = spec.get("x_pitch") or 3 * dim
+    normal = rng.standard_normal
+    slots, accepted = slot_table(rng, batch, tokens, state_slots, padding)
+    step = {
+        "x": to_bf16(normal((rows, pitch))),
+        "raw_gate": to_bf16(normal((rows, 128))),
+        "beta": to_bf16(normal((rows, heads))),
+        "slots": slots,
+        "output_gate": to_bf16(normal((rows, dim))),
+    }
+    if accepted is not None:
+        step["accepted"] = accepted
+    return step
+
+
+def make_weights(rng, spec: dict, state_slots: int) -> dict:
+    heads, tokens = spec["heads"], spec["tokens"]
+    dim = heads * 128
+    normal = rng.standard_normal
+    arrays = {
+        "conv_weight": to_bf16(0.5 * normal((3, 4, dim))),
+        "conv_state": to_bf16(normal((state_slots, 3 * dim, 2 + tokens))),
+        "a_log": rng.uniform(-1.0, 0.5, heads).astype(np.float32),
+        "dt_bias": (0.5 * normal(dim)).astype(np.float32),
+        "state": (0.1 * normal((state_slots, heads, 128, 128))).astype(np.float32),
+        "norm_weight": to_bf16(1.0 + 0.1 * normal(128)),
+        "f_b_weight": to_bf16(normal((dim, 128)) / np.sqrt(128)),
+    }
+    if spec["has_bias"]:
+        arrays["conv_bias"] = to_bf16(0.5 * normal(3 * dim))
+    return arrays
+
+
+def reference(spec: dict, arrays: dict, conv_state: np.ndarray, state: np.ndarray, rounded: bool = True):
+    """Output [rows, dim]; updates the f32 `conv_state` and `state` in place. `rounded`: the
+    f_b projection rounded to bf16 before the gate, as the kernel does; otherwise `ops.kda`."""
+    heads, tokens = spec["heads"], spec["tokens"]
+    dim = heads * 128
+    x = from_bf16(arrays["x"])
+    q, k, v = x[:, :dim], x[:, dim:2 * dim], x[:, 2 * dim:3 * dim]
+    w = from_bf16(arrays["conv_weight"])
+    conv_q, conv_k, conv_v = w[0].T, w[1].T, w[2].T
+    biases = ()
+    if spec["has_bias"]:
+        b = from_bf16(arrays["conv_bias"])
+        biases = (b[:dim], b[dim:2 * dim], b[2 * dim:])
+    f_a, f_b = from_bf16(arrays["raw_gate"]), from_bf16(arrays["f_b_weight"])
+    beta, gate, nw = (from_bf16(arrays[n]) for n in ("beta", "output_gate", "norm_weight"))
+    slots, accepted = arrays["slots"], arrays.get("accepted")
+    form = spec["gate_form"]
+    lower = LOWER_BOUND if form == "lower_bound" else None
+    if not rounded:
+        return ops.kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, arrays["a_log"],
+                       arrays["dt_bias"], beta, gate, nw, state, slots, heads, form, SCALE, L2_EPS, EPS,
+                       lower_bound=lower, tokens=tokens, accepted=accepted, biases=biases)
+    bias = list(biases) or [None] * 3
+    common = dict(tokens=tokens, accepted=accepted, activation="silu")
+    qc = ops.conv(q, conv_state, conv_q, slots, 0, bias=bias[0], norm_heads=heads, norm_eps=L2_EPS, **common)
+    kc = ops.conv(k, conv_state, conv_k, slots, dim, bias=bias[1], norm_heads=heads, norm_eps=L2_EPS, **common)
+    vc = ops.conv(v, conv_state, conv_v, slots, 2 * dim, bias=bias[2], **common)
+    decay = ops.kda_gate(round_bf16(ops.product(f_a, f_b)), arrays["a_log"], arrays["dt_bias"], heads, form,
+                         lower)
+    o = ops.delta_rule(qc, kc, vc, decay, ops.sigmoid(beta), state, slots, heads, heads, SCALE, tokens,
+                       accepted)
+    return ops.norm_gated(o, gate, nw, heads, EPS, "sigmoid")
+
+
+def naive_fla(spec: dict, arrays: dict, conv_state: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """fla's naive_recurrent_kda written out for one token a request (state [value, key] here),
+    with the conv and the gated norm around it: an independent check of the default cases."""
+    heads = spec["heads"]
+    dim = heads * 128
+    x = from_bf16(arrays["x"])[:, :3 * dim].astype(np.float64)
+    w = from_bf16(arrays["conv_weight"]).astype(np.float64)
+    bias = from_bf16(arrays["conv_bias"]).astype(np.float64) if spec["has_bias"] else np.zeros(3 * dim)
+    out = np.zeros((x.shape[0], dim))
+    for b, slot in enumerate(arrays["slots"]):
+        if slot <= 0:
+            continue
+        taps = conv_state[slot].astype(np.float64)  # [3 dim, 3]
+        window = np.concatenate([taps, x[b][:, None]], axis=1)
+        y = np.einsum("cw,cw->c", window, np.concatenate([w[0].T, w[1].T, w[2].T])) + bias
+        y = y / (1 + np.exp(-y))
+        q, k, v = (y[i * dim:(i + 1) * dim].reshape(heads, 128) for i in range(3))
+        q = q / np.sqrt((q * q).sum(-1, keepdims=True) + L2_EPS) * SCALE
+        k = k / np.sqrt((k * k).sum(-1, keepdims=True) + L2_EPS)
+        g = round_bf16(from_bf16(arrays["raw_gate"])[b] @ from_bf16(arrays["f_b_weight"]).T).astype(np.float64)
+        raw = g.reshape(heads, 128) + arrays["dt_bias"].reshape(heads, 128)
+        a = np.exp(arrays["a_log"].astype(np.float64))[:, None]
+        if spec["gate_form"] == "softplus":
+            decay = np.exp(-a * np.logaddexp(0, raw))
+        else:
+            decay = np.exp(LOWER_BOUND / (1 + np.exp(-a * raw)))
+        beta = 1 / (1 + np.exp(-from_bf16(arrays["beta"])[b].astype(np.float64)))
+        s = state[slot].astype(np.float64).transpose(0, 2, 1)  # [head, key, value] as fla keeps it
+        for h in range(heads):
+            s[h] *= decay[h][:, None]
+            s[h] += np.outer(k[h], beta[h] * (v[h] - k[h] @ s[h]))
+            o = q[h] @ s[h]
+            gate = from_bf16(arrays["output_gate"])[b, h * 128:(h + 1) * 128]
+            nw = from_bf16(arrays["norm_weight"])
+            out[b, h * 128:(h + 1) * 128] = o / np.sqrt((o * o).mean() + EPS) * nw / (1 + np.exp(-gate))
+        state[slot] = s.transpose(0, 2, 1)
+        conv_state[slot] = window[:, 1:]
+    return out
+
+
+def written_slots(arrays: dict) -> tuple[set, set]:
+    """(recurrent, conv) slots the active requests write."""
+    slots, accepted = arrays["slots"], arrays.get("accepted")
+    states, convs = set(), set()
+    for b in range(slots.shape[0]):
+        if accepted is None:
+            if slots[b] > 0:
+                states.add(int(slots[b]))
+                convs.add(int(slots[b]))
+            continue
+        if slots[b, accepted[b] - 1] <= 0:
+            continue
+        states |= {int(s) for s in slots[b] if s > 0}
+        convs.add(int(slots[b, 0]))
+    return states, convs
+
+
+def run_case(spec: dict, stream, seed: int) -> None:
+    art = load_artifact(OUT, _stem(spec))
+    rng = np.random.default_rng(seed)
+    state_slots = art.params[[p.name for p in art.params].index("state")].shape[0]
+    arrays = make_weights(rng, spec, state_slots)
+    ref_conv = from_bf16(arrays["conv_state"]).copy()
+    ref_state = arrays["state"].copy()
+    module = driver.Module(art.cubin)
+    function = module.function(art.entry, art.launch)
+    buffers = {}
+    try:
+        for step_index in range(STEPS):
+            arrays.update(make_step(rng, spec, state_slots, padding=step_index == 0 or spec["batch"] > 1))
+            for param in art.params:
+                if param.name in ("state", "conv_state") and param.name in buffers:
+                    continue  # the device's own state carries over from the previous step
+                data = arrays[param.name] if param.name != "output" else None
+                if data is None:
+                    if param.name not in buffers:
+                        buffers[param.name] = driver.Buffer.empty(int(np.prod(param.shape)) * 2)
+                else:
+                    assert tuple(data.shape) == tuple(param.shape), (param.name, data.shape, param.shape)
+                    if param.name in buffers:
+                        buffers[param.name].free()
+                    buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(data))
+            buffers["output"].fill(0xFF)
+            before_state = buffers["state"].to_array(np.float32, ref_state.shape)
+            before_conv = buffers["conv_state"].to_array(np.uint16, ref_conv.shape)
+            if step_index == 0:
+                oracle_conv, oracle_state = ref_conv.copy(), ref_state.copy()
+                naive_conv, naive_state = ref_conv.astype(np.float64), ref_state.astype(np.float64)
+            expected = reference(spec, arrays, ref_conv, ref_state)
+            driver.launch(function, art.launch, [buffers[p.name].ptr for p in art.params], stream)
+            stream.synchronize()
+            rows, dim = expected.shape
+            got = from_bf16(buffers["output"].to_array(np.uint16, (rows, dim)))
+            where = f"{_stem(spec)} seed {seed} step {step_index}"
+            assert not np.isnan(got).any(), f"{where}: output rows left unwritten (NaN poison)"
+            np.testing.assert_allclose(got, expected, *TOLERANCE["output"], err_msg=f"{where}: output")
+            if step_index == 0:  # the independent checks, once a case
+                oracle = reference(spec, arrays, oracle_conv, oracle_state, rounded=False)
+                np.testing.assert_allclose(got, oracle, *TOLERANCE["oracle_output"],
+                                           err_msg=f"{where}: ops.kda")
+            if step_index == 0 and spec["tokens"] == 1:
+                naive = naive_fla(spec, arrays, naive_conv, naive_state)
+                np.testing.assert_allclose(got, naive, *TOLERANCE["output"], err_msg=f"{where}: naive loop")
+            state = buffers["state"].to_array(np.float32, ref_state.shape)
+            conv = buffers["conv_state"].to_array(np.uint16, ref_conv.shape)
+            states, convs = written_slots(arrays)
+            for s in range(state_slots):
+                if s in states:
+                    np.testing.assert_allclose(state[s], ref_state[s], *TOLERANCE["state"],
+                                               err_msg=f"{where}: state slot {s}")
+                else:
+                    assert np.array_equal(state[s].view(np.uint32), before_state[s].view(np.uint32)), (
+                        f"{where}: state slot {s} is no request's, yet it changed")
+                if s in convs:
+                    assert np.array_equal(from_bf16(conv[s]), ref_conv[s]), f"{where}: conv state slot {s}"
+                else:
+                    assert np.array_equal(conv[s], before_conv[s]), (
+                        f"{where}: conv slot {s} is no request's, yet it changed")
+            ref_state[list(states)] = state[list(states)]  # carry the device's state: steps stay comparable
+    finally:
+        for buffer in buffers.values():
+            buffer.free()
+        module.unload()
+
+
+SPECS = _specs()
+
+
+@pytest.mark.parametrize("spec", SPECS or [None], ids=[_stem(s) for s in SPECS] or ["unbuilt"])
+def test_kda_split(spec, stream):
+    if spec is None:
+        pytest.fail(f"{CASES_FILE} is missing: run `python tests/gpu/cases/kda_split.py` on the CPU "
+                    "machine and carry build/", pytrace=False)
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed}", file=sys.stderr)
+    run_case(spec, stream, seed)

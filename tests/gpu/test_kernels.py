@@ -1,0 +1,146 @@
+"""Every kernel case of tests/gpu/cases/ on the GPU against the reference interpreter
+(lanec.interp.ops, fp32): fresh random inputs for every case, outputs poisoned with 0xFF bytes
+first (NaN in bf16 / f32, -1 in int32) so that an element the kernel never writes fails, and a
+tolerance by output dtype. The cubins come from `python tests/gpu/build.py` on the CPU machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lanec.interp import ops
+from lanec.runtime import driver
+from lanec.runtime.artifact import load_artifact
+from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE.parents[1] / "build" / "gpu"
+
+# |got - want| <= rtol |want| + atol max|want|, by output dtype: bf16 outputs carry one rounding
+# (half an ulp, 2^-9) plus fp32 sums in another order; fp32 only the order; integers are exact.
+TOLERANCE = {"bfloat16": (2.0**-7, 2.0**-10), "float32": (1e-5, 1e-6), "int32": (0.0, 0.0)}
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"lanec_gpu_cases_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _reference_rmsnorm(spec, inputs):
+    result = ops.rmsnorm(inputs["x"], inputs["w"], spec["eps"], residual=inputs.get("residual"))
+    return {"y": result[0], "h": result[1]} if spec.get("residual") else {"y": result}
+
+
+def _reference_gemv(spec, inputs):
+    if spec.get("per_head"):
+        heads, unit, offset = spec["per_head"]
+        return {"y": ops.product_part(inputs["x"], inputs["w"], heads, unit, offset, spec["width"])}
+    return {"y": ops.product(inputs["x"], inputs["w"])}
+
+
+def _reference_elementwise(spec, inputs):
+    function = getattr(ops, spec["op"])
+    operands = [inputs[name] for name in ("a", "b") if name in inputs]
+    return {"out": function(*operands)}
+
+
+REFERENCES = {
+    "gemv": _reference_gemv,
+    "gated_gemv": lambda spec, inputs: {"out": ops.gated_product(inputs["x"], inputs["gate"], inputs["up"])},
+    "rmsnorm": _reference_rmsnorm,
+    "elementwise": _reference_elementwise,
+    "embed": lambda spec, inputs: {"out": ops.embed(inputs["tokens"], inputs["table"])},
+    "argmax": lambda spec, inputs: {"out": ops.argmax(inputs["x"])},
+}
+
+
+def _cases():
+    cases = []
+    for path in sorted((HERE / "cases").glob("*.py")):
+        module = _load(path)
+        if getattr(module, "KERNEL", None) in REFERENCES:
+            cases += [pytest.param(module.KERNEL, name, spec, id=f"{module.KERNEL}-{name}")
+                      for name, spec in module.CASES.items()]
+    return cases
+
+
+def _random_input(param, spec, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(values as the reference sees them, bytes as the device stores them)."""
+    if param.name == "tokens":
+        tokens = rng.integers(0, spec["vocab"], size=param.shape, dtype=np.int32)
+        return tokens, tokens
+    values = rng.standard_normal(param.shape, dtype=np.float32)
+    if param.dtype == "bfloat16":
+        return round_bf16(values), to_bf16(values)
+    if param.dtype == "float32":
+        return values, values
+    raise AssertionError(f"no random input for {param.name}: {param.dtype}")
+
+
+def _read(buffer, param) -> np.ndarray:
+    if param.dtype == "bfloat16":
+        return from_bf16(buffer.to_array(np.uint16, param.shape))
+    return buffer.to_array(np.dtype(param.dtype), param.shape)
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    path = BUILD / "manifest.json"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `python tests/gpu/build.py` on the CPU machine and carry build/",
+                    pytrace=False)
+    return {entry["stem"]: entry for entry in json.loads(path.read_text())["cases"]}
+
+
+@pytest.mark.parametrize(("kernel", "case", "spec"), _cases())
+def test_kernel_matches_interpreter(kernel, case, spec, manifest, stream):
+    stem = f"{kernel}/{case}"
+    assert stem in manifest and manifest[stem]["spec"] == spec, (
+        f"{stem}: build/gpu is stale for this case; rebuild with python tests/gpu/build.py")
+    artifact = load_artifact(BUILD / kernel, case)
+    function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+    rng = np.random.default_rng()  # fresh inputs every run
+    inputs, buffers = {}, []
+    for param in artifact.params:
+        if param.written:
+            buffer = driver.Buffer.empty(int(np.prod(param.shape)) * np.dtype(
+                np.uint16 if param.dtype == "bfloat16" else param.dtype).itemsize)
+            buffer.fill(0xFF)
+        else:
+            inputs[param.name], stored = _random_input(param, spec, rng)
+            buffer = driver.Buffer.from_array(stored)
+        buffers.append(buffer)
+    try:
+        driver.launch(function, artifact.launch, [b.ptr for b in buffers], stream)
+        stream.synchronize()
+        expected = REFERENCES[kernel](spec, inputs)
+        outputs = [(p, b) for p, b in zip(artifact.params, buffers) if p.written]
+        assert sorted(p.name for p, _ in outputs) == sorted(expected)
+        for param, buffer in outputs:
+            got, want = _read(buffer, param), np.asarray(expected[param.name])
+            assert got.shape == want.shape
+            if param.dtype == "int32":
+                bad = np.flatnonzero(got.ravel() != want.ravel())
+                assert bad.size == 0, (f"{stem} {param.name}: {bad.size} of {got.size} differ; first at "
+                                       f"{bad[0]}: got {got.ravel()[bad[0]]}, want {want.ravel()[bad[0]]}")
+                continue
+            unwritten = np.isnan(got)
+            assert not unwritten.any(), (f"{stem} {param.name}: {int(unwritten.sum())} of {got.size} elements "
+                                         f"never written (first at {np.argwhere(unwritten)[0].tolist()})")
+            rtol, atol = TOLERANCE[param.dtype]
+            limit = rtol * np.abs(want) + atol * float(np.abs(want).max())
+            error = np.abs(got - want)
+            bad = error > limit
+            assert not bad.any(), (
+                f"{stem} {param.name}: {int(bad.sum())} of {got.size} outside tolerance; worst at "
+                f"{np.unravel_index(np.argmax(error - limit), got.shape)}: got "
+                f"{got.flat[np.argmax(error - limit)]}, want {want.flat[np.argmax(error - limit)]}")
+    finally:
+        for buffer in buffers:
+            buffer.free()

@@ -1,0 +1,111 @@
+"""Every kernel class compiles for sm_90a on this (GPU-less) machine: its PTX has the PDL
+instructions, its entry takes one 8-byte pointer per tensor param, the content-hash cache hits on
+a second compile, and the artifact the runtime loads round-trips without CuTe DSL."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lanec.codegen.compile import CompiledKernel, cache_key, compile_kernel, entry_signature
+from lanec.codegen.kernels.argmax import Argmax
+from lanec.codegen.kernels.elementwise import Elementwise
+from lanec.codegen.kernels.embed import Embed
+from lanec.codegen.kernels.gated_gemv import GatedGemv
+from lanec.codegen.kernels.gemv import Gemv
+from lanec.codegen.kernels.rmsnorm import RmsNorm
+from lanec.runtime.artifact import ArtifactError, load_artifact
+
+KERNELS = {
+    "gemv_r1_parts": lambda: Gemv(1, 2304, (2048, 1024, 1000)),
+    "gemv_r3_per_head": lambda: Gemv(3, 128, (512,), per_head=(8, 192, 64)),
+    "gemv_r24_mma": lambda: Gemv(24, 2368, (1000,)),
+    "gated_gemv_r3": lambda: GatedGemv(3, 2368, 1000),
+    "gated_gemv_r8_mma": lambda: GatedGemv(8, 2304, 1024),
+    "rmsnorm_residual": lambda: RmsNorm(3, 4096, 1e-6, residual=True),
+    "elementwise_swiglu": lambda: Elementwise("swiglu", 3, 2368),
+    "elementwise_sigmoid": lambda: Elementwise("sigmoid", 64, 1000),
+    "embed": lambda: Embed(3, 1000, 2304),
+    "argmax_bf16": lambda: Argmax(3, 163840),
+}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("lanec-cache")
+
+
+@pytest.mark.parametrize("case", sorted(KERNELS))
+def test_compiles_for_sm90a(case, cache):
+    kernel = KERNELS[case]()
+    compiled = compile_kernel(kernel, cache_dir=cache)
+    assert not compiled.from_cache
+    assert compiled.cubin[:4] == b"\x7fELF"
+    assert re.search(r"^\.target sm_90a", compiled.ptx, re.M)
+    # PDL: wait before reading a predecessor's output, and release the dependents
+    assert "griddepcontrol.wait;" in compiled.ptx
+    assert "griddepcontrol.launch_dependents;" in compiled.ptx
+    entry, sizes = entry_signature(compiled.ptx)
+    assert entry == compiled.entry
+    assert sizes == [8] * len(kernel.params())
+    assert compiled.params == tuple(kernel.params())
+    assert compiled.launch == kernel.launch()
+    assert any(p.written for p in compiled.params)
+
+    again = compile_kernel(KERNELS[case](), cache_dir=cache)
+    assert again.from_cache
+    assert again.cubin == compiled.cubin and again.entry == compiled.entry and again.ptx == compiled.ptx
+
+
+def test_gemv_issues_weight_loads_before_the_pdl_wait(cache):
+    ptx = compile_kernel(Gemv(1, 2304, (4096,)), cache_dir=cache).ptx
+    before, after = ptx.split("griddepcontrol.wait;")
+    # every weight vector is in flight before the wait; the activation is read after it
+    assert before.count("ld.global.v4") >= 2 and "ld.global.v4" in after
+
+
+def test_tensor_core_path_uses_mma():
+    compiled = compile_kernel(KERNELS["gemv_r24_mma"](), cache_dir=None, use_cache=False)
+    before, after = compiled.ptx.split("griddepcontrol.wait;")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in after
+    assert "ld.global.nc.L1::no_allocate.v4.b32" in before  # the first weight group, before the wait
+
+
+def test_cache_key_follows_the_specialization():
+    assert cache_key(Gemv(1, 2304, (4096,))) == cache_key(Gemv(1, 2304, (4096,)))
+    assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(2, 2304, (4096,)))
+    assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(1, 2304, (4096,), schedule=(8, 1)))
+    assert cache_key(RmsNorm(1, 2304, 1e-6)) != cache_key(RmsNorm(1, 2304, 1e-5))
+
+
+def test_artifact_round_trip(cache, tmp_path):
+    compiled = compile_kernel(KERNELS["embed"](), cache_dir=cache)
+    compiled.save(tmp_path, "embed")
+    loaded = load_artifact(tmp_path, "embed")
+    assert isinstance(compiled, CompiledKernel)
+    assert loaded == compiled.artifact()
+    (tmp_path / "embed.cubin").write_bytes(b"not a cubin")
+    with pytest.raises(ArtifactError, match="not a cubin"):
+        load_artifact(tmp_path, "embed")
+    with pytest.raises(ArtifactError, match="no such kernel artifact"):
+        load_artifact(tmp_path, "missing")
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Gemv(64, 2304, (4096,)), "1-32 rows"),
+    (lambda: Gemv(1, 1001, (4096,)), "multiple of 8"),
+    (lambda: Gemv(1, 2304, (4096, 0)), "at least one output"),
+    (lambda: Gemv(1, 128, (500,), per_head=(8, 192, 64)), "do not split into 8 heads"),
+    (lambda: Gemv(1, 160, (512,), per_head=(8, 192, 64)), "runs past"),
+    (lambda: GatedGemv(33, 2304, 1024), "1-32 rows"),
+    (lambda: GatedGemv(32, 2304, 1024, schedule=(8, 1, 1)), "use the tensor-core path"),
+    (lambda: Gemv(8, 2304, (4096,), schedule=(0, 12, 2)), "must be 8, 16, 24 or 32"),
+    (lambda: RmsNorm(1, 2304, 0.0), "eps must be positive"),
+    (lambda: Elementwise("tanh", 1, 2304), "elementwise op 'tanh'"),
+    (lambda: Embed(1, 1000, 100), "multiple of 8"),
+    (lambda: Argmax(1, 1000, "int8"), "bfloat16 or float32"),
+])
+def test_invalid_specializations_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()

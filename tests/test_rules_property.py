@@ -1,0 +1,325 @@
+"""The rules table preserves meaning: random small forms (chains of products, norms, adds,
+swiglus, convs, KDA chains, mixtures with shared experts, latent attentions, per-head parts),
+run through every stage under every knob setting, interpreted before and after on the same
+random inputs, weights and states: outputs and final states agree.
+
+Under quantized numerics the fused form quantizes activations, which the unfused form does not;
+the reference there is the unfused form with the same quantize placement (fuse-quant alone, no
+epilogues), which must agree as tightly as under precise numerics, and the fused result must stay
+within the int8 error bound of the unquantized one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lanec.diagnostics import form_context, parse_verified
+from lanec.interp.environment import random_environment
+from lanec.interp.lower import program_of
+from lanec.lane import LaneShim
+from lanec.passes.fuse_quant import FuseQuantRule
+from lanec.pipeline import fuse
+
+KNOBS = [
+    LaneShim(),
+    LaneShim(batch_products=True),
+    *[LaneShim("quantized", words, fuse, batch) for words in (1, 2) for fuse in (False, True) for batch in (False, True)],
+]
+TIGHT = 1e-5
+# int8 in 32-value blocks: a value is off by at most half a step of its block's max / 127 (one
+# word) or of that / 254 (two words); through a few layers of this depth, bounded by:
+QUANT_BOUND = {1: 0.25, 2: 0.01}
+
+
+def tensor(*dims: int, elem: str = "bf16") -> str:
+    return "tensor<" + "x".join(map(str, dims)) + f"x{elem}>"
+
+
+@dataclass
+class Form:
+    """A form step written line by line: leaves (inputs, weights, states) first, then ops."""
+
+    batch: int
+    tokens: int
+    hidden: int
+    leaves: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    count: int = 0
+    inputs: set[str] = field(default_factory=set)
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.tokens
+
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"%{stem}{self.count}"
+
+    def weight(self, layer: int, what: str, dims: tuple[int, ...], fmt: str = "bf16", elem: str = "bf16") -> str:
+        name = self.fresh("w")
+        self.leaves.append(f'{name} = form.weight {{name = "model.layers.{layer}.{what}{self.count}", '
+                           f'format = "{fmt}"}} : {tensor(*dims, elem=elem)}')
+        return name
+
+    def state(self, layer: int, kind: str, dims: tuple[int, ...], elem: str = "bf16") -> str:
+        name = self.fresh("s")
+        self.leaves.append(f'{name} = form.state {{name = "model.layers.{layer}.{kind}{self.count}", '
+                           f'kind = "{kind}"}} : {tensor(*dims, elem=elem)}')
+        return name
+
+    def input(self, role: str) -> str:
+        dims = {"tokens": (self.rows,), "positions": (self.rows,), "accepted": (self.batch,),
+                "slots": (self.batch,) if self.tokens == 1 else (self.batch, self.tokens),
+                "pages": (self.batch, 2)}[role]
+        if role not in self.inputs:
+            self.inputs.add(role)
+            self.leaves.append(f'%{role} = form.input {{role = "{role}"}} : {tensor(*dims, elem="i32")}')
+        return f"%{role}"
+
+    def slot_operands(self) -> tuple[str, str, str]:
+        """(slots, ` accepted %a : type` for convs, ` accepted %a` for delta rules)."""
+        slots = self.input("slots")
+        if self.tokens == 1:
+            return slots, "", ""
+        accepted = self.input("accepted")
+        return slots, f" accepted {accepted} : {tensor(self.batch, elem='i32')}", f" accepted {accepted}"
+
+    def slots_type(self) -> str:
+        return tensor(self.batch, elem="i32") if self.tokens == 1 else tensor(self.batch, self.tokens, elem="i32")
+
+    def op(self, text: str, stem: str = "v") -> str:
+        name = self.fresh(stem)
+        self.ops.append(f"{name} = {text}")
+        return name
+
+    def act(self, width: int, elem: str = "bf16") -> str:
+        return tensor(self.rows, width, elem=elem)
+
+    # -- building blocks ----------------------------------------------------------------------
+
+    def product(self, x: str, width_in: int, weights: list[tuple[str, int]], part: str = "",
+                inputs: int | None = None) -> list[str]:
+        names = [self.fresh("p") for _ in weights]
+        wtypes = ", ".join(tensor(n, inputs or width_in) for _, n in weights)
+        results = ", ".join(self.act(n) for _, n in weights)
+        results = f"({results})" if len(weights) > 1 else results
+        self.ops.append(f"{', '.join(names)} = form.product {x}, {', '.join(w for w, _ in weights)}{part} : "
+                        f"({self.act(width_in)}, {wtypes}) -> {results}")
+        return names
+
+    def norm(self, layer: int, x: str, width: int) -> str:
+        w = self.weight(layer, "norm", (width,))
+        return self.op(f"form.norm {x}, {w} {{eps = 1.000000e-05 : f64}} : ({self.act(width)}, "
+                       f"{tensor(width)}) -> {self.act(width)}", "n")
+
+    def add(self, a: str, b: str, width: int) -> str:
+        return self.op(f"form.add {a}, {b} : ({self.act(width)}, {self.act(width)}) -> {self.act(width)}", "a")
+
+    def out(self, value: str, width: int) -> None:
+        self.outputs.append((value, self.act(width)))
+
+
+def projections(form: Form, draw, layer: int, x: str) -> str:
+    """Products of one activation (2-5 parts, one format), one of them back to the hidden width."""
+    fmt = draw(st.sampled_from(["bf16", "q8_0"]))
+    widths = [form.hidden] + draw(st.lists(st.sampled_from([32, 64, 96, 128, 256]), min_size=1, max_size=4))
+    weights = [(form.weight(layer, "proj", (n, form.hidden), fmt), n) for n in widths]
+    parts = [form.product(x, form.hidden, [w])[0] for w in weights]
+    for part, n in zip(parts[1:], widths[1:], strict=True):
+        form.out(part, n)
+    return parts[0]
+
+
+def mlp(form: Form, draw, layer: int, x: str) -> str:
+    fmt = draw(st.sampled_from(["bf16", "q8_0"]))
+    inner = draw(st.sampled_from([64, 96, 256, 288]))
+    gate = form.product(x, form.hidden, [(form.weight(layer, "gate_proj", (inner, form.hidden), fmt), inner)])[0]
+    up = form.product(x, form.hidden, [(form.weight(layer, "up_proj", (inner, form.hidden), fmt), inner)])[0]
+    hidden = form.op(f"form.swiglu {gate}, {up} : ({form.act(inner)}, {form.act(inner)}) -> {form.act(inner)}", "h")
+    down = form.weight(layer, "down_proj", (form.hidden, inner), fmt)
+    return form.product(hidden, inner, [(down, form.hidden)])[0]
+
+
+def moe(form: Form, draw, layer: int, x: str) -> str:
+    experts, inner, h = 4, 32, form.hidden
+    top_k = draw(st.integers(1, 3))
+    router = form.weight(layer, "router", (experts, h))
+    gate, up = (form.weight(layer, w, (experts, inner, h)) for w in ("w1", "w3"))
+    down = form.weight(layer, "w2", (experts, h, inner))
+    routed = form.op(
+        f'form.mixture {x}, {router}, {gate}, {up}, {down} {{top_k = {top_k} : i64, scoring = "softmax", '
+        f"renormalize = 1 : i64, routed_scaling = 1.500000e+00 : f64}} : {form.act(h)}, {tensor(experts, h)}, "
+        f"{tensor(experts, inner, h)}, {tensor(experts, inner, h)}, {tensor(experts, h, inner)} -> {form.act(h)}", "m")
+    shared_inner = draw(st.sampled_from([32, 64]))
+    sg = form.product(x, h, [(form.weight(layer, "shared.gate_proj", (shared_inner, h)), shared_inner)])[0]
+    su = form.product(x, h, [(form.weight(layer, "shared.up_proj", (shared_inner, h)), shared_inner)])[0]
+    sh = form.op(f"form.swiglu {sg}, {su} : ({form.act(shared_inner)}, {form.act(shared_inner)}) -> "
+                 f"{form.act(shared_inner)}", "h")
+    sd = form.product(sh, shared_inner, [(form.weight(layer, "shared.down_proj", (h, shared_inner)), h)])[0]
+    return form.add(routed, sd, h)
+
+
+def conv_block(form: Form, draw, layer: int, x: str) -> str:
+    h = form.hidden
+    size = draw(st.sampled_from([d for d in (16, 32, 48, 96) if h % d == 0]))
+    width = draw(st.sampled_from([3, 4]))
+    slots, accepted, _ = form.slot_operands()
+    taps = width - 1 + form.tokens - 1
+    state = form.state(layer, "conv", (form.rows + 1, h, taps))
+    w = form.weight(layer, "conv1d", (h, width))
+    conv = form.op(f'form.conv {x}, {state}, {w}, {slots}{accepted} {{offset = 0 : i64, activation = "silu"}} : '
+                   f"{form.act(h)}, {tensor(form.rows + 1, h, taps)}, {tensor(h, width)}, {form.slots_type()} -> "
+                   f"{form.act(h)}", "c")
+    return form.op(f"form.l2norm {conv} {{heads = {h // size} : i64, eps = 1.000000e-06 : f64}} : "
+                   f"({form.act(h)}) -> {form.act(h)}", "l")
+
+
+def kda(form: Form, draw, layer: int, x: str) -> str:
+    h = form.hidden
+    heads, size = draw(st.sampled_from([(1, 128), (2, 32), (1, 64)]))
+    width = draw(st.sampled_from([4, 4, 3]))
+    dim, rank = heads * size, 16
+    fmt = draw(st.sampled_from(["bf16", "q8_0"]))
+    widths = [dim, dim, dim, rank, heads]
+    weights = [(form.weight(layer, n, (w, h), fmt), w) for n, w in zip(("q", "k", "v", "f_a", "b"), widths, strict=True)]
+    q, k, v, f_a, b = (form.product(x, h, [w])[0] for w in weights)
+    gate = form.product(x, h, [(form.weight(layer, "g", (dim, h), fmt), dim)])[0]
+    slots, accepted, rule_accepted = form.slot_operands()
+    taps = width - 1 + form.tokens - 1
+    slot_count = form.rows + 1
+    conv_state = form.state(layer, "conv", (slot_count, 3 * dim, taps))
+    convs = []
+    for part, offset in ((q, 0), (k, dim), (v, 2 * dim)):
+        w = form.weight(layer, "conv1d", (dim, width))
+        convs.append(form.op(
+            f'form.conv {part}, {conv_state}, {w}, {slots}{accepted} {{offset = {offset} : i64, activation = "silu"}} : '
+            f"{form.act(dim)}, {tensor(slot_count, 3 * dim, taps)}, {tensor(dim, width)}, {form.slots_type()} -> "
+            f"{form.act(dim)}", "c"))
+    nq, nk = (form.op(f"form.l2norm {c} {{heads = {heads} : i64, eps = 1.000000e-06 : f64}} : ({form.act(dim)}) -> "
+                      f"{form.act(dim)}", "l") for c in convs[:2])
+    f_b = form.product(f_a, rank, [(form.weight(layer, "f_b", (dim, rank)), dim)])[0]
+    a_log = form.weight(layer, "A_log", (heads,), elem="f32")
+    dt_bias = form.weight(layer, "dt_bias", (dim,), elem="f32")
+    decay = form.op(f'form.kda_gate {f_b}, {a_log}, {dt_bias} {{heads = {heads} : i64, form = "softplus"}} : '
+                    f"({form.act(dim)}, {tensor(heads, elem='f32')}, {tensor(dim, elem='f32')}) -> "
+                    f"{form.act(dim, 'f32')}", "d")
+    beta = form.op(f"form.sigmoid {b} : ({form.act(heads)}) -> {form.act(heads)}", "b")
+    state = form.state(layer, "recurrent", (slot_count, heads, size, size), elem="f32")
+    accepted_type = f", {tensor(form.batch, elem='i32')}" if form.tokens > 1 else ""
+    rule = form.op(
+        f"form.delta_rule {nq}, {nk}, {convs[2]}, {decay}, {beta}, {state}, {slots}{rule_accepted} {{heads = {heads} "
+        f": i64, key_heads = {heads} : i64, scale = 0.125 : f64}} : ({form.act(dim)}, {form.act(dim)}, "
+        f"{form.act(dim)}, {form.act(dim, 'f32')}, {form.act(heads)}, "
+        f"{tensor(slot_count, heads, size, size, elem='f32')}, {form.slots_type()}{accepted_type}) -> {form.act(dim)}",
+        "r")
+    norm_w = form.weight(layer, "o_norm", (size,))
+    out = form.op(f'form.norm_gated {rule}, {gate}, {norm_w} {{heads = {heads} : i64, eps = 1.000000e-05 : f64, '
+                  f'activation = "sigmoid"}} : ({form.act(dim)}, {form.act(dim)}, {tensor(size)}) -> {form.act(dim)}',
+                  "o")
+    return form.product(out, dim, [(form.weight(layer, "o_proj", (h, dim), fmt), h)])[0]
+
+
+def latent(form: Form, draw, layer: int, x: str) -> str:
+    h = form.hidden
+    heads, nope, rope, lora, v = 2, draw(st.sampled_from([32, 48])), draw(st.sampled_from([16, 15])), 64, 32
+    qr = form.product(x, h, [(form.weight(layer, "q_proj", (heads * (nope + rope), h)), heads * (nope + rope))])[0]
+    lat = form.product(x, h, [(form.weight(layer, "kv_a", (lora, h)), lora)])[0]
+    kr = form.product(x, h, [(form.weight(layer, "k_rope", (rope, h)), rope)])[0]
+    cache_pages, page_size = 2 * form.batch, 16
+    cache = form.state(layer, "latent", (cache_pages, page_size, lora + rope))
+    kv_b = form.weight(layer, "kv_b", (heads * (nope + v), lora))
+    pages, positions = form.input("pages"), form.input("positions")
+    att = form.op(
+        f"form.latent_attention {qr}, {lat}, {kr}, {cache}, {kv_b}, {pages}, {positions} {{heads = {heads} : i64, "
+        f"nope = {nope} : i64, rope = {rope} : i64, lora = {lora} : i64, v = {v} : i64, scale = 0.1 : f64}} : "
+        f"({form.act(heads * (nope + rope))}, {form.act(lora)}, {form.act(rope)}, "
+        f"{tensor(cache_pages, page_size, lora + rope)}, {tensor(heads * (nope + v), lora)}, "
+        f"{tensor(form.batch, 2, elem='i32')}, {tensor(form.rows, elem='i32')}) -> {form.act(heads * v)}", "t")
+    return form.product(att, heads * v, [(form.weight(layer, "o_proj", (h, heads * v)), h)])[0]
+
+
+def head_part(form: Form, draw, layer: int, x: str) -> str:
+    h = form.hidden
+    heads = draw(st.sampled_from([d for d in (1, 2, 3) if h % d == 0]))
+    unit = h // heads
+    length = draw(st.sampled_from([n for n in (16, 32, unit) if n <= unit]))
+    offset = draw(st.sampled_from(sorted({0, 16, unit - length} & set(range(0, unit - length + 1)))))
+    part = form.op(f"form.part {x} {{heads = {heads} : i64, unit = {unit} : i64, offset = {offset} : i64, "
+                   f"length = {length} : i64}} : ({form.act(h)}) -> {form.act(heads * length)}", "q")
+    n = 32
+    w = form.weight(layer, "absorb", (heads * n, length))
+    per_head = (f" {{heads = {heads} : i64, unit = {length} : i64, offset = 0 : i64, length = {length} : i64}}")
+    y = form.product(part, heads * length, [(w, heads * n)], part=per_head, inputs=length)[0]
+    return form.product(y, heads * n, [(form.weight(layer, "up", (h, heads * n)), h)])[0]
+
+
+BLOCKS = {"projections": projections, "mlp": mlp, "moe": moe, "conv": conv_block, "kda": kda, "latent": latent,
+          "head_part": head_part}
+
+
+@st.composite
+def forms(draw) -> str:
+    batch = draw(st.sampled_from([1, 2, 3, 20]))
+    tokens = draw(st.sampled_from([1, 1, 2]))
+    form = Form(batch=batch, tokens=tokens, hidden=draw(st.sampled_from([32, 64, 96])))
+    table = form.weight(0, "embed", (32, form.hidden))
+    residual = form.op(f"form.embed {form.input('tokens')}, {table} : ({tensor(form.rows, elem='i32')}, "
+                       f"{tensor(32, form.hidden)}) -> {form.act(form.hidden)}", "x")
+    for layer, block in enumerate(draw(st.lists(st.sampled_from(sorted(BLOCKS)), min_size=1, max_size=4))):
+        normed = form.norm(layer, residual, form.hidden)
+        residual = form.add(residual, BLOCKS[block](form, draw, layer, normed), form.hidden)
+    final = form.norm(99, residual, form.hidden)
+    logits = form.product(final, form.hidden, [(form.weight(99, "lm_head", (32, form.hidden)), 32)])[0]
+    form.out(logits, 32)
+    outputs = ", ".join(v for v, _ in form.outputs)
+    types = ", ".join(t for _, t in form.outputs)
+    body = "\n".join(f"    {line}" for line in form.leaves + form.ops + [f"form.return {outputs} : {types}"])
+    return f"builtin.module {{\n  form.step batch {batch} tokens {tokens} {{\n{body}\n  }}\n}}\n"
+
+
+def parsed(text: str):
+    return parse_verified(form_context(), text, "<generated>")
+
+
+def run(module, env):
+    fresh = env.copy()
+    outputs = program_of(module).run(fresh)
+    return outputs, fresh.states
+
+
+def relative(reference: np.ndarray, value: np.ndarray) -> float:
+    reference, value = np.asarray(reference, np.float64), np.asarray(value, np.float64)
+    scale = max(float(np.max(np.abs(reference))), 1e-30)
+    return float(np.max(np.abs(reference - value))) / scale
+
+
+def disagreement(expected, actual) -> float:
+    (outs_a, states_a), (outs_b, states_b) = expected, actual
+    errors = [relative(a, b) for a, b in zip(outs_a, outs_b, strict=True)]
+    errors += [relative(states_a[name], states_b[name]) for name in states_a]
+    return max(errors)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=forms(), seed=st.integers(0, 2**16))
+def test_the_table_preserves_meaning(text: str, seed: int) -> None:
+    original = parsed(text)
+    env = random_environment(program_of(original), seed)  # from the unfused form: weights keep their values
+    unfused = run(original, env)
+    for shim in KNOBS:
+        fused_module = parsed(text)
+        fuse(fused_module, shim)
+        fused = run(fused_module, env)
+        if not shim.quantized:
+            assert disagreement(unfused, fused) < TIGHT, (shim, text)
+            continue
+        placed = parsed(text)
+        shim.record(placed)
+        FuseQuantRule().apply(form_context(), placed)  # the same quantize placement, unfused
+        assert disagreement(run(placed, env), fused) < TIGHT, (shim, text)
+        assert disagreement(unfused, fused) < QUANT_BOUND[shim.words], (shim, text)
