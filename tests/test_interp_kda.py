@@ -299,3 +299,35 @@ def test_bad_slot_tables_are_one_line_errors(slots, accepted, message):
     with pytest.raises(ops.InterpretError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
         ops.conv(x, state, np.ones((8, 4), np.float32), slots, 0, tokens=3, accepted=accepted)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kda_on_random_slot_tables(seed):
+    """Slot tables as random_environment draws them (padding, skipped token writes, accepted
+    counts), 1 to 3 tokens: the fused op still matches the independent loop."""
+    from lanec.interp.environment import slot_table
+
+    rng = np.random.default_rng(1000 + seed)
+    tokens = 1 + seed % 3
+    inp = random_inputs(rng, tokens)
+    active = rng.random(5) >= 0.4
+    active[seed % 5] = True
+    accepted = rng.integers(1, tokens + 1, 5)
+    shape = [5] if tokens == 1 else [5, tokens + 1]
+    slots = slot_table(rng, shape, tokens, active, accepted, SLOTS, 0.4)
+    accepted = accepted.astype(np.int32) if tokens > 1 else None
+    want, want_conv, want_state = reference_kda(
+        inp["x"], inp["conv_w"], None, inp["conv_state"], inp["f_a"], inp["f_b"], inp["a_log"], inp["dt_bias"],
+        inp["beta_raw"], inp["gate"], inp["norm_w"], inp["state"], slots, accepted, tokens, "softplus")
+    conv_state, state = inp["conv_state"].copy(), inp["state"].copy()
+    x = inp["x"]
+    got = ops.kda(x[:, :DIM], x[:, DIM : 2 * DIM], x[:, 2 * DIM :], *inp["conv_w"], conv_state, inp["f_a"],
+                  inp["f_b"], inp["a_log"], inp["dt_bias"], inp["beta_raw"], inp["gate"], inp["norm_w"], state,
+                  slots, HEADS, "softplus", SCALE, L2_EPS, EPS, tokens=tokens, accepted=accepted)
+    assert relative(got, want) < 1e-5
+    assert relative(state, want_state) < 1e-5
+    assert relative(conv_state, want_conv) < 1e-5
+    untouched = [s for s in range(SLOTS) if s not in written_slots(slots, accepted, tokens)]
+    assert np.array_equal(state[untouched], inp["state"][untouched])
+    assert np.array_equal(conv_state[untouched], inp["conv_state"][untouched])
+    assert not got[padding_rows(slots, accepted, tokens)].any()

@@ -4,6 +4,7 @@ checked against direct calls of the ops; JSON round trips; random environments; 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -345,3 +346,20 @@ def test_environment_copy_is_independent():
     again = env.copy()
     program.run(again)
     np.testing.assert_array_equal(copy.states["recurrent"], again.states["recurrent"])
+
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.mlir"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_interpret(path):
+    """Every example small enough for a CPU runs on fresh random values, outputs finite."""
+    program = program_of(parse(path.read_text()))
+    weight_bytes = 4 * sum(int(np.prod(w.shape)) for w in program.weights)
+    if weight_bytes > 400e6:
+        pytest.skip(f"{weight_bytes / 1e9:.1f} GB of fp32 weights: a model for the GPU machine")
+    env = random_environment(program, seed=0)
+    for out in program.run(env):
+        assert np.isfinite(out).all()
+    for values in env.states.values():
+        assert np.isfinite(values).all()

@@ -102,7 +102,8 @@ def random_environment(program: Program, seed: int, padding: float = 0.25) -> En
         fail(f"padding probability {padding}: between 0 and 1 (at least one request stays active)")
     rng = np.random.default_rng(seed)
     uses = uses_of(program)
-    weights = {w.name: representable(weight_values(rng, w.shape, uses[w.value]), w.dtype) for w in program.weights}
+    weights = {w.name: representable(weight_values(rng, w.shape, uses[w.value]), w.dtype)
+               for w in program.weights}
     states = {s.name: representable(state_values(rng, s.kind, s.shape), s.dtype) for s in program.states}
     inputs: dict[str, np.ndarray] = {}
     shapes = {i.role: i.shape for i in program.inputs}
@@ -115,7 +116,8 @@ def random_environment(program: Program, seed: int, padding: float = 0.25) -> En
             active[rng.integers(batch)] = True
         accepted = rng.integers(1, tokens + 1, batch) if tokens > 1 else np.ones(batch, np.int64)
         if "slots" in shapes:
-            inputs["slots"] = slot_table(rng, shapes["slots"], tokens, active, accepted, slot_capacity, padding)
+            inputs["slots"] = slot_table(rng, shapes["slots"], tokens, active, accepted, slot_capacity,
+                                         padding)
         if "accepted" in shapes:
             inputs["accepted"] = accepted.astype(np.int32)
 
@@ -128,7 +130,8 @@ def random_environment(program: Program, seed: int, padding: float = 0.25) -> En
         per = min(columns, cache_pages // batch)
         reach = per * page_size
         if reach < tokens:
-            fail(f"the caches' {cache_pages} pages of {page_size} cannot hold {batch} requests of {tokens} tokens")
+            fail(f"the caches' {cache_pages} pages of {page_size} cannot hold {batch} requests "
+                 f"of {tokens} tokens")
         order = rng.permutation(cache_pages)
         pages = np.full((batch, columns), -1, np.int64)
         pages[:, :per] = order[: batch * per].reshape(batch, per)
@@ -154,7 +157,8 @@ def slot_table(rng: np.random.Generator, shape: list[int], tokens: int, active: 
     needed = batch * tokens
     capacity = needed + 1 if capacity is None else capacity
     if capacity - 1 < needed:
-        fail(f"the states hold {capacity} slots (0 is padding); {batch} requests of {tokens} tokens need {needed}")
+        fail(f"the states hold {capacity} slots (0 is padding); {batch} requests of {tokens} tokens "
+             f"need {needed}")
     fresh = iter(rng.permutation(np.arange(1, capacity))[:needed])
     table = np.full((batch, width), -1, np.int64)
     for b in range(batch):

@@ -90,7 +90,8 @@ def program_of(module: ModuleOp) -> Program:
     program = Program(step.batch.value.data, step.tokens.value.data, [], [], [], [], [])
     for op in step.body.block.ops:
         if isinstance(op, form.InputOp):
-            program.inputs.append(Input(define(op.result), op.role.data, dims(op.result), dtype(op.result.type)))
+            program.inputs.append(Input(define(op.result), op.role.data, dims(op.result),
+                                        dtype(op.result.type)))
         elif isinstance(op, form.WeightOp):
             program.weights.append(Weight(define(op.result), op.weight_name.data, op.format.data,
                                           dims(op.result), dtype(op.result.type)))
@@ -120,6 +121,7 @@ def step_of(op, use, define) -> Step:
             operands[key] = use(got, op.name)
         else:  # a variadic operand
             operands[key] = [use(v, op.name) for v in got]
-    properties = {name: plain(attr, op.name, name) for name, attr in op.properties.items() if name not in IGNORED}
+    properties = {name: plain(attr, op.name, name)
+                  for name, attr in op.properties.items() if name not in IGNORED}
     results = [define(r) for r in op.results]
     return Step(kind, operands, results, properties)

@@ -200,14 +200,16 @@ def requests(slots, tokens: int, accepted, rows: int, state_slots: int, what: st
     table = slots.reshape(batch, -1).astype(np.int64)
     if tokens > 1:
         if table.shape[1] < tokens:
-            fail(f"{what}: a step of {tokens} tokens needs [batch, >= {tokens}] slots, got {list(slots.shape)}")
+            fail(f"{what}: a step of {tokens} tokens needs [batch, >= {tokens}] slots, "
+                 f"got {list(slots.shape)}")
         if accepted is None:
             fail(f"{what}: a speculative step ({tokens} tokens) needs accepted counts")
         counts = np.asarray(accepted).astype(np.int64).reshape(-1)
         if counts.shape != (batch,):
             fail(f"{what}: accepted counts must be [{batch}], got {list(np.shape(accepted))}")
-        if ((counts < 1) | (counts > tokens)).any():
-            fail(f"{what}: accepted count {int(counts[(counts < 1) | (counts > tokens)][0])} is outside 1..{tokens}")
+        outside = (counts < 1) | (counts > tokens)
+        if outside.any():
+            fail(f"{what}: accepted count {int(counts[outside][0])} is outside 1..{tokens}")
     owner: dict[int, int] = {}
     plan: list[Request | None] = []
     for b in range(batch):
@@ -234,7 +236,8 @@ def requests(slots, tokens: int, accepted, rows: int, state_slots: int, what: st
 
 
 def conv(x, state, w, slots, offset: int, tokens: int = 1, accepted=None, bias=None,
-         activation: str = "silu", norm_heads: int | None = None, norm_eps: float | None = None) -> np.ndarray:
+         activation: str = "silu", norm_heads: int | None = None,
+         norm_eps: float | None = None) -> np.ndarray:
     """Short causal conv of channels [offset, offset + C) of `state` [slot, channels, W-2+tokens].
     Token t's window is the last W values of taps ++ x_0..x_t, taps = state[c, a-1 : a-1+W-1];
     afterwards the state is taps[1:] ++ x_0..x_{q-1}."""
@@ -328,14 +331,15 @@ def delta_rule(q, k, v, decay, beta, state, slots, heads: int, key_heads: int, s
 
 def kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, a_log, dt_bias, beta_raw, gate,
         norm_weight, state, slots, heads: int, form: str, scale: float, l2_eps: float, eps: float,
-        lower_bound: float | None = None, tokens: int = 1, accepted=None, biases: Sequence = ()) -> np.ndarray:
+        lower_bound: float | None = None, tokens: int = 1, accepted=None,
+        biases: Sequence | None = None) -> np.ndarray:
     """KDA decode whole: conv of q, k, v (channels 0, dim, 2 dim of one conv state, SiLU, biases
     if given); l2norm of q and k; decay = kda_gate(f_a @ f_b^T); beta = sigmoid(beta_raw); the
     delta rule; the sigmoid-gated per-head RMS norm."""
     dim = f32(q).shape[1]
-    if len(biases) not in (0, 3):
-        fail(f"kda: conv biases are none or one each for q, k and v, got {len(biases)}")
-    bias = list(biases) or [None] * 3
+    bias = list(biases or ()) or [None] * 3
+    if len(bias) != 3:
+        fail(f"kda: conv biases are none or one each for q, k and v, got {len(bias)}")
     common = dict(tokens=tokens, accepted=accepted, activation="silu")
     qc = conv(q, conv_state, conv_q, slots, 0, bias=bias[0], norm_heads=heads, norm_eps=l2_eps, **common)
     kc = conv(k, conv_state, conv_k, slots, dim, bias=bias[1], norm_heads=heads, norm_eps=l2_eps, **common)
@@ -427,7 +431,8 @@ def latent_attention(qr, latent, k_rope, cache, kv_b, pages, positions, heads: i
         fail(f"latent_attention: cache rows are {lora} + {rope} wide, got {cache.shape[2]}")
     expand = kv_b.reshape(heads, nope + v, lora)
     w_key, w_value = expand[:, :nope], expand[:, nope:]
-    request, places = cache_places(pages, positions, tokens, cache.shape[1], cache.shape[0], "latent_attention")
+    request, places = cache_places(pages, positions, tokens, cache.shape[1], cache.shape[0],
+                                   "latent_attention")
     positions = np.asarray(positions).astype(np.int64)
     for r in range(rows):
         page, at = places(request[r], positions[r])
@@ -450,12 +455,13 @@ def latent_attention(qr, latent, k_rope, cache, kv_b, pages, positions, heads: i
 
 
 def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, routed_scaling: float,
-            correction=None, shared: Sequence = (), rows=None) -> np.ndarray:
+            correction=None, shared: Sequence | None = (), rows=None) -> np.ndarray:
     """Router scores, top-k of scores (+ correction), weights the chosen scores (renormalized,
     times routed_scaling), each expert down @ swiglu(gate @ x, up @ x); plus a shared expert
     (times sigmoid(x . gate_row) if given). With `rows`: result r lands at row rows[r]
     (rows[r] < 0 drops it), other rows zero."""
     x, gate, up, down = f32(x), f32(gate), f32(up), f32(down)
+    shared = list(shared or ())
     n, experts = x.shape[0], gate.shape[0]
     if not 1 <= top_k <= experts:
         fail(f"mixture: top_k {top_k} is outside 1..{experts} experts")

@@ -124,7 +124,8 @@ class Program:
         for index, step in enumerate(self.steps):
             results = self.run_step(step, values)
             if len(results) != len(step.results):
-                fail(f"step {index} ({step.op}) gives {len(results)} results; the program names {len(step.results)}")
+                fail(f"step {index} ({step.op}) gives {len(results)} results; "
+                     f"the program names {len(step.results)}")
             values.update(zip(step.results, results, strict=True))
         missing = [v for v in self.outputs if v not in values]
         if missing:
