@@ -167,13 +167,16 @@ def run() -> None:
 
     print()
     print(f"GPU: {device.name}; copy ceiling {copy_tbs:.2f} TB/s")
-    print(f"| product | K -> N | rows | weights MB | schedule | ours us | TB/s | % of copy | torch us | vs torch |")
+    print("| product | K -> N | rows | weights MB | schedule | ours us | TB/s | % of copy | torch us "
+          "| vs torch |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for entry, ours_us, tbs, torch_us, copies in rows_out:
         if not entry["default"]:
             continue
-        print(f"| {entry['label']} | {entry['k']} -> {entry['n']} | {entry['rows']} | {entry['n'] * entry['k'] * 2 / 1e6:.1f} "
-              f"| {entry['path']} {entry['warps']}w x {entry['per_cta']}r | {ours_us:.2f} | {tbs:.2f} | {100 * tbs / copy_tbs:.0f}% "
+        megabytes = entry["n"] * entry["k"] * 2 / 1e6
+        print(f"| {entry['label']} | {entry['k']} -> {entry['n']} | {entry['rows']} | {megabytes:.1f} "
+              f"| {entry['path']} {entry['warps']}w x {entry['per_cta']}r | {ours_us:.2f} | {tbs:.2f} "
+              f"| {100 * tbs / copy_tbs:.0f}% "
               f"| {torch_us:.2f} | {torch_us / ours_us:.2f} |")
     print()
     print("schedules (path warps x weight rows a CTA; * = default): us")

@@ -72,6 +72,22 @@ def test_tensor_core_path_uses_mma():
     assert "ld.global.nc.L1::no_allocate.v4.b32" in before  # the first weight group, before the wait
 
 
+@pytest.mark.parametrize(("make", "tensor_cores", "per_cta"), [
+    (lambda: Gemv(1, 2304, (4096,)), False, 2),  # one row: CUDA cores, two rows a CTA
+    (lambda: Gemv(3, 2304, (4096,)), False, 2),
+    (lambda: Gemv(8, 2304, (4096,)), True, 8),  # 16-row CTAs would not give every SM two
+    (lambda: Gemv(8, 2304, (12288,)), True, 16),
+    (lambda: Gemv(8, 4096, (2304,)), True, 16),  # long rows: the second tile pays
+    (lambda: Gemv(32, 2304, (2048,)), True, 8),  # 16-row CTAs would leave SMs idle
+    (lambda: GatedGemv(32, 2304, 9216), True, 8),  # a pair already loads two rows a tile
+    (lambda: Gemv(8, 128, (96,), per_head=(8, 192, 64)), False, 2),  # 12 rows a head: no whole tiles
+])
+def test_schedule_defaults(make, tensor_cores, per_cta):
+    kernel = make()
+    assert (kernel.tensor_cores, kernel.rows_per_cta) == (tensor_cores, per_cta)
+    assert kernel.launch().grid == (-(-kernel.outputs // per_cta), 1, 1)
+
+
 def test_cache_key_follows_the_specialization():
     assert cache_key(Gemv(1, 2304, (4096,))) == cache_key(Gemv(1, 2304, (4096,)))
     assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(2, 2304, (4096,)))

@@ -104,7 +104,8 @@ def _fake_tensor(param: TensorParam):
     if param.dtype not in dtypes:
         raise CompileError(f"param {param.name}: dtype {param.dtype!r} is not one of {sorted(dtypes)}")
     strides = param.strides or row_major(param.shape)
-    return make_fake_tensor(dtypes[param.dtype], tuple(param.shape), tuple(strides), assumed_align=TENSOR_ALIGN)
+    return make_fake_tensor(dtypes[param.dtype], tuple(param.shape), tuple(strides),
+                            assumed_align=TENSOR_ALIGN)
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

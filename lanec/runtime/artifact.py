@@ -51,7 +51,8 @@ def load_artifact(directory: str | Path, stem: str) -> KernelArtifact:
     meta_path, cubin_path = directory / f"{stem}.json", directory / f"{stem}.cubin"
     for path in (meta_path, cubin_path):
         if not path.is_file():
-            raise ArtifactError(f"{path}: no such kernel artifact (build it first: python tests/gpu/build.py)")
+            raise ArtifactError(f"{path}: no such kernel artifact (build it first: "
+                                "python tests/gpu/build.py)")
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as exc:

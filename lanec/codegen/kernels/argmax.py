@@ -30,8 +30,8 @@ class Argmax:
         if rows < 1:
             raise ValueError(f"argmax needs at least one row; got {rows}")
         if vocab < vector or vocab % vector:
-            raise ValueError(f"argmax vocab {vocab} must be a positive multiple of {vector}: {dtype} rows are "
-                             "read as 16-byte vectors")
+            raise ValueError(f"argmax vocab {vocab} must be a positive multiple of {vector}: {dtype} rows "
+                             "are read as 16-byte vectors")
         self.rows, self.vocab, self.vector = rows, vocab, vector
         self.groups = -(-(vocab // vector) // (THREADS * UNROLL))
 

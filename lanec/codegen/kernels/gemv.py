@@ -58,8 +58,8 @@ class RowProducts:
             raise ValueError(f"{self.name} supports 1-{MAX_ROWS} rows (a decode step's); got {rows}: more "
                              "rows are a GEMM and belong on gemm_tc")
         if width < VECTOR or width % VECTOR:
-            raise ValueError(f"{self.name} width {width} must be a positive multiple of {VECTOR}: weight rows "
-                             "are read as 16-byte vectors, so each row must start 16-byte aligned")
+            raise ValueError(f"{self.name} width {width} must be a positive multiple of {VECTOR}: weight "
+                             "rows are read as 16-byte vectors, so each row must start 16-byte aligned")
         if outputs < 1:
             raise ValueError(f"{self.name} needs at least one output; got {outputs}")
         self.rows, self.width, self.outputs = rows, width, outputs
@@ -68,10 +68,11 @@ class RowProducts:
         if self.per_head is not None:
             heads, unit, offset = self.per_head
             if heads < 1 or outputs % heads:
-                raise ValueError(f"{self.name} per-head read: {outputs} outputs do not split into {heads} heads")
+                raise ValueError(f"{self.name} per-head read: {outputs} outputs do not split into {heads} "
+                                 "heads")
             if unit % VECTOR or offset % VECTOR:
-                raise ValueError(f"{self.name} per-head read: unit {unit} and offset {offset} must be multiples "
-                                 f"of {VECTOR} (16-byte activation vectors)")
+                raise ValueError(f"{self.name} per-head read: unit {unit} and offset {offset} must be "
+                                 f"multiples of {VECTOR} (16-byte activation vectors)")
             if offset + width > unit:
                 raise ValueError(f"{self.name} per-head read: offset {offset} + width {width} runs past the "
                                  f"head's unit {unit}")
@@ -79,40 +80,42 @@ class RowProducts:
         warps, per_cta, path = (*schedule, 0, 0, 0)[:3]
         if path not in (0, 1, 2):
             raise ValueError(f"{self.name} schedule path {path}: 1 (CUDA cores) or 2 (tensor cores)")
-        self.tensor_cores = path == 2 or (path == 0 and rows >= TENSOR_CORE_ROWS)
+        # tensor-core tiles are 8 weight rows, so per-head rows must come in whole tiles
+        by_rows = rows >= TENSOR_CORE_ROWS and self.splits(head_rows, TILE)
+        self.tensor_cores = path == 2 or (path == 0 and by_rows)
         if self.tensor_cores:
             self._plan_tiles(warps, per_cta, head_rows)
         else:
             self._plan_vectors(warps, per_cta, head_rows)
-        if self.per_head is not None and head_rows % self.rows_per_cta:
+        if not self.splits(head_rows, self.rows_per_cta):
             raise ValueError(f"{self.name} per-head read: a CTA's {self.rows_per_cta} rows must not straddle "
                              f"heads of {head_rows} rows")
+
+    def splits(self, head_rows: int, rows_per_cta: int) -> bool:
+        """Whether CTAs of `rows_per_cta` rows keep within heads (always, without a per-head read)."""
+        return self.per_head is None or head_rows % rows_per_cta == 0
 
     def _plan_vectors(self, warps: int, per_cta: int, head_rows: int) -> None:
         """CUDA cores: a thread's vectors are K positions thread + i * threads of each row."""
         slots = MAX_VALUES // (self.sources * next_power_of_two(self.rows))
         if slots < 1:
-            raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed the "
-                             f"{MAX_VALUES} sums a warp reduces; use the tensor-core path")
+            raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed "
+                             f"the {MAX_VALUES} sums a warp reduces; use the tensor-core path")
         self.warps = warps or 8
         if not 1 <= self.warps <= 32:
             raise ValueError(f"{self.name} schedule: 1-32 warps per CTA; got {self.warps}")
         self.steps = -(-(self.width // VECTOR) // (32 * self.warps))
-        if per_cta:
-            self.rows_per_cta = per_cta
-        else:  # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
-            self.rows_per_cta = 1
-            for candidate in (2,):
-                if (candidate <= slots and self.sources * candidate * self.steps <= MAX_VECTORS_IN_FLIGHT
-                        and head_rows % candidate == 0):
-                    self.rows_per_cta = candidate
+        # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
+        fits = self.sources * 2 * self.steps <= MAX_VECTORS_IN_FLIGHT
+        pair = slots >= 2 and fits and self.splits(head_rows, 2)
+        self.rows_per_cta = per_cta or (2 if pair else 1)
         if self.rows_per_cta > slots:
             raise ValueError(f"{self.name} schedule: {self.rows_per_cta} rows a CTA x {self.rows} activation "
                              f"rows x {self.sources} weights exceeds the {MAX_VALUES} sums a warp reduces")
         if self.sources * self.rows_per_cta * self.steps > 2 * MAX_VECTORS_IN_FLIGHT:
             raise ValueError(f"{self.name}: width {self.width} over {self.warps} warps needs {self.steps} "
-                             f"vectors a row per thread; x {self.rows_per_cta} rows that exceeds the registers: "
-                             "use more warps")
+                             f"vectors a row per thread; x {self.rows_per_cta} rows that exceeds the "
+                             "registers: use more warps")
         self.values = next_power_of_two(self.sources * self.rows_per_cta * self.rows)
 
     def _plan_tiles(self, warps: int, per_cta: int, head_rows: int) -> None:
@@ -126,7 +129,8 @@ class RowProducts:
         # and above 8 rows or from K = 4096 wherever it still covers every SM (bench/RESULTS.md).
         ctas = self.outputs // (2 * TILE)
         busy = self.rows > 8 or self.width >= 4096
-        wide = self.sources == 1 and (ctas >= 2 * SM_COUNT or (busy and ctas >= SM_COUNT))
+        wide = (self.sources == 1 and self.splits(head_rows, 2 * TILE)
+                and (ctas >= 2 * SM_COUNT or (busy and ctas >= SM_COUNT)))
         self.rows_per_cta = per_cta or (2 * TILE if wide else TILE)
         if self.rows_per_cta % TILE or self.rows_per_cta > 4 * TILE:
             raise ValueError(f"{self.name} on tensor cores: {self.rows_per_cta} rows a CTA must be 8, 16, 24 "
@@ -134,8 +138,8 @@ class RowProducts:
         self.tiles = self.rows_per_cta // TILE
         self.row_tiles = -(-self.rows // 16)  # activation rows: 16 a tile, the A operand's M
         self.per_warp = -(-self.chunks // self.warps)
-        # chunks whose weight loads are issued together (the first group before the PDL wait)
-        # (and their activation fragments: 2 per activation tile a chunk)
+        # chunks whose weight loads (and activation fragments, 2 an activation tile) are issued
+        # together; the first group's weights before the PDL wait
         self.group = max(1, min(self.per_warp, 8 // (self.sources * self.tiles), 8 // self.row_tiles))
 
     @property
@@ -153,7 +157,8 @@ class RowProducts:
 
     def launch(self) -> LaunchShape:
         blocks = -(-self.outputs // self.rows_per_cta)
-        return LaunchShape(grid=(blocks, 1, 1), block=(32 * self.warps, 1, 1), shared_bytes=self.shared_bytes())
+        return LaunchShape(grid=(blocks, 1, 1), block=(32 * self.warps, 1, 1),
+                           shared_bytes=self.shared_bytes())
 
     @cute.jit
     def __call__(self, *tensors):

@@ -36,6 +36,8 @@ from lanec.codegen.kernels.primitives import (
     store_async_dsmem,
     store_evict_f32x4,
     store_f32x4,
+    store_shared,
+    arrive,
     unpack_bf16,
     wait,
     warp_sum,
@@ -136,6 +138,9 @@ class KdaSplit:
         # TP8 (12 heads) uses fast math; B1 releases dependents at entry.
         self.fast_math, self.trigger_at_entry = heads == 12, batch == 1
         self.cluster = cluster or (8 if batch == 1 else 4)
+        # One CTA a head is a launch without clusters: no DSMEM, the CTA signals itself.
+        self.local = self.cluster == 1
+        self.scope = "cta" if self.local else "cluster"
         self.lanes_per_row = lanes or (8 if batch <= (4 if heads == 6 else 2) else 16)
         self.rows, self.groups = VALUE // self.cluster, KEY // self.lanes_per_row
         self.passes = (self.rows + self.groups - 1) // self.groups
@@ -266,16 +271,19 @@ class KdaSplit:
         gate_rows = space.get("gate_rows")
         if cutlass.const_expr(self.trigger_at_entry):
             cute.arch.griddepcontrol_launch_dependents()
-        if cutlass.const_expr(not self.early):
+        if cutlass.const_expr(self.local):  # thread 0 arms the CTA's own barriers
+            self.setup(barrier, gate_barrier, partition, thread)
+            cute.arch.sync_threads()
+        elif cutlass.const_expr(not self.early):
             self.setup(barrier, gate_barrier, partition, thread)
             cute.arch.cluster_wait()
         if thread >= 128:
-            if cutlass.const_expr(self.early):
+            if cutlass.const_expr(self.early and not self.local):
                 cute.arch.cluster_arrive_relaxed()
             coords = (head, token, value_base, lane)
             self.gate_warp(args, shared_decay, gate_barrier, coords, gate_rows)
         else:
-            if cutlass.const_expr(self.early):  # thread 0 arms; barrier 1 orders it
+            if cutlass.const_expr(self.early and not self.local):  # thread 0 arms; barrier 1 orders it
                 self.setup(barrier, gate_barrier, partition, thread)
             self.main(args, space, thread, partition, head, request, token, slot, conv_slot, offset)
 
@@ -400,7 +408,7 @@ class KdaSplit:
                     qr[j, e] = q4[e] * fq if T == 1 else q4[e]
                     kr[j, e] = k4[e] * fk if T == 1 else k4[e]
             if cutlass.const_expr(t == 0):
-                wait(gate_barrier)
+                wait(gate_barrier, scope=self.scope)
             decays = []
             for j in cutlass.range_constexpr(self.chunks):
                 column = 4 * (group_lane + self.lanes_per_row * j)
@@ -416,23 +424,28 @@ class KdaSplit:
             # Butterfly order: interleave rows per level, publish before state.
             dots = cute.make_rmem_tensor(self.passes, Float32)
             if cutlass.const_expr(self.staged):
-                wait(state_barrier)
+                wait(state_barrier, scope="cta")
             owner, bar = t % self.cluster, barrier + t // self.cluster
             for start in cutlass.range_constexpr(0, self.passes, self.wave):
                 stop = min(start + self.wave, self.passes)
                 self.update(history, dots, current, shared_v, lanes, (start, stop), staged)
-                if cutlass.const_expr(self.early and start == 0 and t == 0):
+                if cutlass.const_expr(self.early and not self.local and start == 0 and t == 0):
                     cute.arch.cluster_wait()
                 for p in cutlass.range_constexpr(start, stop):
                     row = p * self.groups + group
                     send = (row < self.rows) & (group_lane == 0)
                     position = self.output_position(value_base + row)
                     dst = shared_o.iterator + (128 * t + position)
-                    if cutlass.const_expr(T > 1):  # predicated: no branches
+                    if cutlass.const_expr(T > 1 and self.local):  # predicated: no branches
+                        store_shared(dst, float_bits(dots[p]), send, barrier=bar)
+                    elif cutlass.const_expr(T > 1):
                         push_float(dst, dots[p], bar, owner, send)
                     else:
                         if send:
-                            store_async_dsmem(dst, float_bits(dots[p]), bar, owner)
+                            if cutlass.const_expr(self.local):
+                                store_shared(dst, float_bits(dots[p]), barrier=bar)
+                            else:
+                                store_async_dsmem(dst, float_bits(dots[p]), bar, owner)
                 self.store_rows(history, (state, writes[t], head_base), (start, stop), lanes,
                                 None if T == 1 else writes[t] > 0)
         if thread < self.rows:
@@ -443,7 +456,7 @@ class KdaSplit:
                 conv_state[conv_slot, channel, 2 + u] = inputs[3 * u + 2]
         for t in cutlass.range_constexpr(T):
             if partition == t % self.cluster:
-                wait(barrier + t // self.cluster)
+                wait(barrier + t // self.cluster, scope=self.scope)
                 raw_o = shared_o[128 * t + self.output_position(thread)]
                 sums = cute.make_rmem_tensor(4, Float32)
                 for g in cutlass.range_constexpr(4):
@@ -699,9 +712,12 @@ class KdaSplit:
                 values[e] = cute.arch.shuffle_sync(decay[0], source)
         pointer = shared_decay.iterator + (value_base + 4 * packet)
         words = tuple(float_bits(values[e]) for e in range(4))
-        if cutlass.const_expr(self.early):
-            cute.arch.cluster_wait()
-        store_async_dsmem(pointer, words, barrier, destination)
+        if cutlass.const_expr(self.local):
+            store_shared(pointer, words, barrier=barrier)
+        else:
+            if cutlass.const_expr(self.early):
+                cute.arch.cluster_wait()
+            store_async_dsmem(pointer, words, barrier, destination)
 
     @cute.jit
     def multicast(self, acc, gates, targets, lane):
@@ -709,7 +725,7 @@ class KdaSplit:
         quarter + {0, 1}) to every CTA's shared [token, 128] decays."""
         (a, dt, features), (shared_decay, barrier, value_base) = gates, targets
         quarter = lane & 3
-        if cutlass.const_expr(self.early):
+        if cutlass.const_expr(self.early and not self.local):
             cute.arch.cluster_wait()
         for i in cutlass.range_constexpr(len(features)):
             tile, e = i // 2, (i % 2) * 2
@@ -721,8 +737,13 @@ class KdaSplit:
                 decay = self.decay(a, value.to(BFloat16).to(Float32), dt[i])
                 token = 2 * quarter + column
                 pointer = shared_decay.iterator + (token * 128 + value_base + features[i])
-                for rank in cutlass.range_constexpr(self.cluster):
-                    push_float(pointer, decay, barrier, rank, token < self.tokens)
+                if cutlass.const_expr(self.local):
+                    store_shared(pointer, float_bits(decay), token < self.tokens)
+                else:
+                    for rank in cutlass.range_constexpr(self.cluster):
+                        push_float(pointer, decay, barrier, rank, token < self.tokens)
+        if cutlass.const_expr(self.local):  # the lane's stores, then its one arrival
+            arrive(barrier)
 
     @staticmethod
     def split_pairs(wr, tile, chunk, low, high):
@@ -735,17 +756,25 @@ class KdaSplit:
     @cute.jit
     def setup(self, barrier, gate_barrier, partition, thread):
         """Thread 0 arms the output (leader) and decay barriers; the CTA arrives on the
-        cluster barrier peers wait on before their sends."""
+        cluster barrier peers wait on before their sends. Without a cluster the barriers
+        count arrivals instead of bytes: one a state row, one a gate lane."""
         tokens, cluster = self.tokens, self.cluster
         if thread == 0:
             for k in cutlass.range_constexpr(-(-tokens // cluster)):  # token t: CTA t % cluster
                 if partition + k * cluster < tokens:
-                    cute.arch.mbarrier_init(barrier + k, 1)
-                    cute.arch.mbarrier_arrive_and_expect_tx(barrier + k, 512)
-            cute.arch.mbarrier_init(gate_barrier, 1)
-            cute.arch.mbarrier_arrive_and_expect_tx(gate_barrier, 512 * tokens)
-            cute.arch.mbarrier_init_fence()
-        cute.arch.cluster_arrive_relaxed()
+                    if cutlass.const_expr(self.local):
+                        cute.arch.mbarrier_init(barrier + k, VALUE)
+                    else:
+                        cute.arch.mbarrier_init(barrier + k, 1)
+                        cute.arch.mbarrier_arrive_and_expect_tx(barrier + k, 512)
+            if cutlass.const_expr(self.local):
+                cute.arch.mbarrier_init(gate_barrier, 32)
+            else:
+                cute.arch.mbarrier_init(gate_barrier, 1)
+                cute.arch.mbarrier_arrive_and_expect_tx(gate_barrier, 512 * tokens)
+                cute.arch.mbarrier_init_fence()
+        if cutlass.const_expr(not self.local):
+            cute.arch.cluster_arrive_relaxed()
 
     @cute.jit
     def row_dot(self, history, vector, p):

@@ -271,9 +271,41 @@ def push_float(destination, value, barrier, rank, when, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def wait(barrier, phase=0, *, loc=None, ip=None):
-    """Wait for ``barrier``'s phase ``phase`` to complete (its bytes all arrived)."""
-    cute.arch.mbarrier_wait(barrier, phase, loc=loc, ip=ip)
+def store_shared(destination, words, when=None, barrier=None, *, loc=None, ip=None):
+    """A CTA's own stand-in for ``st.async`` (a launch without clusters has no DSMEM): one
+    or four words to shared memory, then (``barrier`` given) one arrival with release on
+    it; ``when``: predicated on it, without branches."""
+    words = words if isinstance(words, tuple) else (words,)
+    count = len(words)
+    values = ", ".join(f"${i + 3}" for i in range(count))
+    store = f"st.shared.v{count}.b32 [$0], {{{values}}};" if count > 1 else "st.shared.b32 [$0], $3;"
+    signal = "@p mbarrier.arrive.release.cta.shared::cta.b64 state, [$1];" if barrier is not None else ""
+    operands = [
+        _address(destination, loc, ip),
+        _address(barrier if barrier is not None else destination, loc, ip),
+        Int32(1 if when is None else when).ir_value(loc=loc, ip=ip),
+    ] + [Int32(w).ir_value(loc=loc, ip=ip) for w in words]
+    _asm(None, operands,
+         f"{{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $2, 0;\n@p {store}\n{signal} }}",
+         ",".join(["r"] * (3 + count)), loc, ip)
+
+
+@dsl_user_op
+def arrive(barrier, *, loc=None, ip=None):
+    """One arrival (release) on ``barrier`` in this CTA's shared memory."""
+    _asm(None, [_address(barrier, loc, ip)],
+         "{ .reg .b64 state; mbarrier.arrive.release.cta.shared::cta.b64 state, [$0]; }", "r", loc, ip)
+
+
+@dsl_user_op
+def wait(barrier, phase=0, scope="cluster", *, loc=None, ip=None):
+    """Wait for ``barrier``'s phase ``phase`` to complete (its bytes and arrivals all in),
+    acquiring at ``scope``: "cluster" where the bytes are peers' ``st.async`` (released at
+    cluster scope by their complete_tx), "cta" where only this CTA signals it."""
+    _asm(None, [_address(barrier, loc, ip), Int32(phase).ir_value(loc=loc, ip=ip)],
+         "{ .reg .pred p; WAIT:\n"
+         f"mbarrier.try_wait.parity.acquire.{scope}.shared::cta.b64 p, [$0], $1;\n"
+         "@!p bra WAIT; }", "r,r,~{memory}", loc, ip)
 
 
 # --- scalars -------------------------------------------------------------------------------

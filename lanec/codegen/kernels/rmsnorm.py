@@ -37,15 +37,16 @@ class RmsNorm:
         self.warps = min(MAX_THREADS // 32, -(-vectors // 32))
         self.steps = -(-vectors // (32 * self.warps))
         if self.steps > MAX_STEPS:
-            raise ValueError(f"rmsnorm width {width} exceeds {MAX_STEPS * MAX_THREADS * VECTOR}: a row must fit "
-                             "the registers of one CTA")
+            raise ValueError(f"rmsnorm width {width} exceeds {MAX_STEPS * MAX_THREADS * VECTOR}: a row must "
+                             "fit the registers of one CTA")
 
     def params(self) -> list[TensorParam]:
         row = (self.rows, self.width)
         params = [TensorParam("x", row, "bfloat16")]
         if self.residual:
             params.append(TensorParam("residual", row, "bfloat16"))
-        params += [TensorParam("w", (self.width,), "bfloat16"), TensorParam("y", row, "bfloat16", written=True)]
+        params += [TensorParam("w", (self.width,), "bfloat16"),
+                   TensorParam("y", row, "bfloat16", written=True)]
         if self.residual:
             params.append(TensorParam("h", row, "bfloat16", written=True))
         return params
@@ -71,7 +72,8 @@ class RmsNorm:
         threads: cutlass.Constexpr = 32 * self.warps
         vectors: cutlass.Constexpr = self.width // VECTOR
         S: cutlass.Constexpr = self.steps
-        w_tiles = cute.zipped_divide(cute.make_tensor(w.iterator, cute.make_layout((1, self.width))), (1, VECTOR))
+        w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
+        w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
         x_tiles = cute.zipped_divide(x, (1, VECTOR))
         y_tiles = cute.zipped_divide(y, (1, VECTOR))
         scale = cute.make_rmem_tensor((VECTOR, S), BFloat16)

@@ -61,15 +61,22 @@ def quick() -> list[dict]:
         case(8, 17, schedule=(1, 0, 0)),
         case(8, 17, schedule=(2, 0, 0)),
         case(8, 17, schedule=(3, 0, 0, 2)),
-        case(8, 17, schedule=(2, 0, 0, 1, 1)),
         case(8, 17, gate_mode=1),
         case(8, 17, gate_mode=2),
         case(8, 3, gate_mode=1, tokens=3),
         case(4, 2, schedule=(0, 0, 0, 16)),
         case(4, 2, schedule=(0, 0, 0, 2)),
-        case(4, 2, schedule=(1, 0, 0, 1)),
         case(4, 17, x_pitch=3 * 4 * 128 + 64),
+        case(8, 128, schedule=(1, 0, 5)),
+        case(16, 256, tokens=2, gate_form="softplus", has_bias=True),
     ]
+
+
+def cluster1() -> list[dict]:
+    """One CTA a head (128 rows, four decays a gate lane)."""
+    return [case(4, 2, schedule=(0, 0, 0, 1)), case(4, 2, schedule=(1, 0, 0, 1)),
+            case(8, 17, schedule=(2, 0, 0, 1)), case(8, 17, schedule=(3, 0, 0, 1)),
+            case(8, 17, schedule=(2, 0, 0, 1, 1))]
 
 
 def full() -> list[dict]:
@@ -82,7 +89,7 @@ def full() -> list[dict]:
                 form = "softplus" if (i + j + k) % 2 else "lower_bound"
                 cases.append(case(heads, batch, tokens, form, has_bias=(i + 2 * j + k) % 3 == 0))
     seen = {stem(c) for c in cases}
-    return cases + [c for c in quick() if stem(c) not in seen]
+    return cases + [c for c in quick() + cluster1() if stem(c) not in seen]
 
 
 def bench() -> list[dict]:
@@ -90,13 +97,14 @@ def bench() -> list[dict]:
     and the staged schedules at large batch."""
     cases = [case(h, b) for h in (4, 8, 32) for b in (1, 8, 32, 128, 256)]
     cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
-              for s in ((1, 0, 0), (2, 0, 0), (2, 0, 0, 0, 1), (2, 0, 0, 2, 1), (1, 0, 0, 8))]
+              for s in ((1, 0, 0), (2, 0, 0), (2, 0, 0, 0, 1), (2, 0, 0, 2, 1), (1, 0, 0, 8),
+                        (1, 0, 5), (1, 0, 6), (1, 8, 5), (1, 0, 0, 2), (0, 0, 5))]
     cases += [case(h, 1, schedule=s) for h in (4, 8, 32)
               for s in ((1, 0, 0), (1, 0, 0, 16), (0, 0, 0, 16), (1, 0, 0, 4))]
     return [dict(c, slots=bench_slots(c["heads"], c["batch"])) for c in cases]
 
 
-SETS = {"quick": quick, "full": full, "bench": bench}
+SETS = {"quick": quick, "cluster1": cluster1, "full": full, "bench": bench}
 
 
 def read_cases(name: str) -> list[dict]:
