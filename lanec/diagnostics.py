@@ -14,8 +14,9 @@ from typing import IO, Any
 import click
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import AttributeInvT
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Span
 
@@ -48,6 +49,12 @@ class LocatingParser(Parser):
         super().__init__(ctx, text, name)
         self.line_offset = line_offset
         self.starts: dict[Operation, Span] = {}
+        self.first_uses: dict[str, Span] = {}
+
+    def resolve_operand(self, operand: UnresolvedOperand, type: AttributeInvT) -> SSAValue[AttributeInvT]:
+        if operand.operand_name not in self.ssa_values:
+            self.first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
 
     def parse_operation(self) -> Operation:
         start = Span(self.pos, self.pos, self.lexer.input)
@@ -72,6 +79,11 @@ class LocatingParser(Parser):
         try:
             return self.parse_module(implicit_module)
         except ParseError as error:
+            if self.forward_ssa_references and error.msg.startswith("values used but not defined"):
+                # xDSL reports these at the end of the input; the first use is the place to look.
+                name = min(self.forward_ssa_references, key=lambda n: self.first_uses[n].start)
+                where = span_location(self.first_uses[name], self.line_offset)
+                raise FormError(where, f"value %{name} is used but not defined") from None
             raise FormError(span_location(error.span, self.line_offset), error.msg) from None
         except Exception as error:  # an attribute's own check (a VerifyException) fails mid-parse
             raise FormError(self.here(), str(error)) from None

@@ -79,7 +79,7 @@ class LaneShim:
         return f"{rows} rows are at most the GEMV's {GEMV_ROW_LIMIT}"
 
     def attribute(self) -> DictionaryAttr:
-        flag = lambda b: IntegerAttr(int(b), IntegerType(1))  # noqa: E731
+        flag = lambda b: IntegerAttr(int(b), IntegerType(1))
         return DictionaryAttr({
             "numerics": StringAttr(self.numerics),
             "words": IntegerAttr(self.words, i64),
@@ -240,13 +240,13 @@ def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, length: 
         return False
     if ceil(length / splits) < SPLIT_MIN_KEYS:
         return False
-    shape_ = dict(batch=batch, heads=heads, kv_heads=kv_heads, length=length, sms=sms)
+    shape_ = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "length": length, "sms": sms}
     return attention_time(splits, **shape_) < attention_time(1, **shape_)
 
 
 def best_splits(*, batch: int, heads: int, kv_heads: int, length: int, sms: int = SMS) -> int:
     """The number of chunks that runs fastest (the fewest among equals); 1 where none pays."""
-    shape_ = dict(batch=batch, heads=heads, kv_heads=kv_heads, length=length, sms=sms)
+    shape_ = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "length": length, "sms": sms}
     best = 1
     for splits in range(2, sms + 1):
         if chunks_apart(splits, **shape_) and attention_time(splits, **shape_) < attention_time(best, **shape_):

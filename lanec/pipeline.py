@@ -18,15 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from lanec.diagnostics import FormError, form_context, one_line, parse_verified, read_source
 from lanec.lane import LaneShim
 from lanec.passes.decisions import DECISIONS_ATTR, Decisions, decisions_of
-from lanec.passes.table import TABLE
+from lanec.passes.table import STAGES
 from lanec.runtime.plan import Plan
 
 
@@ -44,21 +42,17 @@ def fuse(module: ModuleOp, shim: LaneShim, where: str = "<module>") -> Decisions
     shim.record(module)
     module.attributes.pop(DECISIONS_ATTR, None)
     ctx = form_context()
-    for _stage, rules in TABLE:
-        for rule in rules:
-            run_rule(rule(), ctx, module, where)
+    for stage in STAGES:
+        try:
+            stage().apply(ctx, module)
+        except DiagnosticException as error:
+            raise FormError(where, f"{stage.name}: {one_line(str(error))}") from None
+        try:
+            module.verify()
+        except VerifyException as error:  # a rule that breaks the form is lanec's bug: say where
+            raise FormError(where, f"internal error: the {stage.name} rules left an invalid form: "
+                                   f"{one_line(str(error))}") from None
     return decisions_of(module)
-
-
-def run_rule(rule, ctx: Context, module: ModuleOp, where: str) -> None:
-    try:
-        rule.apply(ctx, module)
-    except DiagnosticException as error:
-        raise FormError(where, f"{rule.name}: {one_line(str(error))}") from None
-    try:
-        module.verify()
-    except Exception as error:  # a rule that breaks the form is lanec's bug: say which one
-        raise FormError(where, f"internal error: rule {rule.name} left an invalid form: {one_line(str(error))}") from None
 
 
 def compile_rules(source: str | Path, shim: LaneShim, name: str | None = None) -> tuple[ModuleOp, Decisions]:

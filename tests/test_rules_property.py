@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lanec.diagnostics import form_context, parse_verified
@@ -30,9 +30,10 @@ KNOBS = [
     *[LaneShim("quantized", words, fuse, batch) for words in (1, 2) for fuse in (False, True) for batch in (False, True)],
 ]
 TIGHT = 1e-5
-# int8 in 32-value blocks: a value is off by at most half a step of its block's max / 127 (one
-# word) or of that / 254 (two words); through a few layers of this depth, bounded by:
-QUANT_BOUND = {1: 0.25, 2: 0.01}
+# int8 in 32-value blocks: a quantized value is off by at most half a step, 1/254 of its block's
+# max (one word) or 1/64516 (two words). Up to eight quantized activations a form, each error
+# carried through a few layers, stay below these (seen: 1.0e-2 and 4.1e-5 over 60 forms):
+QUANT_BOUND = {1: 0.05, 2: 1e-3}
 
 
 def tensor(*dims: int, elem: str = "bf16") -> str:
@@ -248,7 +249,7 @@ def head_part(form: Form, draw, layer: int, x: str) -> str:
     heads = draw(st.sampled_from([d for d in (1, 2, 3) if h % d == 0]))
     unit = h // heads
     length = draw(st.sampled_from([n for n in (16, 32, unit) if n <= unit]))
-    offset = draw(st.sampled_from(sorted({0, 16, unit - length} & set(range(0, unit - length + 1)))))
+    offset = draw(st.sampled_from(sorted({0, 16, unit - length} & set(range(unit - length + 1)))))
     part = form.op(f"form.part {x} {{heads = {heads} : i64, unit = {unit} : i64, offset = {offset} : i64, "
                    f"length = {length} : i64}} : ({form.act(h)}) -> {form.act(heads * length)}", "q")
     n = 32
@@ -305,20 +306,21 @@ def disagreement(expected, actual) -> float:
     return max(errors)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=forms(), seed=st.integers(0, 2**16))
 def test_the_table_preserves_meaning(text: str, seed: int) -> None:
     original = parsed(text)
     env = random_environment(program_of(original), seed)  # from the unfused form: weights keep their values
     unfused = run(original, env)
     for shim in KNOBS:
-        fused_module = parsed(text)
-        fuse(fused_module, shim)
+        fused_module = original.clone()
+        for decision in fuse(fused_module, shim):  # coverage: pytest --hypothesis-show-statistics
+            event(f"{decision.rule} {'taken' if decision.taken else 'held back'}")
         fused = run(fused_module, env)
         if not shim.quantized:
             assert disagreement(unfused, fused) < TIGHT, (shim, text)
             continue
-        placed = parsed(text)
+        placed = original.clone()
         shim.record(placed)
         FuseQuantRule().apply(form_context(), placed)  # the same quantize placement, unfused
         assert disagreement(run(placed, env), fused) < TIGHT, (shim, text)

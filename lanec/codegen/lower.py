@@ -49,7 +49,7 @@ KERNELS = {
     "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
 }
 
-GEMV_ROWS = 16  # rows a gemv launch takes; more rows are run as several launches of this many
+GEMV_ROWS = 32  # rows a gemv launch takes; more rows are run as several launches of this many
 
 
 class LoweringError(ValueError):
@@ -315,6 +315,7 @@ def lower_product(self: Lowering, op: form.ProductOp) -> None:
     if part is not None:
         heads, unit, offset, length = part
         spec["per_head"] = (heads, unit, offset)
+    spec.update(pitch_of(x))
     for first in range(0, rows, GEMV_ROWS):
         count = min(GEMV_ROWS, rows - first)
         self.launch("gemv", {"rows": count, **spec}, [x.rows(first, count), weight, out.rows(first, count)])
@@ -322,6 +323,15 @@ def lower_product(self: Lowering, op: form.ProductOp) -> None:
     for n, result in zip(parts, op.parts, strict=True):
         self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
         start += n
+
+
+def pitch_of(x: Window) -> dict:
+    """The `x_pitch` of a kernel reading rows of `x` in place from a wider row, if they are."""
+    if len(x.shape) == 2 and x.strides != row_major(x.shape):
+        if x.strides[1] != 1:
+            raise LoweringError(f"rows of {list(x.shape)} at strides {list(x.strides)}: values must be adjacent")
+        return {"x_pitch": x.strides[0]}
+    return {}
 
 
 def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
@@ -334,7 +344,7 @@ def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
     x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
     for first in range(0, rows, GEMV_ROWS):
         count = min(GEMV_ROWS, rows - first)
-        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden},
+        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x)},
                     [x.rows(first, count), gate, up, out.rows(first, count)])
     self.windows[op.result] = out
 

@@ -1,4 +1,4 @@
-"""lanec's dialects: `form` (the model's decode step) and, once written, `lane` (its launches)."""
+"""lanec's dialects: `form` (the model's decode step) and `lane` (its launches)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def get_form() -> Dialect:
     return Form
 
 
+def get_lane() -> Dialect:
+    from lanec.dialects.lane import Lane
+
+    return Lane
+
+
 def all_dialects() -> dict[str, Callable[[], Dialect]]:
-    """Every dialect a form file may use, name -> lazy getter (as xDSL's own registry keeps them)."""
-    return {"builtin": get_builtin, "form": get_form}
+    """Every dialect lanec reads, name -> lazy getter (as xDSL's own registry keeps them)."""
+    return {"builtin": get_builtin, "form": get_form, "lane": get_lane}

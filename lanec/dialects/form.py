@@ -224,6 +224,9 @@ class InputOp(IRDLOperation):
             expect(len(dims) == 1, f"accepted counts are [batch], got {list(dims)}")
         else:
             expect(len(dims) == 2, f"KV pages are [batch, pages], got {list(dims)}")
+        if role in ("accepted", "pages") and step is not None:
+            b = step.batch.value.data
+            expect(dims[0] == b, f"the {role} input has {dims[0]} requests; the step has {b}")
 
 
 WEIGHT_FORMATS = ("bf16", "q8_0")
@@ -882,6 +885,7 @@ class KdaOp(IRDLOperation):
         expect(shape(self.norm_weight) == (size,), f"kda: the norm weight must be [{size}]")
         expect(shape(self.state)[1:] == (heads, size, size), f"kda: the state must be [slot, {heads}, {size}, {size}]")
         expect(len(self.biases) in (0, 3), "kda: conv biases are none or one each for q, k and v")
+        expect(all(shape(b) == (dim,) for b in self.biases), f"kda: each conv bias must be [{dim}]")
         form = self.form.data
         expect(form in GATE_FORMS, f"gate form '{form}': lower_bound or softplus")
         expect((form == "lower_bound") == (self.lower_bound is not None),

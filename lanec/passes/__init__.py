@@ -10,14 +10,16 @@ from xdsl.passes import ModulePass
 
 def rule_getter(name: str) -> Callable[[], type[ModulePass]]:
     def get() -> type[ModulePass]:
-        from lanec.passes.table import RULES
+        from lanec.passes.table import RULES, STAGES
 
-        return next(rule for rule in RULES if rule.name == name)
+        return next(p for p in (*STAGES, *RULES) if p.name == name)
 
     return get
 
 
-RULE_NAMES = (
+# the stages of the table (each runs its rules in order), then every rule, in table order
+TABLE_PASSES = (
+    "lane-before", "shared", "held-back",
     "latent-whole", "gemv-in-parts",
     "merge-products", "pair-gate-up", "conv-l2norm", "fold-kda", "fold-shared-expert", "fold-residual",
     "part-in-place", "absorb-latent", "fuse-quant",
@@ -33,4 +35,4 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LowerToLane
 
-    return {**{name: rule_getter(name) for name in RULE_NAMES}, "lower-to-lane": get_lower_to_lane}
+    return {**{name: rule_getter(name) for name in TABLE_PASSES}, "lower-to-lane": get_lower_to_lane}

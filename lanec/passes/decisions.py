@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from lanec.dialects.form import ProductOp, StateOp, WeightOp
@@ -46,7 +54,7 @@ class Decision:
 
     @staticmethod
     def of(attr: DictionaryAttr) -> Decision:
-        text = lambda key: attr.data[key].data  # noqa: E731
+        text = lambda key: attr.data[key].data
         layer = attr.data.get("layer")
         return Decision(stage=text("stage"), rule=text("rule"), op=text("op"),
                         layer=None if layer is None else layer.value.data,

@@ -12,7 +12,16 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import (
-    ConvOp, DeltaRuleOp, KdaGateOp, KdaOp, L2NormOp, NormGatedOp, ProductOp, SigmoidOp, float_prop, shape,
+    ConvOp,
+    DeltaRuleOp,
+    KdaGateOp,
+    KdaOp,
+    L2NormOp,
+    NormGatedOp,
+    ProductOp,
+    SigmoidOp,
+    float_prop,
+    shape,
 )
 from lanec.passes.rule import Judge, Rule, is_single_product, only_user
 
@@ -89,17 +98,17 @@ def match_chain(out: NormGatedOp) -> tuple[dict, list[Operation]]:
     product = conv_q.x.owner
     if not (isinstance(product, ProductOp) and conv_k.x.owner is product and conv_v.x.owner is product):
         raise Mismatch("q, k and v are not the parts of one product")
-    operands = dict(
-        q=conv_q.x, k=conv_k.x, v=conv_v.x, conv_q=conv_q.weight, conv_k=conv_k.weight, conv_v=conv_v.weight,
-        conv_state=state, f_a=f_b.x, f_b=f_b.weights[0], a_log=gate.a_log, dt_bias=gate.dt_bias, beta=beta.x,
-        gate=out.gate, norm_weight=out.weight, state=rule.state, slots=rule.slots, accepted=rule.accepted,
-        biases=[b for b in biases if b is not None],
-    )
-    properties = dict(heads=rule.heads, form=gate.form, scale=rule.scale, l2_eps=float_prop(eps_q), eps=out.eps)
+    operands = {
+        "q": conv_q.x, "k": conv_k.x, "v": conv_v.x, "conv_q": conv_q.weight, "conv_k": conv_k.weight, "conv_v": conv_v.weight,
+        "conv_state": state, "f_a": f_b.x, "f_b": f_b.weights[0], "a_log": gate.a_log, "dt_bias": gate.dt_bias, "beta": beta.x,
+        "gate": out.gate, "norm_weight": out.weight, "state": rule.state, "slots": rule.slots, "accepted": rule.accepted,
+        "biases": [b for b in biases if b is not None],
+    }
+    properties = {"heads": rule.heads, "form": gate.form, "scale": rule.scale, "l2_eps": float_prop(eps_q), "eps": out.eps}
     if gate.lower_bound is not None:
         properties["lower_bound"] = gate.lower_bound
     chain = [rule, gate, f_b, beta, *ops_q, *ops_k, conv_v]
-    return dict(operands=operands, properties=properties), chain
+    return {"operands": operands, "properties": properties}, chain
 
 
 def kda_op(operands: dict, properties: dict, result_type) -> KdaOp:

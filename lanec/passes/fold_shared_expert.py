@@ -56,7 +56,7 @@ class FoldSharedExpert(Judge):
         if not all(defined_before(w, mixture) for w in weights):
             self.decide(mixture, False, "shared expert not folded: its weights are defined after the mixture")
             return
-        opt = lambda v: [v] if v is not None else []  # noqa: E731
+        opt = lambda v: [v] if v is not None else []
         folded = MixtureOp.build(
             operands=[mixture.x, mixture.router, mixture.gate, mixture.up, mixture.down, opt(mixture.correction),
                       weights, []],

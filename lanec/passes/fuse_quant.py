@@ -12,7 +12,16 @@ from xdsl.dialects.builtin import IntegerType
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from lanec.dialects.form import GatedProductOp, ProductOp, QuantizedEpilogue, QuantizeOp, int_prop, is_float, shape, tensor
+from lanec.dialects.form import (
+    GatedProductOp,
+    ProductOp,
+    QuantizedEpilogue,
+    QuantizeOp,
+    int_prop,
+    is_float,
+    shape,
+    tensor,
+)
 from lanec.lane import LaneShim
 from lanec.passes.rule import Judge, Rule, only_user, result_name, users, weight_format
 

@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import (
-    ConvOp, DeltaRuleOp, KdaGateOp, KdaOp, L2NormOp, NormGatedOp, ProductOp, SigmoidOp, shape, tokens_of,
+    ConvOp,
+    DeltaRuleOp,
+    KdaGateOp,
+    KdaOp,
+    L2NormOp,
+    NormGatedOp,
+    ProductOp,
+    SigmoidOp,
+    shape,
+    tokens_of,
 )
 from lanec.lane import KDA_CONV_WIDTH, KDA_HEAD, KDA_MAX_TOKENS
 from lanec.passes.rule import Judge, Rule, failures, name_after
@@ -49,8 +58,8 @@ class HoldKda(Judge):
         failed = failures([
             (size == KDA_HEAD, f"head size {size} is not KdaSplit's {KDA_HEAD}"),
             (1 <= tokens <= KDA_MAX_TOKENS, f"{tokens} tokens a request: KdaSplit takes 1 to {KDA_MAX_TOKENS}"),
-            (width == KDA_CONV_WIDTH, f"conv width {width}: KdaSplit keeps {KDA_CONV_WIDTH - 1} taps (width "
-                                      f"{KDA_CONV_WIDTH})"),
+            (width == KDA_CONV_WIDTH, (f"conv width {width}: KdaSplit keeps {KDA_CONV_WIDTH - 1} taps (width "
+                                      f"{KDA_CONV_WIDTH})")),
         ])
         if not failed:
             self.decide(op, True, f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, "

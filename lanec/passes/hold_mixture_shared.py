@@ -25,8 +25,8 @@ class HoldMixtureShared(Judge):
             return
         warps = op.top_k.value.data + 1
         failed = failures([
-            (warps <= MIXTURE_MAX_WARPS, f"a block of {warps} kept experts ({op.top_k.value.data} routed + 1 "
-                                         f"shared, a warp each) is above {MIXTURE_MAX_WARPS} warps"),
+            (warps <= MIXTURE_MAX_WARPS, (f"a block of {warps} kept experts ({op.top_k.value.data} routed + 1 "
+                                         f"shared, a warp each) is above {MIXTURE_MAX_WARPS} warps")),
             (op.rows is None, "the mixture scatters its result to rows a parameter names"),
         ])
         if not failed:
@@ -37,7 +37,7 @@ class HoldMixtureShared(Judge):
             raise DiagnosticException(f"{describe(op)}: {'; '.join(failed)}, and the form cannot split a shared "
                                       "expert out of a scattering mixture or one with a gate row")
         gate_w, up_w, down_w = op.shared
-        opt = lambda v: [v] if v is not None else []  # noqa: E731
+        opt = lambda v: [v] if v is not None else []
         routed = MixtureOp.build(
             operands=[op.x, op.router, op.gate, op.up, op.down, opt(op.correction), [], []],
             properties={k: v for k, v in op.properties.items() if k != "operandSegmentSizes"},

@@ -14,8 +14,21 @@ from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
 from lanec.dialects.form import (
-    BLOCK, AddOp, DeltaRuleOp, GatedProductOp, MulOp, NormGatedOp, NormOp, ProductOp, QuantizedEpilogue,
-    QuantizeOp, SigmoidOp, SiluOp, SwigluOp, shape, tensor,
+    BLOCK,
+    AddOp,
+    DeltaRuleOp,
+    GatedProductOp,
+    MulOp,
+    NormGatedOp,
+    NormOp,
+    ProductOp,
+    QuantizedEpilogue,
+    QuantizeOp,
+    SigmoidOp,
+    SiluOp,
+    SwigluOp,
+    shape,
+    tensor,
 )
 from lanec.lane import QUANT_WORDS, LaneShim
 from lanec.passes.rule import Judge, Rule, failures, rows_of
@@ -30,8 +43,8 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
         return checks
     if isinstance(op, GatedProductOp):
         hidden = shape(op.gate)[0]
-        return checks + [(hidden % BLOCK == 0, f"the gated pair's hidden width {hidden} is not whole "
-                                              f"{BLOCK}-value blocks")]
+        return checks + [(hidden % BLOCK == 0, (f"the gated pair's hidden width {hidden} is not whole "
+                                              f"{BLOCK}-value blocks"))]
     if isinstance(op, ProductOp):
         rows = rows_of(op)
         widths = [shape(p)[1] for p in op.parts]

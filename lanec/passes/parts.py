@@ -9,7 +9,14 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from lanec.dialects.form import ProductOp, SwigluOp
-from lanec.passes.rule import defined_before, is_plain_product, is_single_product, only_user, result_name, users
+from lanec.passes.rule import (
+    defined_before,
+    is_plain_product,
+    is_single_product,
+    only_user,
+    result_name,
+    users,
+)
 
 
 def pair_partner(product: ProductOp) -> ProductOp | None:

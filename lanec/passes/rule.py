@@ -12,8 +12,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern
-from xdsl.rewriter import InsertPoint
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriteWalker,
+    RewritePattern,
+)
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec.dialects.form import ProductOp, WeightOp, shape, step_of
@@ -71,11 +74,6 @@ def only_user(value: SSAValue) -> Operation | None:
     return next(iter(found.values())) if len(found) == 1 else None
 
 
-def producer(value: SSAValue, kind: type[Operation]):
-    """The op of type `kind` that produced value, or None."""
-    return value.owner if isinstance(value.owner, kind) else None
-
-
 def defined_before(value: SSAValue, op: Operation) -> bool:
     owner = value.owner
     return not isinstance(owner, Operation) or owner.is_before_in_block(op)
@@ -97,14 +95,6 @@ def is_plain_product(op: Operation) -> bool:
 
 def is_single_product(op: Operation) -> bool:
     return is_plain_product(op) and len(op.weights) == 1
-
-
-def insert_before(rewriter: PatternRewriter, ops: list[Operation], anchor: Operation) -> None:
-    rewriter.insert(ops, InsertPoint.before(anchor))
-
-
-def insert_after(rewriter: PatternRewriter, ops: list[Operation], anchor: Operation) -> None:
-    rewriter.insert(ops, InsertPoint.after(anchor))
 
 
 def result_name(value: SSAValue) -> str:

@@ -11,6 +11,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
 from lanec.passes.absorb_latent import AbsorbLatentRule
 from lanec.passes.conv_l2norm import ConvL2NormRule
 from lanec.passes.fold_kda import FoldKdaRule
@@ -57,10 +64,38 @@ HELD_BACK: tuple[type[Rule], ...] = (
     HoldQuantizedActivationRule,
 )
 
-TABLE: tuple[tuple[str, tuple[type[Rule], ...]], ...] = (
-    ("lane-before", LANE_BEFORE),
-    ("shared", SHARED),
-    ("held-back", HELD_BACK),
-)
 
+
+@dataclass(frozen=True)
+class Stage(ModulePass):
+    """A stage of the table as one pass (`lanec opt -p shared`): its rules, in order."""
+
+    name: ClassVar[str]
+    rules: ClassVar[tuple[type[Rule], ...]]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for rule in self.rules:
+            rule().apply(ctx, op)
+
+
+@dataclass(frozen=True)
+class LaneBefore(Stage):
+    name = "lane-before"
+    rules = LANE_BEFORE
+
+
+@dataclass(frozen=True)
+class Shared(Stage):
+    name = "shared"
+    rules = SHARED
+
+
+@dataclass(frozen=True)
+class HeldBack(Stage):
+    name = "held-back"
+    rules = HELD_BACK
+
+
+STAGES: tuple[type[Stage], ...] = (LaneBefore, Shared, HeldBack)
+TABLE: tuple[tuple[str, tuple[type[Rule], ...]], ...] = tuple((stage.name, stage.rules) for stage in STAGES)
 RULES: tuple[type[Rule], ...] = LANE_BEFORE + SHARED + HELD_BACK

@@ -12,11 +12,12 @@ import importlib
 from collections.abc import Sequence
 from typing import IO
 
+import click
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from lanec.diagnostics import FormError, LocatingParser
+from lanec.diagnostics import FormError, LocatingParser, one_line
 from lanec.dialects import all_dialects
 from lanec.passes import get_all_passes
 
@@ -43,6 +44,15 @@ class LanecOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         arg_parser.prog = "lanec opt"
         super().register_all_arguments(arg_parser)
+
+    def setup_pipeline(self) -> None:
+        try:
+            super().setup_pipeline()
+        except ValueError as error:  # an unknown pass, or an option it lacks
+            raise click.ClickException(f"-p {self.args.passes}: {one_line(str(error))}") from None
+        except ArgSpecParseError as error:  # its message ends in the line that says what is wrong
+            what = str(error).strip().splitlines()[-1].strip()
+            raise click.ClickException(f"-p {self.args.passes}: {what}") from None
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         try:

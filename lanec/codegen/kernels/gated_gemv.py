@@ -20,12 +20,12 @@ class GatedGemv(RowProducts):
     name = "gated_gemv"
     sources = 2
 
-    def __init__(self, rows: int, width: int, hidden: int, *, schedule=(0, 0, 0)):
-        super().__init__(rows, width, hidden, schedule=schedule)
+    def __init__(self, rows: int, width: int, hidden: int, *, schedule=(0, 0, 0), x_pitch=None):
+        super().__init__(rows, width, hidden, schedule=schedule, x_pitch=x_pitch)
         self.hidden = hidden
 
     def params(self) -> list[TensorParam]:
-        return [TensorParam("x", (self.rows, self.width), "bfloat16"),
+        return [TensorParam("x", (self.rows, self.width), "bfloat16", self.x_strides()),
                 TensorParam("gate", (self.hidden, self.width), "bfloat16"),
                 TensorParam("up", (self.hidden, self.width), "bfloat16"),
                 TensorParam("out", (self.rows, self.hidden), "bfloat16", written=True)]

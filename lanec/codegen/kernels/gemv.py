@@ -53,7 +53,8 @@ class RowProducts:
 
     sources = 1
 
-    def __init__(self, rows: int, width: int, outputs: int, *, per_head=None, schedule=(0, 0, 0)):
+    def __init__(self, rows: int, width: int, outputs: int, *, per_head=None, schedule=(0, 0, 0),
+                 x_pitch=None):
         if not 1 <= rows <= MAX_ROWS:
             raise ValueError(f"{self.name} supports 1-{MAX_ROWS} rows (a decode step's); got {rows}: more "
                              "rows are a GEMM and belong on gemm_tc")
@@ -64,6 +65,7 @@ class RowProducts:
             raise ValueError(f"{self.name} needs at least one output; got {outputs}")
         self.rows, self.width, self.outputs = rows, width, outputs
         self.per_head = tuple(per_head) if per_head is not None else None
+        self.x_pitch = x_pitch
         head_rows = outputs
         if self.per_head is not None:
             heads, unit, offset = self.per_head
@@ -141,6 +143,15 @@ class RowProducts:
         # chunks whose weight loads (and activation fragments, 2 an activation tile) are issued
         # together; the first group's weights before the PDL wait
         self.group = max(1, min(self.per_warp, 8 // (self.sources * self.tiles), 8 // self.row_tiles))
+
+    def x_strides(self) -> tuple[int, int]:
+        """An activation row's pitch: its width, or wider where x is one part of a wider row (a
+        product in parts' output read in place)."""
+        pitch = self.x_pitch or self.x_width
+        if pitch < self.x_width or pitch % VECTOR:
+            raise ValueError(f"{self.name} x pitch {pitch}: at least the row's {self.x_width} values and a "
+                             f"multiple of {VECTOR} (rows start 16-byte aligned)")
+        return (pitch, 1)
 
     @property
     def x_width(self) -> int:
@@ -381,16 +392,16 @@ class Gemv(RowProducts):
 
     name = "gemv"
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=(0, 0, 0)):
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=(0, 0, 0), x_pitch=None):
         self.parts = tuple(int(p) for p in parts)
         if not self.parts or min(self.parts) < 1:
             raise ValueError(f"gemv parts {parts}: each part needs at least one output row")
         if per_head is not None and len(self.parts) != 1:
             raise ValueError(f"gemv per-head read takes one part; got {len(self.parts)}")
-        super().__init__(rows, width, sum(self.parts), per_head=per_head, schedule=schedule)
+        super().__init__(rows, width, sum(self.parts), per_head=per_head, schedule=schedule, x_pitch=x_pitch)
 
     def params(self) -> list[TensorParam]:
-        return [TensorParam("x", (self.rows, self.x_width), "bfloat16"),
+        return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()),
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
                 TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
 

@@ -4,6 +4,7 @@ helpers it names live in primitives.py."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import cutlass
@@ -171,7 +172,7 @@ class KdaSplit:
     def shared_bytes(self) -> int:
         sizes = []
         for _, dtype, shape, align in self._allocations():
-            count = shape if isinstance(shape, int) else int(__import__("math").prod(shape))
+            count = shape if isinstance(shape, int) else math.prod(shape)
             sizes.append((count * dtype.width // 8, align))
         return shared_bytes(sizes)
 
@@ -221,8 +222,7 @@ class KdaSplit:
 
     @cute.kernel
     def kernel(self, args):
-        x, weights, bias, conv_state, raw_gate, beta, a_log, dt_bias, slots = args[:9]
-        state, output, gate, norm_weight = args[9:13]
+        slots, output = args[SLOTS], args[OUTPUT]
         T: cutlass.Constexpr = self.tokens
         if cutlass.const_expr(not self.early):
             cute.arch.griddepcontrol_wait()
@@ -247,15 +247,8 @@ class KdaSplit:
 
     @cute.jit
     def active(self, args, thread, partition, head, request, token, slot, conv_slot, offset):
-        x, weights, bias, conv_state, raw_gate, beta, a_log, dt_bias, slots = args[:9]
-        state, output, gate, norm_weight = args[9:13]
-        T: cutlass.Constexpr = self.tokens
-        lane, warp = thread % 32, thread // 32
-        group = thread // self.lanes_per_row
-        group_lane = thread % self.lanes_per_row
-        dim: cutlass.Constexpr = self.dim
-        value_base, qk_channel = partition * self.rows, head * 128 + thread
-        value_channel = head * 128 + value_base + thread
+        """A request's CTA: shared memory, barriers, then the gate warp or the main threads."""
+        lane, value_base = thread % 32, partition * self.rows
         smem = cutlass.memory.SmemAllocator()
         space = {}
         for name, dtype, shape, align in self._allocations():
@@ -263,11 +256,7 @@ class KdaSplit:
                 space[name] = smem.allocate_array(dtype, shape, byte_alignment=align)
             else:
                 space[name] = alloc(smem, dtype, shape, align=align)
-        shared_q, shared_k, shared_decay = space["q"], space["k"], space["decay"]
-        shared_v, shared_o, reductions = space["v"], space["o"], space["reductions"]
-        barrier, gate_barrier = space["barrier"], space["gate_barrier"]
-        staged = space.get("staged")
-        state_barrier = space.get("state_barrier")
+        shared_decay, barrier, gate_barrier = space["decay"], space["barrier"], space["gate_barrier"]
         gate_rows = space.get("gate_rows")
         if cutlass.const_expr(self.trigger_at_entry):
             cute.arch.griddepcontrol_launch_dependents()
@@ -290,8 +279,8 @@ class KdaSplit:
     @cute.jit
     def main(self, args, space, thread, partition, head, request, token, slot, conv_slot, offset):
         """The 128 main threads: conv, norms, the state rows' update, the output norm."""
-        x, weights, bias, conv_state, raw_gate, beta, a_log, dt_bias, slots = args[:9]
-        state, output, gate, norm_weight = args[9:13]
+        x, weights, conv_state, beta, slots = (args[i] for i in (X, WEIGHTS, CONV_STATE, BETA, SLOTS))
+        state, output, gate, norm_weight = args[STATE], args[OUTPUT], args[GATE], args[NORM_WEIGHT]
         T: cutlass.Constexpr = self.tokens
         dim: cutlass.Constexpr = self.dim
         lane, warp = thread % 32, thread // 32
@@ -304,7 +293,6 @@ class KdaSplit:
         barrier, gate_barrier = space["barrier"], space["gate_barrier"]
         staged = space.get("staged")
         state_barrier = space.get("state_barrier")
-                # 64-bit page bases (slot x page stride passes Int32), 32-bit offsets.
         head_base = head * (VALUE * KEY) + value_base * KEY
         writes = [slot]
         if cutlass.const_expr(T > 1):

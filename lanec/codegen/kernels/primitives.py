@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import math
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Uint32
-from cutlass._mlir.dialects import llvm
+from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 LOG2E = 1.4426950408889634
@@ -384,8 +383,6 @@ def softplus(value):
 
 @dsl_user_op
 def _select(condition, a, b, *, loc=None, ip=None):
-    from cutlass._mlir.dialects import arith
-
     return Float32(arith.select(Boolean(condition).ir_value(loc=loc, ip=ip), _f(a, loc, ip),
                                 _f(b, loc, ip), loc=loc, ip=ip))
 

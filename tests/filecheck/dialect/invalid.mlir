@@ -1,4 +1,4 @@
-// Every form op's verifier, one bad case each (and the parser's errors): each message is checked.
+// Every form op's verifier, at least one bad case each, and the parser's errors: each message is checked.
 // RUN: lanec opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
 
 // CHECK: Operation does not verify: batch 0: at least one request
@@ -24,6 +24,14 @@ form.step batch 1 tokens 1 {
 // CHECK: Operation does not verify: the slot table has 1 slots a request; a step of 2 tokens needs 2
 form.step batch 2 tokens 2 {
   %slots = form.input {role = "slots"} : tensor<2xi32>
+  form.return
+}
+
+// -----
+
+// CHECK: Operation does not verify: the accepted input has 1 requests; the step has 2
+form.step batch 2 tokens 2 {
+  %accepted = form.input {role = "accepted"} : tensor<1xi32>
   form.return
 }
 
@@ -81,6 +89,16 @@ form.step batch 1 tokens 1 {
   %g = form.weight {name = "g", format = "bf16"} : tensor<96x64xbf16>
   %u = form.weight {name = "u", format = "bf16"} : tensor<64x64xbf16>
   %y = form.gated_product %x, %g, %u : (tensor<1x64xbf16>, tensor<96x64xbf16>, tensor<64x64xbf16>) -> tensor<1x96xbf16>
+  form.return
+}
+
+// -----
+
+// CHECK: Operation does not verify: a gated pair's gate must be a [rows, width] tensor, got [2, 32, 64]
+form.step batch 1 tokens 1 {
+  %x = form.weight {name = "x", format = "bf16"} : tensor<1x64xbf16>
+  %g = form.weight {name = "g", format = "bf16"} : tensor<2x32x64xbf16>
+  %y = form.gated_product %x, %g, %g : (tensor<1x64xbf16>, tensor<2x32x64xbf16>, tensor<2x32x64xbf16>) -> tensor<1x32xbf16>
   form.return
 }
 
@@ -204,6 +222,19 @@ form.step batch 1 tokens 2 {
 
 // -----
 
+// CHECK: Operation does not verify: conv: accepted counts are [batch] of i32
+form.step batch 1 tokens 2 {
+  %slots = form.input {role = "slots"} : tensor<1x2xi32>
+  %accepted = form.weight {name = "accepted", format = "bf16"} : tensor<1xbf16>
+  %x = form.weight {name = "x", format = "bf16"} : tensor<2x32xbf16>
+  %w = form.weight {name = "w", format = "bf16"} : tensor<32x4xbf16>
+  %s = form.state {name = "s", kind = "conv"} : tensor<4x32x4xbf16>
+  %y = form.conv %x, %s, %w, %slots accepted %accepted : tensor<1xbf16> {offset = 0 : i64, activation = "silu"} : tensor<2x32xbf16>, tensor<4x32x4xbf16>, tensor<32x4xbf16>, tensor<1x2xi32> -> tensor<2x32xbf16>
+  form.return
+}
+
+// -----
+
 // CHECK: Operation does not verify: the lower_bound form needs lower_bound, and only it
 form.step batch 1 tokens 1 {
   %g = form.weight {name = "g", format = "bf16"} : tensor<1x32xbf16>
@@ -257,6 +288,25 @@ form.step batch 1 tokens 1 {
 
 // -----
 
+// CHECK: Operation does not verify: kda: each conv bias must be [32]
+form.step batch 1 tokens 1 {
+  %slots = form.input {role = "slots"} : tensor<1xi32>
+  %x = form.weight {name = "x", format = "bf16"} : tensor<1x32xbf16>
+  %wc = form.weight {name = "conv1d", format = "bf16"} : tensor<32x4xbf16>
+  %fa = form.weight {name = "f_a", format = "bf16"} : tensor<1x8xbf16>
+  %fb = form.weight {name = "f_b", format = "bf16"} : tensor<32x8xbf16>
+  %alog = form.weight {name = "A_log", format = "bf16"} : tensor<2xf32>
+  %dtb = form.weight {name = "dt_bias", format = "bf16"} : tensor<32xf32>
+  %beta = form.weight {name = "beta", format = "bf16"} : tensor<1x2xbf16>
+  %wn = form.weight {name = "o_norm", format = "bf16"} : tensor<16xbf16>
+  %conv = form.state {name = "conv", kind = "conv"} : tensor<4x96x3xbf16>
+  %rec = form.state {name = "rec", kind = "recurrent"} : tensor<4x2x16x16xf32>
+  %y = form.kda qkv(%x, %x, %x) conv(%wc, %wc, %wc, %conv) gate(%fa, %fb, %alog, %dtb) beta %beta out_gate %x norm %wn state %rec slots %slots bias(%fb, %fb, %fb : tensor<32x8xbf16>, tensor<32x8xbf16>, tensor<32x8xbf16>) {heads = 2 : i64, form = "softplus", scale = 0.25 : f64, l2_eps = 1.0e-06 : f64, eps = 1.0e-05 : f64} : (tensor<1x32xbf16>, tensor<1x32xbf16>, tensor<1x32xbf16>) conv(tensor<32x4xbf16>, tensor<32x4xbf16>, tensor<32x4xbf16>, tensor<4x96x3xbf16>) gate(tensor<1x8xbf16>, tensor<32x8xbf16>, tensor<2xf32>, tensor<32xf32>) beta tensor<1x2xbf16> out_gate tensor<1x32xbf16> norm tensor<16xbf16> state tensor<4x2x16x16xf32> slots tensor<1xi32> -> tensor<1x32xbf16>
+  form.return
+}
+
+// -----
+
 // CHECK: Operation does not verify: 3 query heads do not share 2 KV heads evenly
 form.step batch 1 tokens 1 {
   %positions = form.input {role = "positions"} : tensor<1xi32>
@@ -265,6 +315,19 @@ form.step batch 1 tokens 1 {
   %kv = form.weight {name = "kv", format = "bf16"} : tensor<1x64xbf16>
   %cache = form.state {name = "cache", kind = "kv"} : tensor<8x16x2x32xbf16>
   %y = form.attention %q, %kv, %kv, %cache, %cache, %pages, %positions {heads = 3 : i64, kv_heads = 2 : i64, scale = 0.125 : f64} : (tensor<1x96xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<8x16x2x32xbf16>, tensor<8x16x2x32xbf16>, tensor<1x4xi32>, tensor<1xi32>) -> tensor<1x96xbf16>
+  form.return
+}
+
+// -----
+
+// CHECK: Operation does not verify: attention: q must be a [rows, width] tensor, got [96]
+form.step batch 1 tokens 1 {
+  %positions = form.input {role = "positions"} : tensor<1xi32>
+  %pages = form.input {role = "pages"} : tensor<1x4xi32>
+  %q = form.weight {name = "q", format = "bf16"} : tensor<96xbf16>
+  %kv = form.weight {name = "kv", format = "bf16"} : tensor<1x64xbf16>
+  %cache = form.state {name = "cache", kind = "kv"} : tensor<8x16x2x32xbf16>
+  %y = form.attention %q, %kv, %kv, %cache, %cache, %pages, %positions {heads = 2 : i64, kv_heads = 2 : i64, scale = 0.125 : f64} : (tensor<96xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<8x16x2x32xbf16>, tensor<8x16x2x32xbf16>, tensor<1x4xi32>, tensor<1xi32>) -> tensor<1x64xbf16>
   form.return
 }
 
@@ -292,6 +355,19 @@ form.step batch 1 tokens 1 {
   %eg = form.weight {name = "eg", format = "bf16"} : tensor<8x32x64xbf16>
   %ed = form.weight {name = "ed", format = "bf16"} : tensor<8x64x32xbf16>
   %y = form.mixture %x, %router, %eg, %eg, %ed {top_k = 9 : i64, scoring = "softmax", renormalize = 1 : i64, routed_scaling = 1.0 : f64} : tensor<1x64xbf16>, tensor<8x64xbf16>, tensor<8x32x64xbf16>, tensor<8x32x64xbf16>, tensor<8x64x32xbf16> -> tensor<1x64xbf16>
+  form.return
+}
+
+// -----
+
+// CHECK: Operation does not verify: a shared expert is gate, up, down (and an optional gate row)
+form.step batch 1 tokens 1 {
+  %x = form.weight {name = "x", format = "bf16"} : tensor<1x64xbf16>
+  %router = form.weight {name = "router", format = "bf16"} : tensor<8x64xbf16>
+  %eg = form.weight {name = "eg", format = "bf16"} : tensor<8x32x64xbf16>
+  %ed = form.weight {name = "ed", format = "bf16"} : tensor<8x64x32xbf16>
+  %sg = form.weight {name = "sg", format = "bf16"} : tensor<48x64xbf16>
+  %y = form.mixture %x, %router, %eg, %eg, %ed shared(%sg, %sg : tensor<48x64xbf16>, tensor<48x64xbf16>) {top_k = 2 : i64, scoring = "softmax", renormalize = 1 : i64, routed_scaling = 1.0 : f64} : tensor<1x64xbf16>, tensor<8x64xbf16>, tensor<8x32x64xbf16>, tensor<8x32x64xbf16>, tensor<8x64x32xbf16> -> tensor<1x64xbf16>
   form.return
 }
 

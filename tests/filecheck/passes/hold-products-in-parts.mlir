@@ -118,3 +118,42 @@ builtin.module attributes {lane.shim = {batch_products = true}} {
 
 // CHECK: reason = "2 parts as one GEMV in parts: the products are a batch's"
 // CHECK: %p0, %p1 = form.product
+
+// -----
+
+// Held back (5 parts, 16 and 1 outputs): a kda's q, k and v (three parts of 128, one format) stay
+// one product in parts, the others split.
+builtin.module attributes {lane.shim = {numerics = "quantized"}} {
+  form.step batch 20 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<20xi32>
+    %slots = form.input {role = "slots"} : tensor<20xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x128xbf16>
+    %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<128x128xbf16>
+    %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<128x128xbf16>
+    %wv = form.weight {name = "model.layers.0.wv", format = "bf16"} : tensor<128x128xbf16>
+    %wfa = form.weight {name = "model.layers.0.wfa", format = "bf16"} : tensor<16x128xbf16>
+    %wb = form.weight {name = "model.layers.0.wb", format = "bf16"} : tensor<1x128xbf16>
+    %wg = form.weight {name = "model.layers.0.wg", format = "bf16"} : tensor<128x128xbf16>
+    %cq = form.weight {name = "model.layers.0.cq", format = "bf16"} : tensor<128x4xbf16>
+    %ck = form.weight {name = "model.layers.0.ck", format = "bf16"} : tensor<128x4xbf16>
+    %cv = form.weight {name = "model.layers.0.cv", format = "bf16"} : tensor<128x4xbf16>
+    %wfb = form.weight {name = "model.layers.0.wfb", format = "bf16"} : tensor<128x16xbf16>
+    %nw = form.weight {name = "model.layers.0.nw", format = "bf16"} : tensor<128xbf16>
+    %alog = form.weight {name = "model.layers.0.A_log", format = "bf16"} : tensor<1xf32>
+    %dtb = form.weight {name = "model.layers.0.dt_bias", format = "bf16"} : tensor<128xf32>
+    %cs = form.state {name = "model.layers.0.conv", kind = "conv"} : tensor<41x384x3xbf16>
+    %st = form.state {name = "model.layers.0.recurrent", kind = "recurrent"} : tensor<41x1x128x128xf32>
+    %x = form.embed %t, %e : (tensor<20xi32>, tensor<32x128xbf16>) -> tensor<20x128xbf16>
+    %q, %k, %v, %fa, %b = form.product %x, %wq, %wk, %wv, %wfa, %wb : (tensor<20x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<16x128xbf16>, tensor<1x128xbf16>) -> (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x16xbf16>, tensor<20x1xbf16>)
+    %g = form.product %x, %wg : (tensor<20x128xbf16>, tensor<128x128xbf16>) -> tensor<20x128xbf16>
+    %y = form.kda qkv(%q, %k, %v) conv(%cq, %ck, %cv, %cs) gate(%fa, %wfb, %alog, %dtb) beta %b out_gate %g norm %nw state %st slots %slots {heads = 1 : i64, form = "softplus", scale = 1.760000e-01 : f64, l2_eps = 1.000000e-06 : f64, eps = 1.000000e-05 : f64} : (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>) conv(tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<41x384x3xbf16>) gate(tensor<20x16xbf16>, tensor<128x16xbf16>, tensor<1xf32>, tensor<128xf32>) beta tensor<20x1xbf16> out_gate tensor<20x128xbf16> norm tensor<128xbf16> state tensor<41x1x128x128xf32> slots tensor<20xi32> -> tensor<20x128xbf16>
+    form.return %y : tensor<20x128xbf16>
+  }
+}
+
+
+// CHECK: reason = "products in parts split into one product a part: 5 parts are more than the GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
+// CHECK: %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<20x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>) -> (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>)
+// CHECK-NEXT: %fa = form.product %x, %wfa
+// CHECK-NEXT: %b = form.product %x, %wb
+// CHECK: %y = form.kda qkv(%q, %k, %v)
