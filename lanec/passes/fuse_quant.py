@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import IntegerType
+from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
@@ -53,9 +54,15 @@ class QuantizeInEpilogue(Judge):
     def match_and_rewrite(self, op: QuantizeOp, rewriter: PatternRewriter) -> None:
         source = op.x
         producer = source.owner
-        kind = getattr(producer, "name", "an input")
-        if not isinstance(producer, QuantizedEpilogue) or producer.quantize is not None:
+        if not isinstance(producer, Operation):
+            return  # a block's argument: no producer to put an epilogue in
+        kind = producer.name
+        if not isinstance(producer, QuantizedEpilogue):
             self.decide(op, False, f"stays a standalone quantize: {kind} has no quantize epilogue", about=producer)
+            return
+        if producer.quantize is not None:
+            self.decide(op, False, f"stays a standalone quantize: the {kind} already quantizes its result",
+                        about=producer)
             return
         if isinstance(producer, ProductOp) and len(producer.parts) > 1:
             self.decide(op, False, "stays a standalone quantize: the product in parts would quantize every part",
