@@ -418,11 +418,15 @@ def lower_kda(self: Lowering, op: form.KdaOp) -> None:
         spec["lower_bound"] = op.lower_bound.value.data
     if self.schedules is not None:
         spec.update(self.schedules("kda_split", {"heads": heads, "batch": batch, "tokens": tokens}))
+    f_a, beta = self.window(op.f_a), self.window(op.beta)
+    for name, window in (("raw_gate", f_a), ("beta", beta)):
+        if not window.contiguous:  # a part of the product in parts, read in place
+            spec[f"{name}_pitch"] = window.strides[0]
     out = self.activation("kda", (rows, dim))
     args = [x, conv]
     if op.biases:
         args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
-    args += [self.window(op.conv_state), self.window(op.f_a), self.window(op.beta), self.window(op.a_log),
+    args += [self.window(op.conv_state), f_a, beta, self.window(op.a_log),
              self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, self.window(op.gate),
              self.window(op.norm_weight), self.window(op.f_b)]
     if tokens > 1:

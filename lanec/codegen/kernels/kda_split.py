@@ -86,7 +86,7 @@ class KdaSplit:
 
     def __init__(self, heads, batch, gate_mode, has_bias, schedule=(0, 0, 0), tokens=1,
                  gate_form="lower_bound", *, slots=None, lower_bound=-5.0, scale=KEY ** -0.5,
-                 eps=1e-5, l2_eps=1e-6, x_pitch=None):
+                 eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None):
         # The gate stage sends decays for tokens 2 * quarter + column (at most 8), while
         # the decay barrier expects 512 bytes per token: more tokens would never arrive.
         if not 1 <= tokens <= 8:
@@ -130,6 +130,14 @@ class KdaSplit:
         if self.x_pitch < 3 * self.dim or self.x_pitch % 8:
             raise ValueError(f"KdaSplit x_pitch {self.x_pitch} must be >= 3 * dim ({3 * self.dim}) and a "
                              "multiple of 8 (rows stay 16-byte aligned)")
+        # f_a's output and the raw beta may be parts of the same product in parts as x (read in place)
+        self.raw_gate_pitch = 128 if raw_gate_pitch is None else int(raw_gate_pitch)
+        if self.raw_gate_pitch < 128 or self.raw_gate_pitch % 8:
+            raise ValueError(f"KdaSplit raw_gate_pitch {self.raw_gate_pitch} must be >= 128 and a multiple of 8 "
+                             "(the gate warp reads 16-byte vectors)")
+        self.beta_pitch = heads if beta_pitch is None else int(beta_pitch)
+        if self.beta_pitch < heads:
+            raise ValueError(f"KdaSplit beta_pitch {self.beta_pitch} must be >= heads ({heads})")
         self.slots = batch * tokens + 1 if slots is None else int(slots)
         if self.slots < 2:
             raise ValueError(f"KdaSplit needs at least 2 state slots (slot 0 is padding); got {self.slots}")
@@ -192,8 +200,8 @@ class KdaSplit:
             params.append(TensorParam("conv_bias", (3 * dim,), "bfloat16"))
         params += [
             TensorParam("conv_state", (self.slots, 3 * dim, taps), "bfloat16", written=True),
-            TensorParam("raw_gate", (rows, 128), "bfloat16"),
-            TensorParam("beta", (rows, self.heads), "bfloat16"),
+            TensorParam("raw_gate", (rows, 128), "bfloat16", (self.raw_gate_pitch, 1)),
+            TensorParam("beta", (rows, self.heads), "bfloat16", (self.beta_pitch, 1)),
             TensorParam("a_log", (self.heads,), "float32"),
             TensorParam("dt_bias", (dim,), "float32"),
             TensorParam("slots", slots, "int32"),
