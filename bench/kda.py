@@ -4,7 +4,7 @@
     #       pip download --no-deps fla-core==0.6.0 -d .whl
     # there (carry build/gpu/kda_split and .whl):
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl
-    PYTHONPATH=/tmp/site:. python3 bench/kda.py
+    PYTHONPATH=/tmp/site:. python3 bench/kda.py [--problems 32x1 32x256 ...] [--anchors none]
 
 Every figure is the median over repetitions of one CUDA graph replay holding `launches` steps
 back to back, divided by `launches`; consecutive steps read and write different state slots (a
@@ -12,7 +12,7 @@ rotation of slot tables wide enough that a graph touches well over the 60 MB L2)
 finds its state in L2. "chain" is what vLLM runs per KDA layer between its projections: fla's
 causal_conv1d_update of q, k, v + the f_b GEMV (torch) + fused_recurrent_kda_fwd (l2norm, gate
 and beta sigmoid in kernel, state in place) + rms_norm_gated(sigmoid); "recurrent" is
-fused_recurrent_kda_fwd alone. "state %" is the step's state bytes (read + write, fp32) per
+fused_recurrent_kda_fwd alone, each problem's anchors in a process of their own. "state %" is the step's state bytes (read + write, fp32) per
 microsecond against the device-to-device copy bandwidth measured in the same run (torch copy_,
 read + write counted)."""
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -176,6 +177,28 @@ def fla_us(problem: Problem, chain: bool) -> float:
     return median_graph_us(enqueue, problem.sets, torch.cuda.Stream())
 
 
+def fla_anchors(heads: int, batch: int, slots: int) -> tuple[float, float]:
+    """fla's recurrent and chain microseconds for one problem, in a process of their own: a
+    crash there (an illegal address leaves the CUDA context unusable) costs one row, and every
+    problem autotunes fla's kernels at its own shape. NaN where it failed."""
+    # fla's recurrent kernel offsets the state in 32 bits: keep its pool under 2 GiB
+    slots = min(slots, (2 ** 31 - 1) // (heads * STATE_BYTES))
+    slots = 1 + batch * max(2, (slots - 1) // batch)
+    command = [sys.executable, __file__, "--fla-only", f"{heads}x{batch}", "--fla-slots", str(slots)]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        print(f"fla {heads}x{batch}: timed out", flush=True)
+        return float("nan"), float("nan")
+    for line in reversed(run.stdout.splitlines()):
+        if line.startswith("fla "):
+            _, recurrent, chain = line.split()
+            return float(recurrent), float(chain)
+    reason = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    print(f"fla {heads}x{batch}: failed ({reason})", flush=True)
+    return float("nan"), float("nan")
+
+
 def main() -> None:
     import argparse
 
@@ -187,7 +210,14 @@ def main() -> None:
     parser.add_argument("--anchor-problems", nargs="*", default=None,
                         help="HEADSxBATCH problems to run fla on (default: all)")
     parser.add_argument("--problems", nargs="*", default=None, help="HEADSxBATCH problems to run (default: all)")
+    parser.add_argument("--fla-only", default=None, help=argparse.SUPPRESS)  # HEADSxBATCH: one anchor row
+    parser.add_argument("--fla-slots", type=int, default=None, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.fla_only:
+        heads, batch = (int(v) for v in options.fla_only.split("x"))
+        problem = Problem(heads, batch, options.fla_slots)
+        print(f"fla {fla_us(problem, chain=False)} {fla_us(problem, chain=True)}", flush=True)
+        return
     device = driver.Device(0)
     torch.cuda.init()
     listing = [spec for spec in json.loads((OUT / "cases.json").read_text())["bench"]
@@ -220,13 +250,7 @@ def main() -> None:
     for heads, batch in order:
         if options.anchor_problems and f"{heads}x{batch}" not in options.anchor_problems:
             continue
-        # fla's recurrent kernel offsets the state in 32 bits: keep its pool under 2 GiB
-        fla_slots = min(by_problem[heads, batch][0]["slots"], (2 ** 31 - 1) // (heads * STATE_BYTES))
-        problem = Problem(heads, batch, 1 + batch * max(2, (fla_slots - 1) // batch))
-        recurrent = fla_us(problem, chain=False)
-        chain = fla_us(problem, chain=True)
-        del problem
-        torch.cuda.empty_cache()
+        recurrent, chain = fla_anchors(heads, batch, by_problem[heads, batch][0]["slots"])
         mine = {s: v for (h, b, s), v in ours.items() if (h, b) == (heads, batch)}
         best = min(mine, key=lambda s: mine[s][0])
         best_us, default_us = mine[best][0], mine.get("0-0-0", (float("nan"),))[0]

@@ -14,6 +14,7 @@ from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 from lanec.codegen.kernels.base import LaunchShape, TensorParam
 from lanec.codegen.kernels.primitives import (
     advance,
+    arrive,
     alloc,
     at,
     copy_g2s,
@@ -38,7 +39,6 @@ from lanec.codegen.kernels.primitives import (
     store_evict_f32x4,
     store_f32x4,
     store_shared,
-    arrive,
     unpack_bf16,
     wait,
     warp_sum,
@@ -80,7 +80,13 @@ class KdaSplit:
     [c_accepted, c_accepted + 1, x_0, ..., x_q-1]. Token t's F_B row is MMA column t;
     CTA t % C normalizes token t.
     ``gate_form``: "lower_bound" (decay = exp(lb * sigmoid(exp(A_log) (f + dt_bias)))) or
-    "softplus" (Kimi Linear: decay = exp(-exp(A_log) softplus(f + dt_bias)))."""
+    "softplus" (Kimi Linear: decay = exp(-exp(A_log) softplus(f + dt_bias))).
+    One CTA a head (cluster 1) is a launch without a cluster, where DSMEM and cluster
+    barriers are illegal: the CTA stores its decays and outputs itself and its barriers
+    count arrivals (32 gate lanes, 128 rows a token) instead of bytes.
+    ``lower_bound``, ``scale``, ``eps`` (output norm) and ``l2_eps`` (q, k norms) are
+    compile-time constants; ``slots`` is the state pools' slot count, ``x_pitch`` the row
+    pitch of x (its q, k, v columns may sit inside a wider row)."""
 
     name = "kda_split"
 
