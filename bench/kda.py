@@ -199,6 +199,20 @@ def fla_anchors(heads: int, batch: int, slots: int) -> tuple[float, float]:
     return float("nan"), float("nan")
 
 
+def write_table(path: Path, ours: dict) -> None:
+    """The autotuner's output: per (heads, batch, tokens) the fastest schedule measured, in the
+    format lanec/codegen/schedules.py reads (merged into what `path` already holds)."""
+    table = json.loads(path.read_text()) if path.is_file() else {}
+    entries = table.setdefault("kda_split", {})
+    for heads, batch in sorted({(h, b) for h, b, _ in ours}):
+        mine = {s: v for (h, b, s), v in ours.items() if (h, b) == (heads, batch)}
+        best = min(mine, key=lambda s: mine[s][0])
+        entries[f"batch={batch},heads={heads},tokens=1"] = {
+            "schedule": [int(v) for v in best.split("-")], "us": round(mine[best][0], 2)}
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"wrote the fastest schedules of {len(entries)} problems to {path}", flush=True)
+
+
 def main() -> None:
     import argparse
 
@@ -210,6 +224,9 @@ def main() -> None:
     parser.add_argument("--anchor-problems", nargs="*", default=None,
                         help="HEADSxBATCH problems to run fla on (default: all)")
     parser.add_argument("--problems", nargs="*", default=None, help="HEADSxBATCH problems to run (default: all)")
+    parser.add_argument("--write-table", default=None, metavar="PATH",
+                        help="write the fastest schedule of each problem as the compiler's schedule table "
+                             "(copy it to lanec/codegen/schedules.json)")
     parser.add_argument("--fla-only", default=None, help=argparse.SUPPRESS)  # HEADSxBATCH: one anchor row
     parser.add_argument("--fla-slots", type=int, default=None, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -243,6 +260,8 @@ def main() -> None:
                   f"{share:>7.1f}%", flush=True)
         del problem
         torch.cuda.empty_cache()
+    if options.write_table:
+        write_table(Path(options.write_table), ours)
     if options.anchors == "none":
         return
     print(f"{'heads':>5} {'batch':>5} {'best':>10} {'kda_split us':>12} {'default us':>10} {'recurrent us':>12} "

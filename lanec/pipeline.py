@@ -106,10 +106,11 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, cache_dir
 
 def compile_plan(source: str | Path, shim: LaneShim, *, cache_dir: Path | None = None, progress=None) -> Compiled:
     """The whole compiler: a form file to a plan."""
-    original, where = parse_verify(source)
+    module, where = parse_verify(source)
     form_text, _ = read_source(source, None)
-    module, _ = parse_verify(source)
     decisions = fuse(module, shim, where)
     lane_module = lower(module, where)
     kernels = codegen(lane_module)
-    return Compiled(plan(original, lane_module, form_text, cache_dir, progress), lane_module, kernels, decisions)
+    # the plan's oracle is the fused form: the same meaning (the rules preserve it), in the ops
+    # the kernels compute, so --check can round where they store
+    return Compiled(plan(module, lane_module, form_text, cache_dir, progress), lane_module, kernels, decisions)

@@ -124,4 +124,4 @@ def step_of(op, use, define) -> Step:
     properties = {name: plain(attr, op.name, name)
                   for name, attr in op.properties.items() if name not in IGNORED}
     results = [define(r) for r in op.results]
-    return Step(kind, operands, results, properties)
+    return Step(kind, operands, results, properties, [dtype(r.type) for r in op.results])

@@ -93,6 +93,7 @@ class Step:
     operands: dict[str, Operand]
     results: list[int]
     properties: dict[str, Any] = field(default_factory=dict)
+    stores: list[str] = field(default_factory=list)  # each result's storage dtype ("bf16", "f32", ...)
 
 
 @dataclass
@@ -111,9 +112,13 @@ class Program:
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self, env: Environment) -> list[np.ndarray]:
-        """The step's outputs; `env.states` are updated in place."""
-        values: dict[int, np.ndarray] = {}
+    def run(self, env: Environment, storage: bool = False,
+            values: dict[int, np.ndarray] | None = None) -> list[np.ndarray]:
+        """The step's outputs; `env.states` are updated in place. With `storage`, every result
+        stored as bf16 is rounded to bf16 as a kernel stores it (the meaning stays fp32 math
+        between stores: the oracle for `lanec run --check`). `values`, if given, receives every
+        value of the step by id."""
+        values = {} if values is None else values
         for decl in self.inputs:
             values[decl.value] = declared(env.inputs, decl.role, decl, "input")
         for decl in self.weights:
@@ -126,6 +131,9 @@ class Program:
             if len(results) != len(step.results):
                 fail(f"step {index} ({step.op}) gives {len(results)} results; "
                      f"the program names {len(step.results)}")
+            if storage:
+                results = [ops.bf16(r) if store == "bf16" else r
+                           for r, store in zip(results, step.stores or [""] * len(results), strict=True)]
             values.update(zip(step.results, results, strict=True))
         missing = [v for v in self.outputs if v not in values]
         if missing:
