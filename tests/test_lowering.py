@@ -17,13 +17,8 @@ from lanec.pipeline import fuse, parse_verify
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def launches(source, batch: int | None = None):
-    text = Path(source).read_text()
-    if batch is not None:
-        text = text.replace("form.step batch 1 tokens 1", f"form.step batch {batch} tokens 1")
-    module, where = parse_verify(text, "kda.mlir") if batch is None else (None, None)
-    if module is None:
-        pytest.skip("batch variants are imported in test_import")
+def launches(source: Path):
+    module, where = parse_verify(source)
     fuse(module, LaneShim(), where)
     lowered = lower_module(module, schedules=schedule_for)
     lowered.verify()
