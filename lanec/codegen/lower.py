@@ -193,7 +193,8 @@ class Lowering:
                 if op.format.data != "bf16":
                     raise LoweringError(f"weight {op.weight_name.data}: the lane's kernels read {op.format.data} "
                                         "weights only through the quantized products (not linked yet)")
-            name = ops[0].weight_name.data if len(ops) == 1 else "+".join(op.weight_name.data for op in ops)
+            first = ops[0].weight_name.data
+            name = first if len(ops) == 1 else f"{first}+{len(ops) - 1}"  # its sources list them all
             attrs = [{k: to_attr(v) for k, v in t.items()} for t in transforms]
             window = self.buffer(name, "weight", shape, element, sources=key[0], transforms=attrs)
             self.weights[key] = window.buffer

@@ -38,7 +38,11 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
             result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress)
     else:
         result = compile_plan(source, shim, cache_dir=cache_dir)
-    result.plan.write(output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        result.plan.write(output)
+    except OSError as error:
+        raise click.ClickException(f"{output}: cannot write it: {error.strerror or error}") from None
     if emit_lane is not None:
         emit_lane.write_text(str(result.lane) + "\n")
     if emit_kernels is not None:

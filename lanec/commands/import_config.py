@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import click
 
 
@@ -56,6 +58,8 @@ def import_config(config: str, output: str, layers: int | None, batch: int, toke
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise click.ClickException(f"{config}: the imported step does not verify: {first}") from None
     try:
+        if output != "-":  # a new file's folders are made, as a build directory's would be
+            Path(output).parent.mkdir(parents=True, exist_ok=True)
         with click.open_file(output, "w") as out:
             out.write(text)
     except OSError as e:
