@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lanec.codegen.kernels.base import LaunchShape as Shape  # a launch's grid, block, cluster, memory, PDL
 from lanec.runtime import dtypes
 
 MAGIC = b"LANEPLAN"
@@ -55,31 +56,6 @@ def _shape(values, what: str) -> tuple[int, ...]:
     _require(isinstance(values, (list, tuple)) and all(isinstance(v, int) and v >= 0 for v in values),
              f"{what}: shape {values!r} must be a list of non-negative integers")
     return tuple(values)
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A launch's grid, block, cluster, dynamic shared memory and PDL (duck-types LaunchShape)."""
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    cluster: tuple[int, int, int] = (1, 1, 1)
-    shared_bytes: int = 0
-    pdl: bool = True
-
-    def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "cluster": list(self.cluster),
-                "shared_bytes": self.shared_bytes, "pdl": self.pdl}
-
-    @classmethod
-    def from_json(cls, data: dict) -> Shape:
-        return cls(tuple(data["grid"]), tuple(data["block"]), tuple(data["cluster"]),
-                   int(data["shared_bytes"]), bool(data["pdl"]))
-
-    @classmethod
-    def of(cls, shape) -> Shape:
-        """From a LaunchShape (or anything with the same fields)."""
-        return cls(tuple(shape.grid), tuple(shape.block), tuple(shape.cluster), shape.shared_bytes, shape.pdl)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """What every kernel class shares: the launch facts (computed in plain Python, used by both the
-kernel's `__call__` and the plan writer, so they cannot drift) and the tensor parameters."""
+kernel's `__call__` and the plan writer, so they cannot drift) and the tensor parameters. Plain
+Python only: the runtime reads these too, on a machine without CuTe DSL."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ class LaunchShape:
     @classmethod
     def from_json(cls, data: dict) -> LaunchShape:
         return cls(tuple(data["grid"]), tuple(data["block"]), tuple(data["cluster"]),
-                   data["shared_bytes"], data["pdl"])
+                   int(data["shared_bytes"]), bool(data["pdl"]))
+
+    @classmethod
+    def of(cls, shape) -> LaunchShape:
+        """From anything with the same fields."""
+        return cls(tuple(shape.grid), tuple(shape.block), tuple(shape.cluster), shape.shared_bytes, shape.pdl)
 
 
 @dataclass(frozen=True)
