@@ -4,6 +4,9 @@ the CPU machine, then carry build/ to the GPU machine:
 
     python tests/gpu/build.py [--cache-dir DIR] [--only KERNEL ...]
 
+Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py) and the whole plans
+of tests/gpu/plans.py, so that `python3 -m pytest tests/gpu` there runs everything.
+
 A case module names its kernel (`KERNEL`), its specializations (`CASES`: case name -> JSON
 constructor arguments) and `make(spec)`, which builds the kernel object (importing CuTe DSL only
 there, so the GPU tests can import the module for `CASES`). Modules without them (a kernel with
@@ -64,7 +67,18 @@ def main(argv=None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     MANIFEST.write_text(json.dumps({"cases": entries}, indent=1) + "\n")
     print(f"{len(entries)} cases in {MANIFEST.relative_to(ROOT)}")
+    if args.only is None:  # everything tests/gpu runs: KdaSplit's cases and the whole plans too
+        load_script("kda_split_cases", CASES_DIR / "kda_split.py").main(["--set", "quick", "--set", "cluster1"])
+        for path in load_script("gpu_plans", Path(__file__).resolve().parent / "plans.py").build():
+            print(f"plan {path.relative_to(ROOT)}")
     return 0
+
+
+def load_script(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(f"lanec_gpu_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":
