@@ -74,3 +74,16 @@ def test_rows_beyond_a_gemv_are_split_into_launches(tmp_path):
     assert [spec_of(op)["rows"] for op in o_proj] == [32, 32]
     kda = [op for op in ops if op.kernel.data == "kda_split"]
     assert len(kda) == 1 and spec_of(kda[0])["batch"] == 64
+
+
+def test_the_whole_kimi_example_names_every_op_without_a_kernel(tmp_path):
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    result = CliRunner().invoke(main, ["compile", str(ROOT / "examples" / "kimi-linear-small.mlir"),
+                                       "-o", str(tmp_path / "k.plan")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].endswith(
+        "error: no lane kernel for: form.latent_attention x1, form.mixture x3")
+    assert not (tmp_path / "k.plan").exists()

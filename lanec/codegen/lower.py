@@ -235,8 +235,13 @@ class Lowering:
                                         shape.grid, shape.block, shape.cluster, shape.shared_bytes, shape.pdl))
 
     def no_kernel(self, op: Operation, why: str = "") -> None:
+        """Note an op the lane cannot launch; its results get buffers all the same, so the walk
+        goes on and the error names every such op at once."""
         key = op.name + (f" ({why})" if why else "")
         self.missing[key] = self.missing.get(key, 0) + 1
+        for result in op.results:
+            if result not in self.windows and isinstance(result.type, TensorType):
+                self.windows[result] = self.activation(op.name, form.shape(result), form.element(result))
 
     # -- the walk --------------------------------------------------------------------------------
 
@@ -358,7 +363,8 @@ def lower_norm(self: Lowering, op: form.NormOp) -> None:
     name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
     y = self.activation(name, (rows, width))
     args = [self.window(op.x)]
-    spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None}
+    spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
+            **pitch_of(args[0])}
     if op.residual is not None:
         args.append(self.window(op.residual))
     args += [self.window(op.weight), y]

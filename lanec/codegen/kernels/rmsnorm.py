@@ -24,7 +24,7 @@ class RmsNorm:
 
     name = "rmsnorm"
 
-    def __init__(self, rows: int, width: int, eps: float, residual: bool = False):
+    def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None):
         if rows < 1:
             raise ValueError(f"rmsnorm needs at least one row; got {rows}")
         if width < VECTOR or width % VECTOR:
@@ -33,6 +33,11 @@ class RmsNorm:
         if not eps > 0:
             raise ValueError(f"rmsnorm eps must be positive; got {eps}")
         self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
+        # x may be one part of a wider row (a product in parts' output, read in place)
+        self.x_pitch = width if x_pitch is None else int(x_pitch)
+        if self.x_pitch < width or self.x_pitch % VECTOR:
+            raise ValueError(f"rmsnorm x pitch {self.x_pitch}: at least the row's {width} values and a multiple "
+                             f"of {VECTOR} (rows start 16-byte aligned)")
         vectors = width // VECTOR
         self.warps = min(MAX_THREADS // 32, -(-vectors // 32))
         self.steps = -(-vectors // (32 * self.warps))
@@ -42,7 +47,7 @@ class RmsNorm:
 
     def params(self) -> list[TensorParam]:
         row = (self.rows, self.width)
-        params = [TensorParam("x", row, "bfloat16")]
+        params = [TensorParam("x", row, "bfloat16", (self.x_pitch, 1))]
         if self.residual:
             params.append(TensorParam("residual", row, "bfloat16"))
         params += [TensorParam("w", (self.width,), "bfloat16"),
