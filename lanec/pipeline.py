@@ -90,7 +90,8 @@ def codegen(lane_module: ModuleOp) -> str:
     return kernel_source(lane_module)
 
 
-def plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, cache_dir: Path | None, progress) -> Plan:
+def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: str, cache_dir: Path | None,
+         progress) -> Plan:
     """7. plan: compile each distinct specialization for sm_90a (cached by content) into plan.bin."""
     from functools import partial
 
@@ -98,7 +99,7 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, cache_dir
     from lanec.codegen.plan_writer import write_plan
 
     try:
-        return write_plan(form_module, lane_module, form_text,
+        return write_plan(form_module, lane_module, form_text, kernels=kernels,
                           compile_kernel=partial(compile_kernel, cache_dir=cache_dir), progress=progress)
     except (CompileError, ValueError) as error:
         raise click.ClickException(one_line(str(error))) from None
@@ -113,4 +114,5 @@ def compile_plan(source: str | Path, shim: LaneShim, *, cache_dir: Path | None =
     kernels = codegen(lane_module)
     # the plan's oracle is the fused form: the same meaning (the rules preserve it), in the ops
     # the kernels compute, so --check can round where they store
-    return Compiled(plan(module, lane_module, form_text, cache_dir, progress), lane_module, kernels, decisions)
+    return Compiled(plan(module, lane_module, kernels, form_text, cache_dir, progress), lane_module, kernels,
+                    decisions)

@@ -58,7 +58,9 @@ def address(value: SSAValue) -> Arg:
 
 
 def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, compile_kernel: Callable,
-               progress: Callable[[int, int, str], None] | None = None) -> Plan:
+               kernels: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> Plan:
+    """The plan of `lane_module`: `kernels` is its cute-dsl module (printed here when not given),
+    whose kernel objects are compiled, one per distinct specialization."""
     from lanec.interp.lower import program_of
 
     program = program_of(form_module)
@@ -82,9 +84,9 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
             plan.weights.append(WeightBinding(name, tuple(sources[s.data] for s in op.sources.data), chain))
 
     launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
-    kernels = kernel_objects(kernel_source(lane_module))
+    objects = kernel_objects(kernels if kernels is not None else kernel_source(lane_module))
     compiled: dict[str, object] = {}
-    for index, (op, kernel) in enumerate(zip(launches, kernels, strict=True)):
+    for index, (op, kernel) in enumerate(zip(launches, objects, strict=True)):
         key = repr(sorted(vars(kernel).items()))
         if progress is not None:
             progress(index, len(launches), op.kernel.data)
