@@ -83,7 +83,7 @@ def build() -> None:
     print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
 
 
-def run() -> None:
+def run() -> list:
     import torch
 
     from lanec.runtime import driver
@@ -188,10 +188,32 @@ def run() -> None:
     for label, cells in by_label.items():
         print(f"  {label:36s} " + "  ".join(cells))
 
+    return rows_out
+
+
+def write_table(path: Path, rows_out) -> None:
+    """The autotuner's output: per (kernel, rows, width, outputs) the fastest schedule timed, in
+    the format lanec/codegen/schedules.py reads (merged into what `path` already holds; copy it to
+    lanec/codegen/schedules.json)."""
+    table = json.loads(path.read_text()) if path.is_file() else {}
+    best: dict[tuple, tuple] = {}
+    for entry, ours_us, _, _, _ in rows_out:
+        key = (entry["kind"], entry["rows"], entry["k"], entry["n"])
+        if key not in best or ours_us < best[key][1]:
+            best[key] = (entry, ours_us)
+    for (kind, rows, k, n), (entry, us) in sorted(best.items()):
+        schedule = [entry["warps"], entry["per_cta"], 2 if entry["path"] == "mma" else 1]
+        table.setdefault(kind, {})[f"outputs={n},rows={rows},width={k}"] = {"schedule": schedule, "us": round(us, 2)}
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"wrote the fastest schedules of {len(best)} products to {path}")
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["build"]:
         build()
     elif not sys.argv[1:]:
         run()
+    elif len(sys.argv) == 3 and sys.argv[1] == "--write-table":
+        write_table(Path(sys.argv[2]), run())
     else:
-        sys.exit("usage: python bench/gemv.py [build]")
+        sys.exit("usage: python bench/gemv.py [build | --write-table PATH]")

@@ -234,6 +234,10 @@ class Lowering:
         self.block.add_op(lane.LaunchOp(kernel_name, {k: to_attr(v) for k, v in spec.items()}, operands,
                                         shape.grid, shape.block, shape.cluster, shape.shared_bytes, shape.pdl))
 
+    def tuned(self, kernel: str, shape: dict) -> dict:
+        """The schedule table's overrides for `kernel` at `shape` ({} without a table)."""
+        return {} if self.schedules is None else self.schedules(kernel, shape)
+
     def no_kernel(self, op: Operation, why: str = "") -> None:
         """Note an op the lane cannot launch; its results get buffers all the same, so the walk
         goes on and the error names every such op at once."""
@@ -324,7 +328,8 @@ def lower_product(self: Lowering, op: form.ProductOp) -> None:
     spec.update(pitch_of(x))
     for first in range(0, rows, GEMV_ROWS):
         count = min(GEMV_ROWS, rows - first)
-        self.launch("gemv", {"rows": count, **spec}, [x.rows(first, count), weight, out.rows(first, count)])
+        tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
+        self.launch("gemv", {"rows": count, **spec, **tuned}, [x.rows(first, count), weight, out.rows(first, count)])
     start = 0
     for n, result in zip(parts, op.parts, strict=True):
         self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
@@ -350,7 +355,8 @@ def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
     x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
     for first in range(0, rows, GEMV_ROWS):
         count = min(GEMV_ROWS, rows - first)
-        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x)},
+        tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
+        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned},
                     [x.rows(first, count), gate, up, out.rows(first, count)])
     self.windows[op.result] = out
 
@@ -423,8 +429,7 @@ def lower_kda(self: Lowering, op: form.KdaOp) -> None:
     }
     if op.lower_bound is not None:
         spec["lower_bound"] = op.lower_bound.value.data
-    if self.schedules is not None:
-        spec.update(self.schedules("kda_split", {"heads": heads, "batch": batch, "tokens": tokens}))
+    spec.update(self.tuned("kda_split", {"heads": heads, "batch": batch, "tokens": tokens}))
     f_a, beta = self.window(op.f_a), self.window(op.beta)
     for name, window in (("raw_gate", f_a), ("beta", beta)):
         if not window.contiguous:  # a part of the product in parts, read in place

@@ -1,6 +1,9 @@
 """gated_gemv specializations: Kimi Linear's dense and expert pairs, awkward widths, both paths
 (CUDA cores at 1-3 rows, tensor cores from 4 to the 32-row limit)."""
 
+import json
+from pathlib import Path
+
 KERNEL = "gated_gemv"
 
 CASES = {
@@ -13,6 +16,14 @@ CASES = {
     "r32_k2368_h1000": dict(rows=32, width=2368, hidden=1000),
     "r16_k4096_fma": dict(rows=16, width=4096, hidden=1000, schedule=[8, 1, 1]),
 }
+
+# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
+TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
+for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
+    shape = dict(item.split("=") for item in key.split(","))
+    rows, width, outputs = (int(shape[k]) for k in ("rows", "width", "outputs"))
+    schedule = entry["schedule"]
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, hidden=outputs, schedule=schedule)
 
 
 def make(spec: dict):

@@ -4,6 +4,9 @@ of real products and awkward ones (K not a multiple of the MMA's 32-value chunk,
 8-row tiles), parts, and per-head part reads on both paths. 64 rows is refused by the kernel (a
 GEMM: gemm_tc's), so it is not a case."""
 
+import json
+from pathlib import Path
+
 KERNEL = "gemv"
 
 CASES = {
@@ -25,7 +28,18 @@ CASES = {
     "r3_k1000_mma_w3": dict(rows=3, width=1000, parts=[777], schedule=[3, 8, 2]),
     "r8_k4096_fma": dict(rows=8, width=4096, parts=[1000], schedule=[8, 2, 1]),
     "r6_per_head_mma": dict(rows=6, width=128, parts=[512], per_head=[8, 192, 64]),
+    # a part of a product in parts read in place: g_b's input in the KDA layer (pitch 12576)
+    "r1_k128_pitch": dict(rows=1, width=128, parts=[4096], x_pitch=12576),
+    "r8_k128_pitch_mma": dict(rows=8, width=128, parts=[4096], x_pitch=12576),
 }
+
+# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
+TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
+for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
+    shape = dict(item.split("=") for item in key.split(","))
+    rows, width, outputs = (int(shape[k]) for k in ("rows", "width", "outputs"))
+    schedule = entry["schedule"]
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, parts=[outputs], schedule=schedule)
 
 
 def make(spec: dict):
