@@ -304,8 +304,16 @@ def test_kda_only_needs_a_kda_layer():
     assert counts(build(mla_first, layers=2, kda_only=True))["form.delta_rule"] == 1
 
 
+def test_output_folders_are_made(tmp_path):
+    out = tmp_path / "build" / "models" / "out.mlir"
+    result = CliRunner().invoke(main, ["import", str(EXAMPLES / "kimi-linear-tiny.config.json"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("builtin.module")
+
+
 def test_unwritable_output_is_a_one_line_error(tmp_path):
-    out = tmp_path / "missing" / "out.mlir"
+    (tmp_path / "a-file").write_text("not a folder")
+    out = tmp_path / "a-file" / "out.mlir"
     result = CliRunner().invoke(main, ["import", str(EXAMPLES / "kimi-linear-tiny.config.json"), "-o", str(out)])
     assert result.exit_code == 1 and "cannot write it" in result.output
     assert len(result.output.strip().splitlines()) == 1
