@@ -1,6 +1,9 @@
 """Tuned schedules: the specialization knobs measured best on the GPU for a kernel at a shape,
-kept in schedules.json beside this file (written by `bench/tune_kda.py` on the H200) and read by
-the lowering. A shape not in the table keeps the kernel's own defaults (the seed's)."""
+kept in schedules.json beside this file and read by the lowering. The benches write it on the H200
+(`bench/kda.py --write-table`, `bench/gemv.py --write-table`; `tests/gpu/session.sh` runs both);
+an entry joins the table once tests/gpu has checked its specialization (the GPU cases of gemv and
+gated_gemv include every schedule the table names). A shape not in the table keeps the kernel's
+own defaults (the seed's, for KdaSplit)."""
 
 from __future__ import annotations
 
