@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     MANIFEST.write_text(json.dumps({"cases": entries}, indent=1) + "\n")
     print(f"{len(entries)} cases in {MANIFEST.relative_to(ROOT)}")
     if args.only is None:  # everything tests/gpu runs: KdaSplit's cases and the whole plans too
-        load_script("kda_split_cases", CASES_DIR / "kda_split.py").main(["--set", "quick", "--set", "cluster1"])
+        load_script("kda_split_cases", CASES_DIR / "kda_split.py").main(["--set", "quick", "--set", "cluster1", "--set", "tuned"])
         for path in load_script("gpu_plans", Path(__file__).resolve().parent / "plans.py").build():
             print(f"plan {path.relative_to(ROOT)}")
     return 0

@@ -10,7 +10,7 @@ reference does too; f_a and F_B are drawn on grids (1/8, 1/64) that make the pro
 fp32 in any summation order, or a sum within an fp32 ulp of a bf16 rounding boundary would round
 differently in the MMA and in numpy (one bf16 ulp of a gate: ~0.5% of a state column). The whole
 `ops.kda` is checked as well, at the looser tolerance that rounding costs. Build the cases first (CPU machine): `python tests/gpu/cases/kda_split.py --set quick`;
-`LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid."""
+`LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid (default: quick, cluster1, tuned)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ TOLERANCE = {"output": (2e-2, 2e-2), "state": (2e-3, 2e-4), "oracle_output": (5e
 
 
 def _specs() -> list[dict]:
-    names = os.environ.get("LANEC_KDA_CASES", "quick").split(",")
+    names = os.environ.get("LANEC_KDA_CASES", "quick,cluster1,tuned").split(",")
     if not CASES_FILE.is_file():
         return []
     listing = json.loads(CASES_FILE.read_text())

@@ -72,6 +72,16 @@ def quick() -> list[dict]:
     ]
 
 
+def tuned() -> list[dict]:
+    """Every schedule the compiler's table picks (lanec/codegen/schedules.json), at its shape."""
+    table = json.loads((ROOT / "lanec" / "codegen" / "schedules.json").read_text()).get("kda_split", {})
+    cases = []
+    for key, entry in table.items():
+        shape = {k: int(v) for k, v in (item.split("=") for item in key.split(","))}
+        cases.append(case(shape["heads"], shape["batch"], shape["tokens"], schedule=entry["schedule"]))
+    return cases
+
+
 def cluster1() -> list[dict]:
     """One CTA a head (128 rows, four decays a gate lane)."""
     return [case(4, 2, schedule=(0, 0, 0, 1)), case(4, 2, schedule=(1, 0, 0, 1)),
@@ -103,7 +113,7 @@ def bench() -> list[dict]:
     return [dict(c, slots=bench_slots(c["heads"], c["batch"])) for c in cases]
 
 
-SETS = {"quick": quick, "cluster1": cluster1, "full": full, "bench": bench}
+SETS = {"quick": quick, "cluster1": cluster1, "tuned": tuned, "full": full, "bench": bench}
 
 
 def read_cases(name: str) -> list[dict]:
