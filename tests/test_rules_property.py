@@ -324,4 +324,7 @@ def test_the_table_preserves_meaning(text: str, seed: int) -> None:
         shim.record(placed)
         FuseQuantRule().apply(form_context(), placed)  # the same quantize placement, unfused
         assert disagreement(run(placed, env), fused) < TIGHT, (shim, text)
-        assert disagreement(unfused, fused) < QUANT_BOUND[shim.words], (shim, text)
+        # a mixture's top-k is a discrete choice: int8 error upstream may route a row to another
+        # expert, so quantization's own error is bounded only where no mixture follows
+        if "form.mixture" not in text:
+            assert disagreement(unfused, fused) < QUANT_BOUND[shim.words], (shim, text)
