@@ -1,0 +1,130 @@
+"""`lanec run --check`'s comparison, on the CPU: a stand-in for the GPU session runs the plan's
+program as the kernels would (bf16 stores rounded), and the check must agree with it, name a
+buffer that differs, and accept a token chosen in a near tie."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lanec.cli import main
+from lanec.runtime import runner
+from lanec.runtime.runner import Options, execute
+
+FORM = """
+builtin.module {
+  form.step batch 3 tokens 1 {
+    %x = form.input {role = "tokens"} : tensor<3xi32>
+    %table = form.weight {name = "embed", format = "bf16"} : tensor<64x256xbf16>
+    %gw = form.weight {name = "gate", format = "bf16"} : tensor<512x256xbf16>
+    %uw = form.weight {name = "up", format = "bf16"} : tensor<512x256xbf16>
+    %dw = form.weight {name = "down", format = "bf16"} : tensor<64x512xbf16>
+    %h = form.embed %x, %table : (tensor<3xi32>, tensor<64x256xbf16>) -> tensor<3x256xbf16>
+    %g = form.product %h, %gw : (tensor<3x256xbf16>, tensor<512x256xbf16>) -> tensor<3x512xbf16>
+    %u = form.product %h, %uw : (tensor<3x256xbf16>, tensor<512x256xbf16>) -> tensor<3x512xbf16>
+    %s = form.swiglu %g, %u : (tensor<3x512xbf16>, tensor<3x512xbf16>) -> tensor<3x512xbf16>
+    %d = form.product %s, %dw : (tensor<3x512xbf16>, tensor<64x512xbf16>) -> tensor<3x64xbf16>
+    %t = form.argmax %d : (tensor<3x64xbf16>) -> tensor<3xi32>
+    form.return %t, %d : tensor<3xi32>, tensor<3x64xbf16>
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def plan_path(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("check")
+    (folder / "small.mlir").write_text(FORM)
+    result = CliRunner().invoke(main, ["compile", str(folder / "small.mlir"), "-o", str(folder / "small.plan")])
+    assert result.exit_code == 0, result.output
+    return folder / "small.plan"
+
+
+def stand_in(perturb=None):
+    """A Session that computes the step with the interpreter (bf16 stores), then `perturb`s what
+    it read back, as a kernel with an error would."""
+
+    class Session:
+        def __init__(self, plan, env, sources, pdl=True):
+            self.plan, self.env = plan, env.copy()
+            self.program = runner_program[0]
+            self.stream = type("S", (), {"synchronize": lambda self: None})()
+            self.values: dict[str, np.ndarray] = {}
+
+        def step_function(self, graph):
+            def step():
+                outputs = self.program.run(self.env, storage=True)
+                for spec in self.plan.buffers:
+                    if spec.role == "output":
+                        self.values[spec.name] = np.asarray(outputs[spec.source])
+            return step
+
+        def read(self, name):
+            value = self.values[name].copy()
+            return perturb(name, value, self.values) if perturb else value
+
+    return Session
+
+
+runner_program: list = []
+
+
+@pytest.fixture
+def check(plan_path, monkeypatch):
+    def run(perturb=None) -> tuple[int, str]:
+        plan, program, env, sources = runner.load(plan_path, Options(check=True))
+        runner_program[:] = [program]
+        monkeypatch.setattr(runner, "Session", stand_in(perturb))
+        lines: list[str] = []
+        status = runner.check(plan, program, env, sources, Options(check=True), lines.append)
+        return status, "\n".join(lines)
+
+    return run
+
+
+def test_the_kernels_own_result_agrees(check):
+    status, report = check()
+    assert status == 0, report
+    assert "check: 2 of 2 agree with the interpreter" in report
+
+
+def test_a_wrong_output_is_named(check):
+    status, report = check(lambda name, v, _: v * 1.1 if v.dtype.kind == "f" else v)
+    assert status == 1
+    assert "MISMATCH" in report and "mismatch in" in report.splitlines()[-1]
+
+
+def test_an_unwritten_element_is_named(check):
+    def poison(name, value, _):
+        if value.dtype.kind == "f":
+            value = value.astype(np.float32)
+            value.flat[5] = np.nan
+        return value
+
+    status, report = check(poison)
+    assert status == 1 and "never written" in report
+
+
+def test_tokens_are_judged_against_the_logits(check):
+    def far(name, value, values):
+        if value.dtype.kind == "i":
+            logits = next(v for v in values.values() if v.dtype.kind == "f")
+            value = value.copy()
+            value[1] = int(np.argmin(logits[1]))  # the worst token of row 1
+        return value
+
+    status, report = check(far)
+    assert status == 1 and "rows chose a token far from the best" in report
+
+
+def test_execute_refuses_check_and_interpret_together(plan_path):
+    with pytest.raises(runner.RunError):
+        execute(plan_path, Options(check=True, interpret=True))
+
+
+def test_states_are_held_to_the_bf16_tolerance():
+    assert runner.state_tolerance("float32") == runner.TOLERANCE["bfloat16"]
+    assert runner.state_tolerance("bfloat16") == runner.TOLERANCE["bfloat16"]
