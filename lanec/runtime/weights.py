@@ -6,6 +6,7 @@ gets for `--check`, so both sides compute with the same numbers."""
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -70,6 +71,46 @@ class Checkpoint:
     def __contains__(self, name: str) -> bool:
         return name in self._header
 
+    def holds(self, name: str) -> bool:
+        """Whether `resolve` can make `name`: a tensor of that name, a row range of one
+        (`name[a:b]`), or experts stacked (`...experts.*.w1.weight`: experts 0, 1, ... in turn)."""
+        if name in self._header:
+            return True
+        sliced = ROW_RANGE.fullmatch(name)
+        if sliced:
+            return sliced.group(1) in self._header
+        return "*" in name and name.replace("*", "0", 1) in self._header
+
+    def resolve(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The form's weight `name` of `shape` from the checkpoint's tensors (see `holds`); a stored
+        shape that differs only by unit axes (a conv's [C, 1, W], A_log's [1, 1, H, 1]) is read as
+        the form's."""
+        sliced = ROW_RANGE.fullmatch(name)
+        if name in self._header:
+            values = self.tensor(name)
+        elif sliced:
+            base, first, last = sliced.group(1), int(sliced.group(2)), int(sliced.group(3))
+            values = self.tensor(base)
+            if not 0 <= first < last <= values.shape[0]:
+                raise WeightError(f"checkpoint tensor {base!r} has {values.shape[0]} rows; {name!r} asks for "
+                                  f"rows [{first}, {last})")
+            values = values[first:last]
+        else:
+            if not shape:
+                raise WeightError(f"{name!r} names stacked experts but the form's weight has no expert axis")
+            names = [name.replace("*", str(e), 1) for e in range(shape[0])]
+            missing = [n for n in names if n not in self._header]
+            if missing:
+                raise WeightError(f"checkpoint {self.path} has no tensor {missing[0]!r} (of the stacked {name!r})")
+            values = np.stack([self.tensor(n) for n in names])
+        if tuple(values.shape) != tuple(shape):
+            squeezed = tuple(n for n in values.shape if n != 1)
+            if squeezed != tuple(n for n in shape if n != 1):
+                raise WeightError(f"checkpoint tensor {name!r} is {list(values.shape)}; the plan expects "
+                                  f"{list(shape)}")
+            values = values.reshape(shape)
+        return values
+
     def tensor(self, name: str) -> np.ndarray:
         """The stored tensor: bf16 as float32 values, other types as numpy reads them."""
         if name not in self._header:
@@ -91,6 +132,9 @@ class Checkpoint:
             if count else np.empty(0, storage)
         values = dtypes.decode(np.asarray(raw), ours) if ours else np.array(raw)
         return values.reshape(shape)
+
+
+ROW_RANGE = re.compile(r"(.+)\[(\d+):(\d+)\]")  # a form weight that is rows [a, b) of a checkpoint tensor
 
 
 def _seed(seed: int, name: str) -> np.random.Generator:
@@ -125,13 +169,10 @@ def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict
             if source.name in values:
                 continue
             if checkpoint is not None:
-                if source.name not in checkpoint:
+                if not checkpoint.holds(source.name):
                     raise WeightError(f"checkpoint {checkpoint.path} has no tensor {source.name!r} "
                                       f"(weight {binding.buffer!r} needs it)")
-                tensor = checkpoint.tensor(source.name)
-                if tensor.shape != source.shape:
-                    raise WeightError(f"checkpoint tensor {source.name!r} is {list(tensor.shape)}; the plan "
-                                      f"expects {list(source.shape)}")
+                tensor = checkpoint.resolve(source.name, source.shape)
                 values[source.name] = representable(tensor.astype(np.float32), source.dtype)
             else:
                 values[source.name] = random_source(source, seed)
