@@ -153,7 +153,6 @@ class Window:
 
 @dataclass
 class Lowering:
-    module: ModuleOp
     step: form.StepOp
     block: Block = field(default_factory=Block)
     windows: dict[SSAValue, Window] = field(default_factory=dict)
@@ -189,10 +188,8 @@ class Lowering:
         if shape is None:
             shape = form.shape(values[0])
         if key not in self.weights:
-            for op in ops:
-                if op.format.data != "bf16":
-                    raise LoweringError(f"weight {op.weight_name.data}: the lane's kernels read {op.format.data} "
-                                        "weights only through the quantized products (not linked yet)")
+            for op in ops:  # a consumer of q8_0 rows notes itself as without a kernel first
+                assert op.format.data == "bf16", op.weight_name.data
             first = ops[0].weight_name.data
             name = first if len(ops) == 1 else f"{first}+{len(ops) - 1}"  # its sources list them all
             attrs = [{k: to_attr(v) for k, v in t.items()} for t in transforms]
@@ -308,8 +305,15 @@ def lower_embed(self: Lowering, op: form.EmbedOp) -> None:
     self.windows[op.result] = out
 
 
+def quantized(self: Lowering, op: Operation, weights: Sequence[SSAValue]) -> bool:
+    """Whether a product reads or writes the quantized form (no lane kernel links it yet)."""
+    return bool(op.quantize_words()  # type: ignore[attr-defined]
+                or form.is_int(op.operands[0], 8)
+                or any(self.sources[w].format.data != "bf16" for w in weights))
+
+
 def lower_product(self: Lowering, op: form.ProductOp) -> None:
-    if op.quantize_words() or form.is_int(op.x, 8):
+    if quantized(self, op, op.weights):
         self.no_kernel(op, "quantized")
         return
     rows, _ = form.shape(op.x)
@@ -346,7 +350,7 @@ def pitch_of(x: Window) -> dict:
 
 
 def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
-    if op.quantize_words():
+    if quantized(self, op, [op.gate, op.up]):
         self.no_kernel(op, "quantized")
         return
     rows, width = form.shape(op.x)
@@ -467,7 +471,7 @@ def lower_module(module: ModuleOp, schedules=None) -> ModuleOp:
     steps = [op for op in module.ops if isinstance(op, form.StepOp)]
     if len(steps) != 1:
         raise LoweringError(f"a module to lower holds one form.step; this one holds {len(steps)}")
-    lowering = Lowering(module, steps[0], schedules=schedules)
+    lowering = Lowering(steps[0], schedules=schedules)
     return ModuleOp([lowering.run()])
 
 
