@@ -9,7 +9,6 @@ ranges), so `lanec run --check` can give the interpreter exactly the values the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import MemRefType, ModuleOp
@@ -18,24 +17,9 @@ from xdsl.ir import SSAValue
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
 from lanec.codegen.lower import dtype_name, from_attr
 from lanec.dialects import lane
-from lanec.interp.environment import A_LOGS, BIASES, DT_BIASES, NORM_WEIGHTS, uses_of
+from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
 from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
-
-
-def initialiser(uses: set[tuple[str, str]], shape: tuple[int, ...]) -> tuple[float, float]:
-    """(center, scale) of a weight's seeded values, by the ops that read it."""
-    if uses & NORM_WEIGHTS:
-        return 1.0, 0.1
-    if uses & A_LOGS:  # fla draws A in [1, 16]: A_log around log 4
-        return math.log(4.0), 0.5
-    if uses & DT_BIASES:  # softplus^-1 of dt around 0.01
-        return -4.6, 0.5
-    if uses & BIASES:
-        return 0.0, 0.1
-    if ("embed", "table") in uses or len(shape) < 2:
-        return 0.0, 1.0
-    return 0.0, 1.0 / math.sqrt(shape[-1])
 
 
 def weight_sources(program: Program) -> dict[str, Source]:
@@ -106,4 +90,4 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
     return plan
 
 
-__all__ = ["write_plan", "initialiser"]
+__all__ = ["write_plan"]

@@ -69,23 +69,28 @@ DT_BIASES = {("kda_gate", "dt_bias"), ("kda", "dt_bias")}
 BIASES = {("conv", "bias"), ("kda", "biases"), ("mixture", "correction")}
 
 
+def initialiser(uses: set[tuple[str, str]], shape: tuple[int, ...] | list[int]) -> tuple[float, float]:
+    """(center, scale) of a weight's seeded values, by the ops that read it: norm weights near one,
+    A_log around log 4 (fla draws A in [1, 16]), dt_bias around softplus^-1(0.01) (fla's dt in
+    [1e-3, 1e-1]), biases small, embedding rows of unit scale, product rows scaled by their
+    fan-in. The plan writer records the same for the runtime's seeded weights."""
+    if uses & NORM_WEIGHTS:
+        return 1.0, 0.1
+    if uses & A_LOGS:
+        return float(np.log(4.0)), 0.5
+    if uses & DT_BIASES:
+        return -4.6, 0.5
+    if uses & BIASES:
+        return 0.0, 0.1
+    if ("embed", "table") in uses or len(shape) < 2:
+        return 0.0, 1.0
+    return 0.0, 1.0 / float(np.sqrt(shape[-1]))
+
+
 def weight_values(rng: np.random.Generator, shape: list[int], uses: list[tuple[str, str]]) -> np.ndarray:
-    use = set(uses)
-    normal = lambda: rng.standard_normal(shape, dtype=F32)  # noqa: E731 (float32: real models are large)
-    if use & NORM_WEIGHTS:
-        return 1 + F32(0.1) * normal()
-    if use & A_LOGS:  # fla: A ~ U(1, 16), A_log = log(A)
-        return np.log(rng.uniform(1, 16, shape))
-    if use & DT_BIASES:  # fla: dt log-uniform in [1e-3, 1e-1], dt_bias = softplus^-1(dt)
-        dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), shape))
-        return dt + np.log(-np.expm1(-dt))
-    if use & BIASES:
-        return F32(0.1) * normal()
-    if ("embed", "table") in use or len(shape) < 2:
-        return normal()
-    values = normal()
-    values *= F32(1 / np.sqrt(shape[-1]))  # product rows: bounded by fan-in
-    return values
+    """`center + scale * clip(normal, -3, 3)`: bounded, as the runtime draws a plan's weights."""
+    center, scale = initialiser(set(uses), shape)
+    return center + scale * np.clip(rng.standard_normal(shape), -3, 3)
 
 
 def state_values(rng: np.random.Generator, kind: str, shape: list[int]) -> np.ndarray:
