@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import LatentAttentionOp
-from lanec.passes.rule import Judge, Rule
+from lanec.passes.rule import Judge, Rule, set_latent_path
 
 
 class AbsorbLatent(Judge):
@@ -20,8 +19,7 @@ class AbsorbLatent(Judge):
             return
         self.decide(op, True, "absorbed: each head's nope part read in place, values read in place "
                               "from the cache row")
-        op.path = StringAttr("absorbed")
-        rewriter.notify_op_modified(op)
+        set_latent_path(op, "absorbed", rewriter)
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import BLOCK, LatentAttentionOp, PartOp, ProductOp
-from lanec.passes.rule import Judge, Rule, failures, name_after
+from lanec.passes.rule import Judge, Rule, set_latent_path, failures, name_after
 
 
 def part_checks(offset: int, length: int) -> list[tuple[bool, str]]:
@@ -56,8 +55,7 @@ class HoldLatentNope(Judge):
             self.decide(op, True, f"absorbed: each head's nope part (0, {op.nope.value.data}) read in place")
             return
         self.decide(op, False, "absorbed latent attention run expanded: each head's nope part: " + "; ".join(failed))
-        op.path = StringAttr("expanded")
-        rewriter.notify_op_modified(op)
+        set_latent_path(op, "expanded", rewriter)
 
 
 @dataclass(frozen=True)

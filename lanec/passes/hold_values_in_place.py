@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import LatentAttentionOp
 from lanec.lane import Latent
-from lanec.passes.rule import Judge, Rule, failures
+from lanec.passes.rule import Judge, Rule, set_latent_path, failures
 
 
 class HoldValuesInPlace(Judge):
@@ -30,8 +29,7 @@ class HoldValuesInPlace(Judge):
                                   "both even")
             return
         self.decide(op, False, "absorbed latent attention run expanded: " + "; ".join(failed))
-        op.path = StringAttr("expanded")
-        rewriter.notify_op_modified(op)
+        set_latent_path(op, "expanded", rewriter)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import LatentAttentionOp
 from lanec.lane import Latent
-from lanec.passes.rule import Judge, Rule
+from lanec.passes.rule import Judge, Rule, set_latent_path
 
 
 class LatentWhole(Judge):
@@ -26,8 +25,7 @@ class LatentWhole(Judge):
             self.decide(op, False, f"not a wide chunk, left to absorb-latent: {costs}")
             return
         self.decide(op, True, f"a wide chunk taken whole, run expanded: {costs}")
-        op.path = StringAttr("expanded")
-        rewriter.notify_op_modified(op)
+        set_latent_path(op, "expanded", rewriter)
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriteWalker,
+    PatternRewriter,
     RewritePattern,
 )
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.dialects.form import ProductOp, WeightOp, shape, step_of
+from lanec.dialects.form import LatentAttentionOp, ProductOp, WeightOp, shape, step_of
 from lanec.lane import KnobError, LaneShim
 from lanec.passes.decisions import Decision, Decisions, describe, layer_of, record, value_label
 
@@ -110,3 +111,9 @@ def name_after(value: SSAValue, base: SSAValue, suffix: str) -> None:
     """Name a split's new value after the fused value it came from (`%h` -> `%h_gate`)."""
     if base.name_hint:
         value.name_hint = f"{base.name_hint}_{suffix}"
+
+
+def set_latent_path(op: LatentAttentionOp, path: str, rewriter: PatternRewriter) -> None:
+    """Choose how a latent attention runs ("absorbed" or "expanded"; its meaning stays)."""
+    op.path = StringAttr(path)
+    rewriter.notify_op_modified(op)
