@@ -90,7 +90,11 @@ def initialiser(uses: set[tuple[str, str]], shape: tuple[int, ...] | list[int]) 
 def weight_values(rng: np.random.Generator, shape: list[int], uses: list[tuple[str, str]]) -> np.ndarray:
     """`center + scale * clip(normal, -3, 3)`: bounded, as the runtime draws a plan's weights."""
     center, scale = initialiser(set(uses), shape)
-    return center + scale * np.clip(rng.standard_normal(shape), -3, 3)
+    values = rng.standard_normal(shape, dtype=F32)
+    np.clip(values, -3, 3, out=values)
+    values *= F32(scale)
+    values += F32(center)
+    return values
 
 
 def state_values(rng: np.random.Generator, kind: str, shape: list[int]) -> np.ndarray:
@@ -100,15 +104,20 @@ def state_values(rng: np.random.Generator, kind: str, shape: list[int]) -> np.nd
     return values
 
 
-def random_environment(program: Program, seed: int, padding: float = 0.25) -> Environment:
+def random_environment(program: Program, seed: int, padding: float = 0.25,
+                       weights: dict[str, np.ndarray] | None = None) -> Environment:
     """Fresh random inputs, weights and states for `program` (see the module's docstring);
-    each request is padding with probability `padding` (at least one stays active)."""
+    each request is padding with probability `padding` (at least one stays active). `weights`,
+    where given (a plan's sources), are taken as they are instead of drawn."""
     if not 0 <= padding < 1:
         fail(f"padding probability {padding}: between 0 and 1 (at least one request stays active)")
     rng = np.random.default_rng(seed)
     uses = uses_of(program)
-    weights = {w.name: representable(weight_values(rng, w.shape, uses[w.value]), w.dtype)
-               for w in program.weights}
+    if weights is None:
+        weights = {w.name: representable(weight_values(rng, w.shape, uses[w.value]), w.dtype)
+                   for w in program.weights}
+    else:
+        weights = {w.name: weights[w.name] for w in program.weights}
     states = {s.name: representable(state_values(rng, s.kind, s.shape), s.dtype) for s in program.states}
     inputs: dict[str, np.ndarray] = {}
     shapes = {i.role: i.shape for i in program.inputs}

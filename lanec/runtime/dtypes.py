@@ -33,11 +33,28 @@ def storage(name: str) -> np.dtype:
     return STORAGE[canonical(name)]
 
 
+def _rounded_bits(values: np.ndarray) -> np.ndarray:
+    """uint32 bits of float32 `values` rounded to nearest even at bit 16 (low half zeroed); a NaN's
+    bits are undefined here, the callers restore them. Finite values cannot carry past bit 31."""
+    bits = values.view(np.uint32)
+    rounded = bits >> 16
+    rounded &= 1
+    rounded += bits
+    rounded += 0x7FFF
+    rounded &= 0xFFFF0000
+    return rounded
+
+
 def to_bf16(a) -> np.ndarray:
     """bfloat16 bits (uint16) of `a`, rounded to nearest even; NaN stays a (quiet) NaN."""
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(np.asarray(a, dtype=np.float32)), np.uint16(0x7FC0), rounded).astype(np.uint16)
+    values = np.ascontiguousarray(a, dtype=np.float32)
+    rounded = _rounded_bits(values)
+    rounded >>= 16
+    out = rounded.astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out
 
 
 def from_bf16(bits) -> np.ndarray:
@@ -46,8 +63,13 @@ def from_bf16(bits) -> np.ndarray:
 
 
 def round_bf16(a) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16."""
-    return from_bf16(to_bf16(a))
+    """float32 values rounded to the nearest bfloat16 (a new array; NaN stays a quiet NaN)."""
+    values = np.ascontiguousarray(a, dtype=np.float32)
+    out = _rounded_bits(values).view(np.float32)
+    nan = np.isnan(values)
+    if nan.any():
+        out[nan] = np.nan
+    return out
 
 
 def encode(values, name: str) -> np.ndarray:

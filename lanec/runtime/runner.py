@@ -99,15 +99,15 @@ def load(path: str | Path, options: Options):
     if not plan.program:
         raise PlanError(f"{path} carries no interpreter program: recompile it with this lanec")
     program = Program.from_json(plan.program)
-    env = random_environment(program, options.seed)
     checkpoint = weights.Checkpoint(options.weights) if options.weights is not None else None
     sources = weights.sources(plan, options.seed, checkpoint)
-    declared = {w.name: w for w in program.weights}
-    for name, values in sources.items():
-        if name in declared and list(values.shape) != list(declared[name].shape):
-            raise PlanError(f"{path}: weight source {name!r} is {list(values.shape)}; the program declares "
-                            f"{list(declared[name].shape)}")
-    env.weights.update({name: v for name, v in sources.items() if name in declared})
+    for w in program.weights:
+        if w.name not in sources:
+            raise PlanError(f"{path}: the program reads weight {w.name!r}, which no binding of the plan sources")
+        if list(sources[w.name].shape) != list(w.shape):
+            raise PlanError(f"{path}: weight source {w.name!r} is {list(sources[w.name].shape)}; the program "
+                            f"declares {list(w.shape)}")
+    env = random_environment(program, options.seed, weights=sources)
     if "slots" in env.inputs:
         capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
         validate_slots(env.inputs["slots"], program.tokens, env.inputs.get("accepted"), capacity)

@@ -156,8 +156,11 @@ def representable(values: np.ndarray, dtype: str) -> np.ndarray:
 
 def random_source(source: Source, seed: int) -> np.ndarray:
     """`center + scale * clip(normal, -3, 3)`: bounded, seeded by the source's name, rounded."""
-    normal = np.clip(_seed(seed, source.name).standard_normal(source.shape, dtype=np.float32), -3, 3)
-    return representable(source.center + source.scale * normal, source.dtype)
+    values = _seed(seed, source.name).standard_normal(source.shape, dtype=np.float32)
+    np.clip(values, -3, 3, out=values)
+    values *= np.float32(source.scale)
+    values += np.float32(source.center)
+    return representable(values, source.dtype)
 
 
 def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, np.ndarray]:

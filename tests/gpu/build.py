@@ -4,8 +4,8 @@ the CPU machine, then carry build/ to the GPU machine:
 
     python tests/gpu/build.py [--cache-dir DIR] [--only KERNEL ...]
 
-Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py) and the whole plans
-of tests/gpu/plans.py, so that `python3 -m pytest tests/gpu` there runs everything.
+Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py), the driver tests'
+kernel (tests/gpu/test_driver.py --build) and the whole plans of tests/gpu/plans.py, so that `python3 -m pytest tests/gpu` there runs everything.
 
 A case module names its kernel (`KERNEL`), its specializations (`CASES`: case name -> JSON
 constructor arguments) and `make(spec)`, which builds the kernel object (importing CuTe DSL only
@@ -72,6 +72,9 @@ def main(argv=None) -> int:
         # its own process: the KdaSplit builder compiles in a process pool of its own
         subprocess.run([sys.executable, str(CASES_DIR / "kda_split.py"), "--set", "quick", "--set", "cluster1",
                         "--set", "tuned"], check=True)
+        # the driver tests' own kernel (clusters, PDL, large shared memory)
+        subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "test_driver.py"), "--build"],
+                       check=True)
         for path in load_script("gpu_plans", Path(__file__).resolve().parent / "plans.py").build():
             print(f"plan {path.relative_to(ROOT)}")
     return 0

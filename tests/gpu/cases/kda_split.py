@@ -109,6 +109,10 @@ def bench() -> list[dict]:
              for s in ((0, 0, 0), (1, 0, 0))]
     cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
               for s in ((2, 0, 0), (2, 0, 0, 0, 1), (2, 0, 0, 2, 1), (1, 0, 5))]
+    # staged state at 5-8 CTAs a SM: 32 lanes a state row keep 56-72 registers without spills
+    cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
+              for s in ((2, 32, 5), (2, 32, 6), (2, 32, 7), (2, 32, 6, 0, 1), (2, 32, 7, 0, 1),
+                        (2, 32, 5, 0, 1), (2, 32, 8, 8), (2, 32, 5, 2, 1))]
     cases += [case(h, 1, schedule=s) for h in (4, 8, 32) for s in ((1, 0, 0, 16), (1, 0, 0, 4), (1, 0, 0, 1))]
     return [dict(c, slots=bench_slots(c["heads"], c["batch"])) for c in cases]
 
