@@ -114,3 +114,21 @@ def allowed_combinations():
                                        f"{int(k.evict)}-m{k.gate_mode}-{k.gate_form}-t{k.tokens}")
 def test_sweep(kernel, tmp_path):
     check_ptx(kernel, compile_kernel(kernel, cache_dir=tmp_path).ptx)
+
+
+def table_entries():
+    """(heads, batch, tokens, schedule) of every kda_split entry the compiler's table holds."""
+    from lanec.codegen.schedules import table
+
+    for key, entry in sorted(table().get("kda_split", {}).items()):
+        shape = dict(part.split("=") for part in key.split(","))
+        yield int(shape["heads"]), int(shape["batch"]), int(shape["tokens"]), tuple(entry["schedule"])
+
+
+@pytest.mark.parametrize("heads, batch, tokens, schedule", list(table_entries()),
+                         ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_every_table_schedule_compiles(heads, batch, tokens, schedule, tmp_path):
+    """What the autotuner wrote is what the compiler will launch: each entry compiles, with the
+    PTX the kernel claims and no register spills."""
+    kernel = KdaSplit(heads, batch, 0, False, schedule, tokens)
+    check_ptx(kernel, compile_kernel(kernel, cache_dir=tmp_path).ptx)
