@@ -98,19 +98,31 @@ def test_rejects(args, match):
 
 
 def allowed_combinations():
-    for early, cluster, evict, mode, form, tokens in itertools.product(
-            range(4), (0, 1, 2, 4, 8, 16), (0, 1), range(3), ("lower_bound", "softplus"), (1, 2, 5, 8)):
+    """Every schedule x gate mode x gate form x tokens that the constructor accepts: early x
+    cluster x evict at the default lanes a row (8 at batch 2) across every gate mode, gate form
+    and token count; then each other lanes a row (4, 16, 32: it shapes only the state rows'
+    update, the gate warp never sees it) across early x cluster x evict at one and eight tokens.
+    The minimum CTAs a SM only bounds the registers (test_every_table_schedule_compiles)."""
+    def accepted(*args):
         try:
-            kernel = KdaSplit(4, 2, mode, tokens % 2 == 0, (early, 0, 0, cluster, evict), tokens, form)
+            return KdaSplit(*args)
         except ValueError:
-            continue
-        yield kernel
+            return None
+
+    combos = [(4, 2, mode, tokens % 2 == 0, (early, 0, 0, cluster, evict), tokens, form)
+              for early, cluster, evict, mode, form, tokens in itertools.product(
+                  range(4), (0, 1, 2, 4, 8, 16), (0, 1), range(3), ("lower_bound", "softplus"), (1, 2, 5, 8))]
+    combos += [(4, 2, 0, False, (early, lanes, 0, cluster, evict), tokens, "lower_bound")
+               for lanes, early, cluster, evict, tokens in itertools.product(
+                   (4, 16, 32), range(4), (0, 1, 2, 4, 8, 16), (0, 1), (1, 8))]
+    return [kernel for kernel in (accepted(*c) for c in combos) if kernel is not None]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("LANEC_SLOW"), reason="the exhaustive sweep: set LANEC_SLOW=1")
-@pytest.mark.parametrize("kernel", list(allowed_combinations()),
-                         ids=lambda k: f"e{int(k.early) + k.staged + k.gate_staged}-c{k.cluster}-ev"
+@pytest.mark.parametrize("kernel", allowed_combinations(),
+                         ids=lambda k: f"e{int(k.early) + k.staged + k.gate_staged}-l{k.lanes_per_row}"
+                                       f"-c{k.cluster}-ev"
                                        f"{int(k.evict)}-m{k.gate_mode}-{k.gate_form}-t{k.tokens}")
 def test_sweep(kernel, tmp_path):
     check_ptx(kernel, compile_kernel(kernel, cache_dir=tmp_path).ptx)

@@ -27,6 +27,24 @@ def _unusable() -> str | None:
     return None
 
 
+def shard(text: str) -> tuple[int, int]:
+    """LANEC_KDA_SHARD=i/n: the i-th of n interleaved parts of the chosen KdaSplit cases
+    (1-based), so a long grid splits over GPU commands of at most 10 minutes. (0-based i, n)."""
+    try:
+        index, count = (int(v) for v in text.split("/"))
+    except ValueError:
+        index = count = 0
+    if not 1 <= index <= count:
+        raise pytest.UsageError(f"LANEC_KDA_SHARD={text!r}: write i/n with 1 <= i <= n (e.g. 2/3)")
+    return index - 1, count
+
+
+def pytest_configure(config):
+    import os
+
+    shard(os.environ.get("LANEC_KDA_SHARD", "1/1"))  # a bad value stops the run before collection
+
+
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).resolve().parent
     gpu_items = [item for item in items if here in Path(str(item.fspath)).resolve().parents]

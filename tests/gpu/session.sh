@@ -1,31 +1,58 @@
 #!/usr/bin/env bash
-# One check-and-time session on the GPU machine (run from the repository root there, with build/
-# carried, and .whl/ for the fla anchors):
+# GPU check-and-time sessions, in phases that each fit one GPU command (10 minutes at most). Run
+# from the repository root there, with build/ carried (and .whl/ for fla: the KDA anchors, and
+# fla's naive_recurrent_kda in the KdaSplit tests):
 #
-#   here:  python tests/gpu/build.py && python tests/gpu/cases/kda_split.py --set bench \
+#   here:  python tests/gpu/build.py && python tests/gpu/cases/kda_split.py --set bench --set full \
 #          && python bench/gemv.py build && pip download --no-deps fla-core==0.6.0 einops -d .whl
-#   there: bash tests/gpu/session.sh            # tests, whole plans, benches; logs under $OUT
+#   there: bash tests/gpu/session.sh [PHASE ...]        # default: check; logs under $OUT
 #
-# Every GPU test (kernels against the interpreter, whole plans with --check), each plan's step
-# time, the dense step with and without PDL and graph, then the KDA and GEMV benches, which also
-# write the fastest schedules they timed (copy $OUT/schedules.json to lanec/codegen/schedules.json).
+# Phases, with what they took on the H200 (2026-11-29):
+#   check      every GPU test at its defaults: driver, kernels, KdaSplit quick + cluster1 + tuned,
+#              the whole plans with --check (about 4 minutes)
+#   grid1..3   a third each of KdaSplit's full heads x batch x tokens grid (about 3 minutes each)
+#   time       each plan's step time, and the dense step with and without PDL and graph (~3 min)
+#   kda        bench/kda.py against fla, writing $OUT/schedules.json (about 4.5 minutes)
+#   gemv       bench/gemv.py against torch, merging into $OUT/schedules.json
+# Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
+# `check` again: the tuned cases test every table entry.
 set -uo pipefail
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 logs=${OUT:-build/logs}
 mkdir -p "$logs"
-status=0
-if ls .whl/*.whl >/dev/null 2>&1; then  # fla: the KDA anchors, and naive_recurrent_kda for the tests
+if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
-python3 -m pytest tests/gpu -q -rfE 2>&1 | tee "$logs/pytest.log" || status=1
-for plan in build/plans/*.plan; do
-  echo "== $plan"
-  python3 -m lanec.runtime "$plan" --steps 20 2>&1 | tail -1
+status=0
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(check)
+for phase in "${phases[@]}"; do
+  echo "== phase $phase"
+  case $phase in
+    check)
+      python3 -m pytest tests/gpu -q -rfE --durations=5 2>&1 | tee "$logs/check.log" || status=1 ;;
+    grid[123])
+      LANEC_KDA_CASES=full LANEC_KDA_SHARD=${phase#grid}/3 python3 -m pytest tests/gpu/test_kda_split.py \
+        -q -rfE 2>&1 | tee "$logs/$phase.log" || status=1 ;;
+    time)
+      for plan in build/plans/*.plan; do
+        echo "== $plan"
+        python3 -m lanec.runtime "$plan" --steps 20 2>&1 | tail -1
+      done | tee "$logs/time.log"
+      python3 bench/plan_step.py build/plans/dense-small.plan 2>&1 | tee "$logs/plan_step.log" ;;
+    kda)
+      if python3 -c "import fla" 2>/dev/null; then
+        python3 bench/kda.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/kda.log"
+      else
+        echo "kda: fla is not importable (carry .whl/: pip download --no-deps fla-core==0.6.0 einops -d .whl)"
+        status=1
+      fi ;;
+    gemv)
+      python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
+    *)
+      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda or gemv"
+      status=2 ;;
+  esac
 done
-python3 bench/plan_step.py build/plans/dense-small.plan 2>&1 | tee "$logs/plan_step.log"
-if python3 -c "import fla" 2>/dev/null; then
-  python3 bench/kda.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/kda.log"
-fi
-python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log"
 exit $status

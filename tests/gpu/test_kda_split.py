@@ -10,7 +10,9 @@ reference does too; f_a and F_B are drawn on grids (1/8, 1/64) that make the pro
 fp32 in any summation order, or a sum within an fp32 ulp of a bf16 rounding boundary would round
 differently in the MMA and in numpy (one bf16 ulp of a gate: ~0.5% of a state column). The whole
 `ops.kda` is checked as well, at the looser tolerance that rounding costs. Build the cases first (CPU machine): `python tests/gpu/cases/kda_split.py --set quick`;
-`LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid (default: quick, cluster1, tuned)."""
+`LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid (default: quick, cluster1, tuned);
+`LANEC_KDA_SHARD=i/n` runs the i-th of n interleaved parts (the full grid takes about 9 minutes on
+the H200, a GPU command at most 10)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import shard  # tests/gpu/conftest.py: it validated LANEC_KDA_SHARD already
 from lanec.interp import ops
 from lanec.runtime import driver
 from lanec.runtime.artifact import load_artifact
@@ -42,7 +45,13 @@ def _specs() -> list[dict]:
     if not CASES_FILE.is_file():
         return []
     listing = json.loads(CASES_FILE.read_text())
-    return [spec for name in names for spec in listing.get(name, [])]
+    index, count = shard(os.environ.get("LANEC_KDA_SHARD", "1/1"))
+    chosen, seen = [], set()
+    for spec in (spec for name in names for spec in listing.get(name, [])):
+        if spec["stem"] not in seen:  # a case in two sets runs once
+            seen.add(spec["stem"])
+            chosen.append(spec)
+    return chosen[index::count]
 
 
 def _stem(spec: dict) -> str:
