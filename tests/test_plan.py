@@ -31,7 +31,7 @@ def sample_plan() -> Plan:
     plan.launches = [
         Launch("norm 0", norm, "kernel_norm", Shape((1, 1, 1), (128, 1, 1)), (Arg("x"),)),
         Launch("gemv qkv 0", gemv, "kernel_gemv", Shape((96, 1, 1), (128, 1, 1), (2, 1, 1), 64 * 1024, True),
-               (Arg("x"), Arg("qkv.w", 128 * 64), Arg("qkv"))),
+               (Arg("x"), Arg("qkv.w", 128 * 64), Arg("qkv")), {"rows": 2, "parts": [128, 128, 128]}),
     ]
     return plan
 
@@ -59,6 +59,8 @@ def test_describe_names_launches_and_bindings():
     assert "qkv.w" in text and "<- q, k, v: concatenate(axis=0)" in text
     assert "gemv qkv 0" in text and "cluster 2x1x1" in text and "smem 64.0 KiB pdl" in text
     assert "qkv.w+8192" in text
+    assert "k0   gemv           1 launches  parts=128,128,128 rows=2" in text  # each kernel's specialization
+    assert "k1   norm           1 launches" in text
 
 
 def reread(tmp_path, data: bytes) -> str:

@@ -9,13 +9,14 @@ ranges), so `lanec run --check` can give the interpreter exactly the values the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
-from lanec.codegen.lower import dtype_name, from_attr
+from lanec.codegen.lower import dtype_name, from_attr, spec_of
 from lanec.dialects import lane
 from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
@@ -85,7 +86,8 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
                              "compiled kernel's; recompile from the form")
         label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
         plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(built),
-                                    tuple(address(v) for v in op.args)))
+                                    tuple(address(v) for v in op.args),
+                                    json.loads(json.dumps(spec_of(op)))))  # as a reread plan holds it
     plan.validate()
     return plan
 

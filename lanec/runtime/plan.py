@@ -164,22 +164,28 @@ class Arg:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch of the step: `name` labels it in timings (e.g. "gemv qkv 0")."""
+    """One kernel launch of the step: `name` labels it in timings (e.g. "gemv qkv 0"); `spec` is
+    the kernel's specialization as the compiler chose it (shape, schedule, ...: for people and
+    tools reading the plan; the runtime launches the cubin and never reads it)."""
 
     name: str
     kernel: int
     entry: str
     shape: Shape
     args: tuple[Arg, ...]
+    spec: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kernel": self.kernel, "entry": self.entry, "shape": self.shape.to_json(),
-                "args": [a.to_json() for a in self.args]}
+                "args": [a.to_json() for a in self.args], "spec": self.spec}
 
     @classmethod
     def from_json(cls, data: dict) -> Launch:
+        spec = data.get("spec", {})  # plans written before specs were recorded have none
+        if not isinstance(spec, dict):
+            raise PlanError(f"launch {data.get('name')!r}: its spec must be an object, not {type(spec).__name__}")
         return cls(data["name"], int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]),
-                   tuple(Arg.from_json(a) for a in data["args"]))
+                   tuple(Arg.from_json(a) for a in data["args"]), spec)
 
 
 @dataclass
@@ -362,6 +368,13 @@ def _dims(values) -> str:
     return "x".join(str(v) for v in values)
 
 
+def _value(value) -> str:
+    """A spec value as `lanec show` prints it: tuples as a,b,c."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_value(v) for v in value)
+    return str(value)
+
+
 def describe(plan: Plan) -> str:
     """What `lanec show` prints: kernels, buffers by role, weight bindings, the launch schedule."""
     lines = [f"lanec plan, format {VERSION}: {len(plan.launches)} launches of {len(plan.cubins)} kernels "
@@ -378,6 +391,12 @@ def describe(plan: Plan) -> str:
             steps = " | ".join(t.kind + (f"({', '.join(f'{k}={v}' for k, v in t.params.items())})" if t.params else "")
                                for t in binding.transforms) or "as stored"
             lines.append(f"  {binding.buffer:<28} <- {', '.join(s.name for s in binding.sources)}: {steps}")
+    lines.append("kernels:")
+    for index in range(len(plan.cubins)):
+        users = [launch for launch in plan.launches if launch.kernel == index]
+        kind = users[0].name.split()[0] if users else "(no launch)"
+        spec = " ".join(f"{k}={_value(v)}" for k, v in sorted(users[0].spec.items())) if users else ""
+        lines.append(f"  k{index:<3} {kind:<12} {len(users):>3} launches  {spec}".rstrip())
     lines.append("launches:")
     width = max((len(launch.name) for launch in plan.launches), default=4)
     for index, launch in enumerate(plan.launches):
