@@ -6,9 +6,12 @@ gets for `--check`, so both sides compute with the same numbers."""
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -137,11 +140,6 @@ class Checkpoint:
 ROW_RANGE = re.compile(r"(.+)\[(\d+):(\d+)\]")  # a form weight that is rows [a, b) of a checkpoint tensor
 
 
-def _seed(seed: int, name: str) -> np.random.Generator:
-    # one stream a source, keyed by its name: the same weights whatever the plan's order
-    return np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(name.encode())])
-
-
 def representable(values: np.ndarray, dtype: str) -> np.ndarray:
     """float32 values rounded to what `dtype` stores (integer types: as they are)."""
     name = dtypes.canonical(dtype)
@@ -154,13 +152,37 @@ def representable(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(values)
 
 
-def random_source(source: Source, seed: int) -> np.ndarray:
-    """`center + scale * clip(normal, -3, 3)`: bounded, seeded by the source's name, rounded."""
-    values = _seed(seed, source.name).standard_normal(source.shape, dtype=np.float32)
-    np.clip(values, -3, 3, out=values)
-    values *= np.float32(source.scale)
-    values += np.float32(source.center)
-    return representable(values, source.dtype)
+CHUNK = 1 << 22  # values a random stream fills: the unit of the seeded initialiser's parallelism
+
+
+def random_source(source: Source, seed: int, threads: int | None = None) -> np.ndarray:
+    """`center + scale * clip(normal, -3, 3)`: bounded, rounded to the source's dtype, drawn in
+    chunks of CHUNK values, chunk i from a stream keyed by (seed, the source's name, i); so the
+    values do not depend on how many threads draw them (numpy's generators and ufuncs release the
+    GIL on whole arrays: a plan's 2 GB of seeded weights take seconds, not a minute)."""
+    count = math.prod(source.shape)
+    values = np.empty(count, np.float32)
+    key = [seed & 0xFFFFFFFF, zlib.crc32(source.name.encode())]
+    bf16 = dtypes.canonical(source.dtype) == "bfloat16"
+
+    def fill(chunk: int) -> None:
+        part = values[chunk * CHUNK:(chunk + 1) * CHUNK]
+        np.random.default_rng([*key, chunk]).standard_normal(out=part, dtype=np.float32)
+        np.clip(part, -3, 3, out=part)
+        part *= np.float32(source.scale)
+        part += np.float32(source.center)
+        if bf16:
+            part[...] = dtypes.round_bf16(part)
+
+    chunks = range(-(-count // CHUNK))
+    if len(chunks) > 1:
+        with ThreadPoolExecutor(threads or min(16, os.cpu_count() or 1)) as pool:
+            list(pool.map(fill, chunks))
+    else:
+        for chunk in chunks:
+            fill(chunk)
+    values = values.reshape(source.shape)
+    return values if bf16 else representable(values, source.dtype)
 
 
 def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, np.ndarray]:
