@@ -83,6 +83,45 @@ def lower(module: ModuleOp, where: str) -> ModuleOp:
     return lane_module
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """One kernel shape of the lowered step and what the schedule table gave it."""
+
+    kernel: str
+    shape: dict
+    launches: int
+    overrides: dict  # {} where the table has no entry: the kernel's own defaults
+    us: float | None  # the bench's time for the entry
+
+    def line(self) -> str:
+        shape = " ".join(f"{k}={v}" for k, v in sorted(self.shape.items()))
+        if not self.overrides:
+            chosen = "not in the table: the kernel's defaults"
+        else:
+            knobs = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                             for k, v in sorted(self.overrides.items()))
+            chosen = f"table: {knobs}" + (f" ({self.us} us measured)" if self.us is not None else "")
+        return f"{self.kernel:<11} {shape:<40} x{self.launches:<3} {chosen}"
+
+
+def tunings(module: ModuleOp) -> list[Tuning]:
+    """5. lower, for `lanec explain`: each distinct (kernel, shape) the lowering looked up in the
+    schedule table, with its launch count and what the table gave it. Raises LoweringError where
+    an op has no kernel. The fused module is cloned: the caller's stays as it was."""
+    from lanec.codegen.lower import lower_module
+    from lanec.codegen.schedules import measured_us, schedule_for
+
+    found: list[tuple[str, dict, dict]] = []
+    lower_module(module.clone(), schedules=schedule_for, tunings=found)
+    merged: dict[str, Tuning] = {}
+    for kernel, shape, overrides in found:
+        name = f"{kernel} {sorted(shape.items())}"
+        known = merged.get(name)
+        count = 1 if known is None else known.launches + 1
+        merged[name] = Tuning(kernel, shape, count, overrides, measured_us(kernel, shape) if overrides else None)
+    return list(merged.values())
+
+
 def codegen(lane_module: ModuleOp) -> str:
     """6. codegen: the cute-dsl module of kernel specializations (compiled in stage 7)."""
     from lanec.codegen.cute_dsl import kernel_source

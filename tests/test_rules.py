@@ -23,6 +23,7 @@ from lanec.pipeline import compile_rules, fuse, parse_verify
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SMALL = EXAMPLES / "kimi-linear-small.mlir"
 TINY = EXAMPLES / "kimi-linear-tiny.mlir"
+KDA = EXAMPLES / "kimi-linear-kda.mlir"
 
 
 def explain(*args: str) -> str:
@@ -90,7 +91,10 @@ def test_explain_json_is_stable_sorted_and_documented() -> None:
     first, second = explain(str(SMALL), "--json"), explain(str(SMALL), "--json")
     assert first == second
     data = json.loads(first)
-    assert list(data) == sorted(data) == ["decisions", "model", "schema", "shim", "summary"]
+    assert list(data) == sorted(data) == ["decisions", "model", "schedules", "schema", "shim", "summary"]
+    # the full Kimi Linear has ops without a lane kernel yet: explain says so instead of a schedule
+    assert data["schedules"] == {"lowered": False,
+                                 "reason": "no lane kernel for: form.latent_attention x1, form.mixture x3"}
     assert data["schema"] == "lanec.explain/1"
     assert data["shim"] == {"batch_products": False, "fuse_quant": False, "numerics": "precise", "words": 1}
     fields = ["layer", "op", "reason", "rule", "stage", "taken"]
@@ -185,3 +189,24 @@ def test_merged_products_keep_their_names_and_order() -> None:
     assert len(merged) == 3
     names = [w.owner.properties["name"].data.split(".")[-2] for w in merged[0].weights]
     assert names == ["q_proj", "k_proj", "v_proj", "f_a_proj", "b_proj", "g_a_proj"]
+
+
+def test_explain_reports_what_the_schedule_table_gave_each_kernel() -> None:
+    from lanec.codegen.schedules import table
+
+    data = json.loads(explain(str(KDA), "--json"))
+    assert data["schedules"]["lowered"] is True
+    kernels = data["schedules"]["kernels"]
+    kda = [k for k in kernels if k["kernel"] == "kda_split"]
+    assert len(kda) == 1 and kda[0]["launches"] == KDA.read_text().count("form.kda_gate ")  # one a layer
+    shape = kda[0]["shape"]
+    entry = table()["kda_split"].get(",".join(f"{k}={shape[k]}" for k in sorted(shape)))
+    if entry is None:  # a shape the tuner never measured keeps the kernel's defaults
+        assert kda[0]["table"] is None and kda[0]["us"] is None
+    else:
+        assert kda[0]["table"] == {"schedule": entry["schedule"]} and kda[0]["us"] == entry["us"]
+    assert sum(k["launches"] for k in kernels if k["kernel"] in ("gemv", "gated_gemv")) > 0
+    text = explain(str(KDA))
+    assert "schedules (stage 5, lanec/codegen/schedules.json):" in text
+    assert any(line.strip().startswith("kda_split") and ("table: schedule=" in line or "defaults" in line)
+               for line in text.splitlines())

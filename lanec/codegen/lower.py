@@ -161,6 +161,8 @@ class Lowering:
     names: set[str] = field(default_factory=set)
     missing: dict[str, int] = field(default_factory=dict)
     schedules: Callable[[str, dict], dict] | None = None
+    # (kernel, shape, the table's overrides) of every lookup, in launch order: `lanec explain`
+    tunings: list[tuple[str, dict, dict]] = field(default_factory=list)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -233,7 +235,9 @@ class Lowering:
 
     def tuned(self, kernel: str, shape: dict) -> dict:
         """The schedule table's overrides for `kernel` at `shape` ({} without a table)."""
-        return {} if self.schedules is None else self.schedules(kernel, shape)
+        overrides = {} if self.schedules is None else self.schedules(kernel, shape)
+        self.tunings.append((kernel, dict(shape), dict(overrides)))
+        return overrides
 
     def no_kernel(self, op: Operation, why: str = "") -> None:
         """Note an op the lane cannot launch; its results get buffers all the same, so the walk
@@ -466,13 +470,17 @@ LOWERINGS: dict[type, Callable[[Lowering, Operation], None]] = {
 }
 
 
-def lower_module(module: ModuleOp, schedules=None) -> ModuleOp:
-    """A new module holding the lane step of `module`'s form step."""
+def lower_module(module: ModuleOp, schedules=None, tunings: list | None = None) -> ModuleOp:
+    """A new module holding the lane step of `module`'s form step; `tunings`, where given, gets
+    each schedule-table lookup (kernel, shape, overrides) in launch order."""
     steps = [op for op in module.ops if isinstance(op, form.StepOp)]
     if len(steps) != 1:
         raise LoweringError(f"a module to lower holds one form.step; this one holds {len(steps)}")
     lowering = Lowering(steps[0], schedules=schedules)
-    return ModuleOp([lowering.run()])
+    lowered = ModuleOp([lowering.run()])
+    if tunings is not None:
+        tunings.extend(lowering.tunings)
+    return lowered
 
 
 

@@ -30,3 +30,9 @@ def schedule_for(kernel: str, shape: dict) -> dict:
     "gate_mode": 1}), or {} where the table has none."""
     entry = table().get(kernel, {}).get(key(shape), {})
     return {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k != "us"}
+
+
+def measured_us(kernel: str, shape: dict) -> float | None:
+    """The time the bench measured for the table's entry of `kernel` at `shape` (None: no entry)."""
+    entry = table().get(kernel, {}).get(key(shape))
+    return None if entry is None else entry.get("us")

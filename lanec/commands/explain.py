@@ -1,5 +1,6 @@
 """`lanec explain`: run the rules table (pipeline stages 1-4) and print every candidate fusion,
-taken or held back, with the rule and the kernel fact that decided it.
+taken or held back, with the rule and the kernel fact that decided it; then lower (stage 5) and
+print what the schedule table gave each kernel shape (or which ops have no lane kernel yet).
 
 `--json` prints one object, keys sorted, two-space indented (schema `lanec.explain/1`):
 
@@ -15,7 +16,13 @@ taken or held back, with the rule and the kernel fact that decided it.
       "model": "examples/kimi-linear-small.mlir",
       "schema": "lanec.explain/1",
       "shim": {"batch_products": false, "fuse_quant": false, "numerics": "precise", "words": 1},
-      "summary": {"held_back": 3, "taken": 40}
+      "summary": {"held_back": 3, "taken": 40},
+      "schedules": {                 # stage 5: what the schedule table gave each kernel shape
+        "lowered": true,             # false (with "reason") where an op has no lane kernel yet
+        "kernels": [                 # in launch order
+          {"kernel": "kda_split", "shape": {"batch": 256, "heads": 32, "tokens": 1},
+           "launches": 2, "table": {"schedule": [2, 32, 5]} | null, "us": 298.01 | null}
+        ]}
     }
 """
 
@@ -37,7 +44,21 @@ def sort_key(decision, order: dict[str, int]) -> tuple:
     return (STAGES.index(decision.stage), order[decision.rule], layer, decision.op, decision.reason)
 
 
-def report(model: str, shim, decisions) -> dict:
+def schedules(module) -> dict:
+    """Stage 5's schedule lookups of the fused `module` (see the module's docstring)."""
+    from lanec.codegen.lower import LoweringError
+    from lanec.pipeline import tunings
+
+    try:
+        found = tunings(module)
+    except (LoweringError, ValueError) as error:
+        return {"lowered": False, "reason": str(error).splitlines()[0]}
+    return {"lowered": True, "kernels": [
+        {"kernel": t.kernel, "shape": t.shape, "launches": t.launches,
+         "table": json.loads(json.dumps(t.overrides)) or None, "us": t.us} for t in found]}
+
+
+def report(model: str, shim, decisions, module=None) -> dict:
     from dataclasses import asdict
 
     from lanec.passes.table import RULES
@@ -51,6 +72,7 @@ def report(model: str, shim, decisions) -> dict:
         "shim": asdict(shim),
         "decisions": [d.as_json() for d in ordered],
         "summary": {"taken": taken, "held_back": len(ordered) - taken},
+        **({"schedules": schedules(module)} if module is not None else {}),
     }
 
 
@@ -59,12 +81,13 @@ def report(model: str, shim, decisions) -> dict:
 @click.option("--json", "as_json", is_flag=True, help=f"print the decisions as JSON (schema {SCHEMA})")
 @knob_options
 def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool) -> None:
-    """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why."""
+    """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
+    then each kernel shape's schedule, from the tuned table or the kernel's defaults."""
     from lanec.pipeline import compile_rules
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
-    _, decisions = compile_rules(model, shim)
-    data = report(model, shim, decisions)
+    module, decisions = compile_rules(model, shim)
+    data = report(model, shim, decisions, module)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -79,3 +102,13 @@ def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bo
             stage = decision.stage
             click.echo(f"\n{stage}:")
         click.echo("  " + decision.line())
+    tuned = data["schedules"]
+    if not tuned["lowered"]:
+        click.echo(f"\nschedules (stage 5): not lowered: {tuned['reason']}")
+        return
+    click.echo("\nschedules (stage 5, lanec/codegen/schedules.json):")
+    from lanec.pipeline import Tuning
+
+    for entry in tuned["kernels"]:
+        click.echo("  " + Tuning(entry["kernel"], entry["shape"], entry["launches"], entry["table"] or {},
+                                 entry["us"]).line())
