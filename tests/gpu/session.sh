@@ -11,7 +11,8 @@
 #   check      every GPU test at its defaults: driver, kernels, KdaSplit quick + cluster1 + tuned,
 #              the whole plans with --check (about 4 minutes)
 #   grid1..3   a third each of KdaSplit's full heads x batch x tokens grid (about 3 minutes each)
-#   time       each plan's step time, and the dense step with and without PDL and graph (~3 min)
+#   time       each plan's step time, the dense step with and without PDL and graph, and each
+#              plan's step against the per-op chain (bench/step_chain.py; not yet timed)
 #   kda        bench/kda.py against fla, writing $OUT/schedules.json (about 4.5 minutes)
 #   gemv       bench/gemv.py against torch, merging into $OUT/schedules.json
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
@@ -40,7 +41,11 @@ for phase in "${phases[@]}"; do
         echo "== $plan"
         python3 -m lanec.runtime "$plan" --steps 20 2>&1 | tail -1
       done | tee "$logs/time.log"
-      python3 bench/plan_step.py build/plans/dense-small.plan 2>&1 | tee "$logs/plan_step.log" ;;
+      python3 bench/plan_step.py build/plans/dense-small.plan 2>&1 | tee "$logs/plan_step.log"
+      if python3 -c "import fla" 2>/dev/null; then  # the whole step against the per-op chain
+        python3 bench/step_chain.py build/plans/dense-small.plan build/plans/kimi-kda-b*.plan 2>&1 \
+          | tee "$logs/step_chain.log"
+      fi ;;
     kda)
       if python3 -c "import fla" 2>/dev/null; then
         python3 bench/kda.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/kda.log"
