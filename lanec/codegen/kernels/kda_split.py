@@ -71,7 +71,10 @@ class KdaSplit:
     without such a boundary must not share state slots. Early 2 also bulk-copies
     the CTA's (contiguous) state rows to shared memory and updates four passes at a
     time, which frees the registers that held them across the input phase; early 3
-    (two CTAs per head) also stages the gate warp's F_B rows.
+    (two CTAs per head) also stages the gate warp's F_B rows. Lanes per state row set how a
+    row's 128 keys spread over a thread group: 32 lanes (one 16-byte chunk a lane, four rows a
+    pass) need 72 registers where the default 16 need 87, which lets five CTAs share an SM
+    instead of four: the staged batch >= 128 schedule (2, 32, 5) of bench/RESULTS.md.
     ``tokens`` q > 1 (speculative verify; ``batch`` counts requests, rows b * q + t)
     runs each request's q tokens in order with vLLM's spec cache semantics: slots
     [B, q] and accepted [B] (an extra last tensor, read early like the slots); the
