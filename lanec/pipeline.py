@@ -94,14 +94,13 @@ class Tuning:
     us: float | None  # the bench's time for the entry
 
     def line(self) -> str:
-        shape = " ".join(f"{k}={v}" for k, v in sorted(self.shape.items()))
+        from lanec.runtime.plan import spec_text
+
         if not self.overrides:
             chosen = "not in the table: the kernel's defaults"
         else:
-            knobs = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
-                             for k, v in sorted(self.overrides.items()))
-            chosen = f"table: {knobs}" + (f" ({self.us} us measured)" if self.us is not None else "")
-        return f"{self.kernel:<11} {shape:<40} x{self.launches:<3} {chosen}"
+            chosen = f"table: {spec_text(self.overrides)}" + (f" ({self.us} us measured)" if self.us is not None else "")
+        return f"{self.kernel:<11} {spec_text(self.shape):<40} x{self.launches:<3} {chosen}"
 
 
 def tunings(module: ModuleOp) -> list[Tuning]:

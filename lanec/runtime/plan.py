@@ -370,11 +370,13 @@ def _dims(values) -> str:
     return "x".join(str(v) for v in values)
 
 
-def _value(value) -> str:
-    """A spec value as `lanec show` prints it: tuples as a,b,c."""
-    if isinstance(value, (list, tuple)):
-        return ",".join(_value(v) for v in value)
-    return str(value)
+def spec_text(spec: dict) -> str:
+    """A kernel specialization (or shape) as `lanec show` and `lanec explain` print it:
+    `key=value` sorted by key, sequences as a,b,c."""
+    def value(v) -> str:
+        return ",".join(value(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
+
+    return " ".join(f"{k}={value(v)}" for k, v in sorted(spec.items()))
 
 
 def describe(plan: Plan) -> str:
@@ -397,7 +399,7 @@ def describe(plan: Plan) -> str:
     for index in range(len(plan.cubins)):
         users = [launch for launch in plan.launches if launch.kernel == index]
         kind = users[0].name.split()[0] if users else "(no launch)"
-        spec = " ".join(f"{k}={_value(v)}" for k, v in sorted(users[0].spec.items())) if users else ""
+        spec = spec_text(users[0].spec) if users else ""
         lines.append(f"  k{index:<3} {kind:<12} {len(users):>3} launches  {spec}".rstrip())
     lines.append("launches:")
     width = max((len(launch.name) for launch in plan.launches), default=4)

@@ -163,7 +163,6 @@ def random_source(source: Source, seed: int, threads: int | None = None) -> np.n
     count = math.prod(source.shape)
     values = np.empty(count, np.float32)
     key = [seed & 0xFFFFFFFF, zlib.crc32(source.name.encode())]
-    bf16 = dtypes.canonical(source.dtype) == "bfloat16"
 
     def fill(chunk: int) -> None:
         part = values[chunk * CHUNK:(chunk + 1) * CHUNK]
@@ -171,18 +170,12 @@ def random_source(source: Source, seed: int, threads: int | None = None) -> np.n
         np.clip(part, -3, 3, out=part)
         part *= np.float32(source.scale)
         part += np.float32(source.center)
-        if bf16:
-            part[...] = dtypes.round_bf16(part)
+        part[...] = representable(part, source.dtype)
 
     chunks = range(-(-count // CHUNK))
-    if len(chunks) > 1:
-        with ThreadPoolExecutor(threads or min(16, os.cpu_count() or 1)) as pool:
-            list(pool.map(fill, chunks))
-    else:
-        for chunk in chunks:
-            fill(chunk)
-    values = values.reshape(source.shape)
-    return values if bf16 else representable(values, source.dtype)
+    with ThreadPoolExecutor(max(1, min(len(chunks), threads or os.cpu_count() or 1, 16))) as pool:
+        list(pool.map(fill, chunks))
+    return values.reshape(source.shape)
 
 
 def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, np.ndarray]:
