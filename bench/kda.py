@@ -12,9 +12,11 @@ rotation of slot tables wide enough that a graph touches well over the 60 MB L2)
 finds its state in L2. "chain" is what vLLM runs per KDA layer between its projections: fla's
 causal_conv1d_update of q, k, v + the f_b GEMV (torch) + fused_recurrent_kda_fwd (l2norm, gate
 and beta sigmoid in kernel, state in place) + rms_norm_gated(sigmoid); "recurrent" is
-fused_recurrent_kda_fwd alone, each problem's anchors in a process of their own. "state %" is the step's state bytes (read + write, fp32) per
-microsecond against the device-to-device copy bandwidth measured in the same run (torch copy_,
-read + write counted)."""
+fused_recurrent_kda_fwd alone, each problem's anchors in a process of their own. "state %" is the
+step's state bytes (read + write, fp32) per microsecond against the device-to-device copy
+bandwidth measured in the same run (torch copy_, read + write counted). A schedule is named by
+the `KdaSchedule` knobs it sets over the shape's defaults ("defaults": none), as the compiler's
+table keeps them."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from lanec.runtime import driver  # noqa: E402
 from lanec.runtime.artifact import load_artifact  # noqa: E402
+from tests.gpu.cases.kda_split import schedule_label  # noqa: E402
 
 OUT = ROOT / "build" / "gpu" / "kda_split"
 STATE_BYTES = 128 * 128 * 4  # one head's fp32 state
@@ -202,25 +205,25 @@ def fla_anchors(heads: int, batch: int, slots: int) -> tuple[float, float]:
 MARGIN = 0.02  # schedules within 2% of the fastest are a tie: run-to-run noise is about that
 
 
-def chosen(timings: dict[str, float]) -> str:
-    """The schedule the table keeps from `timings` (schedule -> us): among those within MARGIN of
-    the fastest, the one that sets the fewest knobs (closest to the defaults), then the fastest;
-    so a noise-level win never buys a non-portable cluster or an unneeded knob."""
+def chosen(timings: dict[str, float], knobs: dict[str, dict]) -> str:
+    """The schedule the table keeps from `timings` (schedule label -> us): among those within
+    MARGIN of the fastest, the one that sets the fewest `knobs` (closest to the defaults), then the
+    fastest; so a noise-level win never buys a non-portable cluster or an unneeded knob."""
     fastest = min(timings.values())
     ties = [s for s, us in timings.items() if us <= fastest * (1 + MARGIN)]
-    return min(ties, key=lambda s: (sum(v != "0" for v in s.split("-")), timings[s]))
+    return min(ties, key=lambda s: (len(knobs[s]), timings[s]))
 
 
-def write_table(path: Path, ours: dict) -> None:
+def write_table(path: Path, ours: dict, knobs: dict[str, dict]) -> None:
     """The autotuner's output: per (heads, batch, tokens) the schedule `chosen` from those
-    measured, in the format lanec/codegen/schedules.py reads (merged into what `path` holds)."""
+    measured, by knob name, in the format lanec/codegen/schedules.py reads (merged into what
+    `path` holds)."""
     table = json.loads(path.read_text()) if path.is_file() else {}
     entries = table.setdefault("kda_split", {})
     for heads, batch in sorted({(h, b) for h, b, _ in ours}):
         mine = {s: v for (h, b, s), v in ours.items() if (h, b) == (heads, batch)}
-        best = chosen({s: v[0] for s, v in mine.items()})
-        entries[f"batch={batch},heads={heads},tokens=1"] = {
-            "schedule": [int(v) for v in best.split("-")], "us": round(mine[best][0], 2)}
+        best = chosen({s: v[0] for s, v in mine.items()}, knobs)
+        entries[f"batch={batch},heads={heads},tokens=1"] = {"schedule": knobs[best], "us": round(mine[best][0], 2)}
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"wrote the fastest schedules of {len(entries)} problems to {path}", flush=True)
 
@@ -259,24 +262,24 @@ def main() -> None:
     for spec in listing:
         by_problem.setdefault((spec["heads"], spec["batch"]), []).append(spec)
     order = sorted(by_problem, key=lambda key: (-key[0], key[1]))
-    ours = {}
-    print(f"{'heads':>5} {'batch':>5} {'schedule':>10} {'kda_split us':>12} {'state %':>8}", flush=True)
+    ours, knobs = {}, {}
+    print(f"{'heads':>5} {'batch':>5} {'schedule':>36} {'kda_split us':>12} {'state %':>8}", flush=True)
     for heads, batch in order:  # KdaSplit first: its figures print even if the anchors run long
         problem = Problem(heads, batch, by_problem[heads, batch][0]["slots"])
         state_bytes = 2 * batch * heads * STATE_BYTES
         for spec in by_problem[heads, batch]:
             us = kda_split_us(problem, spec["stem"])
             share = 100 * state_bytes / (us * 1e-6) / bandwidth
-            ours[heads, batch, "-".join(map(str, spec["schedule"]))] = (us, share)
-            print(f"{heads:>5} {batch:>5} {'-'.join(map(str, spec['schedule'])):>10} {us:>12.2f} "
-                  f"{share:>7.1f}%", flush=True)
+            label = schedule_label(spec["schedule"])
+            ours[heads, batch, label], knobs[label] = (us, share), spec["schedule"]
+            print(f"{heads:>5} {batch:>5} {label:>36} {us:>12.2f} {share:>7.1f}%", flush=True)
         del problem
         torch.cuda.empty_cache()
     if options.write_table:
-        write_table(Path(options.write_table), ours)
+        write_table(Path(options.write_table), ours, knobs)
     if options.anchors == "none":
         return
-    print(f"{'heads':>5} {'batch':>5} {'best':>10} {'kda_split us':>12} {'default us':>10} {'recurrent us':>12} "
+    print(f"{'heads':>5} {'batch':>5} {'best':>36} {'kda_split us':>12} {'default us':>10} {'recurrent us':>12} "
           f"{'chain us':>9} {'rec/best':>8} {'chain/best':>10} {'chain/def':>9}", flush=True)
     for heads, batch in order:
         if options.anchor_problems and f"{heads}x{batch}" not in options.anchor_problems:
@@ -284,8 +287,8 @@ def main() -> None:
         recurrent, chain = fla_anchors(heads, batch, by_problem[heads, batch][0]["slots"])
         mine = {s: v for (h, b, s), v in ours.items() if (h, b) == (heads, batch)}
         best = min(mine, key=lambda s: mine[s][0])
-        best_us, default_us = mine[best][0], mine.get("0-0-0", (float("nan"),))[0]
-        print(f"{heads:>5} {batch:>5} {best:>10} {best_us:>12.2f} {default_us:>10.2f} {recurrent:>12.2f} "
+        best_us, default_us = mine[best][0], mine.get(schedule_label({}), (float("nan"),))[0]
+        print(f"{heads:>5} {batch:>5} {best:>36} {best_us:>12.2f} {default_us:>10.2f} {recurrent:>12.2f} "
               f"{chain:>9.2f} {recurrent / best_us:>7.2f}x {chain / best_us:>9.2f}x "
               f"{chain / default_us:>8.2f}x", flush=True)
 

@@ -1,6 +1,8 @@
 """One-line diagnostics for form files: `file:line:col: error: message`, never a traceback.
 
-Every command that reads a form file goes through `load_module`. A syntax error or an unknown op
+Every command that reads a form file goes through `load_module`; the errors are lanec's own
+(`LanecError`, `FormError`), which the commands print (lanec/commands/__init__.py): the library
+needs no click. A syntax error or an unknown op
 is located by the span xDSL's parser reports; a verifier's error by where its op began, which
 `LocatingParser` records while parsing (xDSL ops keep no source location of their own).
 """
@@ -9,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import IO, Any
 
-import click
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -21,16 +21,23 @@ from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Span
 
 
-class FormError(click.ClickException):
-    """A bad form file, as one line `where: error: message`; the CLI prints it and exits 1."""
+class LanecError(Exception):
+    """An error that is the user's to fix, as one line (the CLI prints it, exit status 1)."""
+
+    def __init__(self, message: str):
+        self.message = one_line(message)
+        super().__init__(self.message)
+
+
+class FormError(LanecError):
+    """A bad form file, as one line `where: error: message`; `message` is the cause alone."""
 
     def __init__(self, where: str, message: str):
-        super().__init__(f"{where}: error: {one_line(message)}")
+        super().__init__(message)
         self.where = where
 
-    def show(self, file: IO[Any] | None = None) -> None:
-        # The message already says it is an error; click's "Error: " prefix would say it twice.
-        click.echo(self.format_message(), file=file, err=file is None)
+    def __str__(self) -> str:
+        return f"{self.where}: error: {self.message}"
 
 
 def one_line(message: str) -> str:

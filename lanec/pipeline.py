@@ -9,23 +9,25 @@ give it.
 6. codegen        the cute-dsl module: one CuTe DSL kernel specialization a launch
 7. plan           each distinct specialization compiled for sm_90a (cached), written as plan.bin
 
-Every rule records what it decided; `fuse` returns those decisions.
+Every rule records what it decided; `fuse` returns those decisions. A stage that refuses its
+input raises lanec's own one-line error (`FormError`, located at the form file, or `LanecError`);
+the commands print it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
-from lanec.diagnostics import FormError, form_context, one_line, parse_verified, read_source
-from lanec.lane import LaneShim
-from lanec.passes.decisions import DECISIONS_ATTR, Decisions, decisions_of
+from lanec.diagnostics import FormError, LanecError, form_context, one_line, parse_verified, read_source
+from lanec.passes.decisions import DECISIONS_ATTR, Decisions, decisions_of, held_back_cause
 from lanec.passes.table import STAGES
 from lanec.runtime.plan import Plan
+from lanec.shim import LaneShim
 
 
 # 1. parse-verify
@@ -36,9 +38,14 @@ def parse_verify(source: str | Path, name: str | None = None) -> tuple[ModuleOp,
 
 
 # 2-4. lane-before, shared, held-back
-def fuse(module: ModuleOp, shim: LaneShim, where: str = "<module>") -> Decisions:
+def fuse(module: ModuleOp, shim: LaneShim | Mapping[str, object] | None = None,
+         where: str = "<module>") -> Decisions:
     """Run the rules table over the module under the lane's knobs (recorded in the module as
-    `lane.shim`); returns every decision, in the order the rules made them."""
+    `lane.shim`, which the rules read); returns every decision, in the order the rules made them.
+    `shim`: the knobs, or those a command line gives (a mapping, None where not given) in place
+    of the module's own (a combination with no meaning is a KnobError)."""
+    if not isinstance(shim, LaneShim):
+        shim = LaneShim.of(module, **(shim or {}))
     shim.record(module)
     module.attributes.pop(DECISIONS_ATTR, None)
     ctx = form_context()
@@ -55,7 +62,8 @@ def fuse(module: ModuleOp, shim: LaneShim, where: str = "<module>") -> Decisions
     return decisions_of(module)
 
 
-def compile_rules(source: str | Path, shim: LaneShim, name: str | None = None) -> tuple[ModuleOp, Decisions]:
+def compile_rules(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None,
+                  name: str | None = None) -> tuple[ModuleOp, Decisions]:
     """Stages 1-4: the fused module and its decisions."""
     module, where = parse_verify(source, name)
     return module, fuse(module, shim, where)
@@ -70,55 +78,23 @@ class Compiled:
     decisions: Decisions
 
 
-def lower(module: ModuleOp, where: str) -> ModuleOp:
-    """5. lower: one lane.launch per kernel (an op with no kernel is named in the error)."""
+def lower(module: ModuleOp, where: str, tunings: list | None = None) -> ModuleOp:
+    """5. lower: one lane.launch per kernel, each kernel shape under the tuned schedule table (an op
+    with no kernel is named in the error); `tunings`, where given, gets each table lookup
+    (kernel, shape, overrides) in launch order."""
     from lanec.codegen.lower import LoweringError, lower_module
-    from lanec.codegen.schedules import schedule_for
 
     try:
-        lane_module = lower_module(module, schedules=schedule_for)
+        lane_module = lower_module(module, tunings)
         lane_module.verify()
     except (LoweringError, ValueError) as error:
-        raise FormError(where, one_line(str(error))) from None
+        # where a held-back rule split the op out of a fused one, the cause is that rule's fact
+        cause = held_back_cause(getattr(error, "ops", ()))
+        message = one_line(str(error))
+        if cause is not None:
+            message = f"{cause}; what it was split into has no launch: {message}"
+        raise FormError(where, message) from None
     return lane_module
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """One kernel shape of the lowered step and what the schedule table gave it."""
-
-    kernel: str
-    shape: dict
-    launches: int
-    overrides: dict  # {} where the table has no entry: the kernel's own defaults
-    us: float | None  # the bench's time for the entry
-
-    def line(self) -> str:
-        from lanec.runtime.plan import spec_text
-
-        if not self.overrides:
-            chosen = "not in the table: the kernel's defaults"
-        else:
-            chosen = f"table: {spec_text(self.overrides)}" + (f" ({self.us} us measured)" if self.us is not None else "")
-        return f"{self.kernel:<11} {spec_text(self.shape):<40} x{self.launches:<3} {chosen}"
-
-
-def tunings(module: ModuleOp) -> list[Tuning]:
-    """5. lower, for `lanec explain`: each distinct (kernel, shape) the lowering looked up in the
-    schedule table, with its launch count and what the table gave it. Raises LoweringError where
-    an op has no kernel. The fused module is cloned: the caller's stays as it was."""
-    from lanec.codegen.lower import lower_module
-    from lanec.codegen.schedules import measured_us, schedule_for
-
-    found: list[tuple[str, dict, dict]] = []
-    lower_module(module.clone(), schedules=schedule_for, tunings=found)
-    merged: dict[str, Tuning] = {}
-    for kernel, shape, overrides in found:
-        name = f"{kernel} {sorted(shape.items())}"
-        known = merged.get(name)
-        count = 1 if known is None else known.launches + 1
-        merged[name] = Tuning(kernel, shape, count, overrides, measured_us(kernel, shape) if overrides else None)
-    return list(merged.values())
 
 
 def codegen(lane_module: ModuleOp) -> str:
@@ -140,10 +116,11 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: 
         return write_plan(form_module, lane_module, form_text, kernels=kernels,
                           compile_kernel=partial(compile_kernel, cache_dir=cache_dir), progress=progress)
     except (CompileError, ValueError) as error:
-        raise click.ClickException(one_line(str(error))) from None
+        raise LanecError(str(error)) from None
 
 
-def compile_plan(source: str | Path, shim: LaneShim, *, cache_dir: Path | None = None, progress=None) -> Compiled:
+def compile_plan(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None, *,
+                 cache_dir: Path | None = None, progress=None) -> Compiled:
     """The whole compiler: a form file to a plan."""
     module, where = parse_verify(source)
     form_text, _ = read_source(source, None)

@@ -9,29 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from forms import DENSE as FORM
 
 from lanec.cli import main
-from lanec.runtime import runner
+from lanec.runtime import runner, tolerance
 from lanec.runtime.runner import Options, execute
-
-FORM = """
-builtin.module {
-  form.step batch 3 tokens 1 {
-    %x = form.input {role = "tokens"} : tensor<3xi32>
-    %table = form.weight {name = "embed", format = "bf16"} : tensor<64x256xbf16>
-    %gw = form.weight {name = "gate", format = "bf16"} : tensor<512x256xbf16>
-    %uw = form.weight {name = "up", format = "bf16"} : tensor<512x256xbf16>
-    %dw = form.weight {name = "down", format = "bf16"} : tensor<64x512xbf16>
-    %h = form.embed %x, %table : (tensor<3xi32>, tensor<64x256xbf16>) -> tensor<3x256xbf16>
-    %g = form.product %h, %gw : (tensor<3x256xbf16>, tensor<512x256xbf16>) -> tensor<3x512xbf16>
-    %u = form.product %h, %uw : (tensor<3x256xbf16>, tensor<512x256xbf16>) -> tensor<3x512xbf16>
-    %s = form.swiglu %g, %u : (tensor<3x512xbf16>, tensor<3x512xbf16>) -> tensor<3x512xbf16>
-    %d = form.product %s, %dw : (tensor<3x512xbf16>, tensor<64x512xbf16>) -> tensor<3x64xbf16>
-    %t = form.argmax %d : (tensor<3x64xbf16>) -> tensor<3xi32>
-    form.return %t, %d : tensor<3xi32>, tensor<3x64xbf16>
-  }
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -126,5 +108,16 @@ def test_execute_refuses_check_and_interpret_together(plan_path):
 
 
 def test_states_are_held_to_the_bf16_tolerance():
-    assert runner.state_tolerance("float32") == runner.TOLERANCE["bfloat16"]
-    assert runner.state_tolerance("bfloat16") == runner.TOLERANCE["bfloat16"]
+    assert tolerance.state("float32") == tolerance.STEP["bfloat16"]
+    assert tolerance.state("bfloat16") == tolerance.STEP["bfloat16"]
+
+
+def test_a_difference_just_inside_the_step_tolerance_passes_and_just_outside_fails():
+    want = np.random.default_rng().standard_normal(64).astype(np.float32)
+    bound = tolerance.STEP["bfloat16"].atol * float(np.abs(want).max())
+    for factor, ok in ((0.99, True), (1.01, False)):
+        got = want.copy()
+        got[7] += np.float32(factor * bound)
+        result = runner.compare("y", "output", "bfloat16", got, want)
+        assert result.ok is ok, (factor, result)
+    assert not runner.compare("t", "output", "int32", np.array([1, 2]), np.array([1, 3])).ok

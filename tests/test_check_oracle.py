@@ -21,7 +21,8 @@ builtin.module {
     %uw = form.weight {name = "up", format = "bf16"} : tensor<96x64xbf16>
     %dw = form.weight {name = "down", format = "bf16"} : tensor<40x96xbf16>
     %h = form.embed %x, %table : (tensor<3xi32>, tensor<40x64xbf16>) -> tensor<3x64xbf16>
-    %s = form.gated_product %h, %gw, %uw : (tensor<3x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>) -> tensor<3x96xbf16>
+    %s = form.gated_product %h, %gw, %uw
+        : (tensor<3x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>) -> tensor<3x96xbf16>
     %d = form.product %s, %dw : (tensor<3x96xbf16>, tensor<40x96xbf16>) -> tensor<3x40xf32>
     %t = form.argmax %d : (tensor<3x40xf32>) -> tensor<3xi32>
     form.return %d, %t : tensor<3x40xf32>, tensor<3xi32>
@@ -56,10 +57,10 @@ def test_storage_mode_rounds_what_is_stored_as_bf16_only():
 
 def test_bf16_rounding_is_to_nearest_even_and_keeps_specials():
     x = np.array([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, -2.5, np.inf, -np.inf], np.float32)
-    got = ops.bf16(x)
+    got = round_bf16(x)
     assert got.tolist()[:4] == [1.0, 1.0, 1.0 + 2**-6, -2.5]
     assert np.isinf(got[4]) and np.isinf(got[5])
-    assert np.isnan(ops.bf16(np.array([np.nan], np.float32)))[0]
+    assert np.isnan(round_bf16(np.array([np.nan], np.float32)))[0]
 
 
 def test_chosen_tokens_agree_within_a_near_tie_and_not_beyond():

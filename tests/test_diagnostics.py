@@ -89,8 +89,8 @@ def test_load_module_reports_one_located_line(case: str):
     text, expected = BAD[case]
     with pytest.raises(FormError) as caught:
         load_module(text, "bad.mlir")
-    assert caught.value.format_message() == expected
-    assert "\n" not in caught.value.format_message()
+    assert str(caught.value) == expected
+    assert "\n" not in str(caught.value)
 
 
 def test_load_module_names_a_file_it_was_given(tmp_path: Path):
@@ -98,7 +98,7 @@ def test_load_module_names_a_file_it_was_given(tmp_path: Path):
     path.write_text(BAD["shape mismatch"][0])
     with pytest.raises(FormError) as caught:
         load_module(path)
-    assert caught.value.format_message() == f"{path}:4:3: error: embed result must be [rows, hidden]"
+    assert str(caught.value) == f"{path}:4:3: error: embed result must be [rows, hidden]"
 
 
 def test_unreadable_files_are_one_line(tmp_path: Path):
@@ -116,13 +116,17 @@ def test_an_empty_file_is_a_diagnostic():
 
 
 def test_form_error_prints_its_line_alone():
+    from lanec.commands import reported
+
     runner = CliRunner()
     error = FormError("x.mlir:3:4", "first\nsecond")
-    assert error.format_message() == "x.mlir:3:4: error: first; second"
+    assert str(error) == "x.mlir:3:4: error: first; second"
+    assert error.message == "first; second"
 
     @click.command()
     def fails() -> None:
-        raise error
+        with reported():
+            raise error
 
     result = runner.invoke(fails)
     assert result.exit_code == 1
@@ -246,3 +250,72 @@ def test_verifiers_never_crash_on_properties(target: tuple[int, int, str], value
     op = form_ops(step)[index]
     op.properties[name] = IntegerAttr(value, i64)
     verify_each(op.get_toplevel_object())
+
+
+# Where the lane cannot make a fusion, `lanec compile` names the cause: the held-back rule and the
+# kernel fact, on one line, not the symptom the unfused ops meet in the lowering. And a form that
+# verifies but that no kernel can take is one line naming the fact, never a traceback.
+
+KIMI_TINY = Path(__file__).resolve().parent.parent / "examples" / "kimi-linear-tiny.config.json"
+
+
+def imported_kda(tmp_path: Path, *, head_size: int = 128, heads: int = 8, conv: int = 4, tokens: int = 1) -> Path:
+    """A Kimi Linear step of KDA layers (dense MLPs), imported through the CLI."""
+    import json
+
+    config = json.loads(KIMI_TINY.read_text())
+    config["linear_attn_config"].update(head_dim=head_size, num_heads=heads, short_conv_kernel_size=conv)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    form_file = tmp_path / "model.mlir"
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "config.json"), "-o", str(form_file), "--layers", "3",
+                                       "--kda-only", "--dense-mlp", "128", "--spec-tokens", str(tokens)])
+    assert result.exit_code == 0, result.output
+    return form_file
+
+
+def compile_error(form_file: Path) -> str:
+    result = CliRunner().invoke(main, ["compile", str(form_file), "-o", str(form_file.with_suffix(".bin"))])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("shape, fact", [
+    ({"head_size": 64, "heads": 16}, "KdaSplit head size 64: its 128 main threads hold a key and a value channel"),
+    ({"conv": 3}, "KdaSplit conv width 3: the conv keeps 3 taps of state, so width must be 4"),
+    ({"tokens": 9}, "KdaSplit supports 1-8 tokens per request; got 9"),
+])
+def test_compile_names_the_rule_and_the_fact_that_held_a_kda_back(tmp_path: Path, shape: dict, fact: str):
+    line = compile_error(imported_kda(tmp_path, **shape))
+    assert line.startswith(f"{tmp_path / 'model.mlir'}: error: hold-kda held back kda ("), line
+    assert "kda split back into its chain: " + fact in line, line
+    assert "what it was split into has no launch: " in line  # the lowering's symptom comes after
+
+
+STEP = """\
+form.step batch 1 tokens 1 {{
+  %tokens = form.input {{role = "tokens"}} : tensor<1xi32>
+  %table = form.weight {{name = "embed", format = "{table}"}} : tensor<32x64xbf16>
+  %h = form.embed %tokens, %table : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+{body}}}
+"""
+
+
+@pytest.mark.parametrize("table, body, fact", [
+    ("q8_0", "  form.return %h : tensor<1x64xbf16>\n",
+     "no lane kernel for: form.embed (a q8_0 table: embed copies bf16 rows) x1"),
+    ("bf16", "  %w = form.embed %tokens, %table : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>\n"
+             "  %y = form.product %h, %w : (tensor<1x64xbf16>, tensor<1x64xbf16>) -> tensor<1x1xbf16>\n"
+             "  form.return %y : tensor<1x1xbf16>\n",
+     "no lane kernel for: form.product (weights that are an activation: kernels load weights before the PDL "
+     "wait) x1"),
+])
+def test_forms_no_kernel_takes_are_one_line_naming_the_fact(tmp_path: Path, table: str, body: str, fact: str):
+    form_file = tmp_path / "step.mlir"
+    form_file.write_text(STEP.format(table=table, body=body))
+    load_module(form_file)  # the form verifies
+    assert compile_error(form_file) == f"{form_file}: error: {fact}"
+    explained = CliRunner().invoke(main, ["explain", str(form_file)])
+    assert explained.exit_code == 0 and f"not lowered: {fact}" in explained.output, explained.output

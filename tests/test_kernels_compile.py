@@ -12,6 +12,7 @@ from lanec.codegen.compile import CompiledKernel, cache_key, compile_kernel, ent
 from lanec.codegen.kernels.argmax import Argmax
 from lanec.codegen.kernels.elementwise import Elementwise
 from lanec.codegen.kernels.embed import Embed
+from lanec.codegen.kernels.facts import RowSchedule
 from lanec.codegen.kernels.gated_gemv import GatedGemv
 from lanec.codegen.kernels.gemv import Gemv
 from lanec.codegen.kernels.rmsnorm import RmsNorm
@@ -91,7 +92,7 @@ def test_schedule_defaults(make, tensor_cores, per_cta):
 def test_cache_key_follows_the_specialization():
     assert cache_key(Gemv(1, 2304, (4096,))) == cache_key(Gemv(1, 2304, (4096,)))
     assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(2, 2304, (4096,)))
-    assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(1, 2304, (4096,), schedule=(8, 1)))
+    assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(1, 2304, (4096,), schedule=RowSchedule(8, 1)))
     assert cache_key(RmsNorm(1, 2304, 1e-6)) != cache_key(RmsNorm(1, 2304, 1e-5))
 
 
@@ -115,13 +116,17 @@ def test_artifact_round_trip(cache, tmp_path):
     (lambda: Gemv(1, 128, (500,), per_head=(8, 192, 64)), "do not split into 8 heads"),
     (lambda: Gemv(1, 160, (512,), per_head=(8, 192, 64)), "runs past"),
     (lambda: GatedGemv(33, 2304, 1024), "1-32 rows"),
-    (lambda: GatedGemv(32, 2304, 1024, schedule=(8, 1, 1)), "use the tensor-core path"),
-    (lambda: Gemv(8, 2304, (4096,), schedule=(0, 12, 2)), "must be 8, 16, 24 or 32"),
+    (lambda: GatedGemv(32, 2304, 1024, schedule=RowSchedule(8, 1, tensor_cores=False)), "use the tensor-core path"),
+    (lambda: Gemv(8, 2304, (4096,), schedule={"rows_per_cta": 12, "tensor_cores": True}), "must be 8, 16, 24 or 32"),
+    (lambda: Gemv(1, 2304, (4096,), schedule=(8, 1)), "takes named fields"),
+    (lambda: Gemv(1, 2304, (4096,), schedule={"warps": 33}), "warps is 1-32"),
+    (lambda: Gemv(1, 2304, (4096,), x_pitch=2300), "x pitch 2300: at least the row's 2304 values"),
     (lambda: RmsNorm(1, 2304, 0.0), "eps must be positive"),
     (lambda: Elementwise("tanh", 1, 2304), "elementwise op 'tanh'"),
     (lambda: Embed(1, 1000, 100), "multiple of 8"),
     (lambda: Argmax(1, 1000, "int8"), "bfloat16 or float32"),
 ])
 def test_invalid_specializations_say_why(make, message):
+    """Each kernel's limits are its spec's (facts.py): the message names the kernel and the limit."""
     with pytest.raises(ValueError, match=re.escape(message)):
         make()

@@ -1,23 +1,16 @@
-"""The lane's knobs (LaneShim), split-KV attention (chunks_apart, best_splits), and Latent."""
+"""The lane under its knobs (LaneShim, its held-back rules), split-KV attention (chunks_apart, for
+the attention kernel to come), and Latent."""
 
 from __future__ import annotations
 
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from lanec.codegen.kernels.facts import GEMV_ROWS
 from lanec.diagnostics import load_module
 from lanec.dialects.form import LatentAttentionOp
-from lanec.lane import (
-    GEMV_ROW_LIMIT,
-    SPLIT_MIN_KEYS,
-    KnobError,
-    LaneShim,
-    Latent,
-    attention_time,
-    best_splits,
-    chunks_apart,
-    head_blocks,
-)
+from lanec.passes.table import HELD_BACK
+from lanec.shim import KnobError, LaneShim, Latent, chunks_apart, head_blocks
 
 # -- LaneShim -----------------------------------------------------------------------------------
 
@@ -25,7 +18,25 @@ from lanec.lane import (
 def test_the_default_shim_is_precise_decode() -> None:
     shim = LaneShim()
     assert (shim.numerics, shim.words, shim.fuse_quant, shim.batch_products) == ("precise", 1, False, False)
-    assert shim.as_gemv(GEMV_ROW_LIMIT) and not shim.as_gemv(GEMV_ROW_LIMIT + 1)
+    assert shim.as_gemv(GEMV_ROWS) and not shim.as_gemv(GEMV_ROWS + 1)
+
+
+def test_the_gemv_row_limit_is_the_gemv_kernels_own() -> None:
+    """The rules keep a decode step's products on the GEMV kernels up to the rows one gemv launch
+    takes: the kernel's own limit, one owner."""
+    from lanec.codegen.kernels.facts import RowProductsSpec
+
+    assert GEMV_ROWS == 32
+    assert not RowProductsSpec("gemv", rows=GEMV_ROWS, width=64, parts=(64,)).problems()
+    assert RowProductsSpec("gemv", rows=GEMV_ROWS + 1, width=64, parts=(64,)).problems()
+
+
+def test_the_shim_holds_the_lanes_held_back_rules_the_table_runs() -> None:
+    assert LaneShim().heldback == HELD_BACK == LaneShim("quantized", 2, True, True).heldback
+    assert [r.name for r in HELD_BACK] == [
+        "hold-per-head-part", "hold-values-in-place", "hold-kda", "hold-conv-l2norm", "hold-mixture-shared",
+        "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation"]
+    assert all(r.stage == "held-back" for r in HELD_BACK)
 
 
 def test_batch_products_keep_any_rows_on_the_gemv() -> None:
@@ -52,6 +63,15 @@ def test_the_shim_round_trips_through_the_module() -> None:
     assert LaneShim.of(ModuleOp([])) == LaneShim()
 
 
+def test_given_knobs_replace_the_recorded_ones() -> None:
+    module = ModuleOp([])
+    LaneShim("quantized", 2).record(module)
+    assert LaneShim.of(module, numerics=None, words=None, fuse_quant=True) == LaneShim("quantized", 2, True)
+    assert LaneShim.of(module, batch_products=True).batch_products
+    with pytest.raises(KnobError, match="only quantized numerics read int8 words"):
+        LaneShim.of(module, numerics="precise")
+
+
 def test_a_bad_recorded_knob_is_named() -> None:
     module = load_module('builtin.module attributes {lane.shim = {fast = true}} {}')
     with pytest.raises(KnobError, match="unknown knob fast"):
@@ -61,51 +81,30 @@ def test_a_bad_recorded_knob_is_named() -> None:
 # -- chunks_apart -------------------------------------------------------------------------------
 
 
-def test_small_gqa_decode_splits() -> None:
-    """Batch 1, 32 query heads on 8 KV heads, 32k keys: 8 blocks leave 124 of 132 SMs idle."""
-    shape = {"batch": 1, "heads": 32, "kv_heads": 8, "length": 32768}
+def test_small_gqa_decode_runs_its_chunks_apart() -> None:
+    """Batch 1, 32 query heads on 8 KV heads: 8 blocks (one a KV group) leave 124 of 132 SMs idle."""
     assert head_blocks(batch=1, heads=32, kv_heads=8) == 8
-    assert chunks_apart(16, **shape)
-    splits = best_splits(**shape)
-    assert splits == 16  # 8 x 16 = 128 blocks: one wave of chunks of 2048 keys
-    assert attention_time(splits, **shape) < attention_time(1, **shape) / 10
+    assert chunks_apart(16, batch=1, heads=32, kv_heads=8)
 
 
-def test_we_count_kv_groups_where_flash_attention_counts_query_heads() -> None:
-    """FlashAttention's heuristic sees 32 query-head blocks and picks about 4 splits; blocks a KV
-    group need 4x that to fill the chip."""
-    shape = {"batch": 1, "heads": 32, "kv_heads": 8, "length": 32768}
-    assert attention_time(best_splits(**shape), **shape) < attention_time(4, **shape)
+def test_blocks_are_counted_a_kv_group_not_a_query_head() -> None:
+    """132 query heads on 4 KV heads: 4 blocks (FlashAttention would count 132 and fill the chip)."""
+    assert head_blocks(batch=1, heads=132, kv_heads=4) == 4
+    assert chunks_apart(2, batch=1, heads=132, kv_heads=4)
 
 
-def test_a_full_chip_does_not_split() -> None:
-    """Batch 256 x 8 KV heads = 2048 blocks, 15.5 waves of long rows: no chunks."""
-    shape = {"batch": 256, "heads": 32, "kv_heads": 8, "length": 32768}
-    assert not any(chunks_apart(s, **shape) for s in (2, 4, 16, 64))
-    assert best_splits(**shape) == 1
-
-
-def test_a_short_context_does_not_split() -> None:
-    shape = {"batch": 1, "heads": 32, "kv_heads": 8, "length": 300}
-    assert 300 / 2 < SPLIT_MIN_KEYS
-    assert not chunks_apart(2, **shape)
-    assert best_splits(**shape) == 1
+@pytest.mark.parametrize("batch, apart", [(16, True), (17, False)])
+def test_a_full_chip_keeps_its_chunks_together(batch: int, apart: bool) -> None:
+    """Both sides of the boundary: 16 x 8 KV groups = 128 blocks < 132 SMs; 17 x 8 = 136 fill it."""
+    assert chunks_apart(4, batch=batch, heads=32, kv_heads=8) is apart
 
 
 def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
-    assert not chunks_apart(1, batch=1, heads=8, kv_heads=8, length=1 << 20)
+    assert not chunks_apart(1, batch=1, heads=8, kv_heads=8)
     with pytest.raises(ValueError, match="splits 0"):
-        attention_time(0, batch=1, heads=8, kv_heads=8, length=100)
+        chunks_apart(0, batch=1, heads=8, kv_heads=8)
     with pytest.raises(ValueError, match="do not share 3 KV heads"):
-        chunks_apart(2, batch=1, heads=8, kv_heads=3, length=100)
-
-
-def test_splitting_stops_where_the_waves_stop_paying() -> None:
-    """Batch 8 x 8 KV heads = 64 blocks: two chunks fill 128 SMs; a third makes a second wave."""
-    shape = {"batch": 8, "heads": 32, "kv_heads": 8, "length": 4096}
-    assert chunks_apart(2, **shape) and chunks_apart(3, **shape)  # both beat one chunk
-    assert attention_time(3, **shape) > attention_time(2, **shape)  # but the second wave costs
-    assert best_splits(**shape) == 2
+        chunks_apart(2, batch=1, heads=8, kv_heads=3)
 
 
 # -- Latent -------------------------------------------------------------------------------------
@@ -124,7 +123,10 @@ builtin.module {
     %%qr = form.embed %%t, %%eq : (tensor<%(tokens)dxi32>, tensor<32x128xbf16>) -> tensor<%(tokens)dx128xbf16>
     %%lat = form.embed %%t, %%el : (tensor<%(tokens)dxi32>, tensor<32x128xbf16>) -> tensor<%(tokens)dx128xbf16>
     %%kr = form.embed %%t, %%er : (tensor<%(tokens)dxi32>, tensor<32x32xbf16>) -> tensor<%(tokens)dx32xbf16>
-    %%o = form.latent_attention %%qr, %%lat, %%kr, %%cache, %%kvb, %%pages, %%pos {heads = 2 : i64, nope = 32 : i64, rope = 32 : i64, lora = 128 : i64, v = 32 : i64, scale = 0.125 : f64} : (tensor<%(tokens)dx128xbf16>, tensor<%(tokens)dx128xbf16>, tensor<%(tokens)dx32xbf16>, tensor<4x64x160xbf16>, tensor<128x128xbf16>, tensor<1x4xi32>, tensor<%(tokens)dxi32>) -> tensor<%(tokens)dx64xbf16>
+    %%o = form.latent_attention %%qr, %%lat, %%kr, %%cache, %%kvb, %%pages, %%pos
+      {heads = 2 : i64, nope = 32 : i64, rope = 32 : i64, lora = 128 : i64, v = 32 : i64, scale = 0.125 : f64}
+      : (tensor<%(tokens)dx128xbf16>, tensor<%(tokens)dx128xbf16>, tensor<%(tokens)dx32xbf16>, tensor<4x64x160xbf16>,
+         tensor<128x128xbf16>, tensor<1x4xi32>, tensor<%(tokens)dxi32>) -> tensor<%(tokens)dx64xbf16>
     form.return %%o : tensor<%(tokens)dx64xbf16>
   }
 }

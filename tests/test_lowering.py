@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lanec.codegen.lower import lower_module, spec_of
-from lanec.codegen.schedules import schedule_for
+from lanec.codegen.lower import lower_module
+from lanec.codegen.schedules import kda_schedule, schedule_for
+from lanec.codegen.spec import spec_of
 from lanec.dialects import lane
-from lanec.lane import LaneShim
 from lanec.pipeline import fuse, parse_verify
+from lanec.shim import LaneShim
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def launches(source: Path):
     module, where = parse_verify(source)
     fuse(module, LaneShim(), where)
-    lowered = lower_module(module, schedules=schedule_for)
+    lowered = lower_module(module)
     lowered.verify()
     step = next(iter(lowered.ops))
     return [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
@@ -40,7 +41,10 @@ def test_one_kda_split_launch_per_kda_layer_with_cluster_pdl_and_the_tuned_sched
         assert tuple(op.cluster.get_values()) == (8, 1, 1)  # the seed's batch-1 cluster
         assert tuple(op.grid.get_values()) == (8, 32, 1)
         assert bool(op.pdl.value.data)
-        assert spec["schedule"] == tuple(schedule_for("kda_split", {"heads": 32, "batch": 1, "tokens": 1})["schedule"])
+        tuned = schedule_for("kda_split", {"heads": 32, "batch": 1, "tokens": 1})
+        # every knob recorded by name: the table's over the shape's defaults
+        assert spec["schedule"] == kda_schedule(32, 1, tuned).as_dict() and spec["schedule"]["early"] == 1
+        assert spec["schedule"]["release_at_entry"] and spec["schedule"]["cluster"] == 8
         assert spec["gate_form"] == "softplus"
         # q, k, v, f_a and beta are parts of one product in parts, read in place at its pitch
         assert spec["x_pitch"] == spec["raw_gate_pitch"] == spec["beta_pitch"] == 3 * 4096 + 128 + 32 + 128

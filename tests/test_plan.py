@@ -9,8 +9,21 @@ import pytest
 from click.testing import CliRunner
 
 from lanec.cli import main
-from lanec.runtime.plan import (HEADER, MAGIC, VERSION, Arg, Buffer, Launch, Plan, PlanError, Shape, Source,
-                                Transform, WeightBinding, describe)
+from lanec.runtime.plan import (
+    HEADER,
+    MAGIC,
+    VERSION,
+    Arg,
+    Buffer,
+    Launch,
+    Plan,
+    PlanError,
+    Shape,
+    Source,
+    Transform,
+    WeightBinding,
+    describe,
+)
 
 
 def sample_plan() -> Plan:
@@ -127,7 +140,7 @@ def test_malformed_meta(tmp_path):
     (lambda p: p.weights.append(WeightBinding("x", (Source("m", (1,)),))), "is a activation, not a weight"),
     (lambda p: p.launches.append(Launch("l", 7, "e", Shape((1, 1, 1), (32, 1, 1)), ())), "kernel 7 does not exist"),
     (lambda p: p.launches.append(Launch("l", 0, "e", Shape((3, 1, 1), (32, 1, 1), (2, 1, 1)), ())),
-     "whole number of clusters"),
+     "grid \\[3, 1, 1\\] is not whole clusters of \\[2, 1, 1\\]"),
     (lambda p: p.launches.append(Launch("l", 0, "e", Shape((1, 1, 1), (32, 1, 1)), (Arg("x", 128),))),
      "offset 128 is outside"),
     (lambda p: p.weights.__setitem__(0, WeightBinding("qkv.w", (Source("q", (1,)), Source("k", (1,))))),

@@ -14,11 +14,11 @@ from lanec.cli import main
 from lanec.dialects.form import DeltaRuleOp, GatedProductOp, KdaOp, MixtureOp, ProductOp, SwigluOp
 from lanec.interp.environment import random_environment
 from lanec.interp.lower import program_of
-from lanec.lane import LaneShim
 from lanec.passes import get_all_passes
 from lanec.passes.decisions import DECISIONS_ATTR, LAYER, decisions_of
 from lanec.passes.table import HELD_BACK, LANE_BEFORE, RULES, SHARED, STAGES, TABLE
 from lanec.pipeline import compile_rules, fuse, parse_verify
+from lanec.shim import LaneShim
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SMALL = EXAMPLES / "kimi-linear-small.mlir"
@@ -210,3 +210,76 @@ def test_explain_reports_what_the_schedule_table_gave_each_kernel() -> None:
     assert "schedules (stage 5, lanec/codegen/schedules.json):" in text
     assert any(line.strip().startswith("kda_split") and ("table: schedule=" in line or "defaults" in line)
                for line in text.splitlines())
+
+
+# -- the knobs a module records, and what explain names -------------------------------------------
+
+
+def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> None:
+    recorded = tmp_path / "quantized.mlir"
+    recorded.write_text(TINY.read_text().replace(
+        "builtin.module {", "builtin.module attributes "
+        '{lane.shim = {numerics = "quantized", words = 2 : i64, batch_products = true}} {', 1))
+    data = json.loads(explain(str(recorded), "--json"))
+    assert data["shim"] == {"batch_products": True, "fuse_quant": False, "numerics": "quantized", "words": 2}
+    opt = CliRunner().invoke(main, ["opt", str(recorded), "-p", "lane-before,shared,held-back"])
+    assert opt.exit_code == 0, opt.output
+    module, _ = parse_verify(opt.stdout)
+    assert [d.as_json() for d in decisions_of(module)] == [d.as_json() for d in compile_rules(recorded)[1]]
+    reasons = [d["reason"] for d in data["decisions"] if d["rule"] == "gemv-in-parts"]
+    assert reasons and all(r.endswith("the products are a batch's") for r in reasons)
+    # a knob the command line gives replaces the module's; the others stay the module's
+    data = json.loads(explain(str(recorded), "--json", "--fuse-quant"))
+    assert data["shim"] == {"batch_products": True, "fuse_quant": True, "numerics": "quantized", "words": 2}
+    data = json.loads(explain(str(recorded), "--json", "--numerics", "precise", "--words", "1"))
+    assert data["shim"] == {"batch_products": True, "fuse_quant": False, "numerics": "precise", "words": 1}
+    result = CliRunner().invoke(main, ["explain", str(recorded), "--numerics", "precise"])  # words 2 stays
+    assert result.exit_code == 2 and "words 2: only quantized numerics read int8 words" in result.output
+
+
+BUILT = {"gemv", "gated_gemv", "rmsnorm", "elementwise", "embed", "argmax", "kda_split"}
+NOT_BUILT = ("gemm_tc", "conv_l2norm", "tensor-core GEMM in parts:", "on the tensor cores")
+
+
+def named_kernels(reason: str) -> set[str]:
+    """The lane's kernels a decision says the plan launches (KdaSplit is kda_split's class)."""
+    named = {k for k in BUILT if re.search(rf"(?<![\w-]){k}(?![\w-])", reason)}
+    return named | ({"kda_split"} if "KdaSplit launch" in reason else set())
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.mlir")), ids=lambda p: p.name)
+@pytest.mark.parametrize("knobs", [[], ["--numerics", "quantized"], ["--batch-products"]])
+def test_explain_names_only_kernels_the_plan_launches(example: Path, knobs: list[str]) -> None:
+    data = json.loads(explain(str(example), "--json", *knobs))
+    reasons = [d["reason"] for d in data["decisions"]]
+    assert not [r for r in reasons if any(words in r for words in NOT_BUILT)]
+    if not data["schedules"]["lowered"]:
+        return
+    launched = {k["kernel"] for k in data["schedules"]["kernels"]}
+    for decision in data["decisions"]:
+        if decision["taken"]:
+            assert named_kernels(decision["reason"]) <= launched, (decision, launched)
+
+
+def test_a_pair_kept_for_the_tensor_cores_runs_as_gated_gemv_launches(tmp_path: Path) -> None:
+    """64 rows under quantized numerics, bf16 rows, 128 hidden values: the pair is kept for the
+    tensor cores' GEMM, which is not built: explain says gated_gemv, and the plan launches two."""
+    step = tmp_path / "pair.mlir"
+    step.write_text("""builtin.module {
+  form.step batch 64 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<64xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wg = form.weight {name = "model.layers.0.mlp.gate_proj.weight", format = "bf16"} : tensor<128x64xbf16>
+    %wu = form.weight {name = "model.layers.0.mlp.up_proj.weight", format = "bf16"} : tensor<128x64xbf16>
+    %x = form.embed %t, %e : (tensor<64xi32>, tensor<32x64xbf16>) -> tensor<64x64xbf16>
+    %h = form.gated_product %x, %wg, %wu
+      : (tensor<64x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<64x128xbf16>
+    form.return %h : tensor<64x128xbf16>
+  }
+}
+""")
+    data = json.loads(explain(str(step), "--json", "--numerics", "quantized"))
+    (pair,) = [d for d in data["decisions"] if d["rule"] == "hold-gated-pair"]
+    assert pair["taken"] and "gated_gemv, 32 rows a launch" in pair["reason"]
+    (gated,) = [k for k in data["schedules"]["kernels"] if k["kernel"] == "gated_gemv"]
+    assert gated["launches"] == 2

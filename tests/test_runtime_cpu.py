@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -71,7 +72,7 @@ def test_safetensors_bf16(tmp_path):
     # safetensors.numpy has no bfloat16: write the file's bytes ourselves (header, then raw data)
     values = dtypes.round_bf16(np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32))
     raw = dtypes.to_bf16(values).tobytes()
-    header = ('{"t":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,%d]}}' % len(raw)).encode()
+    header = json.dumps({"t": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, len(raw)]}}).encode()
     path = tmp_path / "bf16.safetensors"
     path.write_bytes(len(header).to_bytes(8, "little") + header + raw)
     np.testing.assert_array_equal(weights.Checkpoint(path).tensor("t"), values)

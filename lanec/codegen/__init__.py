@@ -1,5 +1,6 @@
-"""Codegen: the lowering to the lane (lower.py), the cute-dsl target (cute_dsl.py), the kernels
-(kernels/), their ahead-of-time compile and cache (compile.py) and the plan writer."""
+"""Codegen: the lowering to the lane (lower.py, recording each kernel's specialization as spec.py
+encodes it), the cute-dsl target (cute_dsl.py), the kernels and their registry (kernels/), their
+ahead-of-time compile and cache (compile.py) and the plan writer."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ strides and dtypes of the kernel's parameters.
 A kernel object is an instance of a kernel class (lanec/codegen/kernels/): its instance
 attributes are its static specialization, `params()` lists its tensors in entry order, `launch()`
 its grid, block, cluster and shared memory, `name` says which kernel it is, and its `@cute.jit
-__call__` takes one tensor per param."""
+__call__` takes one tensor per param, by the param's name (lanec/codegen/kernels/base.py's
+`Kernel`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.runtime import dtypes
 from lanec.runtime.artifact import KernelArtifact
+from lanec.runtime.launch import LaunchShape, TensorParam
 
 ARCH = "sm_90a"
 # Set before CuTe DSL is first imported: it reads the target at its first compile and would
@@ -96,24 +98,13 @@ def cache_key(kernel) -> str:
 
 
 def _fake_tensor(param: TensorParam):
-    import cutlass
     from cutlass.cute.runtime import make_fake_tensor
 
-    dtypes = {"bfloat16": cutlass.BFloat16, "float32": cutlass.Float32, "float16": cutlass.Float16,
-              "int32": cutlass.Int32, "int8": cutlass.Int8, "uint8": cutlass.Uint8, "int64": cutlass.Int64}
-    if param.dtype not in dtypes:
-        raise CompileError(f"param {param.name}: dtype {param.dtype!r} is not one of {sorted(dtypes)}")
-    strides = param.strides or row_major(param.shape)
-    return make_fake_tensor(dtypes[param.dtype], tuple(param.shape), tuple(strides),
-                            assumed_align=TENSOR_ALIGN)
-
-
-def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
+    try:
+        element = dtypes.cute_type(param.dtype)
+    except ValueError as exc:
+        raise CompileError(f"param {param.name}: {exc}") from None
+    return make_fake_tensor(element, tuple(param.shape), param.element_strides, assumed_align=TENSOR_ALIGN)
 
 
 _ENTRY = re.compile(r"\.visible\s+\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
@@ -182,11 +173,11 @@ def compile_kernel(kernel, cache_dir: str | Path | None = None, use_cache: bool 
 
     import cutlass.cute as cute
 
-    fakes = [_fake_tensor(p) for p in params]
+    fakes = {p.name: _fake_tensor(p) for p in params}
     with tempfile.TemporaryDirectory(prefix="lanec-compile-") as dump:
         options = f"--gpu-arch={ARCH} --keep-cubin --keep-ptx --dump-dir={dump}"
         try:
-            compiled = cute.compile(kernel, *fakes, options=options)
+            compiled = cute.compile(kernel, **fakes, options=options)
         except Exception as exc:
             raise CompileError(f"{name}: CuTe DSL compile failed: {type(exc).__name__}: {exc}") from exc
         artifacts = compiled.artifacts

@@ -2,7 +2,9 @@
 specializations, one a launch, in step order (`lanec opt model.mlir -p ... -t cute-dsl`).
 
 The printed module is what the compile stage runs: executing it builds `LAUNCHES`, the kernel
-objects, and each distinct one is compiled ahead of time for sm_90a (lanec/codegen/compile.py).
+objects, and each distinct one is compiled ahead of time for sm_90a (lanec/codegen/compile.py),
+which passes each kernel its tensors by name. A launch's comment binds its buffers to those names;
+a schedule prints as its dataclass (facts.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
-from lanec.codegen.lower import KERNELS, spec_of
+from lanec.codegen.kernels import KERNELS, make_kernel
+from lanec.codegen.schedules import SCHEDULES
+from lanec.codegen.spec import spec_of
 from lanec.dialects import lane
 
 
@@ -33,7 +37,11 @@ def buffer_name(value: SSAValue) -> str:
     raise CuteDslError(f"launch operand defined by {getattr(owner, 'name', owner)}, not a lane.buffer or lane.view")
 
 
-def python_value(value) -> str:
+def python_value(kernel: str, key: str, value) -> str:
+    """A specialization's value as Python: a schedule's named fields as its dataclass."""
+    if key == "schedule" and isinstance(value, dict) and kernel in SCHEDULES:
+        fields = ", ".join(f"{k}={v!r}" for k, v in value.items())
+        return f"{SCHEDULES[kernel].__name__}({fields})"
     return repr(value)
 
 
@@ -57,6 +65,10 @@ class CuteDslPrinter:
         for kernel in sorted({op.kernel.data for op in launches}):
             module_name, class_name = KERNELS[kernel].split(":")
             self.line(f"from {module_name} import {class_name}")
+        schedules = {SCHEDULES[op.kernel.data].__name__ for op in launches
+                     if op.kernel.data in SCHEDULES and isinstance(spec_of(op).get("schedule"), dict)}
+        if schedules:
+            self.line(f"from lanec.codegen.kernels.facts import {', '.join(sorted(schedules))}")
         self.line()
         self.line("LAUNCHES = [")
         for op in steps[0].body.block.ops:
@@ -72,9 +84,17 @@ class CuteDslPrinter:
         if op.kernel.data not in KERNELS:
             raise CuteDslError(f"lane.launch of unknown kernel '{op.kernel.data}'")
         class_name = KERNELS[op.kernel.data].split(":")[1]
-        args = ", ".join(f"{k}={python_value(v)}" for k, v in spec_of(op).items())
+        spec = spec_of(op)
+        args = ", ".join(f"{k}={python_value(op.kernel.data, k, v)}" for k, v in spec.items())
         grid, block, cluster = (tuple(a.get_values()) for a in (op.grid, op.block, op.cluster))
-        operands = ", ".join(buffer_name(v) for v in op.args)
+        try:
+            params = make_kernel(op.kernel.data, spec).params()
+        except ValueError as error:
+            raise CuteDslError(f"lane.launch {self.launches} ({op.kernel.data}): {error}") from None
+        if len(params) != len(op.args):
+            raise CuteDslError(f"lane.launch {self.launches} binds {len(op.args)} buffers; {op.kernel.data} takes "
+                               f"{len(params)} tensors ({', '.join(p.name for p in params)})")
+        operands = ", ".join(f"{p.name}={buffer_name(v)}" for p, v in zip(params, op.args, strict=True))
         self.line(f"    # {self.launches}: {op.kernel.data}({operands})")
         self.line(f"    #    grid {grid} block {block} cluster {cluster} shared {op.shared_bytes.value.data} B"
                   f"{' pdl' if op.pdl.value.data else ''}")

@@ -2,128 +2,62 @@
 
 Every form value becomes a window of a device buffer (`Window`: its buffer, element offset,
 shape and strides), so the parts of a product in parts stay views of one buffer and a consumer
-reads them in place. Weights become buffers made once at load from the form's weights through a
-chain of transforms (a product in parts reads its parts' rows back to back; KdaSplit reads the
-three conv weights as one [3, 4, dim] buffer). Each op picks its kernel class and static
-specialization here; the kernel class computes its own launch facts (`launch()`), which the
-`lane.launch` carries. An op the lane has no kernel for is an error that names it.
+reads them in place (each part at a place of whole 16-byte vectors: `PART_ALIGN`). Weights become
+buffers made once at load from the form's weights through a chain of transforms (a product in
+parts reads its parts' rows back to back, zero rows filling each place; KdaSplit reads the three
+conv weights as one [3, 4, dim] buffer). `Lowering.lower` dispatches on the op's type to one
+method a form op, which picks its kernel (lanec/codegen/kernels/) and static specialization, the
+schedule table's choices included; the kernel computes its own launch facts (`launch()`), which
+the `lane.launch` carries. An op the lane has no kernel for is an error that names it.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import singledispatchmethod
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     BFloat16Type,
-    BoolAttr,
-    DenseArrayBase,
-    Float32Type,
-    Float64Type,
-    FloatAttr,
-    IntegerAttr,
     IntegerType,
     MemRefType,
     ModuleOp,
     StringAttr,
     TensorType,
-    i64,
 )
-from xdsl.context import Context
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from lanec.codegen.kernels import make_kernel
+from lanec.codegen.kernels.facts import GEMV_ROWS
+from lanec.codegen.schedules import kda_schedule, schedule_for
+from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
+from lanec.runtime import dtypes
 
-# kernel name -> "module:Class" (imported only when a launch needs it: CuTe DSL is heavy)
-KERNELS = {
-    "gemv": "lanec.codegen.kernels.gemv:Gemv",
-    "gated_gemv": "lanec.codegen.kernels.gated_gemv:GatedGemv",
-    "rmsnorm": "lanec.codegen.kernels.rmsnorm:RmsNorm",
-    "elementwise": "lanec.codegen.kernels.elementwise:Elementwise",
-    "embed": "lanec.codegen.kernels.embed:Embed",
-    "argmax": "lanec.codegen.kernels.argmax:Argmax",
-    "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
-}
-
-GEMV_ROWS = 32  # rows a gemv launch takes; more rows are run as several launches of this many
+# A product in parts gives each part a place of whole 16-byte vectors of bf16 in the merged row, so
+# every part starts aligned for a later kernel that reads it in place (a vector load), whatever
+# its size (a KDA layer's b part is one value a head); the weight's zero rows fill the gaps.
+PART_ALIGN = 8
 
 
 class LoweringError(ValueError):
-    """A form the lane cannot launch (one line)."""
+    """A form the lane cannot launch (one line); `ops`: the form ops it found no launch for, so
+    the pipeline can name the rule that split them out of a fused op (`held_back_cause`)."""
 
-
-def kernel_class(name: str) -> type:
-    if name not in KERNELS:
-        raise LoweringError(f"the lane has no kernel '{name}'")
-    module, attribute = KERNELS[name].split(":")
-    return getattr(importlib.import_module(module), attribute)
-
-
-def make_kernel(name: str, spec: dict):
-    """The kernel object of a launch: its class built from the launch's static specialization."""
-    return kernel_class(name)(**spec)
-
-
-# ----------------------------------------------------------------------------------------------
-# Specializations as attributes (and back)
-
-
-def to_attr(value) -> Attribute:
-    if isinstance(value, bool):
-        return BoolAttr(value, 1)
-    if isinstance(value, int):
-        return IntegerAttr(value, i64)
-    if isinstance(value, float):
-        return FloatAttr(value, Float64Type())
-    if isinstance(value, str):
-        return StringAttr(value)
-    if isinstance(value, (tuple, list)):
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return DenseArrayBase.from_list(i64, list(value))
-        return ArrayAttr([to_attr(v) for v in value])
-    if value is None:
-        return ArrayAttr([])
-    raise TypeError(f"cannot record {value!r} in a kernel specialization")
-
-
-def from_attr(attr: Attribute):
-    if isinstance(attr, IntegerAttr):
-        value = attr.value.data
-        return bool(value) if attr.type == IntegerType(1) else value  # i1: a flag
-    if isinstance(attr, FloatAttr):
-        return attr.value.data
-    if isinstance(attr, StringAttr):
-        return attr.data
-    if isinstance(attr, DenseArrayBase):
-        return tuple(attr.get_values())
-    if isinstance(attr, ArrayAttr):
-        return tuple(from_attr(a) for a in attr.data) or None
-    raise TypeError(f"cannot read {attr} as a kernel specialization")
-
-
-def spec_of(launch: lane.LaunchOp) -> dict:
-    return {k: from_attr(v) for k, v in launch.spec.data.items()}
-
-
-# ----------------------------------------------------------------------------------------------
-
-
-DTYPES = {"bfloat16": BFloat16Type(), "float32": Float32Type(), "int32": IntegerType(32),
-          "int8": IntegerType(8)}
+    def __init__(self, message: str, ops: Sequence[Operation] = ()):
+        super().__init__(message)
+        self.ops = tuple(ops)
 
 
 def dtype_name(element: Attribute) -> str:
-    if isinstance(element, BFloat16Type):
-        return "bfloat16"
-    if isinstance(element, Float32Type):
-        return "float32"
-    if isinstance(element, IntegerType):
-        return f"int{element.width.data}"
-    raise LoweringError(f"no device type for {element}")
+    """An element type's dtype name, as plans and kernel parameters write it."""
+    try:
+        return dtypes.canonical(str(element))
+    except ValueError:
+        raise LoweringError(f"no device type for {element}") from None
 
 
 def row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -151,8 +85,24 @@ class Window:
         return Window(self.buffer, self.offset + first * self.strides[0], (count, *self.shape[1:]), self.strides)
 
 
+ELEMENTWISE = {form.AddOp: "add", form.MulOp: "mul", form.SwigluOp: "swiglu", form.SiluOp: "silu",
+               form.SigmoidOp: "sigmoid"}
+
+
+def pitch_of(x: Window) -> dict:
+    """The `x_pitch` of a kernel reading rows of `x` in place from a wider row, if they are."""
+    if len(x.shape) == 2 and x.strides != row_major(x.shape):
+        if x.strides[1] != 1:
+            raise LoweringError(f"rows of {list(x.shape)} at strides {list(x.strides)}: values must be adjacent")
+        return {"x_pitch": x.strides[0]}
+    return {}
+
+
 @dataclass
 class Lowering:
+    """The walk over one form step, building its lane step: each form op's method (dispatched on
+    its type by `lower`) binds its results to windows and adds its launches."""
+
     step: form.StepOp
     block: Block = field(default_factory=Block)
     windows: dict[SSAValue, Window] = field(default_factory=dict)
@@ -160,7 +110,8 @@ class Lowering:
     sources: dict[SSAValue, form.WeightOp] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
     missing: dict[str, int] = field(default_factory=dict)
-    schedules: Callable[[str, dict], dict] | None = None
+    unlaunched: list[Operation] = field(default_factory=list)  # the ops `missing` counts
+    schedules: Callable[[str, dict], dict] = schedule_for  # the tuned table
     # (kernel, shape, the table's overrides) of every lookup, in launch order: `lanec explain`
     tunings: list[tuple[str, dict, dict]] = field(default_factory=list)
 
@@ -194,7 +145,7 @@ class Lowering:
                 assert op.format.data == "bf16", op.weight_name.data
             first = ops[0].weight_name.data
             name = first if len(ops) == 1 else f"{first}+{len(ops) - 1}"  # its sources list them all
-            attrs = [{k: to_attr(v) for k, v in t.items()} for t in transforms]
+            attrs = [spec_attrs(t) for t in transforms]
             window = self.buffer(name, "weight", shape, element, sources=key[0], transforms=attrs)
             self.weights[key] = window.buffer
         buffer = self.weights[key]
@@ -230,12 +181,12 @@ class Lowering:
                 raise LoweringError(f"{kernel_name} param {param.name} reads strides {list(expected)}; the "
                                     f"value lies at strides {list(window.strides)}")
         operands = [self.arg(w) for w in args]
-        self.block.add_op(lane.LaunchOp(kernel_name, {k: to_attr(v) for k, v in spec.items()}, operands,
+        self.block.add_op(lane.LaunchOp(kernel_name, spec_attrs(spec), operands,
                                         shape.grid, shape.block, shape.cluster, shape.shared_bytes, shape.pdl))
 
     def tuned(self, kernel: str, shape: dict) -> dict:
-        """The schedule table's overrides for `kernel` at `shape` ({} without a table)."""
-        overrides = {} if self.schedules is None else self.schedules(kernel, shape)
+        """The schedule table's overrides for `kernel` at `shape` ({} where it has no entry)."""
+        overrides = self.schedules(kernel, shape)
         self.tunings.append((kernel, dict(shape), dict(overrides)))
         return overrides
 
@@ -244,9 +195,28 @@ class Lowering:
         goes on and the error names every such op at once."""
         key = op.name + (f" ({why})" if why else "")
         self.missing[key] = self.missing.get(key, 0) + 1
+        self.unlaunched.append(op)
         for result in op.results:
             if result not in self.windows and isinstance(result.type, TensorType):
                 self.windows[result] = self.activation(op.name, form.shape(result), form.element(result))
+
+    def quantized(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
+        """Whether a product reads or writes the quantized form (no lane kernel links it yet)."""
+        return bool(op.quantize_words()  # type: ignore[attr-defined]
+                    or form.is_int(op.operands[0], 8)
+                    or any(self.sources[w].format.data != "bf16" for w in weights if w in self.sources))
+
+    def unlinked(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
+        """Note (and say) where an op's weights are not bf16 checkpoint rows the lane's kernels
+        load: an activation (gemv, gated_gemv and rmsnorm load their weights before the PDL
+        wait, so a weight never depends on a previous launch), or the quantized form."""
+        if not all(w in self.sources for w in weights):
+            self.no_kernel(op, "weights that are an activation: kernels load weights before the PDL wait")
+        elif self.quantized(op, weights):
+            self.no_kernel(op, "quantized")
+        else:
+            return False
+        return True
 
     # -- the walk --------------------------------------------------------------------------------
 
@@ -254,10 +224,13 @@ class Lowering:
         for op in self.step.body.block.ops:
             if isinstance(op, form.ReturnOp):
                 break
-            self.lower(op)
+            try:
+                self.lower(op)
+            except ValueError as error:  # a kernel's limit or the lowering's: say which op met it
+                raise LoweringError(str(error), [op]) from None
         if self.missing:
             listed = ", ".join(f"{name} x{count}" for name, count in sorted(self.missing.items()))
-            raise LoweringError(f"no lane kernel for: {listed}")
+            raise LoweringError(f"no lane kernel for: {listed}", self.unlaunched)
         returned = self.step.body.block.last_op
         assert isinstance(returned, form.ReturnOp)
         outputs = []
@@ -274,215 +247,185 @@ class Lowering:
         self.block.add_op(lane.ReturnOp(outputs))
         return lane.StepOp(self.step.batch.value.data, self.step.tokens.value.data, Region(self.block))
 
+    @singledispatchmethod
     def lower(self, op: Operation) -> None:
-        handler = LOWERINGS.get(type(op))
-        if handler is None:
-            self.no_kernel(op)
+        """Lower one form op (a method a kind of op, below); an op the lane has no kernel for is
+        noted, and the walk goes on."""
+        self.no_kernel(op)
+
+    # -- one method a form op --------------------------------------------------------------------
+
+    @lower.register
+    def lower_input(self, op: form.InputOp) -> None:
+        self.windows[op.result] = self.buffer(f"input.{op.role.data}", "input", form.shape(op.result),
+                                              form.element(op.result), source=op.role.data)
+
+    @lower.register
+    def lower_weight(self, op: form.WeightOp) -> None:
+        self.sources[op.result] = op  # made into a buffer by its first consumer, in the layout it needs
+
+    @lower.register
+    def lower_state(self, op: form.StateOp) -> None:
+        self.windows[op.result] = self.buffer(op.state_name.data, "state", form.shape(op.result),
+                                              form.element(op.result), source=op.state_name.data)
+
+    @lower.register
+    def lower_embed(self, op: form.EmbedOp) -> None:
+        if op.table in self.sources and self.sources[op.table].format.data != "bf16":
+            self.no_kernel(op, "a q8_0 table: embed copies bf16 rows")
             return
-        handler(self, op)
+        vocab, hidden = form.shape(op.table)
+        rows = form.shape(op.tokens)[0]
+        out = self.activation("embed", (rows, hidden))
+        self.launch("embed", {"rows": rows, "vocab": vocab, "width": hidden},
+                    [self.window(op.tokens), self.window(op.table), out])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_product(self, op: form.ProductOp) -> None:
+        if self.unlinked(op, op.weights):
+            return
+        rows, _ = form.shape(op.x)
+        parts = [form.shape(w)[0] for w in op.weights]
+        places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
+        total = sum(places)
+        concatenate = {"kind": "concatenate", "axis": 0, "align": PART_ALIGN}  # zero rows fill each gap
+        weight = self.weight(list(op.weights), [concatenate] if len(parts) > 1 else [],
+                             shape=(total, form.shape(op.weights[0])[1]))
+        x = self.window(op.x)
+        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.out", (rows, total))
+        spec: dict = {"width": form.shape(op.weights[0])[1], "parts": tuple(places)}
+        part = op.part()
+        if part is not None:
+            heads, unit, offset, length = part
+            spec["per_head"] = (heads, unit, offset)
+        spec.update(pitch_of(x))
+        for first in range(0, rows, GEMV_ROWS):
+            count = min(GEMV_ROWS, rows - first)
+            tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
+            self.launch("gemv", {"rows": count, **spec, **tuned},
+                        [x.rows(first, count), weight, out.rows(first, count)])
+        start = 0
+        for n, place, result in zip(parts, places, op.parts, strict=True):
+            self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
+            start += place
+
+    @lower.register
+    def lower_gated_product(self, op: form.GatedProductOp) -> None:
+        if self.unlinked(op, [op.gate, op.up]):
+            return
+        rows, width = form.shape(op.x)
+        hidden = form.shape(op.gate)[0]
+        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.swiglu", (rows, hidden))
+        x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
+        for first in range(0, rows, GEMV_ROWS):
+            count = min(GEMV_ROWS, rows - first)
+            tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
+            self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned},
+                        [x.rows(first, count), gate, up, out.rows(first, count)])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_norm(self, op: form.NormOp) -> None:
+        if op.quantize_words():
+            self.no_kernel(op, "quantized")
+            return
+        if self.unlinked(op, [op.weight]):
+            return
+        rows, width = form.shape(op.x)
+        name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
+        y = self.activation(name, (rows, width))
+        args = [self.window(op.x)]
+        spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
+                **pitch_of(args[0])}
+        if op.residual is not None:
+            args.append(self.window(op.residual))
+        args += [self.window(op.weight), y]
+        if op.residual is not None:
+            h = self.activation(f"{name}.sum", (rows, width))
+            args.append(h)
+            self.windows[op.sum] = h
+        self.launch("rmsnorm", spec, args)
+        self.windows[op.result] = y
+
+    @lower.register
+    def lower_elementwise(self, op: form.AddOp | form.MulOp | form.SwigluOp | form.SiluOp | form.SigmoidOp) -> None:
+        if op.quantize_words() or not form.is_float(op.result):  # type: ignore[attr-defined]
+            self.no_kernel(op, "quantized")
+            return
+        kind = ELEMENTWISE[type(op)]
+        rows, width = form.shape(op.result)
+        out = self.activation(kind, (rows, width))
+        inputs = [self.window(v) for v in op.operands]
+        self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
+        self.windows[op.results[0]] = out
+
+    @lower.register
+    def lower_argmax(self, op: form.ArgmaxOp) -> None:
+        rows, vocab = form.shape(op.x)
+        out = self.activation("argmax", (rows,), IntegerType(32))
+        self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_kda(self, op: form.KdaOp) -> None:
+        heads = op.heads.value.data
+        rows, dim = form.shape(op.q)
+        tokens = self.step.tokens.value.data
+        batch = self.step.batch.value.data
+        q, k, v = (self.window(x) for x in (op.q, op.k, op.v))
+        pitch = q.strides[0]
+        if not (k.buffer == q.buffer == v.buffer and k.offset == q.offset + dim and v.offset == q.offset + 2 * dim
+                and k.strides == q.strides == v.strides):
+            raise LoweringError("kda: q, k and v must be consecutive parts of one product (KdaSplit reads them "
+                                "as one [rows, 3 * dim] row)")
+        x = Window(q.buffer, q.offset, (rows, 3 * dim), (pitch, 1))
+        width = form.shape(op.conv_q)[1]
+        conv = self.weight([op.conv_q, op.conv_k, op.conv_v],
+                           [{"kind": "stack", "axis": 0}, {"kind": "transpose", "axes": (0, 2, 1)}],
+                           shape=(3, width, dim))
+        slots_state = form.shape(op.state)[0]
+        spec = {
+            "heads": heads, "batch": batch, "gate_mode": 0, "has_bias": bool(op.biases), "tokens": tokens,
+            "gate_form": op.form.data, "slots": slots_state, "scale": op.scale.value.data,
+            "eps": op.eps.value.data, "l2_eps": op.l2_eps.value.data, "x_pitch": pitch,
+        }
+        if op.lower_bound is not None:
+            spec["lower_bound"] = op.lower_bound.value.data
+        tuned = self.tuned("kda_split", {"heads": heads, "batch": batch, "tokens": tokens})
+        spec["schedule"] = kda_schedule(heads, batch, tuned).as_dict()  # every knob: the plan shows them all
+        f_a, beta = self.window(op.f_a), self.window(op.beta)
+        for name, window in (("raw_gate", f_a), ("beta", beta)):
+            if not window.contiguous:  # a part of the product in parts, read in place
+                spec[f"{name}_pitch"] = window.strides[0]
+        out = self.activation("kda", (rows, dim))
+        args = [x, conv]
+        if op.biases:
+            args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
+        args += [self.window(op.conv_state), f_a, beta, self.window(op.a_log),
+                 self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, self.window(op.gate),
+                 self.window(op.norm_weight), self.window(op.f_b)]
+        if tokens > 1:
+            assert op.accepted is not None
+            args.append(self.window(op.accepted))
+        self.launch("kda_split", spec, args)
+        self.windows[op.result] = out
 
 
-# ----------------------------------------------------------------------------------------------
-# One function per form op
-
-
-def lower_input(self: Lowering, op: form.InputOp) -> None:
-    self.windows[op.result] = self.buffer(f"input.{op.role.data}", "input", form.shape(op.result),
-                                          form.element(op.result), source=op.role.data)
-
-
-def lower_weight(self: Lowering, op: form.WeightOp) -> None:
-    self.sources[op.result] = op  # made into a buffer by its first consumer, in the layout it needs
-
-
-def lower_state(self: Lowering, op: form.StateOp) -> None:
-    self.windows[op.result] = self.buffer(op.state_name.data, "state", form.shape(op.result),
-                                          form.element(op.result), source=op.state_name.data)
-
-
-def lower_embed(self: Lowering, op: form.EmbedOp) -> None:
-    vocab, hidden = form.shape(op.table)
-    rows = form.shape(op.tokens)[0]
-    out = self.activation("embed", (rows, hidden))
-    self.launch("embed", {"rows": rows, "vocab": vocab, "width": hidden},
-                [self.window(op.tokens), self.window(op.table), out])
-    self.windows[op.result] = out
-
-
-def quantized(self: Lowering, op: Operation, weights: Sequence[SSAValue]) -> bool:
-    """Whether a product reads or writes the quantized form (no lane kernel links it yet)."""
-    return bool(op.quantize_words()  # type: ignore[attr-defined]
-                or form.is_int(op.operands[0], 8)
-                or any(self.sources[w].format.data != "bf16" for w in weights))
-
-
-def lower_product(self: Lowering, op: form.ProductOp) -> None:
-    if quantized(self, op, op.weights):
-        self.no_kernel(op, "quantized")
-        return
-    rows, _ = form.shape(op.x)
-    parts = [form.shape(w)[0] for w in op.weights]
-    total = sum(parts)
-    weight = self.weight(list(op.weights), [{"kind": "concatenate", "axis": 0}] if len(parts) > 1 else [],
-                         shape=(total, form.shape(op.weights[0])[1]))
-    x = self.window(op.x)
-    name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
-    out = self.activation(f"{name}.out", (rows, total))
-    spec: dict = {"width": form.shape(op.weights[0])[1], "parts": tuple(parts)}
-    part = op.part()
-    if part is not None:
-        heads, unit, offset, length = part
-        spec["per_head"] = (heads, unit, offset)
-    spec.update(pitch_of(x))
-    for first in range(0, rows, GEMV_ROWS):
-        count = min(GEMV_ROWS, rows - first)
-        tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
-        self.launch("gemv", {"rows": count, **spec, **tuned}, [x.rows(first, count), weight, out.rows(first, count)])
-    start = 0
-    for n, result in zip(parts, op.parts, strict=True):
-        self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
-        start += n
-
-
-def pitch_of(x: Window) -> dict:
-    """The `x_pitch` of a kernel reading rows of `x` in place from a wider row, if they are."""
-    if len(x.shape) == 2 and x.strides != row_major(x.shape):
-        if x.strides[1] != 1:
-            raise LoweringError(f"rows of {list(x.shape)} at strides {list(x.strides)}: values must be adjacent")
-        return {"x_pitch": x.strides[0]}
-    return {}
-
-
-def lower_gated_product(self: Lowering, op: form.GatedProductOp) -> None:
-    if quantized(self, op, [op.gate, op.up]):
-        self.no_kernel(op, "quantized")
-        return
-    rows, width = form.shape(op.x)
-    hidden = form.shape(op.gate)[0]
-    out = self.activation(self.sources[op.gate].weight_name.data.removesuffix(".weight") + ".swiglu", (rows, hidden))
-    x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
-    for first in range(0, rows, GEMV_ROWS):
-        count = min(GEMV_ROWS, rows - first)
-        tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
-        self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned},
-                    [x.rows(first, count), gate, up, out.rows(first, count)])
-    self.windows[op.result] = out
-
-
-def lower_norm(self: Lowering, op: form.NormOp) -> None:
-    if op.quantize_words():
-        self.no_kernel(op, "quantized")
-        return
-    rows, width = form.shape(op.x)
-    name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
-    y = self.activation(name, (rows, width))
-    args = [self.window(op.x)]
-    spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
-            **pitch_of(args[0])}
-    if op.residual is not None:
-        args.append(self.window(op.residual))
-    args += [self.window(op.weight), y]
-    if op.residual is not None:
-        h = self.activation(f"{name}.sum", (rows, width))
-        args.append(h)
-        self.windows[op.sum] = h
-    self.launch("rmsnorm", spec, args)
-    self.windows[op.result] = y
-
-
-ELEMENTWISE = {form.AddOp: "add", form.MulOp: "mul", form.SwigluOp: "swiglu", form.SiluOp: "silu",
-               form.SigmoidOp: "sigmoid"}
-
-
-def lower_elementwise(self: Lowering, op: Operation) -> None:
-    if op.quantize_words() or not form.is_float(op.result):  # type: ignore[attr-defined]
-        self.no_kernel(op, "quantized")
-        return
-    kind = ELEMENTWISE[type(op)]
-    rows, width = form.shape(op.result)
-    out = self.activation(kind, (rows, width))
-    inputs = [self.window(v) for v in op.operands]
-    self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
-    self.windows[op.results[0]] = out
-
-
-def lower_argmax(self: Lowering, op: form.ArgmaxOp) -> None:
-    rows, vocab = form.shape(op.x)
-    out = self.activation("argmax", (rows,), IntegerType(32))
-    self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])
-    self.windows[op.result] = out
-
-
-def lower_kda(self: Lowering, op: form.KdaOp) -> None:
-    heads = op.heads.value.data
-    rows, dim = form.shape(op.q)
-    tokens = self.step.tokens.value.data
-    batch = self.step.batch.value.data
-    q, k, v = (self.window(x) for x in (op.q, op.k, op.v))
-    pitch = q.strides[0]
-    if not (k.buffer == q.buffer == v.buffer and k.offset == q.offset + dim and v.offset == q.offset + 2 * dim
-            and k.strides == q.strides == v.strides):
-        raise LoweringError("kda: q, k and v must be consecutive parts of one product (KdaSplit reads them "
-                            "as one [rows, 3 * dim] row)")
-    x = Window(q.buffer, q.offset, (rows, 3 * dim), (pitch, 1))
-    width = form.shape(op.conv_q)[1]
-    conv = self.weight([op.conv_q, op.conv_k, op.conv_v],
-                       [{"kind": "stack", "axis": 0}, {"kind": "transpose", "axes": (0, 2, 1)}],
-                       shape=(3, width, dim))
-    slots_state = form.shape(op.state)[0]
-    spec = {
-        "heads": heads, "batch": batch, "gate_mode": 0, "has_bias": bool(op.biases), "tokens": tokens,
-        "gate_form": op.form.data, "slots": slots_state, "scale": op.scale.value.data,
-        "eps": op.eps.value.data, "l2_eps": op.l2_eps.value.data, "x_pitch": pitch,
-    }
-    if op.lower_bound is not None:
-        spec["lower_bound"] = op.lower_bound.value.data
-    spec.update(self.tuned("kda_split", {"heads": heads, "batch": batch, "tokens": tokens}))
-    f_a, beta = self.window(op.f_a), self.window(op.beta)
-    for name, window in (("raw_gate", f_a), ("beta", beta)):
-        if not window.contiguous:  # a part of the product in parts, read in place
-            spec[f"{name}_pitch"] = window.strides[0]
-    out = self.activation("kda", (rows, dim))
-    args = [x, conv]
-    if op.biases:
-        args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
-    args += [self.window(op.conv_state), f_a, beta, self.window(op.a_log),
-             self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, self.window(op.gate),
-             self.window(op.norm_weight), self.window(op.f_b)]
-    if tokens > 1:
-        assert op.accepted is not None
-        args.append(self.window(op.accepted))
-    self.launch("kda_split", spec, args)
-    self.windows[op.result] = out
-
-
-LOWERINGS: dict[type, Callable[[Lowering, Operation], None]] = {
-    form.InputOp: lower_input,
-    form.WeightOp: lower_weight,
-    form.StateOp: lower_state,
-    form.EmbedOp: lower_embed,
-    form.ProductOp: lower_product,
-    form.GatedProductOp: lower_gated_product,
-    form.NormOp: lower_norm,
-    form.ArgmaxOp: lower_argmax,
-    form.KdaOp: lower_kda,
-    **{kind: lower_elementwise for kind in ELEMENTWISE},
-}
-
-
-def lower_module(module: ModuleOp, schedules=None, tunings: list | None = None) -> ModuleOp:
-    """A new module holding the lane step of `module`'s form step; `tunings`, where given, gets
-    each schedule-table lookup (kernel, shape, overrides) in launch order."""
+def lower_module(module: ModuleOp, tunings: list | None = None) -> ModuleOp:
+    """A new module holding the lane step of `module`'s form step, each kernel shape under the
+    tuned schedule table (the one lowering `lanec compile` and `-p lower-to-lane` share);
+    `tunings`, where given, gets each table lookup (kernel, shape, overrides) in launch order."""
     steps = [op for op in module.ops if isinstance(op, form.StepOp)]
     if len(steps) != 1:
         raise LoweringError(f"a module to lower holds one form.step; this one holds {len(steps)}")
-    lowering = Lowering(steps[0], schedules=schedules)
+    lowering = Lowering(steps[0])
     lowered = ModuleOp([lowering.run()])
     if tunings is not None:
         tunings.extend(lowering.tunings)
     return lowered
-
-
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
-from lanec.codegen.lower import dtype_name, from_attr, spec_of
+from lanec.codegen.lower import dtype_name
+from lanec.codegen.spec import from_attr, spec_of
 from lanec.dialects import lane
 from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
@@ -78,14 +79,12 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
         if key not in compiled:
             compiled[key] = compile_kernel(kernel)
         artifact = compiled[key]
-        facts = (tuple(op.grid.get_values()), tuple(op.block.get_values()), tuple(op.cluster.get_values()),
-                 op.shared_bytes.value.data, bool(op.pdl.value.data))
-        built = artifact.launch
-        if facts != (tuple(built.grid), tuple(built.block), tuple(built.cluster), built.shared_bytes, built.pdl):
+        built = Shape.of(artifact.launch)
+        if op.shape != built:
             raise ValueError(f"launch {index} ({op.kernel.data}): the lane step's launch facts disagree with the "
                              "compiled kernel's; recompile from the form")
         label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
-        plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(built),
+        plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, built,
                                     tuple(address(v) for v in op.args),
                                     json.loads(json.dumps(spec_of(op)))))  # as a reread plan holds it
     plan.validate()

@@ -2,8 +2,13 @@
 kept in schedules.json beside this file and read by the lowering. The benches write it on the H200
 (`bench/kda.py --write-table`, `bench/gemv.py --write-table`; `tests/gpu/session.sh` runs both);
 an entry joins the table once tests/gpu has checked its specialization (the GPU cases of gemv and
-gated_gemv include every schedule the table names). A shape not in the table keeps the kernel's
-own defaults (the seed's, for KdaSplit)."""
+gated_gemv include every schedule the table names).
+
+An entry names its knobs by field: {"schedule": {"early": 2, "lanes": 32, "occupancy": 5},
+"us": 42.31}. The fields are those of the kernel's schedule dataclass (facts.py: `KdaSchedule`
+for kda_split, `RowSchedule` for gemv and gated_gemv); a field the entry leaves out keeps the
+kernel's default for the shape (`KdaSchedule.for_shape`; the row products' own choice), and a
+shape not in the table keeps them all."""
 
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ import json
 from functools import cache
 from pathlib import Path
 
+from lanec.codegen.kernels.facts import KdaSchedule, RowSchedule
+
 TABLE = Path(__file__).with_name("schedules.json")
+SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule}
 
 
 @cache
@@ -26,10 +34,20 @@ def key(shape: dict) -> str:
 
 
 def schedule_for(kernel: str, shape: dict) -> dict:
-    """The spec overrides for `kernel` at `shape` (e.g. {"schedule": [early, lanes, ...],
-    "gate_mode": 1}), or {} where the table has none."""
+    """The spec overrides for `kernel` at `shape` as the table writes them (e.g. {"schedule":
+    {"early": 1}}), or {} where the table has none. A knob the kernel's schedule does not have is
+    a ValueError naming it."""
     entry = table().get(kernel, {}).get(key(shape), {})
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k != "us"}
+    overrides = {k: v for k, v in entry.items() if k != "us"}
+    if "schedule" in overrides and kernel in SCHEDULES:
+        SCHEDULES[kernel].of(overrides["schedule"])  # checked here: the table's error, not the kernel's
+    return overrides
+
+
+def kda_schedule(heads: int, batch: int, overrides: dict) -> KdaSchedule:
+    """KdaSplit's whole schedule at `heads` x `batch`: the shape's defaults, with the knobs the
+    table's `overrides` (`schedule_for`'s) name."""
+    return KdaSchedule.for_shape(heads, batch, overrides.get("schedule"))
 
 
 def measured_us(kernel: str, shape: dict) -> float | None:

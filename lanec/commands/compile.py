@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from lanec.commands import reported
 from lanec.commands.knobs import knob_options, shim_of
 
 
@@ -28,16 +29,17 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
     stderr = click.get_text_stream("stderr")
-    if stderr.isatty():
-        with click.progressbar(length=1, label="compiling kernels", file=stderr) as bar:
-            def progress(done: int, total: int, kernel: str) -> None:
-                bar.length = total
-                bar.label = f"compiling kernels ({kernel})"
-                bar.update(1)
+    with reported():
+        if stderr.isatty():
+            with click.progressbar(length=1, label="compiling kernels", file=stderr) as bar:
+                def progress(done: int, total: int, kernel: str) -> None:
+                    bar.length = total
+                    bar.label = f"compiling kernels ({kernel})"
+                    bar.update(1)
 
-            result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress)
-    else:
-        result = compile_plan(source, shim, cache_dir=cache_dir)
+                result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress)
+        else:
+            result = compile_plan(source, shim, cache_dir=cache_dir)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         result.plan.write(output)

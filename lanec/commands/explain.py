@@ -29,12 +29,53 @@ print what the schedule table gave each kernel shape (or which ops have no lane 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import click
 
+from lanec.commands import reported
 from lanec.commands.knobs import knob_options, shim_of
 
 SCHEMA = "lanec.explain/1"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One kernel shape of the lowered step and what the schedule table gave it."""
+
+    kernel: str
+    shape: dict
+    launches: int
+    overrides: dict  # {} where the table has no entry: the kernel's own defaults
+    us: float | None  # the bench's time for the entry
+
+    def line(self) -> str:
+        from lanec.runtime.plan import spec_text
+
+        if not self.overrides:
+            chosen = "not in the table: the kernel's defaults"
+        else:
+            measured = f" ({self.us} us measured)" if self.us is not None else ""
+            chosen = f"table: {spec_text(self.overrides)}{measured}"
+        return f"{self.kernel:<11} {spec_text(self.shape):<40} x{self.launches:<3} {chosen}"
+
+
+def tunings(module, where: str) -> list[Tuning]:
+    """Stage 5 (lower) of the fused `module`, for its schedule table lookups: each distinct
+    (kernel, shape), with its launch count and what the table gave it. Raises the lowering's
+    FormError where an op has no kernel. The module is cloned: the caller's stays as it was."""
+    from lanec.codegen.schedules import measured_us
+    from lanec.pipeline import lower
+
+    found: list[tuple[str, dict, dict]] = []
+    lower(module.clone(), where, tunings=found)
+    merged: dict[str, Tuning] = {}
+    for kernel, shape, overrides in found:
+        name = f"{kernel} {sorted(shape.items())}"
+        known = merged.get(name)
+        count = 1 if known is None else known.launches + 1
+        merged[name] = Tuning(kernel, shape, count, overrides, measured_us(kernel, shape) if overrides else None)
+    return list(merged.values())
 
 
 def sort_key(decision, order: dict[str, int]) -> tuple:
@@ -44,15 +85,14 @@ def sort_key(decision, order: dict[str, int]) -> tuple:
     return (STAGES.index(decision.stage), order[decision.rule], layer, decision.op, decision.reason)
 
 
-def schedules(module) -> dict:
+def schedules(module, where: str) -> dict:
     """Stage 5's schedule lookups of the fused `module` (see the module's docstring)."""
-    from lanec.codegen.lower import LoweringError
-    from lanec.pipeline import tunings
+    from lanec.diagnostics import FormError
 
     try:
-        found = tunings(module)
-    except (LoweringError, ValueError) as error:
-        return {"lowered": False, "reason": str(error).splitlines()[0]}
+        found = tunings(module, where)
+    except FormError as error:
+        return {"lowered": False, "reason": error.message}
     return {"lowered": True, "kernels": [
         {"kernel": t.kernel, "shape": t.shape, "launches": t.launches,
          "table": json.loads(json.dumps(t.overrides)) or None, "us": t.us} for t in found]}
@@ -72,7 +112,7 @@ def report(model: str, shim, decisions, module=None) -> dict:
         "shim": asdict(shim),
         "decisions": [d.as_json() for d in ordered],
         "summary": {"taken": taken, "held_back": len(ordered) - taken},
-        **({"schedules": schedules(module)} if module is not None else {}),
+        **({"schedules": schedules(module, model)} if module is not None else {}),
     }
 
 
@@ -84,10 +124,12 @@ def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bo
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
     then each kernel shape's schedule, from the tuned table or the kernel's defaults."""
     from lanec.pipeline import compile_rules
+    from lanec.shim import LaneShim
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
-    module, decisions = compile_rules(model, shim)
-    data = report(model, shim, decisions, module)
+    with reported():
+        module, decisions = compile_rules(model, shim)
+        data = report(model, LaneShim.of(module), decisions, module)  # the knobs the rules ran under
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -107,8 +149,6 @@ def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bo
         click.echo(f"\nschedules (stage 5): not lowered: {tuned['reason']}")
         return
     click.echo("\nschedules (stage 5, lanec/codegen/schedules.json):")
-    from lanec.pipeline import Tuning
-
     for entry in tuned["kernels"]:
         click.echo("  " + Tuning(entry["kernel"], entry["shape"], entry["launches"], entry["table"] or {},
                                  entry["us"]).line())

@@ -8,12 +8,15 @@ import click
 
 
 def knob_options(command: Callable) -> Callable:
-    """--numerics, --words, --fuse-quant, --batch-products (they become a LaneShim: `shim_of`)."""
+    """--numerics, --words, --fuse-quant, --batch-products: each one given replaces the module's
+    own knob (its `lane.shim`, as `lanec opt` reads it), the others stay (`shim_of`)."""
     options = [
-        click.option("--numerics", type=click.Choice(["precise", "quantized"]), default="precise", show_default=True,
-                     help="precise: bf16 activations; quantized: products by q8_0 rows read int8 activations"),
-        click.option("--words", type=click.Choice(["1", "2"]), default="1", show_default=True,
-                     help="int8 words a quantized activation value (quantized numerics only)"),
+        click.option("--numerics", type=click.Choice(["precise", "quantized"]), default=None,
+                     help="precise: bf16 activations; quantized: products by q8_0 rows read int8 activations "
+                          "[default: the module's lane.shim, else precise]"),
+        click.option("--words", type=click.Choice(["1", "2"]), default=None,
+                     help="int8 words a quantized activation value (quantized numerics only) [default: the module's "
+                          "lane.shim, else 1]"),
         click.option("--fuse-quant", is_flag=True, help="quantize in producers' epilogues (quantized numerics only)"),
         click.option("--batch-products", is_flag=True,
                      help="the products are a batch's (each row its own sequence): keep them on the GEMV kernels"),
@@ -23,11 +26,9 @@ def knob_options(command: Callable) -> Callable:
     return command
 
 
-def shim_of(numerics: str, words: str, fuse_quant: bool, batch_products: bool):
-    """The LaneShim the options name, or a one-line error for a combination with no meaning."""
-    from lanec.lane import KnobError, LaneShim
-
-    try:
-        return LaneShim(numerics=numerics, words=int(words), fuse_quant=fuse_quant, batch_products=batch_products)
-    except KnobError as error:
-        raise click.UsageError(str(error)) from None
+def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool) -> dict:
+    """The knobs the options give (None where one is not given): the pipeline puts them in place
+    of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
+    (`reported`)."""
+    return {"numerics": numerics, "words": None if words is None else int(words),
+            "fuse_quant": fuse_quant or None, "batch_products": batch_products or None}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from lanec.commands import reported
+
 
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
@@ -14,4 +16,5 @@ def opt(args: tuple[str, ...]) -> None:
     """Parse, verify, run passes (-p) and print (-t) a form file, as xdsl-opt does."""
     from lanec.tools.opt_main import run_opt
 
-    run_opt(args)
+    with reported():
+        run_opt(args)

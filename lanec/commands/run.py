@@ -1,23 +1,40 @@
 """`lanec run`: time a plan's decode steps on the GPU, `--check` one step against the interpreter,
-or `--interpret` it on the CPU; the options are the runner's own (`python -m lanec.runtime`)."""
+or `--interpret` it on the CPU. The runner does the work (lanec/runtime/runner.py, which keeps
+its own argparse line for `python -m lanec.runtime` on a machine without click)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from lanec.runtime.runner import Options  # no GPU is touched until a step runs
 
-@click.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-    add_help_option=False,  # `lanec run --help` lists the runner's options
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(args: tuple[str, ...]) -> None:
-    """Run a plan.bin: decode steps and timings, --check, --interpret."""
-    from lanec.runtime.runner import execute, parse, user_errors
 
-    path, options = parse(list(args), "lanec run")
+@click.command()
+@click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--steps", type=int, default=Options.steps, show_default=True, help="decode steps to run")
+@click.option("--check", is_flag=True, help="run one step on the GPU and compare it with the interpreter")
+@click.option("--interpret", is_flag=True, help="run the plan's program on the CPU (no GPU)")
+@click.option("--graph/--no-graph", default=Options.graph, show_default=True,
+              help="replay the step as a CUDA graph, or launch eagerly")
+@click.option("--pdl/--no-pdl", default=Options.pdl, show_default=True,
+              help="launch with programmatic dependent launch")
+@click.option("--seed", type=int, default=Options.seed, show_default=True,
+              help="seed of the random inputs, states and (without --weights) weights")
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a safetensors checkpoint to take the weights from")
+@click.option("--repeats", type=int, default=Options.repeats, show_default=True,
+              help="timed repetitions (the median is reported)")
+def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,
+        weights: Path | None, repeats: int) -> None:
+    """Run PLAN (a plan.bin): decode steps and their timings, --check, or --interpret."""
+    from lanec.runtime.runner import execute, user_errors
+
+    options = Options(steps=steps, check=check, interpret=interpret, graph=graph, pdl=pdl, seed=seed,
+                      weights=weights, repeats=repeats)
     try:
-        status = execute(path, options, say=click.echo)
+        status = execute(plan, options, say=click.echo)
     except user_errors() as error:
         raise click.ClickException(str(error)) from None
     raise SystemExit(status)

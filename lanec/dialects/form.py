@@ -13,7 +13,7 @@ slot table: slots <= 0 are padding (zero output, never written).
       form.return %h : tensor<1x16xbf16>
     }
 
-Every op's exact meaning is `lanec/interp/`; docs/form.md is the reference for users.
+Every op's exact meaning is `lanec/interp/`; docs/semantics.md states it for users, an op a row.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     BFloat16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     IntegerType,
     StringAttr,
@@ -36,8 +36,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
-    ParsePropInAttrDict,
     IRDLOperation,
+    ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -50,14 +50,16 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import HasParent, IsTerminator, NoTerminator, Pure
+from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from lanec.runtime.dtypes import Q8_0_BLOCK
 
 # ----------------------------------------------------------------------------------------------
 # Shapes, element types and properties
 
 
-BLOCK = 32  # the quantized form's block: q8_0 weights and int8 activations scale 32 values
+BLOCK = Q8_0_BLOCK  # the quantized form's block: q8_0 weights and int8 activations scale 32 values
 
 
 def shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -475,7 +477,8 @@ class NormOp(IRDLOperation, QuantizedEpilogue):
         expect(shape(self.weight) == (width,), f"the norm weight must be [{width}], got {list(shape(self.weight))}")
         expect(self.eps.value.data > 0, "a norm's eps must be positive")
         expect(shape(self.result) == (rows, width), f"a norm's result is [{rows}, {width}]")
-        expect((self.residual is None) == (self.sum is None), "a norm with a residual returns the sum too, and only then")
+        expect((self.residual is None) == (self.sum is None),
+               "a norm with a residual returns the sum too, and only then")
         if self.residual is not None:
             expect(shape(self.residual) == (rows, width), "the residual must have the input's shape")
             expect(shape(self.sum) == (rows, width), "the sum must have the input's shape")
@@ -618,7 +621,8 @@ def check_slots(op: Operation, slots: SSAValue, accepted: SSAValue | None, what:
            f"{what}: the slot table is [batch] or [batch, tokens] of i32")
     step = step_of(op)
     if step is not None and step.tokens.value.data > 1:
-        expect(accepted is not None, f"{what}: a speculative step ({step.tokens.value.data} tokens) needs accepted counts")
+        expect(accepted is not None,
+               f"{what}: a speculative step ({step.tokens.value.data} tokens) needs accepted counts")
         expect(len(shape(slots)) == 2, f"{what}: a speculative step needs a [batch, tokens] slot table")
     if accepted is not None:
         expect(is_int(accepted, 32) and len(shape(accepted)) == 1, f"{what}: accepted counts are [batch] of i32")
@@ -677,7 +681,8 @@ class ConvOp(IRDLOperation):
                f"channels [{offset}, {offset + channels}) do not fit a state of {sdims[1]} channels")
         q = tokens_of(self)
         taps = width - 1 + q - 1
-        expect(sdims[2] == taps, f"conv width {width} over {q} tokens keeps {taps} taps of state; the state has {sdims[2]}")
+        expect(sdims[2] == taps,
+               f"conv width {width} over {q} tokens keeps {taps} taps of state; the state has {sdims[2]}")
         check_slots(self, self.slots, self.accepted, "conv")
         if self.bias is not None:
             expect(shape(self.bias) == (channels,), f"conv bias must be [{channels}]")
@@ -935,7 +940,8 @@ class AttentionOp(IRDLOperation):
         expect(shape(self.k)[1] == kv_heads * size, f"attention: k must be [{rows}, {kv_heads * size}]")
         vsize = head_size(shape(self.v)[1], kv_heads, "attention v")
         kc, vc = shape(self.k_cache), shape(self.v_cache)
-        expect(len(kc) == 4 and kc[2:] == (kv_heads, size), f"the key cache must be [page, page_size, {kv_heads}, {size}]")
+        expect(len(kc) == 4 and kc[2:] == (kv_heads, size),
+               f"the key cache must be [page, page_size, {kv_heads}, {size}]")
         expect(len(vc) == 4 and vc[:2] == kc[:2] and vc[2:] == (kv_heads, vsize),
                f"the value cache must be [{kc[0]}, {kc[1]}, {kv_heads}, {vsize}]")
         check_pages(kc, self.pages, self.positions, rows, "attention")
@@ -1080,7 +1086,8 @@ class QuantizeOp(IRDLOperation):
         words = self.words.value.data
         expect(words in (1, 2), f"quantize to {words} words: one or two int8 words a value")
         expect(width % BLOCK == 0, f"width {width} is not whole {BLOCK}-value blocks")
-        expect(is_int(self.result, 8) and shape(self.result) == shape(self.x), "quantize's result is i8 of its input's shape")
+        expect(is_int(self.result, 8) and shape(self.result) == shape(self.x),
+               "quantize's result is i8 of its input's shape")
 
 
 @irdl_op_definition

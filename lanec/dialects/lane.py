@@ -5,7 +5,8 @@
       %t = lane.buffer {name = "embed", role = "weight", sources = ["embed"], transforms = []} : memref<32x16xbf16>
       %h = lane.buffer {name = "h", role = "activation"} : memref<1x16xbf16>
       lane.launch "embed" (%x, %t, %h) {spec = {...}, grid = array<i64: 1, 1, 1>, block = array<i64: 128, 1, 1>,
-        cluster = array<i64: 1, 1, 1>, shared_bytes = 0 : i64, pdl = true} : memref<1xi32>, memref<32x16xbf16>, memref<1x16xbf16>
+        cluster = array<i64: 1, 1, 1>, shared_bytes = 0 : i64, pdl = true}
+        : memref<1xi32>, memref<32x16xbf16>, memref<1x16xbf16>
       lane.return %h : memref<1x16xbf16>
     }
 
@@ -46,9 +47,8 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
-ROLES = ("weight", "state", "activation", "input", "output")
-# the plan's weight transforms (lanec/runtime/plan.py applies them once, at load)
-TRANSFORMS = ("none", "concatenate", "stack", "interleave", "transpose", "quantize_q8_0")
+from lanec.runtime.launch import LaunchError, LaunchShape
+from lanec.runtime.plan import ROLES, TRANSFORMS
 
 
 def triple(values: Sequence[int]) -> DenseArrayBase:
@@ -186,24 +186,17 @@ class LaunchOp(IRDLOperation):
         }
         super().__init__(operands=[args], properties=props)
 
+    @property
+    def shape(self) -> LaunchShape:
+        """The launch as the runtime makes it."""
+        return LaunchShape(tuple(self.grid.get_values()), tuple(self.block.get_values()),
+                           tuple(self.cluster.get_values()), self.shared_bytes.value.data, bool(self.pdl.value.data))
+
     def verify_(self) -> None:
-        for field in ("grid", "block", "cluster"):
-            values = getattr(self, field).get_values()
-            if len(values) != 3 or min(values) < 1:
-                raise VerifyException(f"launch {field} must be three positive sizes, got {list(values)}")
-        threads = 1
-        for n in self.block.get_values():
-            threads *= n
-        if threads > 1024:
-            raise VerifyException(f"a block of {threads} threads: at most 1024")
-        cluster = self.cluster.get_values()
-        grid = self.grid.get_values()
-        if any(g % c for g, c in zip(grid, cluster)):
-            raise VerifyException(f"grid {list(grid)} is not whole clusters of {list(cluster)}")
-        if cluster[0] * cluster[1] * cluster[2] > 16:
-            raise VerifyException("a cluster of more than 16 CTAs cannot launch on sm_90")
-        if self.shared_bytes.value.data > 227 * 1024:
-            raise VerifyException(f"{self.shared_bytes.value.data} bytes of shared memory: sm_90 has 227 KB a block")
+        try:
+            self.shape.check()
+        except LaunchError as exc:
+            raise VerifyException(str(exc)) from None
 
 
 Lane = Dialect("lane", [StepOp, ReturnOp, BufferOp, ViewOp, LaunchOp])

@@ -18,6 +18,7 @@ import numpy as np
 
 from lanec.interp.ops import F32, fail
 from lanec.interp.program import Program
+from lanec.runtime.dtypes import representable
 
 SLOT_STATES = ("conv", "recurrent")
 CACHE_STATES = ("kv", "latent")
@@ -36,21 +37,6 @@ class Environment:
             dict(self.weights),
             {k: v.copy() for k, v in self.states.items()},
         )
-
-
-def representable(values: np.ndarray, dtype: str) -> np.ndarray:
-    """fp32 values rounded (to nearest even) to what `dtype` stores; fp32 input is rounded in place."""
-    values = values.astype(F32, copy=False)
-    if dtype == "bf16":  # finite values: the rounding add cannot overflow 32 bits
-        bits = values.view(np.uint32)
-        lsb = (bits >> 16) & 1
-        bits += 0x7FFF
-        bits += lsb
-        bits &= 0xFFFF0000
-        return values
-    if dtype == "f16":
-        return values.astype(np.float16).astype(F32)
-    return values
 
 
 def uses_of(program: Program) -> dict[int, list[tuple[str, str]]]:

@@ -6,12 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -22,6 +18,7 @@ from xdsl.irdl import IRDLOperation
 from lanec.dialects import form
 from lanec.interp.ops import fail
 from lanec.interp.program import OPS, Input, Program, State, Step, Weight
+from lanec.runtime.dtypes import mlir_name
 
 # form operand or result name -> ops.py keyword, where they differ
 RENAME = {
@@ -40,17 +37,12 @@ IGNORED = {"operandSegmentSizes", "path"}
 
 
 def dtype(typ: Attribute) -> str:
+    """A tensor's element type as the program records it (its MLIR name, bf16, f32, i32, ...)."""
     assert isinstance(typ, TensorType)
-    elem = typ.element_type
-    if isinstance(elem, BFloat16Type):
-        return "bf16"
-    if isinstance(elem, Float16Type):
-        return "f16"
-    if isinstance(elem, Float32Type):
-        return "f32"
-    if isinstance(elem, IntegerType):
-        return f"i{elem.width.data}"
-    fail(f"the interpreter has no dtype for {elem}")
+    try:
+        return mlir_name(str(typ.element_type))
+    except ValueError:
+        fail(f"the interpreter has no dtype for {typ.element_type}")
 
 
 def dims(value: SSAValue) -> list[int]:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-BLOCK = 32  # the quantized form's block: q8_0 weights and int8 activations scale 32 values
+from lanec.runtime.dtypes import Q8_0_BLOCK as BLOCK  # q8_0 weights and int8 activations scale 32 values
 
 F32 = np.float32
 
@@ -28,13 +28,6 @@ class InterpretError(ValueError):
 
 def fail(message: str) -> None:
     raise InterpretError(message)
-
-
-def bf16(x) -> np.ndarray:
-    """fp32 values rounded to the nearest bfloat16 (ties to even), as a kernel stores them."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32)
-    return np.where(np.isfinite(x), rounded.view(np.float32), np.float32(x))
 
 
 def f32(x) -> np.ndarray:

@@ -23,6 +23,7 @@ import numpy as np
 
 from lanec.interp import ops
 from lanec.interp.ops import InterpretError, fail
+from lanec.runtime.dtypes import round_bf16
 
 if TYPE_CHECKING:
     from lanec.interp.environment import Environment
@@ -132,7 +133,7 @@ class Program:
                 fail(f"step {index} ({step.op}) gives {len(results)} results; "
                      f"the program names {len(step.results)}")
             if storage:
-                results = [ops.bf16(r) if store == "bf16" else r
+                results = [round_bf16(r) if store == "bf16" else r
                            for r, store in zip(results, step.stores or [""] * len(results), strict=True)]
             values.update(zip(step.results, results, strict=True))
         missing = [v for v in self.outputs if v not in values]

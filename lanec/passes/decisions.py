@@ -8,7 +8,9 @@ lit test running one rule can check its reasons and the pipeline can read them b
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from weakref import WeakKeyDictionary
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -54,11 +56,11 @@ class Decision:
 
     @staticmethod
     def of(attr: DictionaryAttr) -> Decision:
-        text = lambda key: attr.data[key].data
+        text = {key: value.data for key, value in attr.data.items() if isinstance(value, StringAttr)}
         layer = attr.data.get("layer")
-        return Decision(stage=text("stage"), rule=text("rule"), op=text("op"),
+        return Decision(stage=text["stage"], rule=text["rule"], op=text["op"],
                         layer=None if layer is None else layer.value.data,
-                        taken=bool(attr.data["taken"].value.data), reason=text("reason"))
+                        taken=bool(attr.data["taken"].value.data), reason=text["reason"])
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -86,6 +88,33 @@ def decisions_of(module: ModuleOp) -> Decisions:
     if not isinstance(attr, ArrayAttr):
         return []
     return [Decision.of(d) for d in attr.data if isinstance(d, DictionaryAttr)]
+
+
+# The ops a held-back rule made when it split a fused op back, each with that decision: where the
+# lowering finds no launch for one, the error names the rule and the fact that split it (held by
+# the ops themselves, so a module's clone, or a later rewrite that replaces them, drops it).
+_SPLIT_FROM: WeakKeyDictionary[Operation, Decision] = WeakKeyDictionary()
+
+
+def note_split(decision: Decision, made: Iterable[Operation]) -> None:
+    for op in made:
+        _SPLIT_FROM[op] = decision
+
+
+def held_back_cause(ops: Iterable[Operation]) -> str | None:
+    """The held-back decision that made the first of `ops` a rule split out, as one phrase (the
+    rule, the fused op, its layer and the fact), or None where no rule split them out."""
+    found: list[Decision] = []
+    for op in ops:
+        decision = _SPLIT_FROM.get(op)
+        if decision is not None and decision not in found:
+            found.append(decision)
+    if not found:
+        return None
+    first = found[0]
+    where = f" in layer {first.layer}" if first.layer is not None else ""
+    more = f" (and {len(found) - 1} more held back)" if len(found) > 1 else ""
+    return f"{first.rule} held back {first.op}{where}: {first.reason}{more}"
 
 
 def checkpoint_names(op: Operation, depth: int = 3) -> list[str]:

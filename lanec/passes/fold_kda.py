@@ -99,12 +99,14 @@ def match_chain(out: NormGatedOp) -> tuple[dict, list[Operation]]:
     if not (isinstance(product, ProductOp) and conv_k.x.owner is product and conv_v.x.owner is product):
         raise Mismatch("q, k and v are not the parts of one product")
     operands = {
-        "q": conv_q.x, "k": conv_k.x, "v": conv_v.x, "conv_q": conv_q.weight, "conv_k": conv_k.weight, "conv_v": conv_v.weight,
-        "conv_state": state, "f_a": f_b.x, "f_b": f_b.weights[0], "a_log": gate.a_log, "dt_bias": gate.dt_bias, "beta": beta.x,
-        "gate": out.gate, "norm_weight": out.weight, "state": rule.state, "slots": rule.slots, "accepted": rule.accepted,
-        "biases": [b for b in biases if b is not None],
+        "q": conv_q.x, "k": conv_k.x, "v": conv_v.x,
+        "conv_q": conv_q.weight, "conv_k": conv_k.weight, "conv_v": conv_v.weight, "conv_state": state,
+        "f_a": f_b.x, "f_b": f_b.weights[0], "a_log": gate.a_log, "dt_bias": gate.dt_bias, "beta": beta.x,
+        "gate": out.gate, "norm_weight": out.weight, "state": rule.state, "slots": rule.slots,
+        "accepted": rule.accepted, "biases": [b for b in biases if b is not None],
     }
-    properties = {"heads": rule.heads, "form": gate.form, "scale": rule.scale, "l2_eps": float_prop(eps_q), "eps": out.eps}
+    properties = {"heads": rule.heads, "form": gate.form, "scale": rule.scale, "l2_eps": float_prop(eps_q),
+                  "eps": out.eps}
     if gate.lower_bound is not None:
         properties["lower_bound"] = gate.lower_bound
     chain = [rule, gate, f_b, beta, *ops_q, *ops_k, conv_v]

@@ -10,7 +10,7 @@ from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import AddOp, GatedProductOp, MixtureOp, ProductOp, SwigluOp
-from lanec.passes.rule import Judge, Rule, defined_before, is_single_product, only_user
+from lanec.passes.rule import Judge, Rule, defined_before, is_single_product, only_user, optional
 
 
 def shared_expert(value: SSAValue, x: SSAValue) -> tuple[list, list] | None:
@@ -37,11 +37,10 @@ def shared_expert(value: SSAValue, x: SSAValue) -> tuple[list, list] | None:
 class FoldSharedExpert(Judge):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter) -> None:
-        for mixed, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            mixture = mixed.owner
-            if isinstance(mixture, MixtureOp) and only_user(mixed) is op:
-                break
-        else:
+        sides = ((mixed.owner, other) for mixed, other in ((op.lhs, op.rhs), (op.rhs, op.lhs))
+                 if isinstance(mixed.owner, MixtureOp) and only_user(mixed) is op)
+        mixture, other = next(sides, (None, None))
+        if mixture is None:
             return
         if mixture.shared or op.quantize is not None:
             return
@@ -56,9 +55,8 @@ class FoldSharedExpert(Judge):
         if not all(defined_before(w, mixture) for w in weights):
             self.decide(mixture, False, "shared expert not folded: its weights are defined after the mixture")
             return
-        opt = lambda v: [v] if v is not None else []
         folded = MixtureOp.build(
-            operands=[mixture.x, mixture.router, mixture.gate, mixture.up, mixture.down, opt(mixture.correction),
+            operands=[mixture.x, mixture.router, mixture.gate, mixture.up, mixture.down, optional(mixture.correction),
                       weights, []],
             properties={k: v for k, v in mixture.properties.items() if k != "operandSegmentSizes"},
             result_types=[op.result.type])

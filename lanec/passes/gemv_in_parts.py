@@ -1,6 +1,7 @@
 """gemv-in-parts (lane, before the shared rules): a decode step's products of one activation
 become one GEMV in parts, before merge-products can take them for the tensor cores. A decode
-step's rows: at most the GEMV's row limit, or any number where the products are a batch's."""
+step's rows: at most the rows a gemv launch takes, or any number where the products are a
+batch's."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
+from lanec.codegen.kernels.facts import GEMV_ROWS
 from lanec.dialects.form import ProductOp
-from lanec.lane import GEMV_ROW_LIMIT
 from lanec.passes.parts import merge, names, products_of
 from lanec.passes.rule import Judge, Rule, rows_of
 
@@ -23,10 +24,10 @@ class GemvInParts(Judge):
         rows = rows_of(op)
         what = f"{len(group)} products of one activation ({names(group)})"
         if not self.shim.as_gemv(rows):
-            self.decide(op, False, f"{what} left to the tensor-core merge: {rows} rows are above the GEMV's "
-                                   f"{GEMV_ROW_LIMIT} and the products are not a batch's")
+            self.decide(op, False, f"{what} left to merge-products: {rows} rows are above the {GEMV_ROWS} a gemv "
+                                   "launch takes and the products are not a batch's")
             return
-        self.decide(op, True, f"{what} as one GEMV in parts: {self.shim.gemv_reason(rows)}")
+        self.decide(op, True, f"{what} as one GEMV in parts (gemv): {self.shim.gemv_reason(rows)}")
         merge(group, rewriter)
 
 

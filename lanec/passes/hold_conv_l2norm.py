@@ -1,6 +1,7 @@
 """hold-conv-l2norm (the lane's held-back rule "conv + L2 norm"): a conv's epilogue takes a
 per-head L2 norm over heads of at most 1024 values, a whole number of warps, dividing the
-conv's channels. Held back: the conv, then a `form.l2norm`."""
+conv's channels (facts of `conv_l2norm`, not built yet: `unbuilt.conv_norm_problems`). Held
+back: the conv, then a `form.l2norm`."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
+from lanec.codegen.kernels.unbuilt import conv_norm_problems
 from lanec.dialects.form import ConvOp, L2NormOp, shape
-from lanec.lane import CONV_NORM_MAX_HEAD, WARP
-from lanec.passes.rule import Judge, Rule, failures
+from lanec.passes.rule import Judge, Rule
 
 
 class HoldConvL2Norm(Judge):
@@ -21,16 +22,12 @@ class HoldConvL2Norm(Judge):
             return
         channels, heads = shape(op.x)[1], op.norm_heads.value.data
         size = channels // heads
-        failed = failures([
-            (size <= CONV_NORM_MAX_HEAD, f"head size {size} is above {CONV_NORM_MAX_HEAD}"),
-            (size % WARP == 0, f"head size {size} is not a whole number of warps ({WARP})"),
-            (channels % size == 0, f"head size {size} does not divide the conv's {channels} channels"),
-        ])
+        failed = conv_norm_problems(size, channels)
         if not failed:
             self.decide(op, True, f"L2 norm of heads of {size} in the conv's epilogue")
             return
-        self.decide(op, False, "conv + L2 norm split into a conv and an l2norm: " + "; ".join(failed))
         norm = L2NormOp(op.result, heads, op.norm_eps.value.data)
+        self.split_back(op, "conv + L2 norm split into a conv and an l2norm: " + "; ".join(failed), [norm])
         del op.properties["norm_heads"], op.properties["norm_eps"]
         rewriter.notify_op_modified(op)
         rewriter.insert(norm, InsertPoint.after(op))

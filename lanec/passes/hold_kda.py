@@ -1,8 +1,9 @@
-"""hold-kda (the lane's held-back rule for the KDA fold): KdaSplit runs a kda only with heads of
-128 values (128 main threads, a key and a value lane each), 1 to 8 tokens a request (the decay
+"""hold-kda (the lane's held-back rule for the KDA fold): KdaSplit runs a kda only where its spec
+(`KdaSplitSpec`, the limits its `__init__` checks too) takes the form's shape: heads of 128
+values (128 main threads, a key and a value lane each), 1 to 8 tokens a request (the decay
 barrier expects 512 bytes a token, sent for at most 8), and a conv of width 4 (3 taps of state a
-channel). Its other asserted combinations (early loads, gate mode 2, clusters of 16, staged gate
-rows) constrain the schedule the lowering picks, not the form. Held back: the chain it folded."""
+channel). Its other limits (the schedule, the pitches) constrain what the lowering picks, not the
+form. Held back: the chain it folded."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
+from lanec.codegen.kernels.facts import KdaSplitSpec
 from lanec.dialects.form import (
     ConvOp,
     DeltaRuleOp,
@@ -20,10 +22,10 @@ from lanec.dialects.form import (
     ProductOp,
     SigmoidOp,
     shape,
+    step_of,
     tokens_of,
 )
-from lanec.lane import KDA_CONV_WIDTH, KDA_HEAD, KDA_MAX_TOKENS
-from lanec.passes.rule import Judge, Rule, failures, name_after
+from lanec.passes.rule import Judge, Rule, name_after
 
 
 def chain_of(op: KdaOp):
@@ -52,24 +54,23 @@ def chain_of(op: KdaOp):
 class HoldKda(Judge):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: KdaOp, rewriter: PatternRewriter) -> None:
-        size = shape(op.q)[1] // op.heads.value.data
+        heads = op.heads.value.data
+        size = shape(op.q)[1] // heads
         tokens = tokens_of(op)
         width = shape(op.conv_q)[1]
-        failed = failures([
-            (size == KDA_HEAD, f"head size {size} is not KdaSplit's {KDA_HEAD}"),
-            (1 <= tokens <= KDA_MAX_TOKENS, f"{tokens} tokens a request: KdaSplit takes 1 to {KDA_MAX_TOKENS}"),
-            (width == KDA_CONV_WIDTH, (f"conv width {width}: KdaSplit keeps {KDA_CONV_WIDTH - 1} taps (width "
-                                      f"{KDA_CONV_WIDTH})")),
-        ])
+        step = step_of(op)
+        spec = KdaSplitSpec(heads=heads, batch=step.batch.value.data if step is not None else 1, tokens=tokens,
+                            head_size=size, conv_width=width, gate_form=op.form.data)
+        failed = spec.problems()
         if not failed:
             self.decide(op, True, f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, "
                                   f"conv width {width}")
             return
-        self.decide(op, False, "kda split back into its chain: " + "; ".join(failed))
         chain = chain_of(op)
         suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", "f_b", "decay", "beta", "rule")
         for made, suffix in zip(chain, suffixes, strict=False):
             name_after(made.results[0], op.result, suffix)
+        self.split_back(op, "kda split back into its chain: " + "; ".join(f"{spec.kernel} {p}" for p in failed), chain)
         rewriter.replace(op, chain)
 
 

@@ -13,6 +13,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
+from lanec.codegen.kernels.facts import GEMV_ROWS
 from lanec.dialects.form import (
     BLOCK,
     AddOp,
@@ -30,8 +31,9 @@ from lanec.dialects.form import (
     shape,
     tensor,
 )
-from lanec.lane import QUANT_WORDS, LaneShim
+from lanec.passes.decisions import note_split
 from lanec.passes.rule import Judge, Rule, failures, rows_of
+from lanec.shim import QUANT_WORDS, LaneShim
 
 ALWAYS = (NormOp, NormGatedOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp)
 
@@ -49,7 +51,8 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
         rows = rows_of(op)
         widths = [shape(p)[1] for p in op.parts]
         return checks + [
-            (shim.as_gemv(rows), f"a product of {rows} rows runs on the tensor cores, not four rows a warp"),
+            (shim.as_gemv(rows), (f"a product of {rows} rows (above the {GEMV_ROWS} a gemv launch takes) is kept for "
+                                  "the tensor cores, not four rows a warp")),
             (all(w % BLOCK == 0 for w in widths), f"outputs {widths} are not whole {BLOCK}-value blocks"),
         ]
     return checks + [(False, f"{op.name} has no quantizing epilogue in the lane")]
@@ -65,15 +68,18 @@ class HoldQuantizedActivation(Judge):
         if not failed:
             self.decide(op, True, f"quantizes its result in its epilogue ({words} word{'s' if words == 2 else ''})")
             return
-        self.decide(op, False, "quantize epilogue split into a standalone quantize: " + "; ".join(failed))
+        decision = self.decide(op, False, "quantize epilogue split into a standalone quantize: " + "; ".join(failed))
         quantized = list(op.parts) if isinstance(op, ProductOp) else [op.results[0]]
+        made = []
         del op.properties["quantize"]
         rewriter.notify_op_modified(op)
         for result in quantized:
             plain = rewriter.replace_value_with_new_type(result, tensor(shape(result), BFloat16Type()))
             quantize = QuantizeOp(plain, words)
+            made.append(quantize)
             rewriter.insert(quantize, InsertPoint.after(op))
             rewriter.replace_uses_with_if(plain, quantize.result, lambda use, q=quantize: use.operation is not q)
+        note_split(decision, made)
 
 
 @dataclass(frozen=True)

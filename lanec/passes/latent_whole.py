@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.dialects.form import LatentAttentionOp
-from lanec.lane import Latent
 from lanec.passes.rule import Judge, Rule, set_latent_path
+from lanec.shim import Latent
 
 
 class LatentWhole(Judge):

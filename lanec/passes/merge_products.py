@@ -1,5 +1,5 @@
 """merge-products (shared): the products of one activation become one product in parts (one
-launch reads the activation once; on the tensor cores, one GEMM in parts)."""
+launch reads the activation once)."""
 
 from __future__ import annotations
 

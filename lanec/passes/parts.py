@@ -1,6 +1,7 @@
 """Products of one activation, as the two merging rules (gemv-in-parts, merge-products) find and
 merge them: every product by whole rows of the activation, except a swiglu's gate and up, which
-pair-gate-up takes as one gated pair instead."""
+pair-gate-up takes as one gated pair instead (`unpair` undoes one). And a product in parts split
+back into products of groups of its parts (`split`), as the rules that hold one back do."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from lanec.dialects.form import ProductOp, SwigluOp
+from lanec.dialects.form import GatedProductOp, PartOp, ProductOp, SwigluOp
 from lanec.passes.rule import (
     defined_before,
     is_plain_product,
     is_single_product,
+    name_after,
     only_user,
     result_name,
     users,
@@ -58,6 +60,44 @@ def _position(op: Operation) -> int:
 
 def names(products: list[ProductOp]) -> str:
     return ", ".join(result_name(r) for p in products for r in p.parts)
+
+
+def split(op: ProductOp, groups: list[list[int]]) -> tuple[list[ProductOp], list[SSAValue]]:
+    """`op` as one product a group of its parts (indices), its epilogue kept: the products, and
+    the values that take the place of `op`'s parts (`rewriter.replace(op, *split(...))`)."""
+    products, results = [], {}
+    for group in groups:
+        product = ProductOp(op.x, [op.weights[i] for i in group], result_types=[op.parts[i].type for i in group])
+        if op.quantize is not None:
+            product.quantize = op.quantize
+        products.append(product)
+        results.update(zip(group, product.parts, strict=True))
+    return products, [results[i] for i in range(len(op.weights))]
+
+
+def part_copy(op: ProductOp) -> tuple[PartOp, ProductOp]:
+    """A per-head product's unfused ops: a copy of each head's part, then a per-head product that
+    reads the copy whole (the product's quantize epilogue kept)."""
+    heads, unit, offset, length = op.part()
+    copy = PartOp(op.x, heads, unit, offset, length)
+    product = ProductOp(copy.result, list(op.weights), part=(heads, length, 0, length),
+                        result_types=[r.type for r in op.parts])
+    if op.quantize is not None:
+        product.quantize = op.quantize
+    name_after(copy.result, op.parts[0], "part")
+    return copy, product
+
+
+def unpair(op: GatedProductOp) -> list[Operation]:
+    """A gated pair's unfused ops: gate and up products, then a swiglu (with the pair's quantize
+    epilogue, if any) whose result is the pair's."""
+    gate, up = ProductOp(op.x, [op.gate]), ProductOp(op.x, [op.up])
+    swiglu = SwigluOp(gate.parts[0], up.parts[0], result_type=op.result.type)
+    if op.quantize is not None:
+        swiglu.quantize = op.quantize
+    name_after(gate.parts[0], op.result, "gate")
+    name_after(up.parts[0], op.result, "up")
+    return [gate, up, swiglu]
 
 
 def merge(products: list[ProductOp], rewriter: PatternRewriter) -> ProductOp:

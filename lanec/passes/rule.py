@@ -5,6 +5,7 @@ is decided once), and records what it decided.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,15 +15,15 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
-    PatternRewriteWalker,
     PatternRewriter,
+    PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.dialects.form import LatentAttentionOp, ProductOp, WeightOp, shape, step_of
-from lanec.lane import KnobError, LaneShim
-from lanec.passes.decisions import Decision, Decisions, describe, layer_of, record, value_label
+from lanec.dialects.form import BLOCK, GatedProductOp, LatentAttentionOp, ProductOp, WeightOp, is_float, shape, step_of
+from lanec.passes.decisions import Decision, Decisions, describe, layer_of, note_split, record, value_label
+from lanec.shim import KnobError, LaneShim
 
 
 class Judge(RewritePattern):
@@ -31,11 +32,18 @@ class Judge(RewritePattern):
     def __init__(self, rule: Rule, shim: LaneShim, decisions: Decisions):
         self.rule, self.shim, self.decisions = rule, shim, decisions
 
-    def decide(self, op: Operation, taken: bool, reason: str, about: Operation | None = None) -> None:
+    def decide(self, op: Operation, taken: bool, reason: str, about: Operation | None = None) -> Decision:
         """Record a candidate (`about`: the op whose names describe it, if not `op`)."""
         subject = about or op
-        self.decisions.append(Decision(stage=self.rule.stage, rule=self.rule.name, op=describe(subject),
-                                       layer=layer_of(subject), taken=taken, reason=reason))
+        decision = Decision(stage=self.rule.stage, rule=self.rule.name, op=describe(subject),
+                            layer=layer_of(subject), taken=taken, reason=reason)
+        self.decisions.append(decision)
+        return decision
+
+    def split_back(self, op: Operation, reason: str, made: Sequence[Operation]) -> None:
+        """Record a fused op held back, split into the new ops `made` (which the rule then puts in
+        its place): an op of them that does not lower names this decision as its cause."""
+        note_split(self.decide(op, False, reason), made)
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,21 @@ def weight_format(value: SSAValue) -> str:
     return value.owner.format.data if isinstance(value.owner, WeightOp) else "bf16"
 
 
+def optional(value: SSAValue | None) -> list[SSAValue]:
+    """An optional operand as an op's builder takes it: [value], or [] where there is none."""
+    return [] if value is None else [value]
+
+
+def checkpoint_rows(op: ProductOp | GatedProductOp) -> list[SSAValue]:
+    return list(op.weights) if isinstance(op, ProductOp) else [op.gate, op.up]
+
+
+def reads_int8(op: ProductOp | GatedProductOp, shim: LaneShim) -> bool:
+    """Whether the op reads its activation int8 (fuse-quant quantizes it for it): under quantized
+    numerics, a product or gated pair by q8_0 checkpoint rows reading a float activation."""
+    return shim.quantized and is_float(op.x) and any(weight_format(w) == "q8_0" for w in checkpoint_rows(op))
+
+
 def is_plain_product(op: Operation) -> bool:
     """A product by whole rows that no rule has given a part or an epilogue."""
     return isinstance(op, ProductOp) and op.part() is None and op.quantize is None
@@ -96,6 +119,18 @@ def is_plain_product(op: Operation) -> bool:
 
 def is_single_product(op: Operation) -> bool:
     return is_plain_product(op) and len(op.weights) == 1
+
+
+def part_problems(heads: int, unit: int, offset: int, length: int) -> list[str]:
+    """Why each of `heads` units' part [offset, offset + length) is not whole 32-value blocks of
+    the row (the quantized form's): its offset, its length, and where there is more than one
+    head, the unit (head h's part starts at h x unit + offset)."""
+    return failures([
+        (offset % BLOCK == 0, f"the part's offset {offset} is not a whole number of {BLOCK}-value blocks"),
+        (length % BLOCK == 0, f"the part's length {length} is not a whole number of {BLOCK}-value blocks"),
+        (heads == 1 or unit % BLOCK == 0, (f"the unit {unit} is not a whole number of {BLOCK}-value blocks "
+                                           f"(head 1's part starts at {unit + offset})")),
+    ])
 
 
 def result_name(value: SSAValue) -> str:

@@ -3,10 +3,10 @@
 - lane-before: the lane's own rules, linked in before the shared rules can take their candidates.
 - shared: fusion by dataflow alone, lane-independent. Merges first (fold-kda and
   fold-shared-expert match what they made), fuse-quant last (it quantizes what the folds left).
-- held-back: the lane's kernel facts (DESIGN.md's table). A fused op stays fused only where a
-  kernel of the lane launches it, otherwise it is split back into ops of the same meaning. The
-  splits that make new producers (kda, gated pair, products in parts) run before the check of
-  quantize epilogues, which must see the final producers.
+- held-back: the lane's kernel facts, its held-back rules (`LaneShim.heldback`, in the order
+  they run). A fused op stays fused only where a kernel of the lane launches it (or, for a
+  kernel not built yet, will: `lanec/codegen/kernels/unbuilt.py`), otherwise it is split back
+  into ops of the same meaning.
 """
 
 from __future__ import annotations
@@ -25,19 +25,12 @@ from lanec.passes.fold_residual import FoldResidualRule
 from lanec.passes.fold_shared_expert import FoldSharedExpertRule
 from lanec.passes.fuse_quant import FuseQuantRule
 from lanec.passes.gemv_in_parts import GemvInPartsRule
-from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
-from lanec.passes.hold_gated_pair import HoldGatedPairRule
-from lanec.passes.hold_kda import HoldKdaRule
-from lanec.passes.hold_mixture_shared import HoldMixtureSharedRule
-from lanec.passes.hold_per_head_part import HoldPerHeadPartRule
-from lanec.passes.hold_products_in_parts import HoldProductsInPartsRule
-from lanec.passes.hold_quantized_activation import HoldQuantizedActivationRule
-from lanec.passes.hold_values_in_place import HoldValuesInPlaceRule
 from lanec.passes.latent_whole import LatentWholeRule
 from lanec.passes.merge_products import MergeProductsRule
 from lanec.passes.pair_gate_up import PairGateUpRule
 from lanec.passes.part_in_place import PartInPlaceRule
 from lanec.passes.rule import Rule
+from lanec.shim import LaneShim
 
 LANE_BEFORE: tuple[type[Rule], ...] = (LatentWholeRule, GemvInPartsRule)
 
@@ -53,17 +46,7 @@ SHARED: tuple[type[Rule], ...] = (
     FuseQuantRule,
 )
 
-HELD_BACK: tuple[type[Rule], ...] = (
-    HoldPerHeadPartRule,
-    HoldValuesInPlaceRule,
-    HoldKdaRule,
-    HoldConvL2NormRule,
-    HoldMixtureSharedRule,
-    HoldGatedPairRule,
-    HoldProductsInPartsRule,
-    HoldQuantizedActivationRule,
-)
-
+HELD_BACK: tuple[type[Rule], ...] = LaneShim().heldback
 
 
 @dataclass(frozen=True)

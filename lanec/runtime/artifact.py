@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.runtime.launch import LaunchShape, TensorParam
 
 # Bumped whenever the `.json` layout changes: an older reader must refuse a newer file.
 ARTIFACT_VERSION = 1

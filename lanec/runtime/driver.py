@@ -1,7 +1,8 @@
 """The CUDA driver, as lanec's runtime and its GPU tests use it: a device, cubin modules, device
 buffers, streams, launches (clusters and PDL through cuLaunchKernelEx), CUDA graphs and event
-timing. Only `cuda.bindings.driver` (13.3's API) and numpy; importing this module needs no GPU,
-and every failure of the driver becomes one `DeviceError` line that names the CUDA error."""
+timing. Only `cuda.bindings.driver` (13.3's API), numpy and the launch ABI (launch.py); importing
+this module needs no GPU, and every failure of the driver becomes one `DeviceError` line that
+names the CUDA error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from lanec.runtime.launch import LaunchError, LaunchShape
 
 try:
     from cuda.bindings import driver as cu
@@ -259,12 +262,10 @@ class Launch:
     parameter is an 8-byte device pointer, passed as cuLaunchKernelEx's array of pointers."""
 
     def __init__(self, function: Function, shape, pointers: Sequence[int], stream: Stream):
-        for dim, name in ((shape.grid, "grid"), (shape.block, "block"), (shape.cluster, "cluster")):
-            if len(dim) != 3 or any(int(v) < 1 for v in dim):
-                raise DeviceError(f"{function.entry}: {name} {tuple(dim)} must be three positive sizes")
-        if any(g % c for g, c in zip(shape.grid, shape.cluster)):
-            raise DeviceError(f"{function.entry}: grid {tuple(shape.grid)} is not a whole number of "
-                              f"clusters {tuple(shape.cluster)}")
+        try:
+            LaunchShape.of(shape).check()
+        except LaunchError as exc:
+            raise DeviceError(f"{function.entry}: {exc}") from None
         function.prepare(shape)
         self.function = function
         self.shape = shape

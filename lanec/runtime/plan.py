@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lanec.codegen.kernels.base import LaunchShape as Shape  # a launch's grid, block, cluster, memory, PDL
 from lanec.runtime import dtypes
+from lanec.runtime.launch import LaunchError
+from lanec.runtime.launch import LaunchShape as Shape  # a launch's grid, block, cluster, memory, PDL
 
 MAGIC = b"LANEPLAN"
 VERSION = 1
@@ -38,11 +39,10 @@ HEADER = struct.Struct("<8sIIQ32s")
 SECTION_COUNT = struct.Struct("<I")
 SECTION = struct.Struct("<4sQQ")
 
+# what a buffer is for (the lane dialect's buffers and the plan's share them)
 ROLES = ("weight", "state", "activation", "input", "output")
-# transform kind -> how many arrays it takes (None: one or more)
+# weight transform kind -> how many arrays it takes (None: one or more); weights.apply runs them
 TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "quantize_q8_0": 1}
-Q8_0_BLOCK = 32
-Q8_0_BLOCK_BYTES = 2 + Q8_0_BLOCK  # fp16 scale, then 32 int8 words (GGML's block_q8_0)
 
 
 class PlanError(ValueError):
@@ -259,13 +259,10 @@ class Plan:
             where = f"launch {index} ({launch.name})"
             _require(0 <= launch.kernel < len(self.cubins),
                      f"{where}: kernel {launch.kernel} does not exist (the plan has {len(self.cubins)} cubins)")
-            shape = launch.shape
-            for dims, what in ((shape.grid, "grid"), (shape.block, "block"), (shape.cluster, "cluster")):
-                _require(len(dims) == 3 and all(isinstance(v, int) and v >= 1 for v in dims),
-                         f"{where}: {what} {dims!r} must be three positive integers")
-            _require(all(g % c == 0 for g, c in zip(shape.grid, shape.cluster)),
-                     f"{where}: grid {shape.grid} is not a whole number of clusters {shape.cluster}")
-            _require(shape.shared_bytes >= 0, f"{where}: negative shared memory")
+            try:
+                launch.shape.check()
+            except LaunchError as exc:
+                raise PlanError(f"{where}: {exc}") from None
             for arg in launch.args:
                 _require(arg.buffer in by_name, f"{where}: binds buffer {arg.buffer!r}, which the plan does not have")
                 _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
@@ -372,8 +369,10 @@ def _dims(values) -> str:
 
 def spec_text(spec: dict) -> str:
     """A kernel specialization (or shape) as `lanec show` and `lanec explain` print it:
-    `key=value` sorted by key, sequences as a,b,c."""
+    `key=value` sorted by key, sequences as a,b,c, named fields (a schedule) as (key=value ...)."""
     def value(v) -> str:
+        if isinstance(v, dict):
+            return "(" + " ".join(f"{k}={value(x)}" for k, x in v.items()) + ")"
         return ",".join(value(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
 
     return " ".join(f"{k}={value(v)}" for k, v in sorted(spec.items()))

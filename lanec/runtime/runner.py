@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from lanec.runtime import driver, dtypes, weights
+from lanec.runtime import driver, dtypes, tolerance, weights
 from lanec.runtime.driver import DeviceError
 from lanec.runtime.plan import Plan, PlanError
+from lanec.runtime.tolerance import Tolerance
 from lanec.runtime.weights import WeightError
 
-# |gpu - reference| / (max |reference|) allowed per stored dtype; integers must match exactly
-TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-3, "int32": 0.0, "int8": 0.0, "uint8": 0.0}
 SLOT_STATES = ("conv", "recurrent")
 
 
@@ -174,64 +173,64 @@ class Session:
 
 @dataclass(frozen=True)
 class Comparison:
+    """One buffer's verdict: `error` is the largest |got - want| relative to the reference's
+    largest magnitude (integers: the fraction of differing elements), `within` whether every
+    element lies inside `tolerance`."""
+
     name: str
     role: str
     dtype: str
     error: float
     scale: float
-    tolerance: float
+    tolerance: Tolerance
+    within: bool
     note: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.note and self.error <= self.tolerance
+        return not self.note and self.within
 
 
 def compare(name: str, role: str, dtype: str, got: np.ndarray, want: np.ndarray,
-            tolerance: float | None = None) -> Comparison:
-    """`got` (the GPU's) against `want` (the interpreter's): the largest difference relative to
-    the reference's largest magnitude (integers: the fraction of differing elements)."""
+            bound: Tolerance | None = None) -> Comparison:
+    """`got` (the GPU's) against `want` (the interpreter's), held to `bound` (by default the
+    step's tolerance of `dtype`)."""
     dtype = dtypes.canonical(dtype)
-    tolerance = TOLERANCE[dtype] if tolerance is None else tolerance
+    bound = tolerance.STEP[dtype] if bound is None else bound
     want = np.asarray(want)
     if got.size != want.size:
-        return Comparison(name, role, dtype, math.inf, 0.0, tolerance,
+        return Comparison(name, role, dtype, math.inf, 0.0, bound, False,
                           f"shape {list(got.shape)} vs the interpreter's {list(want.shape)}")
     got = got.reshape(want.shape)
+    within = not (bound.excess(got, want) > 0).any()
     if dtype not in dtypes.FLOATS:
         wrong = float(np.mean(got != want)) if want.size else 0.0
-        return Comparison(name, role, dtype, wrong, 1.0, tolerance)
+        return Comparison(name, role, dtype, wrong, 1.0, bound, within)
     unwritten = int(np.isnan(got).sum() - np.isnan(want).sum())
     if unwritten > 0:
-        return Comparison(name, role, dtype, math.inf, 0.0, tolerance, f"{unwritten} NaN (never written?)")
+        return Comparison(name, role, dtype, math.inf, 0.0, bound, False, f"{unwritten} NaN (never written?)")
     want = want.astype(np.float32)
     scale = float(np.nanmax(np.abs(want))) if want.size else 0.0
     difference = float(np.nanmax(np.abs(got - want))) if want.size else 0.0
-    return Comparison(name, role, dtype, difference / max(scale, 1e-30) if difference else 0.0, scale, tolerance)
-
-
-def state_tolerance(dtype: str) -> float:
-    """A state integrates the step's bf16-stored activations: two correct computations of those
-    activations differ by bf16 rounding flips (different summation orders), which reach a few
-    1e-3 of a recurrent state's scale within a layer or two (3.1e-3 measured over two KDA layers
-    with fp32 against fp64 products), so a state is held to its inputs' bf16 tolerance."""
-    return max(TOLERANCE[dtypes.canonical(dtype)], TOLERANCE["bfloat16"])
+    return Comparison(name, role, dtype, difference / max(scale, 1e-30) if difference else 0.0, scale, bound,
+                      within)
 
 
 def compare_choice(name: str, got: np.ndarray, logits: np.ndarray) -> Comparison:
     """Chosen tokens (argmax) against the interpreter's logits: a row agrees where the logit of
-    the token the GPU chose is within the logits' tolerance of the row's largest (a near tie may
-    go either way); the error is the fraction of rows that do not."""
-    tolerance = TOLERANCE["bfloat16"]
+    the token the GPU chose is within the bf16 step tolerance of the row's largest (a near tie
+    may go either way); the error is the fraction of rows that do not."""
+    bound = tolerance.STEP["bfloat16"]
     logits = np.asarray(logits, dtype=np.float32).reshape(got.size, -1)
     got = got.reshape(-1).astype(np.int64)
     if got.min(initial=0) < 0 or got.max(initial=0) >= logits.shape[1]:
-        return Comparison(name, "output", "int32", math.inf, 0.0, 0.0, "token ids out of range")
+        return Comparison(name, "output", "int32", math.inf, 0.0, tolerance.EXACT, False, "token ids out of range")
     scale = float(np.abs(logits).max()) if logits.size else 0.0
-    chosen = logits[np.arange(got.size), got]
-    wrong = chosen < logits.max(axis=1) - tolerance * scale
-    return Comparison(name, "output", "int32", float(wrong.mean()) if got.size else 0.0, 1.0, 0.0,
-                      "" if not wrong.any() else f"{int(wrong.sum())} rows chose a token far from the best")
+    chosen, best = logits[np.arange(got.size), got], logits.max(axis=1)
+    wrong = best - chosen > bound.rtol * np.abs(best) + bound.atol * scale
+    return Comparison(name, "output", "int32", float(wrong.mean()) if got.size else 0.0, 1.0, tolerance.EXACT,
+                      not wrong.any(), "" if not wrong.any() else f"{int(wrong.sum())} rows chose a token far "
+                      "from the best")
 
 
 def check(plan: Plan, program, env, sources, options: Options, say: Callable[[str], None]) -> int:
@@ -258,14 +257,14 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
                 rows.append(compare(spec.name, "output", spec.dtype, session.read(spec.name), outputs[spec.source]))
         elif spec.role == "state":
             rows.append(compare(spec.name, "state", spec.dtype, session.read(spec.name),
-                                reference.states[spec.source], state_tolerance(spec.dtype)))
+                                reference.states[spec.source], tolerance.state(spec.dtype)))
     if not rows:
         raise PlanError("the plan has no output or state buffer to check")
     width = max(len(r.name) for r in rows)
     say(f"{'buffer':<{width}}  role    dtype     max |err| / scale   tolerance  scale")
     for r in rows:
         verdict = "ok" if r.ok else f"MISMATCH {r.note}".rstrip()
-        say(f"{r.name:<{width}}  {r.role:<6}  {r.dtype:<8}  {r.error:>17.3e}   {r.tolerance:>9.1e}  "
+        say(f"{r.name:<{width}}  {r.role:<6}  {r.dtype:<8}  {r.error:>17.3e}   {str(r.tolerance):>9}  "
             f"{r.scale:<9.3g} {verdict}")
     failed = [r.name for r in rows if not r.ok]
     say(f"check: {len(rows) - len(failed)} of {len(rows)} agree with the interpreter"

@@ -17,26 +17,18 @@ from pathlib import Path
 import numpy as np
 
 from lanec.runtime import dtypes
-from lanec.runtime.plan import Q8_0_BLOCK, Plan, Source, Transform, WeightBinding
+from lanec.runtime.dtypes import Q8_0_BLOCK
+from lanec.runtime.plan import Plan, Source, Transform, WeightBinding
 
 
 class WeightError(ValueError):
     """A checkpoint that cannot give the plan its weights (one line)."""
 
 
-# safetensors dtype -> (numpy storage dtype, our dtype name or None where it is read as is)
-SAFETENSORS_DTYPES = {
-    "BF16": (np.dtype("<u2"), "bfloat16"),
-    "F16": (np.dtype("<f2"), "float16"),
-    "F32": (np.dtype("<f4"), "float32"),
-    "F64": (np.dtype("<f8"), None),
-    "I8": (np.dtype("i1"), None),
-    "U8": (np.dtype("u1"), None),
-    "I16": (np.dtype("<i2"), None),
-    "I32": (np.dtype("<i4"), None),
-    "I64": (np.dtype("<i8"), None),
-    "BOOL": (np.dtype("?"), None),
-}
+# safetensors dtype -> what it is read as: a dtype of lanec.runtime.dtypes, else (a type the
+# runtime reads but never stores) a numpy dtype; safetensors data is little-endian
+SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "I32": "int32", "I8": "int8",
+                      "U8": "uint8", "F64": "<f8", "I16": "<i2", "I64": "<i8", "BOOL": "?"}
 
 
 class Checkpoint:
@@ -126,30 +118,19 @@ class Checkpoint:
         if dtype_name not in SAFETENSORS_DTYPES:
             raise WeightError(f"checkpoint {self.path}: tensor {name!r} is {dtype_name}, which the runtime does "
                               f"not read ({', '.join(SAFETENSORS_DTYPES)})")
-        storage, ours = SAFETENSORS_DTYPES[dtype_name]
+        ours = SAFETENSORS_DTYPES[dtype_name]
+        storage = (dtypes.storage(ours) if ours in dtypes.DTYPES else np.dtype(ours)).newbyteorder("<")
         count = int(np.prod(shape, dtype=np.int64))
         if end - begin != count * storage.itemsize or not 0 <= begin <= end <= self._data_size:
             raise WeightError(f"checkpoint {self.path}: tensor {name!r} ({dtype_name} {list(shape)}) has "
                               f"{end - begin} bytes at [{begin}, {end}) of {self._data_size}")
         raw = np.memmap(self.path, dtype=storage, mode="r", offset=self._data_start + begin, shape=(count,)) \
             if count else np.empty(0, storage)
-        values = dtypes.decode(np.asarray(raw), ours) if ours else np.array(raw)
+        values = dtypes.decode(np.asarray(raw), ours) if ours in dtypes.FLOATS else np.array(raw)
         return values.reshape(shape)
 
 
 ROW_RANGE = re.compile(r"(.+)\[(\d+):(\d+)\]")  # a form weight that is rows [a, b) of a checkpoint tensor
-
-
-def representable(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 values rounded to what `dtype` stores (integer types: as they are)."""
-    name = dtypes.canonical(dtype)
-    if name == "bfloat16":
-        return dtypes.round_bf16(values)
-    if name == "float16":
-        return np.asarray(values, dtype=np.float32).astype(np.float16).astype(np.float32)
-    if name in dtypes.FLOATS:
-        return np.asarray(values, dtype=np.float32)
-    return np.asarray(values)
 
 
 CHUNK = 1 << 22  # values a random stream fills: the unit of the seeded initialiser's parallelism
@@ -170,7 +151,7 @@ def random_source(source: Source, seed: int, threads: int | None = None) -> np.n
         np.clip(part, -3, 3, out=part)
         part *= np.float32(source.scale)
         part += np.float32(source.center)
-        part[...] = representable(part, source.dtype)
+        part[...] = dtypes.representable(part, source.dtype)
 
     chunks = range(-(-count // CHUNK))
     with ThreadPoolExecutor(max(1, min(len(chunks), threads or os.cpu_count() or 1, 16))) as pool:
@@ -191,7 +172,7 @@ def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict
                     raise WeightError(f"checkpoint {checkpoint.path} has no tensor {source.name!r} "
                                       f"(weight {binding.buffer!r} needs it)")
                 tensor = checkpoint.resolve(source.name, source.shape)
-                values[source.name] = representable(tensor.astype(np.float32), source.dtype)
+                values[source.name] = dtypes.representable(tensor.astype(np.float32), source.dtype)
             else:
                 values[source.name] = random_source(source, seed)
     return values
@@ -201,7 +182,7 @@ def quantize_q8_0(values: np.ndarray) -> np.ndarray:
     """GGML's block_q8_0 along the last axis: per 32 values an fp16 scale d = max|w| / 127 and 32
     int8 words rint(w / d); uint8 [..., K / 32 * 34]."""
     if values.shape[-1] % Q8_0_BLOCK:
-        raise WeightError(f"q8_0 needs rows of whole 32-value blocks; the rows are {values.shape[-1]} wide")
+        raise WeightError(f"q8_0 needs rows of whole {Q8_0_BLOCK}-value blocks; the rows are {values.shape[-1]} wide")
     blocks = values.astype(np.float32).reshape(*values.shape[:-1], -1, Q8_0_BLOCK)
     scale = (np.abs(blocks).max(axis=-1, keepdims=True) / 127).astype(np.float16)
     divisor = scale.astype(np.float32)
@@ -215,8 +196,11 @@ def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
     params = transform.params
     if transform.kind == "none":
         return arrays[0]
-    if transform.kind == "concatenate":
-        return np.concatenate(arrays, axis=params.get("axis", 0))
+    if transform.kind == "concatenate":  # `align`: each array's place is whole multiples of it, zeros after
+        axis, align = params.get("axis", 0), params.get("align", 1)
+        padded = [np.pad(a, [(0, -a.shape[axis] % align if d == axis % a.ndim else 0) for d in range(a.ndim)])
+                  for a in arrays]
+        return np.concatenate(padded, axis=axis)
     if transform.kind == "stack":
         return np.stack(arrays, axis=params.get("axis", 0))
     if transform.kind == "transpose":

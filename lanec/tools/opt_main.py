@@ -2,7 +2,8 @@
 
 It subclasses `xDSLOptMain` rather than forking it, so every xdsl-opt option keeps its meaning
 (`-p`, `-t`, `--split-input-file`, `--verify-diagnostics`, ...). One change: outside the two
-diagnostics modes, a bad input is one line `file:line:col: error: message` (lanec.diagnostics).
+diagnostics modes, a bad input is one line `file:line:col: error: message` (lanec.diagnostics),
+raised as lanec's own error for `lanec opt` to print.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ import importlib
 from collections.abc import Sequence
 from typing import IO
 
-import click
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from lanec.diagnostics import FormError, LocatingParser, one_line
+from lanec.diagnostics import FormError, LanecError, LocatingParser
 from lanec.dialects import all_dialects
 from lanec.passes import get_all_passes
 
@@ -49,10 +49,10 @@ class LanecOptMain(xDSLOptMain):
         try:
             super().setup_pipeline()
         except ValueError as error:  # an unknown pass, or an option it lacks
-            raise click.ClickException(f"-p {self.args.passes}: {one_line(str(error))}") from None
+            raise LanecError(f"-p {self.args.passes}: {error}") from None
         except ArgSpecParseError as error:  # its message ends in the line that says what is wrong
             what = str(error).strip().splitlines()[-1].strip()
-            raise click.ClickException(f"-p {self.args.passes}: {what}") from None
+            raise LanecError(f"-p {self.args.passes}: {what}") from None
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         try:

@@ -5,7 +5,8 @@ the CPU machine, then carry build/ to the GPU machine:
     python tests/gpu/build.py [--cache-dir DIR] [--only KERNEL ...]
 
 Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py), the driver tests'
-kernel (tests/gpu/test_driver.py --build) and the whole plans of tests/gpu/plans.py, so that `python3 -m pytest tests/gpu` there runs everything.
+kernel (tests/gpu/test_driver.py --build) and the whole plans of tests/gpu/plans.py, so that
+`python3 -m pytest tests/gpu` there runs everything.
 
 A case module names its kernel (`KERNEL`), its specializations (`CASES`: case name -> JSON
 constructor arguments) and `make(spec)`, which builds the kernel object (importing CuTe DSL only

@@ -1,14 +1,17 @@
-"""Whole plans for the GPU: shipped examples compiled here by `build()` into build/plans/, run
-there by tests/gpu/test_plans.py with `--check` (every output and state against the interpreter).
+"""Whole plans for the GPU: shipped examples and imports of Kimi Linear (its config, or the config
+with another KDA head count) compiled here by `build()` into build/plans/, run there by
+tests/gpu/test_plans.py with `--check` (every output and state against the interpreter).
 
     python tests/gpu/plans.py [NAME ...]      # here, before carrying build/ to the GPU machine
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "plans"
@@ -17,13 +20,40 @@ KIMI = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
 # keep the GPU check quick while exercising the layer-to-layer chain.
 KDA = ["--kda-only", "--dense-mlp", "9216", "--layers", "2"]
 
-# name -> the `lanec import` arguments of its form (None: a shipped form file)
-PLANS: dict[str, list[str] | None] = {
+
+
+class Kimi(NamedTuple):
+    """A plan's form: `lanec import` of Kimi Linear's config with `arguments`; with `heads`, the
+    config's KDA head count changed to it (hidden = heads x the head size, as the real model's
+    32 x 128 KDA width; every part of the merged q, k, v, f_a, b, g_a product is then read in
+    place at another alignment of its row)."""
+
+    arguments: list[str]
+    heads: int | None = None
+
+
+def kimi_config(heads: int | None = None, **changes) -> dict:
+    """Kimi Linear's config, with `heads` KDA heads (and the hidden size that goes with them) and
+    any other top-level `changes` (e.g. vocab_size)."""
+    config = json.loads(KIMI.read_text())
+    if heads is not None:
+        config["linear_attn_config"]["num_heads"] = heads
+        config["hidden_size"] = heads * config["linear_attn_config"]["head_dim"]
+    config.update(changes)
+    return config
+
+
+# name -> how its form is made (None: a shipped form file)
+PLANS: dict[str, Kimi | None] = {
     "dense-small": None,
-    "kimi-kda-b1": [*KDA, "--batch", "1"],
-    "kimi-kda-b64": [*KDA, "--batch", "64"],
-    "kimi-kda-b256": [*KDA, "--batch", "256"],
-    "kimi-kda-spec3": [*KDA, "--batch", "4", "--spec-tokens", "3"],
+    "kimi-kda-b1": Kimi([*KDA, "--batch", "1"]),
+    "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
+    "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
+    "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),
+    # head counts whose merged product's parts are not all whole 16-byte vectors (b: one a head)
+    "kimi-kda-h12-b5": Kimi([*KDA, "--batch", "5"], heads=12),
+    "kimi-kda-h6-b5": Kimi([*KDA, "--batch", "5"], heads=6),
+    "kimi-kda-h3-spec5-b33": Kimi([*KDA, "--batch", "33", "--spec-tokens", "5"], heads=3),
 }
 
 
@@ -35,12 +65,16 @@ def build(names: list[str] | None = None) -> list[Path]:
     OUT.mkdir(parents=True, exist_ok=True)
     built = []
     for name in names or list(PLANS):
-        arguments = PLANS[name]
-        if arguments is None:
+        kimi = PLANS[name]
+        if kimi is None:
             source = ROOT / "examples" / f"{name}.mlir"
         else:
+            config = KIMI
+            if kimi.heads is not None:
+                config = OUT / f"kimi-linear-{kimi.heads}-heads.config.json"
+                config.write_text(json.dumps(kimi_config(kimi.heads), indent=1) + "\n")
             source = OUT / f"{name}.mlir"
-            lanec("import", str(KIMI), *arguments, "-o", str(source))
+            lanec("import", str(config), *kimi.arguments, "-o", str(source))
         target = OUT / f"{name}.plan"
         lanec("compile", str(source), "-o", str(target))
         built.append(target)

@@ -12,7 +12,7 @@
 #              the whole plans with --check (about 4 minutes)
 #   grid1..3   a third each of KdaSplit's full heads x batch x tokens grid (about 3 minutes each)
 #   time       each plan's step time, the dense step with and without PDL and graph, and each
-#              plan's step against the per-op chain (bench/step_chain.py; not yet timed)
+#              plan's step against the per-op chain (bench/step_chain.py, one process a plan)
 #   kda        bench/kda.py against fla, writing $OUT/schedules.json (about 4.5 minutes)
 #   gemv       bench/gemv.py against torch, merging into $OUT/schedules.json
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
@@ -43,7 +43,7 @@ for phase in "${phases[@]}"; do
       done | tee "$logs/time.log"
       python3 bench/plan_step.py build/plans/dense-small.plan 2>&1 | tee "$logs/plan_step.log"
       if python3 -c "import fla" 2>/dev/null; then  # the whole step against the per-op chain
-        python3 bench/step_chain.py build/plans/dense-small.plan build/plans/kimi-kda-b*.plan 2>&1 \
+        python3 bench/step_chain.py build/plans/dense-small.plan build/plans/kimi-kda-*.plan 2>&1 \
           | tee "$logs/step_chain.log"
       fi ;;
     kda)

@@ -10,7 +10,6 @@ visibly wrong result, and a PDL chain that reads its predecessor too early reads
 
 
 import json
-import math
 import os
 import sys
 import tempfile
@@ -20,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lanec.codegen.kernels.base import LaunchShape
 from lanec.runtime import driver
+from lanec.runtime.launch import LaunchShape
 
 NAME = "driver_scaled_add"
 ELEMENTS = 1 << 16
@@ -193,7 +192,7 @@ def test_driver_errors_are_one_line(device):
 
 def test_launch_rejects_a_grid_of_partial_clusters(kernel, stream):
     bad = replace(shape(2), grid=(ELEMENTS // THREADS - 1, 1, 1))
-    with pytest.raises(driver.DeviceError, match="whole number of clusters"):
+    with pytest.raises(driver.DeviceError, match="is not whole clusters of"):
         driver.launch(kernel, bad, [0, 0, 0], stream)
 
 
@@ -212,8 +211,8 @@ def add_chain_plan(artifact, cluster: int, path: Path) -> Path:
     plan.buffers = [Buffer("ab", (2 * ELEMENTS,), "float32", "weight"),
                     Buffer("mid", (ELEMENTS,), "float32", "output", 0),
                     Buffer("out", (ELEMENTS,), "float32", "output", 1)]
-    plan.weights = [WeightBinding("ab", (Source("a", (ELEMENTS,), "float32", 1.0), Source("b", (ELEMENTS,), "float32", 1.0)),
-                                  (Transform("concatenate"),))]
+    plan.weights = [WeightBinding("ab", (Source("a", (ELEMENTS,), "float32", 1.0),
+                                         Source("b", (ELEMENTS,), "float32", 1.0)), (Transform("concatenate"),))]
     launch_shape = Shape.of(shape(cluster, pdl=True))
     entry = artifact.facts["entry"]
     plan.launches = [Launch("add 0", kernel, entry, launch_shape, (Arg("ab"), Arg("ab", ELEMENTS), Arg("mid"))),

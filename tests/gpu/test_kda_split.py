@@ -9,7 +9,8 @@ The kernel rounds its f_b projection to bf16 before the gate (the seed's contrac
 reference does too; f_a and F_B are drawn on grids (1/8, 1/64) that make the projection exact in
 fp32 in any summation order, or a sum within an fp32 ulp of a bf16 rounding boundary would round
 differently in the MMA and in numpy (one bf16 ulp of a gate: ~0.5% of a state column). The whole
-`ops.kda` is checked as well, at the looser tolerance that rounding costs. Build the cases first (CPU machine): `python tests/gpu/cases/kda_split.py --set quick`;
+`ops.kda` is checked as well, at the looser tolerance that rounding costs. Build the cases first
+(CPU machine): `python tests/gpu/cases/kda_split.py --set quick`;
 `LANEC_KDA_CASES=full` picks the full heads x batch x tokens grid (default: quick, cluster1, tuned);
 `LANEC_KDA_SHARD=i/n` runs the i-th of n interleaved parts (the full grid takes about 9 minutes on
 the H200, a GPU command at most 10)."""
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import shard  # tests/gpu/conftest.py: it validated LANEC_KDA_SHARD already
+
 from lanec.interp import ops
 from lanec.runtime import driver
 from lanec.runtime.artifact import load_artifact
@@ -173,7 +174,10 @@ def recurrent_step(q, k, v, decay, beta, s):
     naive = fla_naive()
     if naive is not None:
         import torch
-        t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(torch.float64)[None, None]
+
+        def t(a):
+            return torch.from_numpy(np.ascontiguousarray(a)).to(torch.float64)[None, None]
+
         o, final = naive(t(q), t(k), t(v), t(np.log(decay)), t(beta), scale=1.0,
                          initial_state=torch.from_numpy(s)[None], output_final_state=True)
         return o[0, 0].numpy(), final[0].numpy()

@@ -16,13 +16,10 @@ from lanec.interp import ops
 from lanec.runtime import driver
 from lanec.runtime.artifact import load_artifact
 from lanec.runtime.dtypes import from_bf16, round_bf16, storage, to_bf16
+from lanec.runtime.tolerance import KERNEL
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE.parents[1] / "build" / "gpu"
-
-# |got - want| <= rtol |want| + atol max|want|, by output dtype: bf16 outputs carry one rounding
-# (half an ulp, 2^-9) plus fp32 sums in another order; fp32 only the order; integers are exact.
-TOLERANCE = {"bfloat16": (2.0**-7, 2.0**-10), "float32": (1e-5, 1e-6), "int32": (0.0, 0.0)}
 
 
 def _load(path: Path):
@@ -103,8 +100,7 @@ def _compare(what: str, dtype: str, got: np.ndarray, want: np.ndarray) -> None:
     unwritten = np.isnan(got)
     assert not unwritten.any(), (f"{what}: {int(unwritten.sum())} of {got.size} elements never written "
                                  f"(first at {np.argwhere(unwritten)[0].tolist()})")
-    rtol, atol = TOLERANCE[dtype]
-    excess = np.abs(got - want) - (rtol * np.abs(want) + atol * float(np.abs(want).max()))
+    excess = KERNEL[dtype].excess(got, want)  # the tolerance by output dtype, shared with `lanec run --check`
     worst = int(np.argmax(excess))
     assert excess.flat[worst] <= 0, (f"{what}: {int((excess > 0).sum())} of {got.size} outside tolerance; "
                                      f"worst at {np.unravel_index(worst, got.shape)}: got {got.flat[worst]}, "

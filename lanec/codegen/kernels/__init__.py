@@ -1,0 +1,33 @@
+"""The lane's kernels, one CuTe DSL class a module, and their registry: a launch names its kernel,
+and `kernel_class` imports that kernel's module only when it is needed (CuTe DSL is heavy)."""
+
+from __future__ import annotations
+
+import importlib
+
+# kernel name -> "module:Class"
+KERNELS = {
+    "gemv": "lanec.codegen.kernels.gemv:Gemv",
+    "gated_gemv": "lanec.codegen.kernels.gated_gemv:GatedGemv",
+    "rmsnorm": "lanec.codegen.kernels.rmsnorm:RmsNorm",
+    "elementwise": "lanec.codegen.kernels.elementwise:Elementwise",
+    "embed": "lanec.codegen.kernels.embed:Embed",
+    "argmax": "lanec.codegen.kernels.argmax:Argmax",
+    "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
+}
+
+
+class UnknownKernel(ValueError):
+    """A launch that names no kernel of the lane."""
+
+
+def kernel_class(name: str) -> type:
+    if name not in KERNELS:
+        raise UnknownKernel(f"the lane has no kernel '{name}'")
+    module, attribute = KERNELS[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def make_kernel(name: str, spec: dict):
+    """The kernel object of a launch: its class built from the launch's static specialization."""
+    return kernel_class(name)(**spec)

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import Float32, Int32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import VECTOR_BYTES, WARP, ArgmaxSpec
+from lanec.codegen.kernels.primitives import warp_reduce
+from lanec.runtime.dtypes import cute_type, storage
 
 THREADS = 1024
-WARPS = THREADS // 32
+WARPS = THREADS // WARP
 # Vectors each thread loads before comparing any: loads in flight per thread.
 UNROLL = 4
-DTYPES = {"bfloat16": (BFloat16, 8), "float32": (Float32, 4)}  # values in 16 bytes
 
 
 class Argmax:
@@ -24,14 +26,8 @@ class Argmax:
     name = "argmax"
 
     def __init__(self, rows: int, vocab: int, dtype: str = "bfloat16"):
-        if dtype not in DTYPES:
-            raise ValueError(f"argmax reads {' or '.join(DTYPES)} logits; got {dtype!r}")
-        self.dtype, vector = dtype, DTYPES[dtype][1]
-        if rows < 1:
-            raise ValueError(f"argmax needs at least one row; got {rows}")
-        if vocab < vector or vocab % vector:
-            raise ValueError(f"argmax vocab {vocab} must be a positive multiple of {vector}: {dtype} rows "
-                             "are read as 16-byte vectors")
+        ArgmaxSpec(rows, vocab, dtype).check()
+        self.dtype, vector = dtype, VECTOR_BYTES // storage(dtype).itemsize  # values in 16 bytes
         self.rows, self.vocab, self.vector = rows, vocab, vector
         self.groups = -(-(vocab // vector) // (THREADS * UNROLL))
 
@@ -43,16 +39,15 @@ class Argmax:
         return LaunchShape(grid=(self.rows, 1, 1), block=(THREADS, 1, 1), shared_bytes=8 * WARPS)
 
     @cute.jit
-    def __call__(self, x: cute.Tensor, out: cute.Tensor):
-        shape = self.launch()
-        self.kernel(x, out).launch(grid=shape.grid, block=shape.block, smem=shape.shared_bytes)
+    def __call__(self, *, x: cute.Tensor, out: cute.Tensor):
+        launch(self, x, out)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
         lane, warp = thread % 32, thread // 32
-        element, V = DTYPES[self.dtype][0], self.vector
+        element, V = cute_type(self.dtype), self.vector
         vectors: cutlass.Constexpr = self.vocab // V
         tiles = cute.zipped_divide(x, (1, V))
         best, where = -Float32.inf, Int32(self.vocab)
@@ -73,7 +68,7 @@ class Argmax:
                         if (value > best) | (where == self.vocab):
                             best, where = value, vector * V + e
         cute.arch.griddepcontrol_launch_dependents()
-        best, where = warp_argmax(best, where)
+        best, where = warp_reduce((best, where), first_largest)
         smem = cutlass.memory.SmemAllocator()
         values = smem.allocate_tensor(Float32, cute.make_layout(WARPS), 16)
         indices = smem.allocate_tensor(Int32, cute.make_layout(WARPS), 16)
@@ -81,18 +76,13 @@ class Argmax:
             values[warp], indices[warp] = best, where
         cute.arch.sync_threads()
         if warp == 0:
-            best, where = warp_argmax(values[lane], indices[lane])
+            best, where = warp_reduce((values[lane], indices[lane]), first_largest)
             if lane == 0:
                 out[row] = where
 
 
-@cute.jit
-def warp_argmax(best: Float32, where: Int32):
-    """The warp's largest value and its smallest index among equals, in every lane."""
-    for level in cutlass.range_constexpr(5):
-        other = cute.arch.shuffle_sync_bfly(best, 16 >> level)
-        other_where = cute.arch.shuffle_sync_bfly(where, 16 >> level)
-        take = (other > best) | ((other == best) & (other_where < where))
-        best = cutlass.select_(take, other, best)
-        where = cutlass.select_(take, other_where, where)
-    return best, where
+def first_largest(mine, other):
+    """Of two (value, index) pairs the larger value, and the smaller index among equals."""
+    (best, where), (other_best, other_where) = mine, other
+    take = (other_best > best) | ((other_best == best) & (other_where < where))
+    return cutlass.select_(take, other_best, best), cutlass.select_(take, other_where, where)

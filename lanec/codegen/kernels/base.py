@@ -1,54 +1,42 @@
-"""What every kernel class shares: the launch facts (computed in plain Python, used by both the
-kernel's `__call__` and the plan writer, so they cannot drift) and the tensor parameters. Plain
-Python only: the runtime reads these too, on a machine without CuTe DSL."""
+"""What every kernel class is (`Kernel`) and the one way a kernel launches its body (`launch`).
+
+A kernel class keeps only its static specialization (validated by its spec in facts.py), lists
+its tensors (`params()`, in entry order) and computes its launch (`launch()`) in plain Python, so
+the plan writer and the `@cute.jit __call__` cannot drift. The launch ABI itself (`LaunchShape`,
+`TensorParam`) is the runtime's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from lanec.runtime.launch import LaunchShape, TensorParam
 
 
-@dataclass(frozen=True)
-class LaunchShape:
-    """Grid, block, cluster and dynamic shared memory of one launch; `pdl` asks for
-    programmatic stream serialization (the kernel calls griddepcontrol)."""
+class Kernel(Protocol):
+    """A lane kernel. `name` is the registry's; `params()` its tensors in entry order (one
+    8-byte pointer each); `launch()` its grid, block, cluster, shared memory and PDL. Its
+    `@cute.jit __call__` takes the tensors by name, keyword-only (an optional tensor the
+    specialization does not take defaults to None), and calls `launch(self, ...)` once; its
+    `@cute.kernel kernel` is the body, taking them in entry order."""
 
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    cluster: tuple[int, int, int] = (1, 1, 1)
-    shared_bytes: int = 0
-    pdl: bool = True
+    name: ClassVar[str]
 
-    def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "cluster": list(self.cluster),
-                "shared_bytes": self.shared_bytes, "pdl": self.pdl}
+    def params(self) -> list[TensorParam]: ...
 
-    @classmethod
-    def from_json(cls, data: dict) -> LaunchShape:
-        return cls(tuple(data["grid"]), tuple(data["block"]), tuple(data["cluster"]),
-                   int(data["shared_bytes"]), bool(data["pdl"]))
+    def launch(self) -> LaunchShape: ...
 
-    @classmethod
-    def of(cls, shape) -> LaunchShape:
-        """From anything with the same fields."""
-        return cls(tuple(shape.grid), tuple(shape.block), tuple(shape.cluster), shape.shared_bytes, shape.pdl)
+    def __call__(self, **tensors: Any) -> None: ...
+
+    def kernel(self, *tensors: Any) -> Any: ...
 
 
-@dataclass(frozen=True)
-class TensorParam:
-    """One tensor parameter of a kernel: its name, static shape, dtype name (numpy spelling:
-    'bfloat16', 'float32', 'int32', 'int8', 'uint8', 'float16'), element strides (row-major
-    when empty), and whether the kernel writes it."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    strides: tuple[int, ...] = field(default=())
-    written: bool = False
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "strides": list(self.strides), "written": self.written}
-
-    @classmethod
-    def from_json(cls, data: dict) -> TensorParam:
-        return cls(data["name"], tuple(data["shape"]), data["dtype"], tuple(data["strides"]), data["written"])
+def launch(kernel: Kernel, *tensors: Any, min_blocks_per_mp: int = 0) -> None:
+    """Launch `kernel`'s body on `tensors` at `kernel.launch()`: its grid, block, cluster and
+    shared memory, PDL as the shape says. A minimum of CTAs per SM also names the shared-memory
+    carveout (all of it): otherwise the DSL asks a GPU for the SM's shared memory, and the
+    compile machine has none."""
+    shape = kernel.launch()
+    carveout = {"preferred_smem_carveout": 100} if min_blocks_per_mp > 1 else {}
+    kernel.kernel(*tensors).launch(grid=list(shape.grid), block=list(shape.block), cluster=list(shape.cluster),
+                                   smem=shape.shared_bytes, use_pdl=shape.pdl, min_blocks_per_mp=min_blocks_per_mp,
+                                   **carveout)

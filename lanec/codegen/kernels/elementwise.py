@@ -8,16 +8,14 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import ELEMENTWISE_OPERANDS as OPERANDS
+from lanec.codegen.kernels.facts import SM_COUNT, VECTOR, ElementwiseSpec
 from lanec.codegen.kernels.primitives import sigmoid
 
-VECTOR = 8  # bf16 values in 16 bytes
 THREADS = 256
 # Vectors a thread handles once the grid would cover every SM anyway (more loads in flight).
 VECTORS_PER_THREAD = 4
-SM_COUNT = 132
-
-OPERANDS = {"add": 2, "mul": 2, "swiglu": 2, "silu": 1, "sigmoid": 1}
 
 
 class Elementwise:
@@ -27,13 +25,7 @@ class Elementwise:
     name = "elementwise"
 
     def __init__(self, op: str, rows: int, width: int):
-        if op not in OPERANDS:
-            raise ValueError(f"elementwise op {op!r}: the lane has {', '.join(OPERANDS)}")
-        if rows < 1:
-            raise ValueError(f"elementwise needs at least one row; got {rows}")
-        if width < VECTOR or width % VECTOR:
-            raise ValueError(f"elementwise width {width} must be a positive multiple of {VECTOR}: values "
-                             "move as 16-byte vectors")
+        ElementwiseSpec(op, rows, width).check()
         self.op, self.rows, self.width = op, rows, width
         self.vectors = rows * width // VECTOR
         # small tensors spread over many CTAs (latency); large ones give each thread a few vectors
@@ -50,9 +42,8 @@ class Elementwise:
         return LaunchShape(grid=(blocks, 1, 1), block=(THREADS, 1, 1))
 
     @cute.jit
-    def __call__(self, *tensors):
-        shape = self.launch()
-        self.kernel(tensors).launch(grid=shape.grid, block=shape.block)
+    def __call__(self, *, a: cute.Tensor, b: cute.Tensor = None, out: cute.Tensor):
+        launch(self, a, b, out)
 
     @cute.jit
     def flat(self, tensor):
@@ -79,12 +70,12 @@ class Elementwise:
         return activated.load()
 
     @cute.kernel
-    def kernel(self, tensors):
+    def kernel(self, a: cute.Tensor, b: cute.Tensor, out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         count: cutlass.Constexpr = OPERANDS[self.op]
-        inputs = [self.flat(t) for t in tensors[:count]]
-        out = self.flat(tensors[count])
+        inputs = [self.flat(t) for t in (a, b)[:count]]
+        out = self.flat(out)
         first = block * (THREADS * self.per_thread) + thread
         cute.arch.griddepcontrol_wait()  # every operand is a predecessor's output
         loaded = cute.make_rmem_tensor((VECTOR, count * self.per_thread), BFloat16)
@@ -98,10 +89,10 @@ class Elementwise:
         for i in cutlass.range_constexpr(self.per_thread):
             vector = first + i * THREADS
             if vector < self.vectors:
-                a = loaded[None, i * count].load().to(Float32)
-                b = a
+                first_values = loaded[None, i * count].load().to(Float32)
+                second_values = first_values
                 if cutlass.const_expr(count == 2):
-                    b = loaded[None, i * count + 1].load().to(Float32)
+                    second_values = loaded[None, i * count + 1].load().to(Float32)
                 result = cute.make_rmem_tensor(VECTOR, BFloat16)
-                result.store(self.apply(a, b).to(BFloat16))
+                result.store(self.apply(first_values, second_values).to(BFloat16))
                 cute.autovec_copy(result, out[None, vector])

@@ -8,9 +8,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import VECTOR, EmbedSpec
 
-VECTOR = 8  # bf16 values in 16 bytes
 MAX_THREADS = 256
 
 
@@ -20,11 +20,7 @@ class Embed:
     name = "embed"
 
     def __init__(self, rows: int, vocab: int, width: int):
-        if rows < 1 or vocab < 1:
-            raise ValueError(f"embed needs at least one row and one token; got rows {rows}, vocab {vocab}")
-        if width < VECTOR or width % VECTOR:
-            raise ValueError(f"embed width {width} must be a positive multiple of {VECTOR}: rows are copied "
-                             "as 16-byte vectors")
+        EmbedSpec(rows, vocab, width).check()
         self.rows, self.vocab, self.width = rows, vocab, width
         self.threads = min(MAX_THREADS, 32 * -(-(width // VECTOR) // 32))
 
@@ -38,9 +34,8 @@ class Embed:
         return LaunchShape(grid=(chunks, self.rows, 1), block=(self.threads, 1, 1))
 
     @cute.jit
-    def __call__(self, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):
-        shape = self.launch()
-        self.kernel(tokens, table, out).launch(grid=shape.grid, block=shape.block)
+    def __call__(self, *, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):
+        launch(self, tokens, table, out)
 
     @cute.kernel
     def kernel(self, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):

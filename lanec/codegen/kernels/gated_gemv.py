@@ -9,7 +9,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.kernels.base import TensorParam
+from lanec.codegen.kernels.base import TensorParam, launch
 from lanec.codegen.kernels.gemv import RowProducts
 
 
@@ -20,8 +20,8 @@ class GatedGemv(RowProducts):
     name = "gated_gemv"
     sources = 2
 
-    def __init__(self, rows: int, width: int, hidden: int, *, schedule=(0, 0, 0), x_pitch=None):
-        super().__init__(rows, width, hidden, schedule=schedule, x_pitch=x_pitch)
+    def __init__(self, rows: int, width: int, hidden: int, *, schedule=None, x_pitch=None):
+        super().__init__(rows, width, (hidden,), schedule=schedule, x_pitch=x_pitch)
         self.hidden = hidden
 
     def params(self) -> list[TensorParam]:
@@ -29,6 +29,10 @@ class GatedGemv(RowProducts):
                 TensorParam("gate", (self.hidden, self.width), "bfloat16"),
                 TensorParam("up", (self.hidden, self.width), "bfloat16"),
                 TensorParam("out", (self.rows, self.hidden), "bfloat16", written=True)]
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, out: cute.Tensor):
+        launch(self, x, gate, up, out)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, out: cute.Tensor):

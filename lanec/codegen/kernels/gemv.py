@@ -21,20 +21,28 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Uint32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
-from lanec.codegen.kernels.primitives import alloc, at, load_activation_bf16x8, load_weight_bf16x8, mma_into
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import (
+    GEMV_TENSOR_CORE_ROWS,
+    SM_COUNT,
+    VECTOR,
+    WARP,
+    RowProductsSpec,
+    RowSchedule,
+)
+from lanec.codegen.kernels.primitives import (
+    alloc,
+    at,
+    load_activation_bf16x8,
+    load_weight_bf16x8,
+    mma_into,
+    warp_reduce_scatter,
+)
 
-# Hopper SMs on an H100 / H200 SXM: the grid heuristics size work for them.
-SM_COUNT = 132
-# 16-byte vectors of bf16.
-VECTOR = 8
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
 # A warp reduces at most 32 accumulators with one reduce-scatter (one lane each at the end).
-MAX_VALUES = 32
-# Rows from which the tensor-core path is the default, and its limit (two 16-row A tiles).
-TENSOR_CORE_ROWS = 4
-MAX_ROWS = 32
+MAX_VALUES = WARP
 CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
 TILE = 8  # weight rows of one MMA tile (its N)
 
@@ -44,51 +52,32 @@ def next_power_of_two(n: int) -> int:
 
 
 class RowProducts:
-    """What gemv and gated_gemv share: `sources` weight buffers of `outputs` rows each, read in
-    blocks of `rows_per_cta` rows a CTA, every row dotted with every activation row. Subclasses
-    give `name`, `params` and the kernel's epilogue, which reads sums through `total`.
-
-    ``schedule`` = (warps per CTA, weight rows per CTA, path: 1 CUDA cores, 2 tensor cores);
-    zeros keep the defaults."""
+    """What gemv and gated_gemv share: `sources` weight buffers of `outputs` rows each (the sum of
+    `parts`), read in blocks of `rows_per_cta` rows a CTA, every row dotted with every activation
+    row. Subclasses give `name`, `params`, the `@cute.jit __call__` and the kernel's epilogue,
+    which reads sums through `total`. Their limits are `RowProductsSpec`'s (facts.py);
+    ``schedule`` is a `RowSchedule` (or a mapping of its fields): what it leaves out the kernel
+    picks for its shape."""
 
     sources = 1
 
-    def __init__(self, rows: int, width: int, outputs: int, *, per_head=None, schedule=(0, 0, 0),
-                 x_pitch=None):
-        if not 1 <= rows <= MAX_ROWS:
-            raise ValueError(f"{self.name} supports 1-{MAX_ROWS} rows (a decode step's); got {rows}: more "
-                             "rows are a GEMM and belong on gemm_tc")
-        if width < VECTOR or width % VECTOR:
-            raise ValueError(f"{self.name} width {width} must be a positive multiple of {VECTOR}: weight "
-                             "rows are read as 16-byte vectors, so each row must start 16-byte aligned")
-        if outputs < 1:
-            raise ValueError(f"{self.name} needs at least one output; got {outputs}")
-        self.rows, self.width, self.outputs = rows, width, outputs
-        self.per_head = tuple(per_head) if per_head is not None else None
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
+        parts = tuple(int(p) for p in parts)
+        per_head = tuple(per_head) if per_head is not None else None
+        self.spec = RowProductsSpec(self.name, rows, width, parts, per_head, x_pitch)
+        self.spec.check()
+        schedule = RowSchedule.of(schedule or {})
+        self.rows, self.width, self.outputs = rows, width, sum(parts)
+        self.per_head = per_head
         self.x_pitch = x_pitch
-        head_rows = outputs
-        if self.per_head is not None:
-            heads, unit, offset = self.per_head
-            if heads < 1 or outputs % heads:
-                raise ValueError(f"{self.name} per-head read: {outputs} outputs do not split into {heads} "
-                                 "heads")
-            if unit % VECTOR or offset % VECTOR:
-                raise ValueError(f"{self.name} per-head read: unit {unit} and offset {offset} must be "
-                                 f"multiples of {VECTOR} (16-byte activation vectors)")
-            if offset + width > unit:
-                raise ValueError(f"{self.name} per-head read: offset {offset} + width {width} runs past the "
-                                 f"head's unit {unit}")
-            head_rows = outputs // heads
-        warps, per_cta, path = (*schedule, 0, 0, 0)[:3]
-        if path not in (0, 1, 2):
-            raise ValueError(f"{self.name} schedule path {path}: 1 (CUDA cores) or 2 (tensor cores)")
+        head_rows = self.outputs if per_head is None else self.outputs // per_head[0]
         # tensor-core tiles are 8 weight rows, so per-head rows must come in whole tiles
-        by_rows = rows >= TENSOR_CORE_ROWS and self.splits(head_rows, TILE)
-        self.tensor_cores = path == 2 or (path == 0 and by_rows)
+        by_rows = rows >= GEMV_TENSOR_CORE_ROWS and self.splits(head_rows, TILE)
+        self.tensor_cores = by_rows if schedule.tensor_cores is None else schedule.tensor_cores
         if self.tensor_cores:
-            self._plan_tiles(warps, per_cta, head_rows)
+            self._plan_tiles(schedule, head_rows)
         else:
-            self._plan_vectors(warps, per_cta, head_rows)
+            self._plan_vectors(schedule, head_rows)
         if not self.splits(head_rows, self.rows_per_cta):
             raise ValueError(f"{self.name} per-head read: a CTA's {self.rows_per_cta} rows must not straddle "
                              f"heads of {head_rows} rows")
@@ -97,20 +86,18 @@ class RowProducts:
         """Whether CTAs of `rows_per_cta` rows keep within heads (always, without a per-head read)."""
         return self.per_head is None or head_rows % rows_per_cta == 0
 
-    def _plan_vectors(self, warps: int, per_cta: int, head_rows: int) -> None:
+    def _plan_vectors(self, schedule: RowSchedule, head_rows: int) -> None:
         """CUDA cores: a thread's vectors are K positions thread + i * threads of each row."""
         slots = MAX_VALUES // (self.sources * next_power_of_two(self.rows))
         if slots < 1:
             raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed "
                              f"the {MAX_VALUES} sums a warp reduces; use the tensor-core path")
-        self.warps = warps or 8
-        if not 1 <= self.warps <= 32:
-            raise ValueError(f"{self.name} schedule: 1-32 warps per CTA; got {self.warps}")
+        self.warps = schedule.warps or 8
         self.steps = -(-(self.width // VECTOR) // (32 * self.warps))
         # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
         fits = self.sources * 2 * self.steps <= MAX_VECTORS_IN_FLIGHT
         pair = slots >= 2 and fits and self.splits(head_rows, 2)
-        self.rows_per_cta = per_cta or (2 if pair else 1)
+        self.rows_per_cta = schedule.rows_per_cta or (2 if pair else 1)
         if self.rows_per_cta > slots:
             raise ValueError(f"{self.name} schedule: {self.rows_per_cta} rows a CTA x {self.rows} activation "
                              f"rows x {self.sources} weights exceeds the {MAX_VALUES} sums a warp reduces")
@@ -120,12 +107,10 @@ class RowProducts:
                              "registers: use more warps")
         self.values = next_power_of_two(self.sources * self.rows_per_cta * self.rows)
 
-    def _plan_tiles(self, warps: int, per_cta: int, head_rows: int) -> None:
+    def _plan_tiles(self, schedule: RowSchedule, head_rows: int) -> None:
         """Tensor cores: warp w takes the K chunks w, w + warps, ... of the CTA's tiles."""
         self.chunks = -(-self.width // CHUNK)
-        self.warps = warps or min(32, max(4, -(-self.chunks // 8)))
-        if not 1 <= self.warps <= 32:
-            raise ValueError(f"{self.name} schedule: 1-32 warps per CTA; got {self.warps}")
+        self.warps = schedule.warps or min(32, max(4, -(-self.chunks // 8)))
         # Two tiles a CTA halve the activation loads a weight byte costs: measured worth it (one
         # weight; a pair already loads two rows a tile) wherever the grid gives every SM two CTAs,
         # and above 8 rows or from K = 4096 wherever it still covers every SM (bench/RESULTS.md).
@@ -133,7 +118,7 @@ class RowProducts:
         busy = self.rows > 8 or self.width >= 4096
         wide = (self.sources == 1 and self.splits(head_rows, 2 * TILE)
                 and (ctas >= 2 * SM_COUNT or (busy and ctas >= SM_COUNT)))
-        self.rows_per_cta = per_cta or (2 * TILE if wide else TILE)
+        self.rows_per_cta = schedule.rows_per_cta or (2 * TILE if wide else TILE)
         if self.rows_per_cta % TILE or self.rows_per_cta > 4 * TILE:
             raise ValueError(f"{self.name} on tensor cores: {self.rows_per_cta} rows a CTA must be 8, 16, 24 "
                              "or 32 (whole MMA tiles of 8 weight rows)")
@@ -147,19 +132,12 @@ class RowProducts:
     def x_strides(self) -> tuple[int, int]:
         """An activation row's pitch: its width, or wider where x is one part of a wider row (a
         product in parts' output read in place)."""
-        pitch = self.x_pitch or self.x_width
-        if pitch < self.x_width or pitch % VECTOR:
-            raise ValueError(f"{self.name} x pitch {pitch}: at least the row's {self.x_width} values and a "
-                             f"multiple of {VECTOR} (rows start 16-byte aligned)")
-        return (pitch, 1)
+        return (self.x_pitch or self.x_width, 1)
 
     @property
     def x_width(self) -> int:
-        """Values in one activation row."""
-        if self.per_head is None:
-            return self.width
-        heads, unit, _ = self.per_head
-        return heads * unit
+        """Values in one activation row (the spec's: the heads' whole units where it reads a part)."""
+        return self.spec.x_width
 
     def shared_bytes(self) -> int:
         if self.tensor_cores:
@@ -170,11 +148,6 @@ class RowProducts:
         blocks = -(-self.outputs // self.rows_per_cta)
         return LaunchShape(grid=(blocks, 1, 1), block=(32 * self.warps, 1, 1),
                            shared_bytes=self.shared_bytes())
-
-    @cute.jit
-    def __call__(self, *tensors):
-        shape = self.launch()
-        self.kernel(*tensors).launch(grid=shape.grid, block=shape.block, smem=shape.shared_bytes)
 
     @cute.jit
     def activation_base(self, first: Int32):
@@ -199,7 +172,7 @@ class RowProducts:
         sums = self.accumulate(x, held, first, thread)
         smem = cutlass.memory.SmemAllocator()
         partial = smem.allocate_tensor(Float32, cute.make_layout((self.values, self.warps)), 16)
-        reduce_scatter(sums, self.values, lane)
+        warp_reduce_scatter(sums, self.values, lane)
         spread: cutlass.Constexpr = 32 // self.values  # lanes that end up holding the same sum
         if lane % spread == 0:
             partial[lane // spread, warp] = sums[0]
@@ -361,27 +334,6 @@ class RowProducts:
                     mma_into(acc[None, k * self.row_tiles + m], a, b)
 
 
-@cute.jit
-def reduce_scatter(values, count: cutlass.Constexpr, lane: Int32):
-    """Warp-sum `count` (a power of two <= 32) accumulators in count - 1 + log2(32 / count)
-    shuffles: each halving step trades the half a lane gives away for its partner's copy of the
-    half it keeps. Afterwards values[0] of lane l is the warp's sum of index l // (32 / count)."""
-    width = count
-    for level in cutlass.range_constexpr(5):
-        stride: cutlass.Constexpr = 16 >> level
-        if cutlass.const_expr(width > 1):
-            half: cutlass.Constexpr = width // 2
-            upper = (lane & stride) != 0
-            for i in cutlass.range_constexpr(half):
-                low, high = values[i], values[i + half]
-                send = cutlass.select_(upper, low, high)
-                keep = cutlass.select_(upper, high, low)
-                values[i] = keep + cute.arch.shuffle_sync_bfly(send, stride)
-            width = half
-        else:
-            values[0] = values[0] + cute.arch.shuffle_sync_bfly(values[0], stride)
-
-
 class Gemv(RowProducts):
     """y[b, n] = sum_k x[b, k] w[n, k] over the concatenated parts' rows n.
 
@@ -392,18 +344,18 @@ class Gemv(RowProducts):
 
     name = "gemv"
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=(0, 0, 0), x_pitch=None):
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
+        super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch)
         self.parts = tuple(int(p) for p in parts)
-        if not self.parts or min(self.parts) < 1:
-            raise ValueError(f"gemv parts {parts}: each part needs at least one output row")
-        if per_head is not None and len(self.parts) != 1:
-            raise ValueError(f"gemv per-head read takes one part; got {len(self.parts)}")
-        super().__init__(rows, width, sum(self.parts), per_head=per_head, schedule=schedule, x_pitch=x_pitch)
 
     def params(self) -> list[TensorParam]:
         return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()),
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
                 TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        launch(self, x, w, y)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):

@@ -1,27 +1,29 @@
 """KdaSplit: the KDA fold (conv of q, k, v + the f_b GEMV + the decay gate + the delta rule
-+ the gated RMS norm) as one cluster launch. The seed (seeds/002) is the specification; the
-helpers it names live in primitives.py."""
++ the gated RMS norm) as one cluster launch. The class's docstring specifies what each stage
+computes and each schedule knob does; the shared helpers live in primitives.py."""
 
 from __future__ import annotations
 
 import math
+import operator
 from functools import partial
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec
 from lanec.codegen.kernels.primitives import (
     advance,
-    arrive,
     alloc,
+    arrive,
     at,
     copy_g2s,
     dot,
     float_bits,
     fma,
-    launch,
     load_activation_bf16x4,
     load_activation_bf16x8,
     load_bf16x4,
@@ -39,19 +41,37 @@ from lanec.codegen.kernels.primitives import (
     store_evict_f32x4,
     store_f32x4,
     store_shared,
+    tree_sum,
     unpack_bf16,
     wait,
-    warp_sum,
+    warp_reduce,
+    warp_reduce_interleaved,
     zeros,
 )
 
-KEY = VALUE = 128  # head size: one thread a key, a head's state [128 values, 128 keys]
-THREADS = 160  # 128 main threads (a key / value channel each) and the gate warp
-GATE_FORMS = ("lower_bound", "softplus")
+KEY = VALUE = KDA_HEAD  # one thread a key, a head's state [128 values, 128 keys]
+THREADS = KDA_HEAD + WARP  # 128 main threads (a key / value channel each) and the gate warp
 
-# Entry order of the tensors (bias only with has_bias, accepted only with tokens > 1).
-X, WEIGHTS, BIAS, CONV_STATE, RAW_GATE, BETA, A_LOG, DT_BIAS, SLOTS, STATE = range(10)
-OUTPUT, GATE, NORM_WEIGHT, F_B_WEIGHT, ACCEPTED = range(10, 15)
+
+class KdaTensors(NamedTuple):
+    """KdaSplit's tensors by name, in entry order (`params()`): the conv bias only with
+    ``has_bias``, the accepted counts only with ``tokens`` > 1 (None otherwise)."""
+
+    x: object
+    conv_weight: object
+    conv_bias: object
+    conv_state: object
+    raw_gate: object
+    beta: object
+    a_log: object
+    dt_bias: object
+    slots: object
+    state: object
+    output: object
+    output_gate: object
+    norm_weight: object
+    f_b_weight: object
+    accepted: object
 
 
 class KdaSplit:
@@ -59,11 +79,13 @@ class KdaSplit:
     and recurrent state [slot, head, value, key] keep their strides; slots <= 0 are
     padding (never written) and active rows own distinct slots. Weights must be ready
     at launch; each run waits for prior cache restoration and slot publication.
-    ``schedule`` = (early, lanes per state row, minimum CTAs per SM, CTAs per head, evict);
-    zeros keep the batch defaults. Two CTAs per head give each CTA 64 state rows and
-    each gate lane two decays. Early issues every load the predecessor does not
-    produce (slot, state and conv rows, conv / F_B / norm weights) before the PDL
-    wait, converts operands at first use, and syncs the cluster only before each
+    ``schedule`` is a `KdaSchedule` (facts.py): early loads, lanes per state row, minimum CTAs
+    per SM (occupancy), CTAs per head (cluster), evict, fast math, and dependents released at
+    entry; a mapping of some of its fields sets those over `KdaSchedule.for_shape`'s defaults for
+    the heads and batch (all of them: none given). The limits are `KdaSplitSpec`'s. Two CTAs per
+    head give each CTA 64 state rows and each gate lane two decays. Early issues every load the
+    predecessor does not produce (slot, state and conv rows, conv / F_B / norm weights) before
+    the PDL wait, converts operands at first use, and syncs the cluster only before each
     role's first DSMEM send. Safe because those loads read only weights and data a
     graph or non-PDL boundary orders before this launch (states and conv rows of this
     layer's previous call or a fresh prompt's non-PDL fill, the host's slot table),
@@ -74,10 +96,11 @@ class KdaSplit:
     (two CTAs per head) also stages the gate warp's F_B rows. Lanes per state row set how a
     row's 128 keys spread over a thread group: 32 lanes (one 16-byte chunk a lane, four rows a
     pass) need 72 registers where the default 16 need 87, which lets five CTAs share an SM
-    instead of four: the staged batch >= 128 schedule (2, 32, 5) of bench/RESULTS.md.
+    instead of four: the staged batch >= 128 schedule (early 2, lanes 32, occupancy 5) of
+    bench/RESULTS.md.
     ``tokens`` q > 1 (speculative verify; ``batch`` counts requests, rows b * q + t)
     runs each request's q tokens in order with vLLM's spec cache semantics: slots
-    [B, q] and accepted [B] (an extra last tensor, read early like the slots); the
+    [B, q] and accepted [B] (the last tensor, read early like the slots); the
     state comes from slot[b, accepted - 1] and token t's state goes to slot[b, t] if
     > 0; conv slot[b, 0] holds [dim, q + 2] with taps at accepted - 1 ..., rewritten to
     [c_accepted, c_accepted + 1, x_0, ..., x_q-1]. Token t's F_B row is MMA column t;
@@ -93,83 +116,38 @@ class KdaSplit:
 
     name = "kda_split"
 
-    def __init__(self, heads, batch, gate_mode, has_bias, schedule=(0, 0, 0), tokens=1,
+    def __init__(self, heads, batch, gate_mode=0, has_bias=False, schedule=None, tokens=1,
                  gate_form="lower_bound", *, slots=None, lower_bound=-5.0, scale=KEY ** -0.5,
                  eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None):
-        # The gate stage sends decays for tokens 2 * quarter + column (at most 8), while
-        # the decay barrier expects 512 bytes per token: more tokens would never arrive.
-        if not 1 <= tokens <= 8:
-            raise ValueError(f"KdaSplit supports 1-8 tokens per request; got {tokens}")
-        if heads < 1 or batch < 1:
-            raise ValueError(f"KdaSplit needs at least one head and one request; got heads {heads}, "
-                             f"batch {batch}")
-        if gate_mode not in (0, 1, 2):
-            raise ValueError(f"KdaSplit gate_mode is 0 (one MMA chain), 1 (four chains) or 2 (FMA "
-                             f"partials); got {gate_mode}")
-        if gate_form not in GATE_FORMS:
-            raise ValueError(f"KdaSplit gate_form is one of {GATE_FORMS}; got {gate_form!r}")
-        if len(schedule) > 5:
-            raise ValueError(f"KdaSplit schedule is (early, lanes, occupancy, cluster, evict); got {schedule}")
-        early, lanes, occupancy, cluster, evict = (*schedule, 0, 0)[:5]
-        if early not in (0, 1, 2, 3):
-            raise ValueError(f"KdaSplit early is 0 (loads after the PDL wait), 1 (early loads), "
-                             f"2 (and staged state) or 3 (and staged F_B rows); got {early}")
-        if cluster not in (0, 1, 2, 4, 8, 16):
-            raise ValueError(f"KdaSplit splits a head's 128 value rows over 1, 2, 4, 8 or 16 CTAs; "
-                             f"got cluster {cluster}")
-        if lanes not in (0, 4, 8, 16, 32):
-            raise ValueError(f"KdaSplit lanes per state row is 4, 8, 16 or 32 (a power of two that "
-                             f"divides a warp); got {lanes}")
-        if occupancy < 0:
-            raise ValueError(f"KdaSplit minimum CTAs per SM must be >= 0; got {occupancy}")
-        if gate_mode == 2 and (early or cluster):
-            raise ValueError("KdaSplit gate_mode 2 keeps one decay a lane (at most 32 rows per CTA, the "
-                             "default cluster) and loads F_B itself: it takes neither early nor cluster")
-        if tokens > 1 and (early >= 2 or gate_mode == 2 or cluster == 16):
-            raise ValueError(f"KdaSplit with {tokens} tokens: staged state (early 2/3) holds one "
-                             "token's pass, gate mode 2 projects one column and a cluster of 16 leaves "
-                             "8 features a CTA (one MMA row group): speculative steps need early <= 1, "
-                             "gate mode 0/1 and cluster <= 8")
+        if not isinstance(schedule, KdaSchedule):  # knobs by name over the shape's defaults
+            schedule = KdaSchedule.for_shape(heads, batch, schedule)
+        KdaSplitSpec(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, gate_mode=gate_mode,
+                     schedule=schedule, x_pitch=x_pitch, raw_gate_pitch=raw_gate_pitch, beta_pitch=beta_pitch,
+                     slots=slots).check()
         self.heads, self.batch, self.gate_mode, self.has_bias = heads, batch, gate_mode, has_bias
         self.gate_form, self.tokens = gate_form, tokens
         self.lower_bound, self.scale, self.eps, self.l2_eps = (
             float(lower_bound), float(scale), float(eps), float(l2_eps))
         self.dim = heads * KEY
         self.x_pitch = 3 * self.dim if x_pitch is None else int(x_pitch)
-        if self.x_pitch < 3 * self.dim or self.x_pitch % 8:
-            raise ValueError(f"KdaSplit x_pitch {self.x_pitch} must be >= 3 * dim ({3 * self.dim}) and a "
-                             "multiple of 8 (rows stay 16-byte aligned)")
         # f_a's output and the raw beta may be parts of the same product in parts as x (read in place)
         self.raw_gate_pitch = 128 if raw_gate_pitch is None else int(raw_gate_pitch)
-        if self.raw_gate_pitch < 128 or self.raw_gate_pitch % 8:
-            raise ValueError(f"KdaSplit raw_gate_pitch {self.raw_gate_pitch} must be >= 128 and a multiple of 8 "
-                             "(the gate warp reads 16-byte vectors)")
         self.beta_pitch = heads if beta_pitch is None else int(beta_pitch)
-        if self.beta_pitch < heads:
-            raise ValueError(f"KdaSplit beta_pitch {self.beta_pitch} must be >= heads ({heads})")
         self.slots = batch * tokens + 1 if slots is None else int(slots)
-        if self.slots < 2:
-            raise ValueError(f"KdaSplit needs at least 2 state slots (slot 0 is padding); got {self.slots}")
-        self.occupancy = occupancy
-        self.early, self.staged = bool(early), early >= 2
-        self.gate_staged = early == 3
-        # TP8 (12 heads) uses fast math; B1 releases dependents at entry.
-        self.fast_math, self.trigger_at_entry = heads == 12, batch == 1
-        self.cluster = cluster or (8 if batch == 1 else 4)
+        self.occupancy = schedule.occupancy
+        self.early, self.staged = bool(schedule.early), schedule.early >= 2
+        self.gate_staged = schedule.early == 3
+        self.fast_math, self.trigger_at_entry = schedule.fast_math, schedule.release_at_entry
+        self.cluster = schedule.cluster
         # One CTA a head is a launch without clusters: no DSMEM, the CTA signals itself.
         self.local = self.cluster == 1
         self.scope = "cta" if self.local else "cluster"
-        self.lanes_per_row = lanes or (8 if batch <= (4 if heads == 6 else 2) else 16)
+        self.lanes_per_row = schedule.lanes
         self.rows, self.groups = VALUE // self.cluster, KEY // self.lanes_per_row
         self.passes = (self.rows + self.groups - 1) // self.groups
         self.wave = min(4, self.passes) if self.staged else self.passes
         self.chunks = 32 // self.lanes_per_row
-        if self.gate_staged and self.rows < 64:
-            raise ValueError(f"KdaSplit early 3 stages F_B rows 16 bytes a lane, two decays a lane: it needs "
-                             f"at least 64 rows a CTA (cluster <= 2); got {self.rows}")
-        self.evict = bool(evict)  # staged state traffic marked L2 evict-first
-        if self.evict and not self.staged:
-            raise ValueError("KdaSplit evict marks the staged state copy: it needs early 2 or 3")
+        self.evict = schedule.evict  # staged state traffic marked L2 evict-first
 
     # --- launch facts (plain Python: __call__ and the plan writer share them) ---------------
 
@@ -227,19 +205,16 @@ class KdaSplit:
     # --- device code --------------------------------------------------------------------------
 
     @cute.jit
-    def __call__(self, *args):
-        args = list(args)
-        if cutlass.const_expr(not self.has_bias):
-            args.insert(BIAS, None)
-        if cutlass.const_expr(self.tokens == 1):
-            args.append(None)
-        shape = self.launch()
-        launch(self.kernel, (tuple(args),), shape.grid, THREADS, self.cluster, shape.shared_bytes,
-               min_blocks_per_mp=self.occupancy)
+    def __call__(self, *, x, conv_weight, conv_bias=None, conv_state, raw_gate, beta, a_log, dt_bias, slots, state,
+                 output, output_gate, norm_weight, f_b_weight, accepted=None):
+        launch(self, x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state, output,
+               output_gate, norm_weight, f_b_weight, accepted, min_blocks_per_mp=self.occupancy)
 
     @cute.kernel
-    def kernel(self, args):
-        slots, output = args[SLOTS], args[OUTPUT]
+    def kernel(self, x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state, output,
+               output_gate, norm_weight, f_b_weight, accepted):
+        tensors = KdaTensors(x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state,
+                             output, output_gate, norm_weight, f_b_weight, accepted)
         T: cutlass.Constexpr = self.tokens
         if cutlass.const_expr(not self.early):
             cute.arch.griddepcontrol_wait()
@@ -251,7 +226,7 @@ class KdaSplit:
             conv_slot, offset = slot, Int32(0)
         else:
             token = request * T
-            offset = args[ACCEPTED][request] - 1
+            offset = accepted[request] - 1
             slot, conv_slot = slots[request, offset], slots[request, 0]
         if slot <= 0:
             cute.arch.griddepcontrol_wait()
@@ -260,10 +235,10 @@ class KdaSplit:
                     output[advance(token, t), head * 128 + thread] = BFloat16(0.0)
             cute.arch.griddepcontrol_launch_dependents()
         else:
-            self.active(args, thread, partition, head, request, token, slot, conv_slot, offset)
+            self.active(tensors, thread, partition, head, request, token, slot, conv_slot, offset)
 
     @cute.jit
-    def active(self, args, thread, partition, head, request, token, slot, conv_slot, offset):
+    def active(self, tensors, thread, partition, head, request, token, slot, conv_slot, offset):
         """A request's CTA: shared memory, barriers, then the gate warp or the main threads."""
         lane, value_base = thread % 32, partition * self.rows
         smem = cutlass.memory.SmemAllocator()
@@ -287,17 +262,18 @@ class KdaSplit:
             if cutlass.const_expr(self.early and not self.local):
                 cute.arch.cluster_arrive_relaxed()
             coords = (head, token, value_base, lane)
-            self.gate_warp(args, shared_decay, gate_barrier, coords, gate_rows)
+            self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
         else:
             if cutlass.const_expr(self.early and not self.local):  # thread 0 arms; barrier 1 orders it
                 self.setup(barrier, gate_barrier, partition, thread)
-            self.main(args, space, thread, partition, head, request, token, slot, conv_slot, offset)
+            self.main(tensors, space, thread, partition, head, request, token, slot, conv_slot, offset)
 
     @cute.jit
-    def main(self, args, space, thread, partition, head, request, token, slot, conv_slot, offset):
+    def main(self, tensors, space, thread, partition, head, request, token, slot, conv_slot, offset):
         """The 128 main threads: conv, norms, the state rows' update, the output norm."""
-        x, weights, conv_state, beta, slots = (args[i] for i in (X, WEIGHTS, CONV_STATE, BETA, SLOTS))
-        state, output, gate, norm_weight = args[STATE], args[OUTPUT], args[GATE], args[NORM_WEIGHT]
+        x, weights, conv_state = tensors.x, tensors.conv_weight, tensors.conv_state
+        beta, slots = tensors.beta, tensors.slots
+        state, output, gate, norm_weight = tensors.state, tensors.output, tensors.output_gate, tensors.norm_weight
         T: cutlass.Constexpr = self.tokens
         dim: cutlass.Constexpr = self.dim
         lane, warp = thread % 32, thread // 32
@@ -335,9 +311,9 @@ class KdaSplit:
         coeff = zeros((3, 4), weights.element_type if self.early else Float32)
         accum = zeros(3 * T, Float32)
         for s in cutlass.range_constexpr(2):
-            self.conv_operands(args, taps, coeff, accum, s, qk_channel, conv_slot, offset)
+            self.conv_operands(tensors, taps, coeff, accum, s, qk_channel, conv_slot, offset)
         if thread < self.rows:
-            self.conv_operands(args, taps, coeff, accum, 2, value_channel, conv_slot, offset)
+            self.conv_operands(tensors, taps, coeff, accum, 2, value_channel, conv_slot, offset)
         nw = norm_weight[thread].to(Float32)
         cute.arch.griddepcontrol_wait()
         inputs = zeros(3 * T, BFloat16)
@@ -380,7 +356,8 @@ class KdaSplit:
                 shared_v[advance(thread, self.rows * u)] = vs[u]
         squares = []
         for t in cutlass.range_constexpr(T):
-            squares += [warp_sum(qks[2 * t] * qks[2 * t]), warp_sum(qks[2 * t + 1] * qks[2 * t + 1])]
+            squares += [warp_reduce(qks[2 * t] * qks[2 * t], operator.add),
+                        warp_reduce(qks[2 * t + 1] * qks[2 * t + 1], operator.add)]
         if lane == 0:
             for u in cutlass.range_constexpr(T):
                 reductions[advance(warp, 8 * u)] = squares[2 * u]
@@ -389,8 +366,8 @@ class KdaSplit:
 
         def factors(t):
             r = lambda i: reductions[8 * t + i]  # noqa: E731
-            qn = (r(0) + r(2)) + (r(1) + r(3))
-            kn = (r(4) + r(6)) + (r(5) + r(7))
+            qn = tree_sum([r(i) for i in range(4)])
+            kn = tree_sum([r(4 + i) for i in range(4)])
             fq = cute.math.rsqrt(qn + self.l2_eps, fastmath=True) * self.scale
             return fq, cute.math.rsqrt(kn + self.l2_eps, fastmath=True)
 
@@ -467,9 +444,8 @@ class KdaSplit:
                 for g in cutlass.range_constexpr(4):
                     base = lane % 8 * 16 + g * 4
                     o4 = load_f32x4(shared_o.iterator + (128 * t + base), shared=True)
-                    s0, s1, s2, s3 = (o * o for o in o4)
-                    sums[g] = warp_sum((s0 + s2) + (s1 + s3), 8)
-                sumsq = (sums[0] + sums[2]) + (sums[1] + sums[3])
+                    sums[g] = warp_reduce(tree_sum([o * o for o in o4]), operator.add, 8)
+                sumsq = tree_sum([sums[g] for g in range(4)])
                 rstd = cute.math.rsqrt(sumsq * (1.0 / 128) + self.eps, fastmath=True)
                 result = raw_o * rstd * nw * gates[t]
                 output[advance(token, t), qk_channel] = result.to(BFloat16)
@@ -488,9 +464,9 @@ class KdaSplit:
         return state.iterator + page + (head_base + row * KEY + column)
 
     @cute.jit
-    def conv_operands(self, args, taps, coeff, accum, s, channel, conv_slot, offset):
+    def conv_operands(self, tensors, taps, coeff, accum, s, channel, conv_slot, offset):
         """Section ``s``'s (q, k or v) conv taps, weights and bias of one channel."""
-        weights, bias, conv_state = args[WEIGHTS], args[BIAS], args[CONV_STATE]
+        weights, bias, conv_state = tensors.conv_weight, tensors.conv_bias, tensors.conv_state
         for t in cutlass.range_constexpr(3):
             taps[s, t] = conv_state[conv_slot, s * self.dim + channel, offset + t]
         for t in cutlass.range_constexpr(4):
@@ -543,9 +519,7 @@ class KdaSplit:
                 for e in cutlass.range_constexpr(4):
                     history[p, j, e] = history[p, j, e] * decays[j][e]
             dots[p] = self.row_dot(history, kr, p)
-        for shift in cutlass.range_constexpr(self.lanes_per_row.bit_length() - 2, -1, -1):
-            for p in cutlass.range_constexpr(start, stop):
-                dots[p] = dots[p] + cute.arch.shuffle_sync_bfly(dots[p], offset=1 << shift)
+        warp_reduce_interleaved(dots, range(start, stop), operator.add, self.lanes_per_row)
         for p in cutlass.range_constexpr(start, stop):
             safe_row = (p * self.groups + group) % self.rows
             v_new = (shared_v[v_offset + safe_row] - dots[p]) * beta
@@ -553,9 +527,7 @@ class KdaSplit:
                 for e in cutlass.range_constexpr(4):
                     history[p, j, e] = fma(kr[j, e], v_new, history[p, j, e], ftz=self.fast_math)
             dots[p] = self.row_dot(history, qr, p)
-        for shift in cutlass.range_constexpr(self.lanes_per_row.bit_length() - 2, -1, -1):
-            for p in cutlass.range_constexpr(start, stop):
-                dots[p] = dots[p] + cute.arch.shuffle_sync_bfly(dots[p], offset=1 << shift)
+        warp_reduce_interleaved(dots, range(start, stop), operator.add, self.lanes_per_row)
 
     def decay(self, a, raw_g, dt):
         """The gate of one feature from its projection ``raw_g`` (bf16-rounded)."""
@@ -566,13 +538,13 @@ class KdaSplit:
         return cute.math.exp(self.lower_bound * gate, fastmath=True)
 
     @cute.jit
-    def gate_warp(self, args, shared_decay, barrier, coords, staged_rows):
+    def gate_warp(self, tensors, shared_decay, barrier, coords, staged_rows):
         """Project one value partition and multicast its decays to every CTA. Modes fix
         the F_B reduction order: 0 = one chain of eight MMAs, 1 = four chains of two,
         2 = sixteen 8-FMA partials summed in a butterfly. Projection math stays IEEE.
         ``staged_rows``: shared [copy, lane, 4] words; each lane cp.asyncs its own
         16-byte F_B operands there before the PDL wait and reads them back after it."""
-        f_a, a_log, dt_bias, weight = args[RAW_GATE], args[A_LOG], args[DT_BIAS], args[F_B_WEIGHT]
+        f_a, a_log, dt_bias, weight = tensors.raw_gate, tensors.a_log, tensors.dt_bias, tensors.f_b_weight
         head, token, value_base, lane = coords
         rows, mode = self.rows, self.gate_mode
         per: cutlass.Constexpr = max(1, rows // 32)  # decays per lane
@@ -598,10 +570,8 @@ class KdaSplit:
                     acc = fma(x0, w0, acc)
                     acc = fma(x1, w1, acc)
                 partials[i] = acc
-            for shift in cutlass.range_constexpr(3, -1, -1):
-                for i in cutlass.range_constexpr(1 << shift):
-                    partials[i] = partials[i] + partials[i | (1 << shift)]
-            decay.append(self.decay(a, partials[0].to(BFloat16).to(Float32), dt))
+            total = tree_sum([partials[i] for i in range(16)])
+            decay.append(self.decay(a, total.to(BFloat16).to(Float32), dt))
             self.scatter(decay, shared_decay, barrier, value_base, lane)
         else:
             tiles: cutlass.Constexpr = max(1, rows // 16)
@@ -783,14 +753,13 @@ class KdaSplit:
 
     @cute.jit
     def row_dot(self, history, vector, p):
+        """The lane's part of state row pass ``p`` dotted with ``vector``: its chunks' dots, summed
+        as a tree."""
         partials = cute.make_rmem_tensor(self.chunks, Float32)
         for j in cutlass.range_constexpr(self.chunks):
             row = [history[p, j, e] for e in range(4)]
             partials[j] = dot(row, [vector[j, e] for e in range(4)], ftz=self.fast_math)
-        for shift in cutlass.range_constexpr(self.chunks.bit_length() - 2, -1, -1):
-            for j in cutlass.range_constexpr(1 << shift):
-                partials[j] = partials[j] + partials[j + (1 << shift)]
-        return partials[0]
+        return tree_sum([partials[j] for j in range(self.chunks)])
 
     @cute.jit
     def output_position(self, row: Int32):

@@ -1,16 +1,20 @@
-"""Small device helpers the lane's CuTe DSL kernels share: launches, shared-memory
-tensors, vector loads and stores, DSMEM sends, warp reductions, the bf16 MMA and the
-activations. Each takes CuTe pointers or DSL scalars; the ones the DSL has no op for
-are one PTX instruction (or a short predicated sequence) of inline assembly."""
+"""Small device helpers the lane's CuTe DSL kernels share: shared-memory tensors, vector
+loads and stores, DSMEM sends, warp reductions and tree sums, the bf16 MMA and the activations.
+Each takes CuTe pointers or DSL scalars; the ones the DSL has no op for are one PTX instruction
+(or a short predicated sequence) of inline assembly."""
 
 from __future__ import annotations
 
 import math
+import operator
 
+import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Uint32
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
+
+from lanec.runtime.launch import row_major
 
 LOG2E = 1.4426950408889634
 
@@ -62,40 +66,14 @@ def _u(value, loc=None, ip=None):
     return Uint32(value).ir_value(loc=loc, ip=ip)
 
 
-# --- launches and tensors -----------------------------------------------------------
-
-
-def launch(kernel, args, grid, block, cluster, shared_bytes, min_blocks_per_mp=0):
-    """One PDL launch of ``kernel(*args)``: a 1-D block, clusters along x. A minimum of
-    CTAs per SM names the shared-memory carveout too (all of it): otherwise the DSL asks a
-    GPU for the SM's shared memory, and the compile machine has none."""
-    carveout = dict(preferred_smem_carveout=100) if min_blocks_per_mp > 1 else {}
-    kernel(*args).launch(
-        grid=list(grid),
-        block=[block, 1, 1],
-        cluster=[cluster, 1, 1],
-        smem=shared_bytes,
-        use_pdl=True,
-        min_blocks_per_mp=min_blocks_per_mp,
-        **carveout,
-    )
+# --- tensors -------------------------------------------------------------------------------
 
 
 def alloc(smem, dtype, shape, align=16):
     """A row-major shared-memory tensor of ``shape`` (an int or a tuple)."""
     layout = cute.make_layout(shape if isinstance(shape, int) else tuple(shape),
-                              stride=_row_major(shape))
+                              stride=1 if isinstance(shape, int) else row_major(shape))
     return smem.allocate_tensor(dtype, layout, align)
-
-
-def _row_major(shape):
-    if isinstance(shape, int):
-        return 1
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
 
 
 def shared_bytes(sizes):
@@ -344,11 +322,68 @@ def dot(row, vector, ftz=False):
     return acc
 
 
-def warp_sum(value, width=32):
-    """Butterfly sum over aligned groups of ``width`` lanes (every lane gets the sum)."""
-    for shift in range(int(math.log2(width)) - 1, -1, -1):
-        value = value + cute.arch.shuffle_sync_bfly(value, offset=1 << shift)
+# --- reductions ----------------------------------------------------------------------------
+
+
+def _offsets(width):
+    """The butterfly's lane offsets over aligned groups of ``width`` lanes: width / 2 down to 1."""
+    if width < 1 or width > 32 or width & (width - 1):
+        raise ValueError(f"a warp reduction spans a power of two of lanes up to 32; got {width}")
+    return [1 << shift for shift in range(int(math.log2(width)) - 1, -1, -1)]
+
+
+def _shuffled(value, offset):
+    if isinstance(value, tuple):
+        return tuple(cute.arch.shuffle_sync_bfly(v, offset=offset) for v in value)
+    return cute.arch.shuffle_sync_bfly(value, offset=offset)
+
+
+def warp_reduce(value, op, width=32):
+    """``value`` combined over aligned groups of ``width`` lanes by a butterfly, every lane
+    getting the result: at each offset (width / 2 down to 1) ``value = op(value, partner's)``.
+    ``value`` may be a tuple (each part shuffled, in order; ``op`` takes and returns tuples)."""
+    for offset in _offsets(width):
+        value = op(value, _shuffled(value, offset))
     return value
+
+
+def warp_reduce_interleaved(values, indices, op, width=32):
+    """`warp_reduce` of each ``values[i]`` (a register tensor, in place) for ``i`` in
+    ``indices``, level by level across them: one level's shuffles of every value are in flight
+    together."""
+    for offset in _offsets(width):
+        for i in indices:
+            values[i] = op(values[i], cute.arch.shuffle_sync_bfly(values[i], offset=offset))
+
+
+def warp_reduce_scatter(values, count, lane):
+    """Warp-sum ``count`` (a power of two <= 32) accumulators of the register tensor ``values``
+    in count - 1 + log2(32 / count) shuffles: each halving step trades the half a lane gives away
+    for its partner's copy of the half it keeps; the levels left sum whole. Afterwards values[0]
+    of lane l is the warp's sum of index l // (32 / count)."""
+    width, stride = count, 16
+    while width > 1:
+        half = width // 2
+        upper = (lane & stride) != 0
+        for i in range(half):
+            low, high = values[i], values[i + half]
+            send = cutlass.select_(upper, low, high)
+            keep = cutlass.select_(upper, high, low)
+            values[i] = keep + cute.arch.shuffle_sync_bfly(send, stride)
+        width, stride = half, stride // 2
+    values[0] = warp_reduce(values[0], operator.add, 32 // count)
+
+
+def tree_sum(values):
+    """The sum of a power-of-two count of values as a tree: the first half plus the second,
+    pairwise, until one is left ((a + c) + (b + d) for four)."""
+    values = list(values)
+    if not values or len(values) & (len(values) - 1):
+        raise ValueError(f"a tree sum takes a power of two of values; got {len(values)}")
+    while len(values) > 1:
+        half = len(values) // 2
+        values = [values[i] + values[i + half] for i in range(half)]
+    return values[0]
 
 
 @dsl_user_op

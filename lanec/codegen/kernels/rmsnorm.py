@@ -5,17 +5,15 @@ scaling, so the row is read once."""
 
 from __future__ import annotations
 
+import operator
+
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam
-from lanec.codegen.kernels.primitives import warp_sum
-
-VECTOR = 8  # bf16 values in 16 bytes
-MAX_THREADS = 1024
-# A thread holds at most this many vectors of its row (4 registers each, fp32 values 8 each).
-MAX_STEPS = 8
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec
+from lanec.codegen.kernels.primitives import warp_reduce
 
 
 class RmsNorm:
@@ -25,25 +23,13 @@ class RmsNorm:
     name = "rmsnorm"
 
     def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None):
-        if rows < 1:
-            raise ValueError(f"rmsnorm needs at least one row; got {rows}")
-        if width < VECTOR or width % VECTOR:
-            raise ValueError(f"rmsnorm width {width} must be a positive multiple of {VECTOR}: rows are read "
-                             "as 16-byte vectors")
-        if not eps > 0:
-            raise ValueError(f"rmsnorm eps must be positive; got {eps}")
+        RmsNormSpec(rows, width, eps, x_pitch).check()
         self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
         # x may be one part of a wider row (a product in parts' output, read in place)
         self.x_pitch = width if x_pitch is None else int(x_pitch)
-        if self.x_pitch < width or self.x_pitch % VECTOR:
-            raise ValueError(f"rmsnorm x pitch {self.x_pitch}: at least the row's {width} values and a multiple "
-                             f"of {VECTOR} (rows start 16-byte aligned)")
         vectors = width // VECTOR
-        self.warps = min(MAX_THREADS // 32, -(-vectors // 32))
-        self.steps = -(-vectors // (32 * self.warps))
-        if self.steps > MAX_STEPS:
-            raise ValueError(f"rmsnorm width {width} exceeds {MAX_STEPS * MAX_THREADS * VECTOR}: a row must "
-                             "fit the registers of one CTA")
+        self.warps = min(RMSNORM_MAX_THREADS // WARP, -(-vectors // WARP))
+        self.steps = -(-vectors // (WARP * self.warps))  # at most RMSNORM_MAX_STEPS (the spec's width limit)
 
     def params(self) -> list[TensorParam]:
         row = (self.rows, self.width)
@@ -60,17 +46,12 @@ class RmsNorm:
         return LaunchShape(grid=(self.rows, 1, 1), block=(32 * self.warps, 1, 1), shared_bytes=4 * self.warps)
 
     @cute.jit
-    def __call__(self, *tensors):
-        shape = self.launch()
-        self.kernel(tensors).launch(grid=shape.grid, block=shape.block, smem=shape.shared_bytes)
+    def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, w: cute.Tensor, y: cute.Tensor,
+                 h: cute.Tensor = None):
+        launch(self, x, residual, w, y, h)
 
     @cute.kernel
-    def kernel(self, tensors):
-        if cutlass.const_expr(self.residual):
-            x, residual, w, y, h_out = tensors
-        else:
-            x, w, y = tensors
-            residual, h_out = None, None
+    def kernel(self, x: cute.Tensor, residual: cute.Tensor, w: cute.Tensor, y: cute.Tensor, h_out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
         lane, warp = thread % 32, thread // 32
@@ -107,7 +88,7 @@ class RmsNorm:
         cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
         smem = cutlass.memory.SmemAllocator()
         sums = smem.allocate_tensor(Float32, cute.make_layout(self.warps), 16)
-        squares = warp_sum(squares)
+        squares = warp_reduce(squares, operator.add)
         if lane == 0:
             sums[warp] = squares
         cute.arch.sync_threads()

@@ -125,7 +125,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: head size 32 is not KdaSplit's 128"
+// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: KdaSplit head size 32: its 128 main threads hold a key and a value channel each, so a head is 128 values"
 // CHECK-NOT: form.kda qkv
 // CHECK: %y_conv_q = form.conv %q, %cs, %cq, %slots {offset = 0 : i64, activation = "silu"}
 // CHECK-NEXT: %y_conv_k = form.conv %k, %cs, %ck, %slots {offset = 64 : i64, activation = "silu"}
@@ -180,7 +180,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: 9 tokens a request: KdaSplit takes 1 to 8"
+// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: KdaSplit supports 1-8 tokens per request; got 9"
 // CHECK-NOT: form.kda qkv
 // CHECK: form.delta_rule {{.*}} accepted %acc
 
@@ -224,6 +224,6 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: conv width 3: KdaSplit keeps 3 taps (width 4)"
+// CHECK: rule = "hold-kda", op = "kda %y (cq, ck, cv, +4 more)", taken = false, reason = "kda split back into its chain: KdaSplit conv width 3: the conv keeps 3 taps of state, so width must be 4"
 // CHECK-NOT: form.kda qkv
 // CHECK: form.norm_gated

@@ -20,5 +20,5 @@ builtin.module {
   }
 }
 
-// CHECK: error: mixture %m (moe.gate, moe.experts.w1, moe.experts.w3, +4 more): the mixture scatters its result to rows a parameter names, and the form cannot split a shared expert out of a scattering mixture or one with a gate row
+// CHECK: error: mixture %m (moe.gate, moe.experts.w1, moe.experts.w3, +4 more): the mixture scatters its result to rows a parameter names (no fused scatter), and the form cannot split a shared expert out of a scattering mixture or one with a gate row
 // CHECK-NOT: Traceback

@@ -16,47 +16,49 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts as one GEMV in parts: 8 rows are at most the GEMV's 16", layer = 0 : i64
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts as one GEMV in parts (gemv): 8 rows are at most the 32 a gemv launch takes", layer = 0 : i64
 // CHECK: %p0, %p1, %p2, %p3, %p4 = form.product
 
 // -----
 
-// Kept on the tensor cores: 32 rows, 2 parts of 128 and 256 outputs, one format.
+// Kept for the tensor cores: 33 rows (above the 32 a gemv launch takes), 2 parts of 128 and 256
+// outputs, one format. Their GEMM is not built: the plan runs it as one GEMV in parts, 32 rows a
+// launch, and the decision says so.
 builtin.module {
-  form.step batch 32 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<32xi32>
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
     %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<256x64xbf16>
-    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
-    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<256x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x256xbf16>)
-    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x256xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<256x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x256xbf16>)
+    form.return %p0, %p1 : tensor<33x128xbf16>, tensor<33x256xbf16>
   }
 }
 
-// CHECK: reason = "2 parts as one tensor-core GEMM in parts: 32 rows"
+// CHECK: reason = "2 parts kept for the tensor cores' GEMM in parts (33 rows); it is not built yet: one GEMV in parts (gemv), 32 rows a launch"
 // CHECK: %p0, %p1 = form.product
 
 // -----
 
 // Held back: 5 parts are more than four.
 builtin.module {
-  form.step batch 32 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<32xi32>
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
     %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<128x64xbf16>
     %w2 = form.weight {name = "model.layers.0.p2", format = "bf16"} : tensor<128x64xbf16>
     %w3 = form.weight {name = "model.layers.0.p3", format = "bf16"} : tensor<128x64xbf16>
     %w4 = form.weight {name = "model.layers.0.p4", format = "bf16"} : tensor<128x64xbf16>
-    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
-    %p0, %p1, %p2, %p3, %p4 = form.product %x, %w0, %w1, %w2, %w3, %w4 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>)
-    form.return %p0, %p1, %p2, %p3, %p4 : tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>, tensor<32x128xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
+    %p0, %p1, %p2, %p3, %p4 = form.product %x, %w0, %w1, %w2, %w3, %w4 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>)
+    form.return %p0, %p1, %p2, %p3, %p4 : tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>, tensor<33x128xbf16>
   }
 }
 
-// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part: 5 parts are more than the GEMM's 4"
-// CHECK: %p0 = form.product %x, %w0 : (tensor<32x64xbf16>, tensor<128x64xbf16>) -> tensor<32x128xbf16>
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part (gemv each): 5 parts are more than the tensor-core GEMM's 4"
+// CHECK: %p0 = form.product %x, %w0 : (tensor<33x64xbf16>, tensor<128x64xbf16>) -> tensor<33x128xbf16>
 // CHECK-NEXT: %p1 = form.product %x, %w1
 // CHECK-NEXT: %p2 = form.product %x, %w2
 // CHECK-NEXT: %p3 = form.product %x, %w3
@@ -67,18 +69,18 @@ builtin.module {
 
 // Held back: the parts mix formats.
 builtin.module {
-  form.step batch 32 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<32xi32>
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
     %w1 = form.weight {name = "model.layers.0.p1", format = "q8_0"} : tensor<128x64xbf16>
-    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
-    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x128xbf16>)
-    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x128xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x128xbf16>)
+    form.return %p0, %p1 : tensor<33x128xbf16>, tensor<33x128xbf16>
   }
 }
 
-// CHECK: reason = "products in parts split into one product a part: the parts mix formats (bf16, q8_0)"
+// CHECK: reason = "products in parts split into one product a part (gemv each): the parts mix formats (bf16, q8_0)"
 // CHECK: %p0 = form.product %x, %w0
 // CHECK-NEXT: %p1 = form.product %x, %w1
 
@@ -86,37 +88,37 @@ builtin.module {
 
 // Held back: 96 outputs are not whole 128-output tiles.
 builtin.module {
-  form.step batch 32 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<32xi32>
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
     %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<96x64xbf16>
-    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
-    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<128x64xbf16>, tensor<96x64xbf16>) -> (tensor<32x128xbf16>, tensor<32x96xbf16>)
-    form.return %p0, %p1 : tensor<32x128xbf16>, tensor<32x96xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<96x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x96xbf16>)
+    form.return %p0, %p1 : tensor<33x128xbf16>, tensor<33x96xbf16>
   }
 }
 
-// CHECK: reason = "products in parts split into one product a part: outputs 96 are not whole 128-output tiles"
+// CHECK: reason = "products in parts split into one product a part (gemv each): outputs 96 are not whole 128-output tiles"
 // CHECK: %p0 = form.product %x, %w0
 // CHECK-NEXT: %p1 = form.product %x, %w1
 
 // -----
 
-// Kept as a GEMV in parts above 16 rows where the products are a batch's.
+// Kept as a GEMV in parts above 32 rows where the products are a batch's.
 builtin.module attributes {lane.shim = {batch_products = true}} {
-  form.step batch 32 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<32xi32>
+  form.step batch 64 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<64xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<96x64xbf16>
     %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<96x64xbf16>
-    %x = form.embed %t, %e : (tensor<32xi32>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
-    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<32x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>) -> (tensor<32x96xbf16>, tensor<32x96xbf16>)
-    form.return %p0, %p1 : tensor<32x96xbf16>, tensor<32x96xbf16>
+    %x = form.embed %t, %e : (tensor<64xi32>, tensor<32x64xbf16>) -> tensor<64x64xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<64x64xbf16>, tensor<96x64xbf16>, tensor<96x64xbf16>) -> (tensor<64x96xbf16>, tensor<64x96xbf16>)
+    form.return %p0, %p1 : tensor<64x96xbf16>, tensor<64x96xbf16>
   }
 }
 
-// CHECK: reason = "2 parts as one GEMV in parts: the products are a batch's"
+// CHECK: reason = "2 parts as one GEMV in parts (gemv): the products are a batch's"
 // CHECK: %p0, %p1 = form.product
 
 // -----
@@ -124,9 +126,9 @@ builtin.module attributes {lane.shim = {batch_products = true}} {
 // Held back (5 parts, 16 and 1 outputs): a kda's q, k and v (three parts of 128, one format) stay
 // one product in parts, the others split.
 builtin.module attributes {lane.shim = {numerics = "quantized"}} {
-  form.step batch 20 tokens 1 {
-    %t = form.input {role = "tokens"} : tensor<20xi32>
-    %slots = form.input {role = "slots"} : tensor<20xi32>
+  form.step batch 40 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<40xi32>
+    %slots = form.input {role = "slots"} : tensor<40xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x128xbf16>
     %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<128x128xbf16>
     %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<128x128xbf16>
@@ -143,17 +145,37 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
     %dtb = form.weight {name = "model.layers.0.dt_bias", format = "bf16"} : tensor<128xf32>
     %cs = form.state {name = "model.layers.0.conv", kind = "conv"} : tensor<41x384x3xbf16>
     %st = form.state {name = "model.layers.0.recurrent", kind = "recurrent"} : tensor<41x1x128x128xf32>
-    %x = form.embed %t, %e : (tensor<20xi32>, tensor<32x128xbf16>) -> tensor<20x128xbf16>
-    %q, %k, %v, %fa, %b = form.product %x, %wq, %wk, %wv, %wfa, %wb : (tensor<20x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<16x128xbf16>, tensor<1x128xbf16>) -> (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x16xbf16>, tensor<20x1xbf16>)
-    %g = form.product %x, %wg : (tensor<20x128xbf16>, tensor<128x128xbf16>) -> tensor<20x128xbf16>
-    %y = form.kda qkv(%q, %k, %v) conv(%cq, %ck, %cv, %cs) gate(%fa, %wfb, %alog, %dtb) beta %b out_gate %g norm %nw state %st slots %slots {heads = 1 : i64, form = "softplus", scale = 1.760000e-01 : f64, l2_eps = 1.000000e-06 : f64, eps = 1.000000e-05 : f64} : (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>) conv(tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<41x384x3xbf16>) gate(tensor<20x16xbf16>, tensor<128x16xbf16>, tensor<1xf32>, tensor<128xf32>) beta tensor<20x1xbf16> out_gate tensor<20x128xbf16> norm tensor<128xbf16> state tensor<41x1x128x128xf32> slots tensor<20xi32> -> tensor<20x128xbf16>
-    form.return %y : tensor<20x128xbf16>
+    %x = form.embed %t, %e : (tensor<40xi32>, tensor<32x128xbf16>) -> tensor<40x128xbf16>
+    %q, %k, %v, %fa, %b = form.product %x, %wq, %wk, %wv, %wfa, %wb : (tensor<40x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<16x128xbf16>, tensor<1x128xbf16>) -> (tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x16xbf16>, tensor<40x1xbf16>)
+    %g = form.product %x, %wg : (tensor<40x128xbf16>, tensor<128x128xbf16>) -> tensor<40x128xbf16>
+    %y = form.kda qkv(%q, %k, %v) conv(%cq, %ck, %cv, %cs) gate(%fa, %wfb, %alog, %dtb) beta %b out_gate %g norm %nw state %st slots %slots {heads = 1 : i64, form = "softplus", scale = 1.760000e-01 : f64, l2_eps = 1.000000e-06 : f64, eps = 1.000000e-05 : f64} : (tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x128xbf16>) conv(tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<128x4xbf16>, tensor<41x384x3xbf16>) gate(tensor<40x16xbf16>, tensor<128x16xbf16>, tensor<1xf32>, tensor<128xf32>) beta tensor<40x1xbf16> out_gate tensor<40x128xbf16> norm tensor<128xbf16> state tensor<41x1x128x128xf32> slots tensor<40xi32> -> tensor<40x128xbf16>
+    form.return %y : tensor<40x128xbf16>
   }
 }
 
 
-// CHECK: reason = "products in parts split into one product a part: 5 parts are more than the GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
-// CHECK: %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<20x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>) -> (tensor<20x128xbf16>, tensor<20x128xbf16>, tensor<20x128xbf16>)
+// CHECK: reason = "products in parts split into one product a part (gemv each): 5 parts are more than the tensor-core GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
+// CHECK: %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<40x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>) -> (tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x128xbf16>)
 // CHECK-NEXT: %fa = form.product %x, %wfa
 // CHECK-NEXT: %b = form.product %x, %wb
 // CHECK: %y = form.kda qkv(%q, %k, %v)
+
+// -----
+
+// Kept at the boundary: 4 parts (the tensor-core GEMM's most), each whole 128-output tiles.
+builtin.module {
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "q8_0"} : tensor<128x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "q8_0"} : tensor<256x64xbf16>
+    %w2 = form.weight {name = "model.layers.0.p2", format = "q8_0"} : tensor<128x64xbf16>
+    %w3 = form.weight {name = "model.layers.0.p3", format = "q8_0"} : tensor<384x64xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
+    %p0, %p1, %p2, %p3 = form.product %x, %w0, %w1, %w2, %w3 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<256x64xbf16>, tensor<128x64xbf16>, tensor<384x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x256xbf16>, tensor<33x128xbf16>, tensor<33x384xbf16>)
+    form.return %p0, %p1, %p2, %p3 : tensor<33x128xbf16>, tensor<33x256xbf16>, tensor<33x128xbf16>, tensor<33x384xbf16>
+  }
+}
+
+// CHECK: reason = "4 parts kept for the tensor cores' GEMM in parts (33 rows); it is not built yet: one GEMV in parts (gemv), 32 rows a launch"
+// CHECK: %p0, %p1, %p2, %p3 = form.product

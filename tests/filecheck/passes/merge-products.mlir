@@ -1,7 +1,8 @@
 // RUN: lanec opt %s --split-input-file -p merge-products | filecheck %s
 
 // Fires: the products of one activation become one product in parts, whatever their formats
-// (hold-products-in-parts decides whether the lane launches it).
+// (hold-products-in-parts decides whether the lane launches it; under quantized numerics
+// fuse-quant splits q8_0 parts, which read the activation int8, from bf16 parts, which read bf16).
 builtin.module {
   form.step batch 1 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<1xi32>

@@ -14,7 +14,8 @@ CASES = {
     "r1_k7168_h2048": dict(rows=1, width=7168, hidden=2048),
     "r8_k2304_h1024": dict(rows=8, width=2304, hidden=1024),
     "r32_k2368_h1000": dict(rows=32, width=2368, hidden=1000),
-    "r16_k4096_fma": dict(rows=16, width=4096, hidden=1000, schedule=[8, 1, 1]),
+    "r16_k4096_fma": dict(rows=16, width=4096, hidden=1000,
+                          schedule={"warps": 8, "rows_per_cta": 1, "tensor_cores": False}),
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too

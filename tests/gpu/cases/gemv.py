@@ -1,8 +1,9 @@
 """gemv specializations the GPU tests check: a decode step's rows (1 and 3 on CUDA cores; 4 to the
 32-row limit on tensor cores, and each path forced where the other is the default), the widths
 of real products and awkward ones (K not a multiple of the MMA's 32-value chunk, N not one of its
-8-row tiles), parts, and per-head part reads on both paths. 64 rows is refused by the kernel (a
-GEMM: gemm_tc's), so it is not a case."""
+8-row tiles), parts, and per-head part reads on both paths. 64 rows is refused by the kernel (the
+lowering runs more than 32 rows as several launches), so it is not a case. A `schedule` names the
+`RowSchedule` knobs it sets (lanec/codegen/kernels/facts.py)."""
 
 import json
 from pathlib import Path
@@ -20,13 +21,17 @@ CASES = {
     "r16_k9216_n1000": dict(rows=16, width=9216, parts=[1000]),
     "r32_k4096_n2304": dict(rows=32, width=4096, parts=[2304]),
     "r3_per_head": dict(rows=3, width=128, parts=[512], per_head=[8, 192, 64]),
-    "r1_sched_w2_r1": dict(rows=1, width=2368, parts=[1000], schedule=[2, 1, 1]),
+    "r1_sched_w2_r1": dict(rows=1, width=2368, parts=[1000],
+                           schedule={"warps": 2, "rows_per_cta": 1, "tensor_cores": False}),
     "r8_k2304_n4096": dict(rows=8, width=2304, parts=[4096]),
     "r5_k1000_n1001": dict(rows=5, width=1000, parts=[1001]),
-    "r24_k2368_tiles3": dict(rows=24, width=2368, parts=[1000, 1003], schedule=[0, 24, 2]),
-    "r1_k2304_mma": dict(rows=1, width=2304, parts=[2304], schedule=[0, 16, 2]),
-    "r3_k1000_mma_w3": dict(rows=3, width=1000, parts=[777], schedule=[3, 8, 2]),
-    "r8_k4096_fma": dict(rows=8, width=4096, parts=[1000], schedule=[8, 2, 1]),
+    "r24_k2368_tiles3": dict(rows=24, width=2368, parts=[1000, 1003],
+                             schedule={"rows_per_cta": 24, "tensor_cores": True}),
+    "r1_k2304_mma": dict(rows=1, width=2304, parts=[2304], schedule={"rows_per_cta": 16, "tensor_cores": True}),
+    "r3_k1000_mma_w3": dict(rows=3, width=1000, parts=[777],
+                            schedule={"warps": 3, "rows_per_cta": 8, "tensor_cores": True}),
+    "r8_k4096_fma": dict(rows=8, width=4096, parts=[1000],
+                         schedule={"warps": 8, "rows_per_cta": 2, "tensor_cores": False}),
     "r6_per_head_mma": dict(rows=6, width=128, parts=[512], per_head=[8, 192, 64]),
     # a part of a product in parts read in place: g_b's input in the KDA layer (pitch 12576)
     "r1_k128_pitch": dict(rows=1, width=128, parts=[4096], x_pitch=12576),

@@ -4,6 +4,9 @@ with its constructor arguments). Run here, then carry build/:
 
     python tests/gpu/cases/kda_split.py [--set quick|full|bench] [--jobs N]
 
+A case's `schedule` names the knobs it sets over `KdaSchedule.for_shape`'s defaults (lanec/codegen/
+kernels/facts.py), as the compiler's table does: {} is the shape's defaults.
+
 The GPU side (tests/gpu/test_kda_split.py, bench/kda.py) imports only `CASES_FILE` and the
 reading helpers, so it needs no CuTe DSL."""
 
@@ -25,9 +28,14 @@ TOKENS = (1, 2, 3, 4, 8)
 
 
 def case(heads, batch, tokens=1, gate_form="lower_bound", has_bias=False, gate_mode=0,
-         schedule=(0, 0, 0), x_pitch=None, slots=None) -> dict:
+         schedule=None, x_pitch=None, slots=None) -> dict:
     return dict(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, has_bias=has_bias,
-                gate_mode=gate_mode, schedule=list(schedule), x_pitch=x_pitch, slots=slots)
+                gate_mode=gate_mode, schedule=dict(schedule or {}), x_pitch=x_pitch, slots=slots)
+
+
+def schedule_label(knobs: dict) -> str:
+    """A schedule's knobs as a name, by knob (`early2-lanes32-occupancy5`; `defaults`: none set)."""
+    return "-".join(f"{k}{int(v)}" for k, v in sorted(knobs.items())) or "defaults"
 
 
 def bench_slots(heads: int, batch: int) -> int:
@@ -40,7 +48,7 @@ def bench_slots(heads: int, batch: int) -> int:
 
 def stem(spec: dict) -> str:
     form = "sp" if spec["gate_form"] == "softplus" else "lb"
-    sched = "-".join(str(v) for v in spec["schedule"])
+    sched = schedule_label(spec["schedule"])
     pitch = f"_p{spec['x_pitch']}" if spec.get("x_pitch") else ""
     slots = f"_n{spec['slots']}" if spec.get("slots") else ""
     return (f"h{spec['heads']}_b{spec['batch']}_t{spec['tokens']}_{form}_bias{int(spec['has_bias'])}"
@@ -58,16 +66,16 @@ def quick() -> list[dict]:
         case(4, 2, tokens=2),
         case(8, 3, tokens=4, gate_form="softplus", has_bias=True),
         case(4, 17, tokens=8),
-        case(8, 17, schedule=(1, 0, 0)),
-        case(8, 17, schedule=(2, 0, 0)),
-        case(8, 17, schedule=(3, 0, 0, 2)),
+        case(8, 17, schedule={"early": 1}),
+        case(8, 17, schedule={"early": 2}),
+        case(8, 17, schedule={"early": 3, "cluster": 2}),
         case(8, 17, gate_mode=1),
         case(8, 17, gate_mode=2),
         case(8, 3, gate_mode=1, tokens=3),
-        case(4, 2, schedule=(0, 0, 0, 16)),
-        case(4, 2, schedule=(0, 0, 0, 2)),
+        case(4, 2, schedule={"cluster": 16}),
+        case(4, 2, schedule={"cluster": 2}),
         case(4, 17, x_pitch=3 * 4 * 128 + 64),
-        case(8, 128, schedule=(1, 0, 5)),
+        case(8, 128, schedule={"early": 1, "occupancy": 5}),
         case(16, 256, tokens=2, gate_form="softplus", has_bias=True),
     ]
 
@@ -84,9 +92,9 @@ def tuned() -> list[dict]:
 
 def cluster1() -> list[dict]:
     """One CTA a head (128 rows, four decays a gate lane)."""
-    return [case(4, 2, schedule=(0, 0, 0, 1)), case(4, 2, schedule=(1, 0, 0, 1)),
-            case(8, 17, schedule=(2, 0, 0, 1)), case(8, 17, schedule=(3, 0, 0, 1)),
-            case(8, 17, schedule=(2, 0, 0, 1, 1))]
+    return [case(4, 2, schedule={"cluster": 1}), case(4, 2, schedule={"early": 1, "cluster": 1}),
+            case(8, 17, schedule={"early": 2, "cluster": 1}), case(8, 17, schedule={"early": 3, "cluster": 1}),
+            case(8, 17, schedule={"early": 2, "cluster": 1, "evict": True})]
 
 
 def full() -> list[dict]:
@@ -105,15 +113,24 @@ def full() -> list[dict]:
 def bench() -> list[dict]:
     """bench/kda.py's grid: heads {4, 8, 32} x batch {1, 8, 32, 128, 256}, the batch defaults and
     early loads everywhere, the staged schedules at large batch, the cluster sizes at batch 1."""
+    def knobs(early=0, lanes=0, occupancy=0, cluster=0, evict=False) -> dict:  # 0: the shape's default
+        named = dict(early=early, lanes=lanes, occupancy=occupancy, cluster=cluster, evict=evict)
+        return {k: v for k, v in named.items() if v}
+
     cases = [case(h, b, schedule=s) for h in (4, 8, 32) for b in (1, 8, 32, 128, 256)
-             for s in ((0, 0, 0), (1, 0, 0))]
+             for s in (knobs(), knobs(early=1))]
     cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
-              for s in ((2, 0, 0), (2, 0, 0, 0, 1), (2, 0, 0, 2, 1), (1, 0, 5))]
+              for s in (knobs(early=2), knobs(early=2, evict=True), knobs(early=2, cluster=2, evict=True),
+                        knobs(early=1, occupancy=5))]
     # staged state at 5-8 CTAs a SM: 32 lanes a state row keep 56-72 registers without spills
+    staged = dict(early=2, lanes=32)
     cases += [case(h, b, schedule=s) for h in (4, 8, 32) for b in (128, 256)
-              for s in ((2, 32, 5), (2, 32, 6), (2, 32, 7), (2, 32, 6, 0, 1), (2, 32, 7, 0, 1),
-                        (2, 32, 5, 0, 1), (2, 32, 8, 8), (2, 32, 5, 2, 1))]
-    cases += [case(h, 1, schedule=s) for h in (4, 8, 32) for s in ((1, 0, 0, 16), (1, 0, 0, 4), (1, 0, 0, 1))]
+              for s in (knobs(**staged, occupancy=5), knobs(**staged, occupancy=6), knobs(**staged, occupancy=7),
+                        knobs(**staged, occupancy=6, evict=True), knobs(**staged, occupancy=7, evict=True),
+                        knobs(**staged, occupancy=5, evict=True), knobs(**staged, occupancy=8, cluster=8),
+                        knobs(**staged, occupancy=5, cluster=2, evict=True))]
+    cases += [case(h, 1, schedule=s) for h in (4, 8, 32)
+              for s in (knobs(early=1, cluster=16), knobs(early=1, cluster=4), knobs(early=1, cluster=1))]
     return [dict(c, slots=bench_slots(c["heads"], c["batch"])) for c in cases]
 
 
@@ -131,9 +148,8 @@ def _build_one(spec: dict) -> str:
     from lanec.codegen.compile import compile_kernel
     from lanec.codegen.kernels.kda_split import KdaSplit
 
-    kernel = KdaSplit(spec["heads"], spec["batch"], spec["gate_mode"], spec["has_bias"],
-                      tuple(spec["schedule"]), spec["tokens"], spec["gate_form"],
-                      x_pitch=spec.get("x_pitch"), slots=spec.get("slots"))
+    kernel = KdaSplit(spec["heads"], spec["batch"], spec["gate_mode"], spec["has_bias"], spec["schedule"],
+                      spec["tokens"], spec["gate_form"], x_pitch=spec.get("x_pitch"), slots=spec.get("slots"))
     compile_kernel(kernel).save(OUT, stem(spec))
     return stem(spec)
 

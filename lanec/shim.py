@@ -1,37 +1,29 @@
-"""The CUDA lane: the facts about its kernels that decide which fusions have a launch, the lane
-under its knobs (`LaneShim`), a latent attention as its launches read it (`Latent`), and when an
-attention's keys are cut into chunks (`chunks_apart`).
+"""The CUDA lane under its knobs: `LaneShim` (the knobs, and the lane's held-back rules,
+`heldback`), a latent attention as its launches read it (`Latent`), and when an attention's keys
+are cut into chunks (`chunks_apart`).
 
-Every number a held-back rule compares against is a named constant here, so `lanec explain`
-and the rules quote the same fact.
+The numbers the held-back rules compare against are not here: each kernel's limits live beside
+it (`lanec/codegen/kernels/facts.py`), and those of kernels not built yet in
+`lanec/codegen/kernels/unbuilt.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import ceil
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
+from lanec.codegen.kernels.facts import GEMV_ROWS, SM_COUNT
+from lanec.codegen.kernels.unbuilt import ROWS_A_BLOCK
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
-# ----------------------------------------------------------------------------------------------
-# The lane's kernel facts
-
-WARP = 32  # threads a warp
-GEMV_ROW_LIMIT = 16  # the GEMV kernels keep at most 16 activation rows in registers; more go to the tensor cores
-PART_TILE = 128  # a tensor-core product in parts tiles each part's outputs by 128
-MAX_PARTS = 4  # the tensor-core GEMM in parts takes at most four parts
-PAIR_TILE = 256  # a tensor-core gated pair puts a 128-wide gate tile beside a 128-wide up tile
-CONV_NORM_MAX_HEAD = 1024  # the conv epilogue's L2 norm reduces a head in one block of at most 1024 threads
-MIXTURE_MAX_WARPS = 32  # the mixture's block of kept experts: one warp an expert, 1024 threads at most
-KDA_HEAD = 128  # KdaSplit: 128 main threads, one key/value lane a thread
-KDA_MAX_TOKENS = 8  # KdaSplit's decay barrier expects 512 bytes per token, at most 8 tokens a request
-KDA_CONV_WIDTH = 4  # KdaSplit keeps 3 taps of conv state a channel
-SMS = 132  # streaming multiprocessors of an H100 SXM / H200
-QUANT_WORDS = (1, 2)  # int8 words a quantized activation value
+if TYPE_CHECKING:
+    from lanec.passes.rule import Rule
 
 NUMERICS = ("precise", "quantized")
+QUANT_WORDS = (1, 2)  # int8 words a quantized activation value: one, or a high and a residual word
 SHIM_ATTR = "lane.shim"
 
 
@@ -48,7 +40,7 @@ class LaneShim:
     """The lane under its knobs: the numerics (`precise`, or `quantized` with one or two int8
     words a value), whether producers quantize in their epilogue (`fuse_quant`, quantized only),
     and whether the products are a batch's (each row its own sequence: the lane keeps them on
-    the GEMV kernels whatever the row count)."""
+    the GEMV kernels whatever the row count); with the lane's held-back rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
@@ -69,49 +61,68 @@ class LaneShim:
     def quantized(self) -> bool:
         return self.numerics == "quantized"
 
+    @property
+    def heldback(self) -> tuple[type[Rule], ...]:
+        """The lane's held-back rules, in the order they run: each keeps a fused op only where a
+        kernel of the lane launches it, and splits it back otherwise. The splits that make new
+        producers (kda, gated pair, products in parts) run before the check of quantize
+        epilogues, which must see the final producers."""
+        from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
+        from lanec.passes.hold_gated_pair import HoldGatedPairRule
+        from lanec.passes.hold_kda import HoldKdaRule
+        from lanec.passes.hold_mixture_shared import HoldMixtureSharedRule
+        from lanec.passes.hold_per_head_part import HoldPerHeadPartRule
+        from lanec.passes.hold_products_in_parts import HoldProductsInPartsRule
+        from lanec.passes.hold_quantized_activation import HoldQuantizedActivationRule
+        from lanec.passes.hold_values_in_place import HoldValuesInPlaceRule
+
+        return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, HoldConvL2NormRule, HoldMixtureSharedRule,
+                HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule)
+
     def as_gemv(self, rows: int) -> bool:
-        """Whether products of `rows` activation rows run on the GEMV kernels."""
-        return rows <= GEMV_ROW_LIMIT or self.batch_products
+        """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:
+        at most the rows one gemv launch takes, or any number where the products are a batch's."""
+        return rows <= GEMV_ROWS or self.batch_products
 
     def gemv_reason(self, rows: int) -> str:
         if self.batch_products:
             return "the products are a batch's"
-        return f"{rows} rows are at most the GEMV's {GEMV_ROW_LIMIT}"
+        return f"{rows} rows are at most the {GEMV_ROWS} a gemv launch takes"
 
     def attribute(self) -> DictionaryAttr:
-        flag = lambda b: IntegerAttr(int(b), IntegerType(1))
         return DictionaryAttr({
             "numerics": StringAttr(self.numerics),
             "words": IntegerAttr(self.words, i64),
-            "fuse_quant": flag(self.fuse_quant),
-            "batch_products": flag(self.batch_products),
+            "fuse_quant": IntegerAttr(int(self.fuse_quant), IntegerType(1)),
+            "batch_products": IntegerAttr(int(self.batch_products), IntegerType(1)),
         })
 
     def record(self, module: ModuleOp) -> None:
         module.attributes[SHIM_ATTR] = self.attribute()
 
     @staticmethod
-    def of(module: ModuleOp) -> LaneShim:
-        """The shim a module records (the defaults where it records none)."""
+    def of(module: ModuleOp, **given) -> LaneShim:
+        """The shim a module records (the defaults where it records none), with the knobs in
+        `given` that are not None in place of the module's (a command line's)."""
         attr = module.attributes.get(SHIM_ATTR)
-        if attr is None:
-            return LaneShim()
-        if not isinstance(attr, DictionaryAttr):
-            raise KnobError(f"{SHIM_ATTR} must be a dictionary, got {attr}")
-        known = {"numerics", "words", "fuse_quant", "batch_products"}
-        unknown = sorted(set(attr.data) - known)
-        if unknown:
-            raise KnobError(f"{SHIM_ATTR}: unknown knob {unknown[0]} (knobs: {', '.join(sorted(known))})")
         values: dict = {}
-        for key, value in attr.data.items():
-            if key == "numerics":
-                if not isinstance(value, StringAttr):
-                    raise KnobError(f"{SHIM_ATTR}: numerics is a string")
-                values[key] = value.data
-            else:
-                if not isinstance(value, IntegerAttr):
-                    raise KnobError(f"{SHIM_ATTR}: {key} is an integer or a boolean")
-                values[key] = value.value.data if key == "words" else bool(value.value.data)
+        if attr is not None:
+            if not isinstance(attr, DictionaryAttr):
+                raise KnobError(f"{SHIM_ATTR} must be a dictionary, got {attr}")
+            known = {f.name for f in fields(LaneShim)}
+            unknown = sorted(set(attr.data) - known)
+            if unknown:
+                raise KnobError(f"{SHIM_ATTR}: unknown knob {unknown[0]} (knobs: {', '.join(sorted(known))})")
+            for key, value in attr.data.items():
+                if key == "numerics":
+                    if not isinstance(value, StringAttr):
+                        raise KnobError(f"{SHIM_ATTR}: numerics is a string")
+                    values[key] = value.data
+                else:
+                    if not isinstance(value, IntegerAttr):
+                        raise KnobError(f"{SHIM_ATTR}: {key} is an integer or a boolean")
+                    values[key] = value.value.data if key == "words" else bool(value.value.data)
+        values.update({key: value for key, value in given.items() if value is not None})
         return LaneShim(**values)
 
 
@@ -176,6 +187,11 @@ class Latent:
     def pitch(self) -> int:
         return self.kw
 
+    @property
+    def unit(self) -> int:
+        """Each head's query values in `qr`: its unrotated part, then its rotated part."""
+        return self.nope + self.rope
+
     def absorbed_cost(self) -> int:
         """Multiply-adds of the absorbed path for one request: each query row absorbs each head's
         nope part into the latent (nope x lora), scores the whole cache row (lora + rope), sums the
@@ -196,12 +212,8 @@ class Latent:
 
 
 # ----------------------------------------------------------------------------------------------
-# Split-KV attention
-
-ROWS_A_BLOCK = 64  # query rows one attention block holds (one wgmma M tile): a KV head's group
-SPLIT_MIN_KEYS = 256  # a chunk shorter than this does not pay for writing its partial row
-COMBINE_KEYS = 128  # the combine launch costs about as much as one block reading this many keys
-PARTIAL_KEYS = 8  # and each chunk's partial row (written, then read back) about this many more
+# Split-KV attention: the lane's named decision, for the attention kernel to come (not built yet;
+# its cost model returns with it, measured)
 
 
 def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
@@ -212,43 +224,12 @@ def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
     return batch * kv_heads * ceil(heads // kv_heads / ROWS_A_BLOCK)
 
 
-def attention_time(splits: int, *, batch: int, heads: int, kv_heads: int, length: int, sms: int = SMS) -> int:
-    """Time of an attention cut into `splits` chunks, in key-steps of one block: the waves of
-    blocks times the keys a chunk, plus the combine (and every chunk's partial row) where there
-    is more than one chunk."""
+def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, sms: int = SM_COUNT) -> bool:
+    """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
+    flash-decoding): where its rows' head blocks alone leave the chip idle. The blocks are counted
+    a KV head group (FlashAttention's num_splits_heuristic counts query heads, so GQA decode at
+    batch 1 looks like it fills 32 SMs when it fills 8). How many chunks pay is the attention
+    kernel's to measure when it is built."""
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
-    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) * splits
-    waves = ceil(blocks / sms)
-    return waves * ceil(length / splits) + (COMBINE_KEYS + PARTIAL_KEYS * splits if splits > 1 else 0)
-
-
-def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, length: int, sms: int = SMS) -> bool:
-    """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
-    flash-decoding): only where the rows' head blocks alone leave the chip idle, each chunk
-    holds at least SPLIT_MIN_KEYS keys, and the waves saved pay for the combine.
-
-    Unlike FlashAttention's num_splits_heuristic (which counts query heads, so GQA decode at
-    batch 1 looks like it fills 32 SMs when it fills 8) this counts blocks a KV head group, and
-    it charges the combine instead of accepting any split within 85% of the best wave
-    efficiency."""
-    if length < 1:
-        raise ValueError(f"length {length}: at least one key")
-    if splits == 1:
-        return False
-    if head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) >= sms:
-        return False
-    if ceil(length / splits) < SPLIT_MIN_KEYS:
-        return False
-    shape_ = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "length": length, "sms": sms}
-    return attention_time(splits, **shape_) < attention_time(1, **shape_)
-
-
-def best_splits(*, batch: int, heads: int, kv_heads: int, length: int, sms: int = SMS) -> int:
-    """The number of chunks that runs fastest (the fewest among equals); 1 where none pays."""
-    shape_ = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "length": length, "sms": sms}
-    best = 1
-    for splits in range(2, sms + 1):
-        if chunks_apart(splits, **shape_) and attention_time(splits, **shape_) < attention_time(best, **shape_):
-            best = splits
-    return best
+    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) < sms

@@ -1,0 +1,393 @@
+"""The lane's kernels as plain Python (no CuTe DSL): the constants they share, each kernel's
+static limits (a spec whose `check()` both the kernel's `__init__` and the held-back rules call,
+so a rule never restates a limit), and the schedules (frozen dataclasses of named knobs, which the
+tuned table sets by name).
+
+A spec lists every limit it breaks (`problems()`, one line each, naming the limit and why);
+`check()` raises them as one ValueError. Fields a caller does not know yet (a rule knows the
+form, not the pitches the lowering picks) keep their defaults, which break nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import ClassVar
+
+from lanec.runtime.dtypes import storage
+
+# ----------------------------------------------------------------------------------------------
+# Constants every kernel shares
+
+WARP = 32  # threads a warp
+VECTOR_BYTES = 16  # kernels move values as 16-byte vectors: rows and bases start 16-byte aligned
+VECTOR = 8  # bf16 values in one 16-byte vector
+SM_COUNT = 132  # streaming multiprocessors of an H100 / H200 SXM: grid heuristics size work for them
+
+
+def vector_width(what: str, width: int, per_vector: int = VECTOR, dtype: str = "bf16") -> str | None:
+    """Why `width` values cannot be moved as 16-byte vectors of `per_vector` values (None: they can)."""
+    if width < per_vector or width % per_vector:
+        return (f"{what} {width} must be a positive multiple of {per_vector}: {dtype} values move as "
+                "16-byte vectors")
+    return None
+
+
+def row_pitch(what: str, pitch: int, width: int) -> str | None:
+    """Why rows of `width` values cannot sit `pitch` values apart (None: they can): a part of a
+    wider row is read in place only where every row starts 16-byte aligned."""
+    if pitch < width or pitch % VECTOR:
+        return (f"{what} {pitch}: at least the row's {width} values and a multiple of {VECTOR} (rows start "
+                "16-byte aligned)")
+    return None
+
+
+class Spec:
+    """What every kernel spec shares: `problems()`, each a phrase that reads after the kernel's
+    name ("width 100 must be ..."), and the `check()` that raises them."""
+
+    kernel: ClassVar[str]
+
+    def problems(self) -> list[str]:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"{self.kernel} " + "; ".join(problems))
+
+
+# ----------------------------------------------------------------------------------------------
+# Schedules: the knobs a kernel can be told (the tuned table, lanec/codegen/schedules.json, names
+# them by field)
+
+
+class Schedule:
+    """What every schedule shares: built from a mapping of its field names (the table's entries,
+    a launch's recorded spec), with an error naming an unknown knob."""
+
+    @classmethod
+    def of(cls, value):
+        """`value` as this schedule: itself, or a mapping of field names (missing fields keep
+        their defaults)."""
+        return value if isinstance(value, cls) else cls().updated(value)
+
+    def updated(self, knobs: Mapping):
+        """This schedule with `knobs` (a mapping of field names) set."""
+        if not isinstance(knobs, Mapping):
+            raise ValueError(f"{type(self).__name__} takes named fields ({', '.join(self.names())}); got {knobs!r}")
+        unknown = sorted(set(knobs) - set(self.names()))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no knob {unknown[0]!r} (knobs: {', '.join(self.names())})")
+        return replace(self, **knobs)  # type: ignore[type-var]
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict:
+        """Every field by name: what a launch records."""
+        return asdict(self)  # type: ignore[call-overload]
+
+    def changed(self, base=None) -> dict:
+        """The fields that differ from `base`'s (by default the dataclass defaults): what the tuned
+        table writes, against the shape's defaults."""
+        base = type(self)() if base is None else base
+        return {k: v for k, v in self.as_dict().items() if getattr(base, k) != v}
+
+
+def _choice(owner: str, knob: str, value, allowed: Sequence, why: str) -> None:
+    if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
+        raise ValueError(f"{owner} {knob} is {why}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class RowSchedule(Schedule):
+    """The row products' knobs (gemv, gated_gemv): `warps` a CTA, weight `rows_per_cta`, and
+    whether the `tensor_cores` multiply; None leaves the kernel's own choice for its shape."""
+
+    warps: int | None = None
+    rows_per_cta: int | None = None
+    tensor_cores: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.warps is not None and not (type(self.warps) is int and 1 <= self.warps <= 32):
+            raise ValueError(f"RowSchedule warps is 1-32 (a CTA of at most 1024 threads); got {self.warps!r}")
+        if self.rows_per_cta is not None and not (type(self.rows_per_cta) is int and self.rows_per_cta >= 1):
+            raise ValueError(f"RowSchedule rows_per_cta is at least 1; got {self.rows_per_cta!r}")
+        if self.tensor_cores is not None and not isinstance(self.tensor_cores, bool):
+            raise ValueError(f"RowSchedule tensor_cores is true, false or absent; got {self.tensor_cores!r}")
+
+
+@dataclass(frozen=True)
+class KdaSchedule(Schedule):
+    """KdaSplit's knobs (its docstring says what each does): `early` loads (0 after the PDL wait,
+    1 before it, 2 and the state staged in shared memory, 3 and the gate warp's F_B rows staged),
+    `lanes` a state row, a minimum `occupancy` of CTAs an SM (0: none), the `cluster` of CTAs
+    that split a head's value rows, `evict` (the staged state copy L2 evict-first), `fast_math`
+    (ftz FMAs, approximate sigmoids) and `release_at_entry` (dependents launched as the kernel
+    starts rather than once its inputs are read). `for_shape` gives a model shape's defaults,
+    which the tuned table's entries and the kernel's callers set knobs over."""
+
+    early: int = 0
+    lanes: int = 16
+    occupancy: int = 0
+    cluster: int = 4
+    evict: bool = False
+    fast_math: bool = False
+    release_at_entry: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("KdaSplit", "early", self.early, (0, 1, 2, 3),
+                "0 (loads after the PDL wait), 1 (early loads), 2 (and staged state) or 3 (and staged F_B rows)")
+        _choice("KdaSplit", "lanes", self.lanes, (4, 8, 16, 32),
+                "4, 8, 16 or 32 lanes per state row (a power of two that divides a warp)")
+        if not isinstance(self.occupancy, int) or isinstance(self.occupancy, bool) or self.occupancy < 0:
+            raise ValueError(f"KdaSplit occupancy (minimum CTAs per SM) must be >= 0; got {self.occupancy!r}")
+        _choice("KdaSplit", "cluster", self.cluster, (1, 2, 4, 8, 16),
+                "the CTAs a head's 128 value rows split over: 1, 2, 4, 8 or 16")
+        for knob in ("evict", "fast_math", "release_at_entry"):
+            _choice("KdaSplit", knob, getattr(self, knob), (False, True), "true or false")
+        if self.evict and self.early < 2:
+            raise ValueError("KdaSplit evict marks the staged state copy: it needs early 2 or 3")
+        if self.early == 3 and KDA_HEAD // self.cluster < 64:
+            raise ValueError(f"KdaSplit early 3 stages F_B rows 16 bytes a lane, two decays a lane: it needs at "
+                             f"least 64 rows a CTA (cluster <= 2); got {KDA_HEAD // self.cluster}")
+
+    @classmethod
+    def for_shape(cls, heads: int, batch: int, knobs: Mapping | None = None) -> KdaSchedule:
+        """The seed's schedule for `heads` at `batch` requests, with `knobs` (a mapping of field
+        names) set: a cluster of 8 and dependents released at entry for one request (4 CTAs a
+        head otherwise), 8 lanes a state row up to 2 requests (4 at 6 heads), fast math at 12
+        heads (TP8 of Kimi Linear)."""
+        seed = cls(lanes=8 if batch <= (4 if heads == 6 else 2) else 16, cluster=8 if batch == 1 else 4,
+                   fast_math=heads == 12, release_at_entry=batch == 1)
+        return seed.updated(knobs or {})
+
+
+# ----------------------------------------------------------------------------------------------
+# gemv and gated_gemv: rows of weights dotted with a few activation rows
+
+# Activation rows a gemv / gated_gemv launch takes (two 16-row A tiles of the MMA); the lowering runs
+# more as several launches.
+GEMV_ROWS = 32
+GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
+
+
+@dataclass(frozen=True)
+class RowProductsSpec(Spec):
+    """A launch of gemv (`kernel` "gemv", `parts` its products' output rows) or gated_gemv (one
+    part: the hidden units): `rows` activation rows of `width` values, optionally a per-head read
+    (`per_head` = heads, unit, offset: head h's outputs read x[:, h*unit + offset:][:width]) and
+    an activation `x_pitch` (a part of a wider row, read in place)."""
+
+    kernel: str
+    rows: int
+    width: int
+    parts: tuple[int, ...]
+    per_head: tuple[int, int, int] | None = None
+    x_pitch: int | None = None
+
+    @property
+    def outputs(self) -> int:
+        return sum(self.parts)
+
+    @property
+    def x_width(self) -> int:
+        """Values in one activation row."""
+        if self.per_head is None:
+            return self.width
+        heads, unit, _ = self.per_head
+        return heads * unit
+
+    def problems(self) -> list[str]:
+        found = []
+        if not 1 <= self.rows <= GEMV_ROWS:
+            found.append(f"takes 1-{GEMV_ROWS} rows a launch (a decode step's); got {self.rows}: the lowering runs "
+                         f"more rows as several launches of {GEMV_ROWS}")
+        if self.width < VECTOR or self.width % VECTOR:
+            found.append(f"width {self.width} must be a positive multiple of {VECTOR}: weight rows are read as "
+                         "16-byte vectors, so each row must start 16-byte aligned")
+        if not self.parts or min(self.parts) < 1:
+            found.append(f"parts {list(self.parts)}: each part needs at least one output row")
+        if self.per_head is not None:
+            heads, unit, offset = self.per_head
+            if len(self.parts) != 1:
+                found.append(f"per-head read takes one part; got {len(self.parts)}")
+            elif heads < 1 or self.outputs % heads:
+                found.append(f"per-head read: {self.outputs} outputs do not split into {heads} heads")
+            if unit % VECTOR or offset % VECTOR:
+                found.append(f"per-head read: unit {unit} and offset {offset} must be multiples of {VECTOR} "
+                             "(16-byte activation vectors)")
+            if offset + self.width > unit:
+                found.append(f"per-head read: offset {offset} + width {self.width} runs past the head's unit {unit}")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
+        return found
+
+
+# ----------------------------------------------------------------------------------------------
+# rmsnorm, elementwise, embed, argmax
+
+RMSNORM_MAX_THREADS = 1024  # one CTA a row
+RMSNORM_MAX_STEPS = 8  # 16-byte vectors a thread holds of its row (4 registers each, fp32 values 8 each)
+RMSNORM_MAX_WIDTH = RMSNORM_MAX_STEPS * RMSNORM_MAX_THREADS * VECTOR
+
+
+@dataclass(frozen=True)
+class RmsNormSpec(Spec):
+    """A launch of rmsnorm: `rows` of `width` values, `eps`, x rows `x_pitch` apart."""
+
+    kernel: ClassVar[str] = "rmsnorm"
+    rows: int
+    width: int
+    eps: float = 1e-6
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        found += filter(None, [vector_width("width", self.width)])
+        if not self.eps > 0:
+            found.append(f"eps must be positive; got {self.eps}")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        if self.width > RMSNORM_MAX_WIDTH:
+            found.append(f"width {self.width} exceeds {RMSNORM_MAX_WIDTH}: a row must fit the registers of one CTA")
+        return found
+
+
+ELEMENTWISE_OPERANDS = {"add": 2, "mul": 2, "swiglu": 2, "silu": 1, "sigmoid": 1}
+
+
+@dataclass(frozen=True)
+class ElementwiseSpec(Spec):
+    """A launch of elementwise: `op` over `rows` x `width` values."""
+
+    kernel: ClassVar[str] = "elementwise"
+    op: str
+    rows: int
+    width: int
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.op not in ELEMENTWISE_OPERANDS:
+            found.append(f"op {self.op!r}: the lane has {', '.join(ELEMENTWISE_OPERANDS)}")
+        if self.rows < 1:
+            found.append(f"needs at least one row; got {self.rows}")
+        return found + list(filter(None, [vector_width("width", self.width)]))
+
+
+@dataclass(frozen=True)
+class EmbedSpec(Spec):
+    """A launch of embed: `rows` tokens into a [`vocab`, `width`] table."""
+
+    kernel: ClassVar[str] = "embed"
+    rows: int
+    vocab: int
+    width: int
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.vocab < 1:
+            found.append(f"needs at least one row and one token; got rows {self.rows}, vocab {self.vocab}")
+        return found + list(filter(None, [vector_width("width", self.width)]))
+
+
+ARGMAX_DTYPES = ("bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class ArgmaxSpec(Spec):
+    """A launch of argmax: `rows` of `vocab` logits of `dtype`."""
+
+    kernel: ClassVar[str] = "argmax"
+    rows: int
+    vocab: int
+    dtype: str = "bfloat16"
+
+    def problems(self) -> list[str]:
+        if self.dtype not in ARGMAX_DTYPES:
+            return [f"reads {' or '.join(ARGMAX_DTYPES)} logits; got {self.dtype!r}"]
+        found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        per_vector = VECTOR_BYTES // storage(self.dtype).itemsize
+        return found + list(filter(None, [vector_width("vocab", self.vocab, per_vector, self.dtype)]))
+
+
+# ----------------------------------------------------------------------------------------------
+# KdaSplit
+
+KDA_HEAD = 128  # head size: 128 main threads, one key and one value channel a thread
+KDA_MAX_TOKENS = 8  # the decay barrier expects 512 bytes per token, sent for at most 8 tokens a request
+KDA_CONV_WIDTH = 4  # the conv keeps 3 taps of state a channel, then the new input
+KDA_GATE_WIDTH = 128  # f_a's output: the F_B projection's input, read as 16-byte vectors
+KDA_GATE_FORMS = ("lower_bound", "softplus")
+KDA_GATE_MODES = (0, 1, 2)  # F_B's reduction order: one MMA chain, four chains, FMA partials
+
+
+@dataclass(frozen=True)
+class KdaSplitSpec(Spec):
+    """A launch of KdaSplit: `heads` of `head_size` values, `batch` requests of `tokens` each, a
+    conv of `conv_width`, the gate's `gate_form` and `gate_mode`, its `schedule`, the row pitches
+    of x (q, k, v), of the raw gate (f_a's output) and of beta (parts of a wider row, read in
+    place) and the state pools' `slots`. A rule knows the first five from the form; the lowering
+    sets the rest."""
+
+    kernel: ClassVar[str] = "KdaSplit"
+    heads: int
+    batch: int
+    tokens: int = 1
+    head_size: int = KDA_HEAD
+    conv_width: int = KDA_CONV_WIDTH
+    gate_form: str = "lower_bound"
+    gate_mode: int = 0
+    schedule: KdaSchedule = field(default_factory=KdaSchedule)
+    x_pitch: int | None = None
+    raw_gate_pitch: int | None = None
+    beta_pitch: int | None = None
+    slots: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.head_size != KDA_HEAD:
+            found.append(f"head size {self.head_size}: its {KDA_HEAD} main threads hold a key and a value channel "
+                         f"each, so a head is {KDA_HEAD} values")
+        if not 1 <= self.tokens <= KDA_MAX_TOKENS:
+            # the gate stage sends decays for tokens 2 * quarter + column (at most 8), while the decay
+            # barrier expects 512 bytes per token: more tokens would never arrive
+            found.append(f"supports 1-{KDA_MAX_TOKENS} tokens per request; got {self.tokens}")
+        if self.conv_width != KDA_CONV_WIDTH:
+            found.append(f"conv width {self.conv_width}: the conv keeps {KDA_CONV_WIDTH - 1} taps of state, so "
+                         f"width must be {KDA_CONV_WIDTH}")
+        if self.heads < 1 or self.batch < 1:
+            found.append(f"needs at least one head and one request; got heads {self.heads}, batch {self.batch}")
+        if self.gate_mode not in KDA_GATE_MODES:
+            found.append(f"gate_mode is 0 (one MMA chain), 1 (four chains) or 2 (FMA partials); got "
+                         f"{self.gate_mode}")
+        if self.gate_form not in KDA_GATE_FORMS:
+            found.append(f"gate_form is one of {KDA_GATE_FORMS}; got {self.gate_form!r}")
+        found += self.schedule_problems()
+        dim = self.heads * self.head_size
+        if self.x_pitch is not None and (self.x_pitch < 3 * dim or self.x_pitch % VECTOR):
+            found.append(f"x_pitch {self.x_pitch} must be >= 3 * dim ({3 * dim}) and a multiple of {VECTOR} "
+                         "(rows stay 16-byte aligned)")
+        if self.raw_gate_pitch is not None and (self.raw_gate_pitch < KDA_GATE_WIDTH or self.raw_gate_pitch % VECTOR):
+            found.append(f"raw_gate_pitch {self.raw_gate_pitch} must be >= {KDA_GATE_WIDTH} and a multiple of "
+                         f"{VECTOR} (the gate warp reads 16-byte vectors)")
+        if self.beta_pitch is not None and self.beta_pitch < self.heads:
+            found.append(f"beta_pitch {self.beta_pitch} must be >= heads ({self.heads})")
+        if self.slots is not None and self.slots < 2:
+            found.append(f"needs at least 2 state slots (slot 0 is padding); got {self.slots}")
+        return found
+
+    def schedule_problems(self) -> list[str]:
+        """What the schedule cannot do with this gate mode and token count."""
+        early, cluster = self.schedule.early, self.schedule.cluster
+        found = []
+        if self.gate_mode == 2 and (early or cluster != KdaSchedule.for_shape(self.heads, self.batch).cluster):
+            found.append("gate_mode 2 keeps one decay a lane (at most 32 rows per CTA, the default cluster) and "
+                         "loads F_B itself: it takes neither early loads nor a cluster other than the default")
+        if self.tokens > 1 and (early >= 2 or self.gate_mode == 2 or cluster == 16):
+            found.append(f"with {self.tokens} tokens: staged state (early 2/3) holds one token's pass, gate mode 2 "
+                         "projects one column and a cluster of 16 leaves 8 features a CTA (one MMA row group): "
+                         "speculative steps need early <= 1, gate mode 0/1 and cluster <= 8")
+        return found

@@ -1,0 +1,107 @@
+"""Facts of kernels not built yet: the tensor-core GEMM (`gemm_tc`), the conv with an L2 norm
+epilogue (`conv_l2norm`), the mixture, and the attentions (`attention`, `latent_attention`).
+
+The held-back rules compare against these, so the fusions they keep are the ones these kernels
+will launch. Until a kernel is built, the plan launches what the lowering gives the op today, and
+every decision says which: a product in parts or a gated pair kept for the tensor cores runs on
+the GEMV kernels (`gemv`, `gated_gemv`, `GEMV_ROWS` rows a launch); an op no built kernel runs
+(a conv, a mixture, an attention) is named by `lanec compile`. When a kernel is built, its facts
+move beside it into `facts.py` (a spec whose `check()` its `__init__` calls too) and the rule
+calls that.
+
+Each `*_problems` function lists the facts a shape breaks, one phrase each (empty: it launches).
+Plain Python, no CuTe DSL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lanec.codegen.kernels.facts import WARP
+
+# ----------------------------------------------------------------------------------------------
+# gemm_tc: the wgmma GEMM for rows above a gemv launch's, products in parts and gated pairs
+
+PART_TILE = 128  # a CTA's wgmma N tile: each part's outputs are tiled by 128, a tile never straddles parts
+MAX_PARTS = 4  # parts a launch: the epilogue keeps one output pointer and pitch a part
+PAIR_TILE = 128  # hidden values a gated pair tile: 128 gate rows beside their 128 up rows, one 256-wide tile
+PAIR_TILE_WIDTH = 2 * PAIR_TILE  # the tile's N: gate and up side by side, so SwiGLU pairs them in registers
+
+
+def gemm_parts_problems(outputs: Sequence[int], formats: Sequence[str]) -> list[str]:
+    """Why products in parts of these `outputs` rows and weight `formats` are not one tensor-core
+    GEMM in parts."""
+    found = []
+    if len(outputs) > MAX_PARTS:
+        found.append(f"{len(outputs)} parts are more than the tensor-core GEMM's {MAX_PARTS}")
+    if len(set(formats)) > 1:
+        found.append(f"the parts mix formats ({', '.join(sorted(set(formats)))})")
+    ragged = [n for n in outputs if n % PART_TILE]
+    if ragged:
+        found.append(f"outputs {', '.join(map(str, ragged))} are not whole {PART_TILE}-output tiles")
+    return found
+
+
+def gated_pair_problems(hidden: int, gate_format: str, up_format: str) -> list[str]:
+    """Why a gated pair of `hidden` units is not one tensor-core GEMM of side-by-side tiles."""
+    found = []
+    if gate_format != up_format:
+        found.append(f"gate ({gate_format}) and up ({up_format}) formats differ")
+    if hidden % PAIR_TILE:
+        found.append(f"hidden width {hidden} is not whole pair tiles ({PAIR_TILE} gate beside {PAIR_TILE} up, "
+                     f"{PAIR_TILE_WIDTH} wide)")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# conv_l2norm: a short convolution whose epilogue takes a per-head L2 norm
+
+CONV_NORM_MAX_HEAD = 1024  # one block of at most 1024 threads reduces a head, a value a thread
+
+
+def conv_norm_problems(head_size: int, channels: int) -> list[str]:
+    """Why the conv's epilogue cannot take an L2 norm over heads of `head_size` values."""
+    found = []
+    if head_size > CONV_NORM_MAX_HEAD:
+        found.append(f"head size {head_size} is above {CONV_NORM_MAX_HEAD}")
+    if head_size % WARP:
+        found.append(f"head size {head_size} is not a whole number of warps ({WARP})")
+    if channels % head_size:
+        found.append(f"head size {head_size} does not divide the conv's {channels} channels")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# mixture: router, kept experts, shared expert
+
+MIXTURE_MAX_WARPS = 32  # one warp a kept expert, in one block of at most 1024 threads
+
+
+def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
+    """Why a mixture (with its shared expert folded in, where `shared`) has no launch."""
+    found = []
+    warps = top_k + 1
+    if shared and warps > MIXTURE_MAX_WARPS:
+        found.append(f"a block of {warps} kept experts ({top_k} routed + 1 shared, a warp each) is above "
+                     f"{MIXTURE_MAX_WARPS} warps")
+    if scatters:
+        found.append("the mixture scatters its result to rows a parameter names (no fused scatter)")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# attention and latent_attention
+
+VALUE_PAIR = 2  # values are read a pair at a time (one 32-bit load of two bf16)
+ROWS_A_BLOCK = 64  # query rows one attention block holds (one wgmma M tile): a KV head's group
+
+
+def values_in_place_problems(place: int, pitch: int, row: str) -> list[str]:
+    """Why an attention cannot read its values in place at `place` of a wider `row`, `pitch`
+    values a row."""
+    found = []
+    if place % VALUE_PAIR:
+        found.append(f"the values' place {place} in {row} is odd")
+    if pitch % VALUE_PAIR:
+        found.append(f"the pitch {pitch} of {row} is odd")
+    return found

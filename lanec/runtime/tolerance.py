@@ -1,0 +1,54 @@
+"""How close a GPU result must come to the interpreter's, by stored dtype: the one table that
+`lanec run --check` and the GPU tests (tests/gpu/) judge by.
+
+A tolerance bounds every element: |got - want| <= rtol |want| + atol max|want|. `atol` is a share
+of the reference's largest magnitude, so a bound reads the same at any scale; integers must
+match exactly.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from lanec.runtime import dtypes
+
+
+class Tolerance(NamedTuple):
+    rtol: float
+    atol: float
+
+    def excess(self, got, want) -> np.ndarray:
+        """How far each |got - want| lies beyond the bound (<= 0 within it; NaN where either is
+        NaN, which the caller judges)."""
+        got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        scale = float(np.nanmax(np.abs(want))) if want.size and not np.isnan(want).all() else 0.0
+        return np.abs(got - want) - (self.rtol * np.abs(want) + self.atol * scale)
+
+    def __str__(self) -> str:
+        return f"{self.atol:.1e}" if not self.rtol else f"{self.rtol:.1e}|x|+{self.atol:.1e}"
+
+
+EXACT = Tolerance(0.0, 0.0)
+_INTEGERS = {name: EXACT for name in dtypes.DTYPES if name not in dtypes.FLOATS}
+
+# One kernel against the fp32 interpreter on the same inputs: a bf16 output carries one rounding
+# (half an ulp, 2^-9) plus fp32 sums in another order; fp32 only the order.
+KERNEL = {"bfloat16": Tolerance(2.0**-7, 2.0**-10), "float32": Tolerance(1e-5, 1e-6), **_INTEGERS}
+
+# A whole step against the interpreter with the same bf16 stores (`lanec run --check`): two
+# correct computations round different sums across every layer, so each output is held to a share
+# of its largest magnitude.
+STEP = {"bfloat16": Tolerance(0.0, 2e-2), "float16": Tolerance(0.0, 5e-3), "float32": Tolerance(0.0, 1e-3),
+        **_INTEGERS}
+
+
+def state(dtype: str) -> Tolerance:
+    """A state's tolerance after a step: a state integrates the step's bf16-stored activations;
+    two correct computations of those activations differ by bf16 rounding flips (different
+    summation orders), which reach a few 1e-3 of a recurrent state's scale within a layer or two
+    (3.1e-3 measured over two KDA layers with fp32 against fp64 products), so a state is held to
+    its inputs' bf16 tolerance."""
+    own, bf16 = STEP[dtypes.canonical(dtype)], STEP["bfloat16"]
+    return Tolerance(max(own.rtol, bf16.rtol), max(own.atol, bf16.atol))
