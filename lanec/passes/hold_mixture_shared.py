@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.kernels.unbuilt import mixture_problems
+from lanec.codegen.kernels.unbuilt import UNBUILT_MIXTURE, mixture_problems
 from lanec.dialects.form import AddOp, MixtureOp, ProductOp, SwigluOp
 from lanec.passes.decisions import describe
 from lanec.passes.rule import Judge, Rule, name_after, optional
@@ -28,7 +28,7 @@ class HoldMixtureShared(Judge):
         top_k = op.top_k.value.data
         failed = mixture_problems(top_k, shared=bool(op.shared), scatters=op.rows is not None)
         if not failed:
-            self.decide(op, True, f"shared expert in a block of {top_k + 1} warps, no scatter")
+            self.decide(op, True, f"shared expert in a block of {top_k + 1} warps, no scatter{UNBUILT_MIXTURE}")
             return
         if not op.shared:
             self.decide(op, False, "; ".join(failed))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.unbuilt import values_in_place_problems
+from lanec.codegen.kernels.unbuilt import UNBUILT_ATTENTION, values_in_place_problems
 from lanec.dialects.form import AttentionOp, LatentAttentionOp, ProductOp, shape
 from lanec.passes.parts import split
 from lanec.passes.rule import Judge, Rule, result_name, set_latent_path
@@ -41,7 +41,8 @@ class HoldAttentionValues(Judge):
         row = f"the row of {', '.join(result_name(p) for p in product.parts)}"
         failed = values_in_place_problems(place, pitch, row)
         if not failed:
-            self.decide(op, True, f"values {result_name(op.v)} read in place at {place}, pitch {pitch}: both even")
+            self.decide(op, True, f"values {result_name(op.v)} read in place at {place}, pitch {pitch}: "
+                                  f"both even{UNBUILT_ATTENTION}")
             return
         made, results = split(product, [[i for i in range(len(product.parts)) if i != index], [index]])
         self.split_back(op, f"values {result_name(op.v)} split out of the product in parts into a row of their "
@@ -58,7 +59,7 @@ class HoldLatentValues(Judge):
         failed = values_in_place_problems(latent.value_place, latent.pitch, "the cache row")
         if not failed:
             self.decide(op, True, f"values read in place at {latent.value_place}, pitch {latent.pitch}: "
-                                  "both even")
+                                  f"both even{UNBUILT_ATTENTION}")
             return
         self.decide(op, False, f"absorbed latent attention run expanded (cache rows of {latent.lora} + {latent.rope} "
                                "values): " + "; ".join(failed))

@@ -28,7 +28,7 @@ import pytest
 from conftest import shard  # tests/gpu/conftest.py: it validated LANEC_KDA_SHARD already
 
 from lanec.interp import ops
-from lanec.runtime import driver
+from lanec.runtime import driver, tolerance
 from lanec.runtime.artifact import load_artifact
 from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
 
@@ -37,8 +37,7 @@ CASES_FILE = OUT / "cases.json"
 LOWER_BOUND, SCALE, EPS, L2_EPS = -5.0, 128 ** -0.5, 1e-5, 1e-6
 STEPS = 2
 
-# (rtol, atol) by what is compared
-TOLERANCE = {"output": (2e-2, 2e-2), "state": (2e-3, 2e-4), "oracle_output": (5e-2, 5e-2)}
+TOLERANCE = tolerance.KDA  # (rtol, atol) by what is compared, numpy's meaning
 
 
 def _specs() -> list[dict]:

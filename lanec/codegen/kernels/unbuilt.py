@@ -19,6 +19,10 @@ from collections.abc import Sequence
 
 from lanec.codegen.kernels.facts import WARP
 
+# what a decision kept for a kernel not built yet adds, so `lanec explain` claims no launch
+UNBUILT_MIXTURE = " (for the mixture kernel, not built yet: no launch today)"
+UNBUILT_ATTENTION = " (for the attention kernels, not built yet: no launch today)"
+
 # ----------------------------------------------------------------------------------------------
 # gemm_tc: the wgmma GEMM for rows above a gemv launch's, products in parts and gated pairs
 
