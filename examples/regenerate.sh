@@ -9,5 +9,5 @@ lanec import kimi-linear-48b-a3b.config.json -o kimi-linear-small.mlir --layers 
 lanec import kimi-linear-48b-a3b.config.json -o kimi-linear-kda.mlir --layers 3 --kda-only --dense-mlp 9216 --batch 1
 # The same architecture at toy sizes, all four layers: fast on the CPU interpreter.
 lanec import kimi-linear-tiny.config.json -o kimi-linear-tiny.mlir
-# A dense Llama-style MLP stack (no attention): the first example for the kernels.
+# A dense Llama-style stack (paged GQA attention, SwiGLU MLP): the first example for the kernels.
 python -m lanec.models.dense -o dense-small.mlir --batch 1

@@ -1,6 +1,6 @@
 """The CUDA lane under its knobs: `LaneShim` (the knobs, and the lane's held-back rules,
 `heldback`), a latent attention as its launches read it (`Latent`), and when an attention's keys
-are cut into chunks (`chunks_apart`).
+are cut into chunks (`chunks_apart`) and into how many (`attention_splits`).
 
 The numbers the held-back rules compare against are not here: each kernel's limits live beside
 it (`lanec/codegen/kernels/facts.py`), and those of kernels not built yet in
@@ -212,8 +212,8 @@ class Latent:
 
 
 # ----------------------------------------------------------------------------------------------
-# Split-KV attention: the lane's named decision, for the attention kernel to come (not built yet;
-# its cost model returns with it, measured)
+# Split-KV attention: the lane's named decision (`chunks_apart`) and its split count
+# (`attention_splits`, a first heuristic: the cost model returns measured)
 
 
 def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
@@ -233,3 +233,33 @@ def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, sms: int
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
     return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) < sms
+
+
+# Chunks shorter than this leave a block too little to stream against its fixed cost (the query's
+# load, the partial's store and the combine's read): a first guess, to be measured (issue 10).
+MIN_CHUNK_KEYS = 256
+
+
+def attention_splits(batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> int:
+    """The chunks an attention's keys are cut into (the `attention` kernel's `splits`): the fewest
+    that fill the `sms` with the rows' head blocks, with no chunk shorter than MIN_CHUNK_KEYS of
+    the `context` (the cache positions a request may reach); one where `chunks_apart` says the
+    head blocks alone fill the chip. A first heuristic, to be measured (issue 10)."""
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    splits = max(1, min(ceil(sms / blocks), context // MIN_CHUNK_KEYS))
+    return splits if chunks_apart(splits, batch=batch, heads=heads, kv_heads=kv_heads, sms=sms) else 1
+
+
+def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> str:
+    """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    if blocks >= sms:
+        return f"{blocks} head blocks fill the {sms} SMs unsplit"
+    if splits == 1:
+        return (f"{blocks} head blocks on {sms} SMs, but {context} keys make no two chunks of "
+                f"{MIN_CHUNK_KEYS}")
+    chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
+    if blocks * splits >= sms:
+        return f"{chunked} fill the {sms} SMs (a first heuristic, to be measured)"
+    return (f"{chunked} on {sms} SMs: more chunks would be shorter than {MIN_CHUNK_KEYS} keys (a first "
+            "heuristic, to be measured)")

@@ -361,13 +361,22 @@ def test_dense_example():
     text = module_text(module)
     assert text == (EXAMPLES / "dense-small.mlir").read_text()
     n = counts(module)
-    assert n["form.product"] == 3 * 2 + 1 and n["form.swiglu"] == 2 and n["form.norm"] == 3
-    assert n["form.add"] == 2 and n["form.embed"] == n["form.argmax"] == 1
+    # a layer: q, k, v, o and the MLP's three products; two ropes, one attention over two kv caches
+    assert n["form.product"] == 7 * 2 + 1 and n["form.swiglu"] == 2 and n["form.norm"] == 5
+    assert n["form.rope"] == 4 and n["form.attention"] == 2 and n["form.state"] == 4
+    assert n["form.add"] == 4 and n["form.embed"] == n["form.argmax"] == 1
     w = weights(module)
-    assert w["model.layers.1.mlp.gate_proj.weight"] == (9216, 2304) and w["lm_head.weight"] == (32000, 2304)
-    assert inputs(dense_step(DenseShape(), batch=4))["tokens"] == (4,)
+    assert w["model.layers.1.mlp.gate_proj.weight"] == (8192, 2048) and w["lm_head.weight"] == (32000, 2048)
+    assert w["model.layers.0.self_attn.k_proj.weight"] == (512, 2048)
+    assert inputs(module) == {"tokens": (1,), "positions": (1,), "pages": (1, 128)}
+    spec = inputs(dense_step(DenseShape(), batch=4, tokens=3))
+    assert spec == {"tokens": (12,), "positions": (12,), "pages": (4, 128)}
     with pytest.raises(ValueError, match="--batch"):
         dense_step(DenseShape(), batch=0)
+    with pytest.raises(ValueError, match="--spec-tokens"):
+        dense_step(DenseShape(), tokens=0)
+    with pytest.raises(ValueError, match="--heads 6 do not share --kv-heads 4"):
+        dense_step(DenseShape(heads=6))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from lanec.codegen.kernels.facts import RowSchedule
 from lanec.codegen.kernels.gated_gemv import GatedGemv
 from lanec.codegen.kernels.gemv import Gemv
 from lanec.codegen.kernels.rmsnorm import RmsNorm
+from lanec.codegen.kernels.rope import Rope
 from lanec.runtime.artifact import ArtifactError, load_artifact
 
 KERNELS = {
@@ -29,6 +30,8 @@ KERNELS = {
     "elementwise_sigmoid": lambda: Elementwise("sigmoid", 64, 1000),
     "embed": lambda: Embed(3, 1000, 2304),
     "argmax_bf16": lambda: Argmax(3, 163840),
+    "rope_odd": lambda: Rope(3, 5, 64, 32, 1e4),
+    "rope_pitched": lambda: Rope(8, 8, 128, 64, 5e5, x_pitch=1536),
 }
 
 
@@ -125,8 +128,34 @@ def test_artifact_round_trip(cache, tmp_path):
     (lambda: Elementwise("tanh", 1, 2304), "elementwise op 'tanh'"),
     (lambda: Embed(1, 1000, 100), "multiple of 8"),
     (lambda: Argmax(1, 1000, "int8"), "bfloat16 or float32"),
+    (lambda: Rope(1, 4, 64, 33, 1e4), "rope rotary 33 must be even and 2..unit (64)"),
+    (lambda: Rope(1, 4, 64, 128, 1e4), "rotary 128 must be even and 2..unit (64)"),
+    (lambda: Rope(1, 4, 64, 64, 0.0), "theta 0.0 must be a positive finite base"),
+    (lambda: Rope(1, 4, 64, 64, 1e4, x_pitch=200), "x pitch 200: at least the row's 256 values"),
+    (lambda: Rope(1, 4, 64, 64, 1e4, out_pitch=260), "out pitch 260: at least the row's 256 values and a multiple"),
+    (lambda: Rope(0, 4, 64, 64, 1e4), "at least one row and one head"),
 ])
 def test_invalid_specializations_say_why(make, message):
     """Each kernel's limits are its spec's (facts.py): the message names the kernel and the limit."""
     with pytest.raises(ValueError, match=re.escape(message)):
         make()
+
+
+@pytest.mark.parametrize(("make", "per_vector", "grid", "threads"), [
+    (lambda: Rope(1, 32, 128, 128, 5e5), 8, (1, 1, 1), 256),  # a row's 32 heads, a pair of vectors a thread
+    (lambda: Rope(64, 8, 128, 64, 1e4), 8, (64, 1, 1), 32),
+    (lambda: Rope(3, 5, 64, 32, 1e4), 8, (3, 1, 1), 32),
+    (lambda: Rope(2, 64, 256, 256, 1e4), 8, (2, 4, 1), 256),  # 16 pairs a head: 16 heads a CTA, 4 CTAs a row
+    (lambda: Rope(2, 3, 80, 20, 1e4), 2, (2, 1, 1), 32),  # halves of 10 values: 4-byte vectors
+])
+def test_rope_reads_pairs_of_vectors_after_the_wait_without_local_memory(make, per_vector, grid, threads, cache):
+    kernel = make()
+    assert (kernel.per_vector, kernel.launch().grid, kernel.launch().block[0]) == (per_vector, grid, threads)
+    ptx = compile_kernel(kernel, cache_dir=cache).ptx
+    assert ".local" not in ptx, "local memory (a slow sin/cos path or a run-time register index)"
+    before, after = ptx.split("griddepcontrol.wait;")
+    assert "ld.global" not in before  # x and the positions are both predecessors' outputs
+    load = {8: "ld.global.v4.b32", 2: "ld.global.b32"}[per_vector]
+    assert load in after and "griddepcontrol.launch_dependents;" in after
+    # the angles' inverse frequencies in fp64; no approximate sin / cos
+    assert "cvt.rn.f32.f64" in after and "sin.approx" not in after and "cos.approx" not in after

@@ -1,5 +1,5 @@
-"""The lane under its knobs (LaneShim, its held-back rules), split-KV attention (chunks_apart, for
-the attention kernel to come), and Latent."""
+"""The lane under its knobs (LaneShim, its held-back rules), split-KV attention (chunks_apart and
+attention_splits), and Latent."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from lanec.codegen.kernels.facts import GEMV_ROWS
 from lanec.diagnostics import load_module
 from lanec.dialects.form import LatentAttentionOp
 from lanec.passes.table import HELD_BACK
-from lanec.shim import KnobError, LaneShim, Latent, chunks_apart, head_blocks
+from lanec.shim import (
+    MIN_CHUNK_KEYS,
+    KnobError,
+    LaneShim,
+    Latent,
+    attention_splits,
+    chunks_apart,
+    head_blocks,
+    splits_reason,
+)
 
 # -- LaneShim -----------------------------------------------------------------------------------
 
@@ -106,6 +115,22 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
     with pytest.raises(ValueError, match="do not share 3 KV heads"):
         chunks_apart(2, batch=1, heads=8, kv_heads=3)
 
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, context, splits", [
+    (1, 32, 8, 32768, 17),  # 8 blocks: 17 chunks make 136 blocks, the fewest that fill 132 SMs
+    (8, 16, 4, 2048, 5),  # 32 blocks x 5 = 160
+    (1, 16, 4, 2048, 8),  # 4 blocks would take 33 chunks; 2048 keys make 8 of 256
+    (1, 16, 4, 300, 1),  # no two chunks of 256 keys
+    (17, 32, 8, 32768, 1),  # 136 blocks fill the chip unsplit
+])
+def test_attention_splits_fill_the_chip_with_chunks_of_at_least_256_keys(batch, heads, kv_heads, context, splits):
+    assert attention_splits(batch, heads, kv_heads, context) == splits
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    assert splits == 1 or context // splits >= MIN_CHUNK_KEYS
+    assert splits == 1 or blocks * (splits - 1) < 132  # one chunk fewer would leave SMs idle, or be too short
+    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+    assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
 
 # -- Latent -------------------------------------------------------------------------------------
 

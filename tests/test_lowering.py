@@ -91,3 +91,141 @@ def test_the_whole_kimi_example_names_every_op_without_a_kernel(tmp_path):
     assert result.output.strip().splitlines()[-1].endswith(
         "error: no lane kernel for: form.latent_attention x1, form.mixture x3")
     assert not (tmp_path / "k.plan").exists()
+
+
+ROPE = """
+builtin.module {
+  form.step batch 3 tokens 1 {
+    %tokens = form.input {role = "tokens"} : tensor<3xi32>
+    %positions = form.input {role = "positions"} : tensor<3xi32>
+    %table = form.weight {name = "embed", format = "bf16"} : tensor<64x256xbf16>
+    %qw = form.weight {name = "q", format = "bf16"} : tensor<320x256xbf16>
+    %kw = form.weight {name = "k", format = "bf16"} : tensor<128x256xbf16>
+    %h = form.embed %tokens, %table : (tensor<3xi32>, tensor<64x256xbf16>) -> tensor<3x256xbf16>
+    %q = form.product %h, %qw : (tensor<3x256xbf16>, tensor<320x256xbf16>) -> tensor<3x320xbf16>
+    %k = form.product %h, %kw : (tensor<3x256xbf16>, tensor<128x256xbf16>) -> tensor<3x128xbf16>
+    %qr = form.rope %q, %positions {heads = 5 : i64, rotary = 32 : i64, theta = 5.000000e+05 : f64} : (tensor<3x320xbf16>, tensor<3xi32>) -> tensor<3x320xbf16>
+    %kr = form.rope %k, %positions {heads = 2 : i64, rotary = 64 : i64, theta = 1.000000e+04 : f64} : (tensor<3x128xbf16>, tensor<3xi32>) -> tensor<3x128xbf16>
+    form.return %qr, %kr : tensor<3x320xbf16>, tensor<3x128xbf16>
+  }
+}
+"""
+
+
+def test_a_rope_is_one_launch_reading_its_product_part_in_place(tmp_path):
+    source = tmp_path / "rope.mlir"
+    source.write_text(ROPE)
+    found = launches(source)
+    ropes = [op for op in found if op.kernel.data == "rope"]
+    assert [spec_of(op) for op in ropes] == [
+        # q and k are parts of one product in parts (320 + 128 values a row), read in place
+        {"rows": 3, "heads": 5, "unit": 64, "rotary": 32, "theta": 5e5, "x_pitch": 448},
+        {"rows": 3, "heads": 2, "unit": 64, "rotary": 64, "theta": 1e4, "x_pitch": 448},
+    ]
+    for op in ropes:
+        assert tuple(op.grid.get_values()) == (3, 1, 1) and bool(op.pdl.value.data)
+
+
+# -- attention ---------------------------------------------------------------------------------
+
+def dense_launches(tmp_path: Path, name: str, **options):
+    from lanec.models.builder import module_text
+    from lanec.models.dense import DenseShape, dense_step
+
+    source = tmp_path / f"{name}.mlir"
+    source.write_text(module_text(dense_step(DenseShape(**options.pop("shape", {})), **options)))
+    return launches(source)
+
+
+def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
+    found = launches(ROOT / "examples" / "dense-small.mlir")
+    kinds = [op.kernel.data for op in found]
+    # norm, q k v as one GEMV in parts, rope on q and k, attention in 8 chunks and their combine, o_proj
+    first = kinds.index("attention")
+    assert kinds[first - 4: first + 3] == ["rmsnorm", "gemv", "rope", "rope", "attention", "attention_combine", "gemv"]
+    assert kinds.count("attention") == kinds.count("attention_combine") == 2
+    spec = spec_of(found[first])
+    # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from rope's rows
+    assert spec["v_pitch"] == 3072 and "q_pitch" not in spec and "k_pitch" not in spec
+    assert (spec["batch"], spec["tokens"], spec["heads"], spec["kv_heads"], spec["head"]) == (1, 1, 16, 4, 128)
+    assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 8)
+    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 8}
+
+
+@pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 1), (8, 4, 5)])
+def test_attention_splits_where_its_head_blocks_leave_the_chip_idle(tmp_path, batch, tokens, splits):
+    found = dense_launches(tmp_path, "dense", batch=batch, tokens=tokens, shape={"layers": 1})
+    kinds = [op.kernel.data for op in found]
+    (attention,) = [op for op in found if op.kernel.data == "attention"]
+    assert spec_of(attention)["splits"] == splits and spec_of(attention)["tokens"] == tokens
+    assert kinds.count("attention_combine") == (splits > 1)
+
+
+@pytest.mark.parametrize("shape, fact", [
+    ({"head": 96, "heads": 4, "kv_heads": 2, "hidden": 384}, "attention head size 96: one of 64, 128, 256"),
+    ({"page_size": 8}, "attention page size 8: one of 16, 32, 64"),
+])
+def test_attention_facts_are_named_in_one_line(tmp_path, shape, fact):
+    from lanec.codegen.lower import LoweringError
+
+    with pytest.raises(LoweringError, match=fact) as caught:
+        dense_launches(tmp_path, "bad", shape={"layers": 1, **shape})
+    assert "\n" not in str(caught.value)
+
+
+VALUES_OF_64 = """
+builtin.module {
+  form.step batch 1 tokens 1 {
+    %tokens = form.input {role = "tokens"} : tensor<1xi32>
+    %positions = form.input {role = "positions"} : tensor<1xi32>
+    %pages = form.input {role = "pages"} : tensor<1x4xi32>
+    %tq = form.weight {name = "q", format = "bf16"} : tensor<64x256xbf16>
+    %tk = form.weight {name = "k", format = "bf16"} : tensor<64x128xbf16>
+    %tv = form.weight {name = "v", format = "bf16"} : tensor<64x64xbf16>
+    %kc = form.state {name = "key_cache", kind = "kv"} : tensor<4x16x1x128xbf16>
+    %vc = form.state {name = "value_cache", kind = "kv"} : tensor<4x16x1x64xbf16>
+    %q = form.embed %tokens, %tq : (tensor<1xi32>, tensor<64x256xbf16>) -> tensor<1x256xbf16>
+    %k = form.embed %tokens, %tk : (tensor<1xi32>, tensor<64x128xbf16>) -> tensor<1x128xbf16>
+    %v = form.embed %tokens, %tv : (tensor<1xi32>, tensor<64x64xbf16>) -> tensor<1x64xbf16>
+    %o = form.attention %q, %k, %v, %kc, %vc, %pages, %positions {heads = 2 : i64, kv_heads = 1 : i64, scale = 0.125 : f64} : (tensor<1x256xbf16>, tensor<1x128xbf16>, tensor<1x64xbf16>, tensor<4x16x1x128xbf16>, tensor<4x16x1x64xbf16>, tensor<1x4xi32>, tensor<1xi32>) -> tensor<1x128xbf16>
+    form.return %o : tensor<1x128xbf16>
+  }
+}
+"""
+
+
+def test_attention_values_of_another_head_size_are_named(tmp_path):
+    from lanec.codegen.lower import LoweringError
+
+    source = tmp_path / "values.mlir"
+    source.write_text(VALUES_OF_64)  # a form the op allows (values of 64 a head, keys of 128) and the kernel not
+    with pytest.raises(LoweringError, match="values of 64 a head beside keys of 128"):
+        launches(source)
+
+
+def test_a_plain_attention_form_compiles_to_a_plan(tmp_path):
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.models.builder import module_text
+    from lanec.models.dense import DenseShape, dense_step
+
+    source = tmp_path / "attention.mlir"
+    shape = DenseShape(hidden=256, width=256, vocab=64, layers=1, heads=2, kv_heads=1, head=128, context_pages=4)
+    source.write_text(module_text(dense_step(shape, batch=2)))
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "a.plan")])
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["show", str(tmp_path / "a.plan")])
+    assert shown.exit_code == 0, shown.output
+    assert "attention" in shown.output and "model.layers.0.key_cache" in shown.output
+
+
+def test_explain_shows_each_attentions_split_count_and_why():
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    result = CliRunner().invoke(main, ["explain", str(ROOT / "examples" / "dense-small.mlir")])
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip().startswith("attention ")]
+    assert "x2" in line and "splits 8: 4 head blocks x 8 chunks of 256 keys on 132 SMs" in line

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from lanec.cli import main
-from lanec.interp.program import Input, Program, Step, Weight
+from lanec.interp.program import Input, Program, State, Step, Weight
 from lanec.runtime import dtypes, weights
 from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
-from lanec.runtime.runner import Options, RunError, load, validate_slots
+from lanec.runtime.runner import Options, RunError, interpret, load, validate_pages, validate_slots
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -189,6 +189,38 @@ def test_slots_speculative():
     validate_slots(padding, tokens=3, accepted=np.array([1, 2]))
 
 
+# -- page tables and positions -----------------------------------------------------------------
+
+PAGES = np.array([[3, 0, -1], [1, 2, -1]], np.int32)  # request 0 holds pages 3, 0; request 1 pages 1, 2
+
+
+def pages_error(pages, positions, tokens=2, page_size=4, cache_pages=4) -> str:
+    with pytest.raises(RunError) as caught:
+        validate_pages(np.asarray(pages), np.asarray(positions), tokens, page_size, cache_pages)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_pages_and_positions_that_the_kernels_can_read():
+    validate_pages(PAGES, np.array([6, 7, 0, 1], np.int32), tokens=2, page_size=4, cache_pages=4)
+    validate_pages(PAGES, np.array([3, 4], np.int32), tokens=1, page_size=4, cache_pages=4)
+
+
+def test_pages_and_positions_that_the_runtime_refuses():
+    assert "request 1 reaches position 8 but holds no page in column 2 (positions 8..11)" in \
+        pages_error(PAGES, [0, 1, 7, 8])
+    assert "page column 3; the page table has 3 columns" in pages_error(PAGES, [0, 1, 12, 13])
+    assert "request 0 uses page 4; the cache holds pages 0..3" in pages_error([[4, 0, -1], [1, 2, -1]], [0, 1, 2, 3])
+    shared = [[3, 0, -1], [3, 2, -1]]  # both requests hold page 3 and write its rows 1 and 2
+    assert "requests 0 and 1 both write row 2 of page 3" in pages_error(shared, [1, 2, 2, 3])
+    validate_pages(np.array(shared, np.int32), np.array([4, 5, 6, 7], np.int32), 2, 4, 4)  # page 3 only read
+    assert "request 1 holds positions [5, 7]: a request's rows are consecutive" in pages_error(PAGES, [0, 1, 5, 7])
+    assert "request 0 starts at position -1" in pages_error(PAGES, [-1, 0, 1, 2])
+    assert "need [4]" in pages_error(PAGES, [0, 1, 2])
+    assert "holds float64" in pages_error(PAGES, np.array([0.0, 1.0, 2.0, 3.0]))
+
+
 # -- running a plan ----------------------------------------------------------------------------
 
 def embed_program() -> Program:
@@ -233,6 +265,44 @@ def test_run_interpret(tmp_path):
     result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin"), "--interpret", "--steps", "2"])
     assert result.exit_code == 0, result.output
     assert "output 0: float32 [4, 32]" in result.output and "interpreted 2 steps" in result.output
+
+
+def attention_plan(path, batch: int, tokens: int) -> None:
+    """An embedding as the queries, two products as the keys and values, attention over paged
+    caches of 4 pages a request of 4 positions each (a plan to interpret: no launches)."""
+    rows, cache = batch * tokens, [batch * 4, 4, 1, 8]
+    program = Program(
+        batch=batch, tokens=tokens,
+        inputs=[Input(0, "tokens", [rows], "i32"), Input(1, "positions", [rows], "i32"),
+                Input(2, "pages", [batch, 4], "i32")],
+        weights=[Weight(3, "embed", "bf16", [VOCAB, 16], "bf16"), Weight(4, "w.k", "bf16", [8, 16], "bf16"),
+                 Weight(5, "w.v", "bf16", [8, 16], "bf16")],
+        states=[State(6, "key_cache", "kv", cache, "bf16"), State(7, "value_cache", "kv", cache, "bf16")],
+        steps=[Step("embed", {"tokens": 0, "table": 3}, [8]), Step("product", {"x": 8, "w": [4, 5]}, [9, 10]),
+               Step("attention", {"q": 8, "k": 9, "v": 10, "k_cache": 6, "v_cache": 7, "pages": 2, "positions": 1},
+                    [11], {"heads": 2, "kv_heads": 1, "scale": 0.35})],
+        outputs=[11],
+    )
+    plan = Plan(program=program.to_json(), form="// the form text\n")
+    shapes = {"embed": (VOCAB, 16), "w.k": (8, 16), "w.v": (8, 16)}
+    plan.buffers = [Buffer(name, shape, "bfloat16", "weight") for name, shape in shapes.items()]
+    plan.weights = [WeightBinding(name, (Source(name, shape, scale=1.0),)) for name, shape in shapes.items()]
+    plan.write(path)
+
+
+@pytest.mark.parametrize("batch, tokens", [(3, 1), (2, 3)])
+def test_interpret_moves_positions_on_step_by_step(tmp_path, batch, tokens):
+    attention_plan(tmp_path / "plan.bin", batch, tokens)
+    options = Options(steps=3, interpret=True, seed=5)
+    _, program, env, _ = load(tmp_path / "plan.bin", options)
+    first, pages, before = env.inputs["positions"].copy(), env.inputs["pages"], env.states["key_cache"].copy()
+    assert first.max() + 2 * tokens < 16  # room left in the request's 4 pages of 4 for the steps to come
+    assert interpret(program, env, options, lambda line: None) == 0
+    np.testing.assert_array_equal(env.inputs["positions"], first + 2 * tokens)
+    written = {(int(pages[row // tokens, p // 4]), int(p % 4)) for row, start in enumerate(first)
+               for p in range(start, start + 3 * tokens, tokens)}
+    changed = {(int(page), int(at)) for page, at in zip(*np.nonzero((env.states["key_cache"] != before).any(axis=(2, 3))))}
+    assert changed == written  # each step's rows, and nothing else
 
 
 def test_run_without_a_gpu_is_one_line(tmp_path):

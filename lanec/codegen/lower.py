@@ -20,6 +20,7 @@ from functools import singledispatchmethod
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float32Type,
     IntegerType,
     MemRefType,
     ModuleOp,
@@ -31,11 +32,12 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec.codegen.kernels import make_kernel
-from lanec.codegen.kernels.facts import GEMV_ROWS
+from lanec.codegen.kernels.facts import GEMV_ROWS, AttentionSpec
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
 from lanec.runtime import dtypes
+from lanec.shim import attention_splits, splits_reason
 
 # A product in parts gives each part a place of whole 16-byte vectors of bf16 in the merged row, so
 # every part starts aligned for a later kernel that reads it in place (a vector load), whatever
@@ -89,12 +91,12 @@ ELEMENTWISE = {form.AddOp: "add", form.MulOp: "mul", form.SwigluOp: "swiglu", fo
                form.SigmoidOp: "sigmoid"}
 
 
-def pitch_of(x: Window) -> dict:
-    """The `x_pitch` of a kernel reading rows of `x` in place from a wider row, if they are."""
+def pitch_of(x: Window, name: str = "x") -> dict:
+    """The `x_pitch` (`{name}_pitch`) of a kernel reading rows of `x` in place from a wider row, if they are."""
     if len(x.shape) == 2 and x.strides != row_major(x.shape):
         if x.strides[1] != 1:
             raise LoweringError(f"rows of {list(x.shape)} at strides {list(x.strides)}: values must be adjacent")
-        return {"x_pitch": x.strides[0]}
+        return {f"{name}_pitch": x.strides[0]}
     return {}
 
 
@@ -370,6 +372,17 @@ class Lowering:
         self.windows[op.result] = out
 
     @lower.register
+    def lower_rope(self, op: form.RopeOp) -> None:
+        rows, width = form.shape(op.x)
+        heads = op.heads.value.data
+        x = self.window(op.x)  # maybe a part of a product in parts, read in place
+        out = self.activation("rope", (rows, width))
+        spec = {"rows": rows, "heads": heads, "unit": width // heads, "rotary": op.rotary.value.data,
+                "theta": op.theta.value.data, **pitch_of(x)}
+        self.launch("rope", spec, [x, self.window(op.positions), out])
+        self.windows[op.result] = out
+
+    @lower.register
     def lower_kda(self, op: form.KdaOp) -> None:
         heads = op.heads.value.data
         rows, dim = form.shape(op.q)
@@ -411,6 +424,48 @@ class Lowering:
             assert op.accepted is not None
             args.append(self.window(op.accepted))
         self.launch("kda_split", spec, args)
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_attention(self, op: form.AttentionOp) -> None:
+        heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
+        rows, width = form.shape(op.q)
+        head, value_head = width // heads, form.shape(op.v)[1] // kv_heads
+        if value_head != head:
+            raise LoweringError(f"attention: values of {value_head} a head beside keys of {head}: the attention "
+                                "kernel reads one head size for both")
+        for name, cache in (("key", op.k_cache), ("value", op.v_cache)):
+            if not isinstance(form.element(cache), BFloat16Type):
+                raise LoweringError(f"attention: the {name} cache holds {form.element(cache)}; the attention kernel "
+                                    "keeps a bf16 cache")
+        cache_pages, page_size = form.shape(op.k_cache)[:2]
+        batch, max_pages = form.shape(op.pages)
+        tokens = self.step.tokens.value.data
+        q, k, v = (self.window(x) for x in (op.q, op.k, op.v))
+        spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "kv_heads": kv_heads, "head": head,
+                      "page_size": page_size, "max_pages": max_pages, "cache_pages": cache_pages}
+        for name, window in (("q", q), ("k", k), ("v", v)):
+            spec.update(pitch_of(window, name))
+        # the split count is the lane's decision from the cache capacity a request may reach; the
+        # shape, the count and why go to the tunings `lanec explain` prints
+        context = max_pages * page_size
+        splits = attention_splits(batch, heads, kv_heads, context)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+        self.tunings.append(("attention", {"batch": batch, "tokens": tokens, "heads": heads, "kv_heads": kv_heads,
+                                           "head": head, "context": context}, {"splits": splits, "why": why}))
+        AttentionSpec(**spec, splits=splits).check()  # the kernel's facts, named before any kernel is built
+        out = self.activation("attention", (rows, heads * head))
+        args = [q, k, v, self.window(op.positions), self.window(op.pages), self.window(op.k_cache),
+                self.window(op.v_cache)]
+        spec.update(splits=splits, scale=op.scale.value.data)
+        if splits == 1:
+            self.launch("attention", spec, [*args, out])
+        else:  # each chunk's partial softmax result and log-sum-exp, merged by the combine
+            partial = self.activation("attention.partial", (splits, rows, heads, head), Float32Type())
+            lse = self.activation("attention.lse", (splits, rows, heads), Float32Type())
+            self.launch("attention", spec, [*args, partial, lse])
+            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": head, "splits": splits},
+                        [partial, lse, out])
         self.windows[op.result] = out
 
 

@@ -52,7 +52,9 @@ class Tuning:
     def line(self) -> str:
         from lanec.runtime.plan import spec_text
 
-        if not self.overrides:
+        if "why" in self.overrides:  # a decision the lowering makes itself (an attention's split count)
+            chosen = f"splits {self.overrides['splits']}: {self.overrides['why']}"
+        elif not self.overrides:
             chosen = "not in the table: the kernel's defaults"
         else:
             measured = f" ({self.us} us measured)" if self.us is not None else ""
@@ -74,7 +76,8 @@ def tunings(module, where: str) -> list[Tuning]:
         name = f"{kernel} {sorted(shape.items())}"
         known = merged.get(name)
         count = 1 if known is None else known.launches + 1
-        merged[name] = Tuning(kernel, shape, count, overrides, measured_us(kernel, shape) if overrides else None)
+        us = measured_us(kernel, shape) if overrides and "why" not in overrides else None
+        merged[name] = Tuning(kernel, shape, count, overrides, us)
     return list(merged.values())
 
 

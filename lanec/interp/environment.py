@@ -91,10 +91,11 @@ def state_values(rng: np.random.Generator, kind: str, shape: list[int]) -> np.nd
 
 
 def random_environment(program: Program, seed: int, padding: float = 0.25,
-                       weights: dict[str, np.ndarray] | None = None) -> Environment:
+                       weights: dict[str, np.ndarray] | None = None, steps: int = 1) -> Environment:
     """Fresh random inputs, weights and states for `program` (see the module's docstring);
     each request is padding with probability `padding` (at least one stays active). `weights`,
-    where given (a plan's sources), are taken as they are instead of drawn."""
+    where given (a plan's sources), are taken as they are instead of drawn. The positions leave
+    room in the pages for `steps` decode steps, each moving a request on by its tokens."""
     if not 0 <= padding < 1:
         fail(f"padding probability {padding}: between 0 and 1 (at least one request stays active)")
     rng = np.random.default_rng(seed)
@@ -129,15 +130,15 @@ def random_environment(program: Program, seed: int, padding: float = 0.25,
         cache_pages = min((s.shape[0] for s in caches), default=batch * columns)
         per = min(columns, cache_pages // batch)
         reach = per * page_size
-        if reach < tokens:
-            fail(f"the caches' {cache_pages} pages of {page_size} cannot hold {batch} requests "
-                 f"of {tokens} tokens")
+        if reach < steps * tokens:
+            fail(f"the caches' {cache_pages} pages of {page_size} cannot hold {batch} requests of {tokens} "
+                 "tokens" + (f" for {steps} steps" if steps > 1 else ""))
         order = rng.permutation(cache_pages)
         pages = np.full((batch, columns), -1, np.int64)
         pages[:, :per] = order[: batch * per].reshape(batch, per)
         inputs["pages"] = pages.astype(np.int32)
     if "positions" in shapes:
-        start = rng.integers(0, reach - tokens + 1, batch)
+        start = rng.integers(0, reach - steps * tokens + 1, batch)
         inputs["positions"] = (start[:, None] + np.arange(tokens)).reshape(-1).astype(np.int32)
     if "tokens" in shapes:
         tables = [w for w in program.weights if (("embed", "table") in uses[w.value])]

@@ -166,7 +166,10 @@ def rope(x, positions, heads: int, rotary: int, theta: float) -> np.ndarray:
     if rotary < 2 or rotary % 2 or rotary > xh.shape[2]:
         fail(f"rope: rotary {rotary} must be even and at most the head size {xh.shape[2]}")
     half = rotary // 2
-    inv_freq = F32(1) / (F32(theta) ** (np.arange(0, rotary, 2, dtype=F32) / F32(rotary)))
+    # theta^(2i/rotary) correctly rounded to fp32 (through fp64): numpy's vectorised fp32 power
+    # differs by an ulp between CPUs, which moves an angle at position 32k by 3e-3
+    exponent = np.arange(0, rotary, 2, dtype=F32) / F32(rotary)
+    inv_freq = F32(1) / (np.float64(F32(theta)) ** exponent.astype(np.float64)).astype(F32)
     angle = f32(positions)[:, None] * inv_freq[None, :]  # [rows, half]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
     y = xh.copy()

@@ -42,7 +42,7 @@ class HoldAttentionValues(Judge):
         failed = values_in_place_problems(place, pitch, row)
         if not failed:
             self.decide(op, True, f"values {result_name(op.v)} read in place at {place}, pitch {pitch}: "
-                                  f"both even{UNBUILT_ATTENTION}")
+                                  "both even")
             return
         made, results = split(product, [[i for i in range(len(product.parts)) if i != index], [index]])
         self.split_back(op, f"values {result_name(op.v)} split out of the product in parts into a row of their "

@@ -1,7 +1,8 @@
 """Run a plan: load it, make its buffers (weights through their transforms, states and inputs from
 one seeded environment), launch the step with PDL and clusters, capture it into a CUDA graph, run
 N steps and time them; or `--check` one step against the interpreter, or `--interpret` the plan's
-program on the CPU alone.
+program on the CPU alone. The step's slot table, page table and positions are validated before
+anything is uploaded (`validate_inputs`: one-line errors, nothing written).
 
 The interpreter (`lanec.interp`, numpy only) is imported where a program runs; the GPU path
 needs nothing but numpy and cuda.bindings."""
@@ -23,6 +24,7 @@ from lanec.runtime.tolerance import Tolerance
 from lanec.runtime.weights import WeightError
 
 SLOT_STATES = ("conv", "recurrent")
+CACHE_STATES = ("kv", "latent")
 
 
 class RunError(ValueError):
@@ -88,6 +90,59 @@ def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None =
             owner[slot] = request
 
 
+def validate_pages(pages: np.ndarray, positions: np.ndarray, tokens: int, page_size: int, cache_pages: int) -> None:
+    """A page table and positions as the attention kernels read them (docs/semantics.md): request
+    b's rows b * tokens .. hold consecutive positions from 0 up; position p lies in page
+    pages[b, p // page_size] at row p % page_size; every page a request reaches (columns 0 up to
+    its last position's) is one of the cache's 0..cache_pages - 1 (a negative entry: a page the
+    request does not hold); no two requests write one page row."""
+    pages, positions = np.asarray(pages), np.asarray(positions)
+    for name, values in (("page table", pages), ("positions", positions)):
+        if not np.issubdtype(values.dtype, np.integer):
+            raise RunError(f"the {name} holds {values.dtype}; it holds integers")
+    if pages.ndim != 2:
+        raise RunError(f"the page table is {list(pages.shape)}: [batch, pages]")
+    batch = pages.shape[0]
+    if positions.shape != (batch * tokens,):
+        raise RunError(f"the positions are {list(positions.shape)}; {batch} requests of {tokens} tokens need "
+                       f"[{batch * tokens}]")
+    table = positions.astype(np.int64).reshape(batch, tokens)
+    pages = pages.astype(np.int64)
+    owner: dict[tuple[int, int], int] = {}
+    for b, row in enumerate(table):
+        if row[0] < 0:
+            raise RunError(f"request {b} starts at position {row[0]}: positions start at 0")
+        if (np.diff(row) != 1).any():
+            raise RunError(f"request {b} holds positions {row.tolist()}: a request's rows are consecutive")
+        column = row[-1] // page_size
+        if column >= pages.shape[1]:
+            raise RunError(f"request {b} reaches position {row[-1]}, page column {column}; the page table has "
+                           f"{pages.shape[1]} columns")
+        held = pages[b, : column + 1]
+        if (held < 0).any():
+            first = int(np.flatnonzero(held < 0)[0])
+            raise RunError(f"request {b} reaches position {row[-1]} but holds no page in column {first} "
+                           f"(positions {first * page_size}..{(first + 1) * page_size - 1})")
+        if (held >= cache_pages).any():
+            raise RunError(f"request {b} uses page {held[held >= cache_pages][0]}; the cache holds pages "
+                           f"0..{cache_pages - 1}")
+        for p in row:
+            place = (int(pages[b, p // page_size]), int(p % page_size))
+            if owner.setdefault(place, b) != b:
+                raise RunError(f"requests {owner[place]} and {b} both write row {place[1]} of page {place[0]}: "
+                               "a page row is one request's")
+
+
+def validate_inputs(program, inputs: dict[str, np.ndarray]) -> None:
+    """The step's slot table, page table and positions, before anything is written to the GPU."""
+    if "slots" in inputs:
+        capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
+        validate_slots(inputs["slots"], program.tokens, inputs.get("accepted"), capacity)
+    if "pages" in inputs:
+        for cache_pages, page_size in sorted({tuple(s.shape[:2]) for s in program.states if s.kind in CACHE_STATES}):
+            validate_pages(inputs["pages"], inputs["positions"], program.tokens, page_size, cache_pages)
+
+
 def load(path: str | Path, options: Options):
     """The plan, its interpreter program, and the step's environment: seeded inputs and states,
     and the weight sources (checkpoint or seeded) the interpreter and the buffers share."""
@@ -106,10 +161,10 @@ def load(path: str | Path, options: Options):
         if list(sources[w.name].shape) != list(w.shape):
             raise PlanError(f"{path}: weight source {w.name!r} is {list(sources[w.name].shape)}; the program "
                             f"declares {list(w.shape)}")
-    env = random_environment(program, options.seed, weights=sources)
-    if "slots" in env.inputs:
-        capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
-        validate_slots(env.inputs["slots"], program.tokens, env.inputs.get("accepted"), capacity)
+    # the interpreter runs N decode steps, each request's positions moving on by its tokens: the
+    # pages must hold them all (the GPU replays one step, the same positions, N times)
+    env = random_environment(program, options.seed, weights=sources, steps=options.steps if options.interpret else 1)
+    validate_inputs(program, env.inputs)
     return plan, program, env, sources
 
 
@@ -296,9 +351,13 @@ def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]
 
 
 def interpret(program, env, options: Options, say: Callable[[str], None]) -> int:
-    """The plan's program on the CPU: N steps, the states carried from step to step."""
+    """The plan's program on the CPU: N decode steps, the states carried from step to step and
+    each request's positions moved on by its tokens (validated again before each step)."""
     started = time.perf_counter()
-    for _ in range(options.steps):
+    for step in range(options.steps):
+        if step and "positions" in env.inputs:
+            env.inputs["positions"] = env.inputs["positions"] + np.int32(program.tokens)
+            validate_inputs(program, env.inputs)
         outputs = program.run(env)
     elapsed = (time.perf_counter() - started) / options.steps
     for index, value in enumerate(outputs):

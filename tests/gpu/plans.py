@@ -1,6 +1,7 @@
-"""Whole plans for the GPU: shipped examples and imports of Kimi Linear (its config, or the config
-with another KDA head count) compiled here by `build()` into build/plans/, run there by
-tests/gpu/test_plans.py with `--check` (every output and state against the interpreter).
+"""Whole plans for the GPU: shipped examples, the dense example at other batches (and speculative
+tokens), and imports of Kimi Linear (its config, or the config with another KDA head count)
+compiled here by `build()` into build/plans/, run there by tests/gpu/test_plans.py with `--check`
+(every output and state against the interpreter; the dense plans' KV caches included).
 
     python tests/gpu/plans.py [NAME ...]      # here, before carrying build/ to the GPU machine
 """
@@ -43,9 +44,18 @@ def kimi_config(heads: int | None = None, **changes) -> dict:
     return config
 
 
+class Dense(NamedTuple):
+    """A plan's form: `python -m lanec.models.dense` with `arguments` (the dense example's shape)."""
+
+    arguments: list[str]
+
+
 # name -> how its form is made (None: a shipped form file)
-PLANS: dict[str, Kimi | None] = {
+PLANS: dict[str, Kimi | Dense | None] = {
     "dense-small": None,
+    "dense-small-b8": Dense(["--batch", "8"]),
+    "dense-small-b64": Dense(["--batch", "64"]),
+    "dense-small-spec4-b8": Dense(["--batch", "8", "--spec-tokens", "4"]),
     "kimi-kda-b1": Kimi([*KDA, "--batch", "1"]),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
@@ -65,16 +75,20 @@ def build(names: list[str] | None = None) -> list[Path]:
     OUT.mkdir(parents=True, exist_ok=True)
     built = []
     for name in names or list(PLANS):
-        kimi = PLANS[name]
-        if kimi is None:
+        made = PLANS[name]
+        if made is None:
             source = ROOT / "examples" / f"{name}.mlir"
+        elif isinstance(made, Dense):
+            source = OUT / f"{name}.mlir"
+            subprocess.run([sys.executable, "-m", "lanec.models.dense", *made.arguments, "-o", str(source)],
+                           check=True, cwd=ROOT)
         else:
             config = KIMI
-            if kimi.heads is not None:
-                config = OUT / f"kimi-linear-{kimi.heads}-heads.config.json"
-                config.write_text(json.dumps(kimi_config(kimi.heads), indent=1) + "\n")
+            if made.heads is not None:
+                config = OUT / f"kimi-linear-{made.heads}-heads.config.json"
+                config.write_text(json.dumps(kimi_config(made.heads), indent=1) + "\n")
             source = OUT / f"{name}.mlir"
-            lanec("import", str(config), *kimi.arguments, "-o", str(source))
+            lanec("import", str(config), *made.arguments, "-o", str(source))
         target = OUT / f"{name}.plan"
         lanec("compile", str(source), "-o", str(target))
         built.append(target)

@@ -54,6 +54,8 @@ REFERENCES = {
     "elementwise": _reference_elementwise,
     "embed": lambda spec, inputs: {"out": ops.embed(inputs["tokens"], inputs["table"])},
     "argmax": lambda spec, inputs: {"out": ops.argmax(inputs["x"])},
+    "rope": lambda spec, inputs: {"out": ops.rope(inputs["x"], inputs["positions"], spec["heads"], spec["rotary"],
+                                                 spec["theta"])},
 }
 
 
@@ -72,6 +74,9 @@ def _random_input(param, spec, rng) -> tuple[np.ndarray, np.ndarray]:
     if param.name == "tokens":
         tokens = rng.integers(0, spec["vocab"], size=param.shape, dtype=np.int32)
         return tokens, tokens
+    if param.name == "positions":  # spread over a long context: angles of tens of thousands of radians
+        positions = rng.integers(0, 32768, size=param.shape, dtype=np.int32)
+        return positions, positions
     if len(param.shape) == 2 and param.strides and param.strides[0] != param.shape[1]:
         # rows read in place from a wider row: the device holds the whole pitch, the kernel the part
         wide = rng.standard_normal((param.shape[0], param.strides[0]), dtype=np.float32)

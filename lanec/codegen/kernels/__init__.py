@@ -14,6 +14,9 @@ KERNELS = {
     "embed": "lanec.codegen.kernels.embed:Embed",
     "argmax": "lanec.codegen.kernels.argmax:Argmax",
     "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
+    "attention": "lanec.codegen.kernels.attention:Attention",
+    "attention_combine": "lanec.codegen.kernels.attention:AttentionCombine",
+    "rope": "lanec.codegen.kernels.rope:Rope",
 }
 
 

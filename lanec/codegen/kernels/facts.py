@@ -293,6 +293,36 @@ class EmbedSpec(Spec):
         return found + list(filter(None, [vector_width("width", self.width)]))
 
 
+@dataclass(frozen=True)
+class RopeSpec(Spec):
+    """A launch of rope: `rows` of `heads` x `unit` values, each head's first `rotary` turned
+    (rotate-half) at base `theta`; x rows `x_pitch` apart, out rows `out_pitch` apart."""
+
+    kernel: ClassVar[str] = "rope"
+    rows: int
+    heads: int
+    unit: int
+    rotary: int
+    theta: float = 10000.0
+    x_pitch: int | None = None
+    out_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.heads < 1:
+            found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
+        if self.rotary < 2 or self.rotary % 2 or self.rotary > self.unit:
+            found.append(f"rotary {self.rotary} must be even and 2..unit ({self.unit}): it turns pairs "
+                         "(i, i + rotary/2) of each head")
+        if not 0.0 < self.theta < float("inf"):
+            found.append(f"theta {self.theta} must be a positive finite base (angles pos * theta^(-2i/rotary))")
+        width = self.heads * self.unit
+        for what, pitch in (("x pitch", self.x_pitch), ("out pitch", self.out_pitch)):
+            if pitch is not None:
+                found += filter(None, [row_pitch(what, pitch, width)])
+        return found
+
+
 ARGMAX_DTYPES = ("bfloat16", "float32")
 
 
@@ -390,4 +420,100 @@ class KdaSplitSpec(Spec):
             found.append(f"with {self.tokens} tokens: staged state (early 2/3) holds one token's pass, gate mode 2 "
                          "projects one column and a cluster of 16 leaves 8 features a CTA (one MMA row group): "
                          "speculative steps need early <= 1, gate mode 0/1 and cluster <= 8")
+        return found
+
+
+# ----------------------------------------------------------------------------------------------
+# attention (GQA decode over a paged cache) and its split-KV combine
+
+ATTENTION_HEADS = (64, 128, 256)  # head sizes: whole 16-byte vectors, a PV accumulator of <= 64 floats a thread
+ATTENTION_PAGES = (16, 32, 64)  # cache page sizes (positions a page)
+ATTENTION_MAX_GROUP = 16  # query heads a KV head
+ATTENTION_MAX_TOKENS = 8  # speculative tokens a request
+
+
+@dataclass(frozen=True)
+class AttentionSchedule(Schedule):
+    """Attention's knob: the keys of one shared-memory `tile` (32 or 64; None: 64, or 32 at head 256,
+    where two buffers of 64 keys would not leave room for a second CTA)."""
+
+    tile: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tile is not None:
+            _choice("Attention", "tile", self.tile, (32, 64), "32 or 64 keys a shared-memory tile")
+
+
+@dataclass(frozen=True)
+class AttentionSpec(Spec):
+    """A launch of attention: `batch` requests of `tokens` rows, `heads` query heads sharing
+    `kv_heads` KV heads of `head` values (value size = key size), a cache of `cache_pages` pages of
+    `page_size` positions, a page table of `max_pages` columns, `splits` chunks of the keys, and
+    the q / k / v row pitches (parts of wider rows, read in place). Facts the kernel relies on
+    and the runtime guarantees: a request's rows hold consecutive positions p0..p0+tokens-1."""
+
+    kernel: ClassVar[str] = "attention"
+    batch: int
+    tokens: int
+    heads: int
+    kv_heads: int
+    head: int
+    page_size: int
+    max_pages: int | None = None
+    cache_pages: int | None = None
+    splits: int = 1
+    q_pitch: int | None = None
+    k_pitch: int | None = None
+    v_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.batch < 1:
+            found.append(f"needs at least one request; got batch {self.batch}")
+        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
+            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request (a decode step, or a speculative "
+                         f"verify); got {self.tokens}")
+        if self.kv_heads < 1 or self.heads < 1 or self.heads % self.kv_heads:
+            found.append(f"{self.heads} query heads do not share {self.kv_heads} KV heads evenly")
+        elif self.heads // self.kv_heads > ATTENTION_MAX_GROUP:
+            found.append(f"{self.heads // self.kv_heads} query heads a KV head: at most {ATTENTION_MAX_GROUP} "
+                         "(a CTA's query rows share every key it reads)")
+        if self.head not in ATTENTION_HEADS:
+            found.append(f"head size {self.head}: one of {', '.join(map(str, ATTENTION_HEADS))} (whole 16-byte "
+                         "vectors, a PV accumulator that fits a thread's registers)")
+        if self.page_size not in ATTENTION_PAGES:
+            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
+        if self.max_pages is not None and self.max_pages < 1:
+            found.append(f"page table needs at least one column; got {self.max_pages}")
+        if self.cache_pages is not None and self.cache_pages < 1:
+            found.append(f"cache needs at least one page; got {self.cache_pages}")
+        if self.splits < 1:
+            found.append(f"splits {self.splits}: at least one chunk of the keys")
+        for what, pitch, width in (("q pitch", self.q_pitch, self.heads * self.head),
+                                   ("k pitch", self.k_pitch, self.kv_heads * self.head),
+                                   ("v pitch", self.v_pitch, self.kv_heads * self.head)):
+            if pitch is not None:
+                found += filter(None, [row_pitch(what, pitch, width)])
+        return found
+
+
+@dataclass(frozen=True)
+class AttentionCombineSpec(Spec):
+    """A launch of attention_combine: `splits` partial results of `rows` x `heads` heads of `head`
+    values, merged by their log-sum-exps."""
+
+    kernel: ClassVar[str] = "attention_combine"
+    rows: int
+    heads: int
+    head: int
+    splits: int
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.heads < 1:
+            found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
+        if self.head not in ATTENTION_HEADS:
+            found.append(f"head size {self.head}: one of {', '.join(map(str, ATTENTION_HEADS))}")
+        if self.splits < 2:
+            found.append(f"splits {self.splits}: a combine merges at least 2 chunks (one chunk writes out itself)")
         return found

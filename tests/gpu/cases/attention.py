@@ -1,0 +1,39 @@
+"""attention specializations the GPU tests check (tests/gpu/test_attention.py): odd shapes (3
+requests of 3 tokens, 12 query heads over 4 KV heads) and round ones (Llama-3-8B's 32 / 8 x 128
+and its 8 / 2 tensor-parallel shard), every head size and page size, groups of 1, 4 and 16 query
+heads, query rows past one CTA's (16 heads x 8 tokens), one chunk and several (their partials
+merged by the attention_combine case of the same name), and q / k / v read in place from wider
+rows. Every case's page table reaches a few thousand positions; the test spreads the requests'
+contexts over it."""
+
+KERNEL = "attention"
+
+CASES = {
+    "b3_t3_h12_kv4_d128_p16": dict(batch=3, tokens=3, heads=12, kv_heads=4, head=128, page_size=16,
+                                   max_pages=192, cache_pages=600),
+    "b3_t3_h12_kv4_d128_p16_s4": dict(batch=3, tokens=3, heads=12, kv_heads=4, head=128, page_size=16,
+                                      max_pages=192, cache_pages=600, splits=4),
+    "b1_t1_h32_kv8_d128_p16_s8": dict(batch=1, tokens=1, heads=32, kv_heads=8, head=128, page_size=16,
+                                      max_pages=256, cache_pages=300, splits=8),
+    "b8_t1_h32_kv8_d128_p64": dict(batch=8, tokens=1, heads=32, kv_heads=8, head=128, page_size=64,
+                                   max_pages=48, cache_pages=400),
+    "b4_t4_h8_kv2_d128_p32_s3": dict(batch=4, tokens=4, heads=8, kv_heads=2, head=128, page_size=32,
+                                     max_pages=96, cache_pages=400, splits=3),
+    "b2_t4_h16_kv16_d64_p16_pitched": dict(batch=2, tokens=4, heads=16, kv_heads=16, head=64, page_size=16,
+                                           max_pages=128, cache_pages=300, q_pitch=3072, k_pitch=3072,
+                                           v_pitch=1032),
+    "b2_t1_h4_kv1_d256_p64_s2": dict(batch=2, tokens=1, heads=4, kv_heads=1, head=256, page_size=64,
+                                     max_pages=40, cache_pages=100, splits=2),
+    "b2_t8_h32_kv2_d128_p16_s2": dict(batch=2, tokens=8, heads=32, kv_heads=2, head=128, page_size=16,
+                                      max_pages=128, cache_pages=300, splits=2),
+    "b3_t2_h32_kv2_d256_p32": dict(batch=3, tokens=2, heads=32, kv_heads=2, head=256, page_size=32,
+                                   max_pages=64, cache_pages=250, scale=0.1),
+    "b5_t1_h8_kv8_d64_p64_s5": dict(batch=5, tokens=1, heads=8, kv_heads=8, head=64, page_size=64,
+                                    max_pages=40, cache_pages=256, splits=5),
+}
+
+
+def make(spec: dict):
+    from lanec.codegen.kernels.attention import Attention
+
+    return Attention(**spec)

@@ -1,0 +1,161 @@
+"""attention and attention_combine on the GPU against the interpreter (lanec.interp.ops.attention,
+fp32), cases from tests/gpu/cases/attention.py and attention_combine.py (built by
+tests/gpu/build.py). Every run draws fresh inputs and caches, spreads the requests' contexts over
+the page table (one as long as it reaches, one at position 0, the others anywhere), shuffles the
+pages they own (the table's other columns are -1: never read) and poisons the outputs. The caches
+must come back exactly as the interpreter writes them; a split case's partials are merged by the
+combine case of the same name and the result checked as `out`. The combine is also checked alone,
+on random partials where some chunks hold no keys."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lanec.interp import ops
+from lanec.runtime import driver
+from lanec.runtime.artifact import load_artifact
+from lanec.runtime.dtypes import from_bf16, to_bf16
+from lanec.runtime.tolerance import KERNEL
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE.parents[1] / "build" / "gpu"
+
+
+def _cases(kernel: str) -> dict:
+    spec = importlib.util.spec_from_file_location(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+ATTENTION, COMBINE = _cases("attention"), _cases("attention_combine")
+
+
+def attention_inputs(spec: dict, rng) -> dict:
+    """Fresh inputs of an attention case: bf16 values (q / k / v as wide as their pitch), each
+    request's consecutive positions, a shuffled page table and random caches."""
+    batch, tokens, heads, kv, d = (spec[k] for k in ("batch", "tokens", "heads", "kv_heads", "head"))
+    page_size, max_pages, cache_pages = spec["page_size"], spec["max_pages"], spec["cache_pages"]
+    rows = batch * tokens
+    reach = max_pages * page_size - tokens  # the last first position the table holds
+    first = rng.integers(0, reach + 1, size=batch)
+    first[0] = reach
+    if batch > 1:
+        first[1] = 0
+    owned = [-(-(p + tokens) // page_size) for p in first]
+    shuffled = rng.permutation(cache_pages)[: sum(owned)]
+    pages = np.full((batch, max_pages), -1, dtype=np.int32)
+    for b, count in enumerate(owned):
+        pages[b, :count] = shuffled[sum(owned[:b]): sum(owned[:b]) + count]
+    inputs = {}
+    for name, width, pitch in (("q", heads * d, spec.get("q_pitch")), ("k", kv * d, spec.get("k_pitch")),
+                               ("v", kv * d, spec.get("v_pitch"))):
+        inputs[name] = to_bf16(rng.standard_normal((rows, pitch or width), dtype=np.float32))
+    inputs["positions"] = (np.repeat(first, tokens) + np.tile(np.arange(tokens), batch)).astype(np.int32)
+    inputs["pages"] = pages
+    for name in ("k_cache", "v_cache"):
+        inputs[name] = to_bf16(rng.standard_normal((cache_pages, page_size, kv, d), dtype=np.float32))
+    return inputs
+
+
+def attention_reference(spec: dict, inputs: dict) -> dict:
+    """{out, k_cache, v_cache} as the interpreter computes and writes them."""
+    heads, kv, d = spec["heads"], spec["kv_heads"], spec["head"]
+    q, k, v = (from_bf16(inputs[name]) for name in ("q", "k", "v"))
+    caches = {name: from_bf16(inputs[name]) for name in ("k_cache", "v_cache")}
+    out = ops.attention(q[:, : heads * d], k[:, : kv * d], v[:, : kv * d], caches["k_cache"], caches["v_cache"],
+                        inputs["pages"], inputs["positions"], heads, kv, spec.get("scale", d ** -0.5),
+                        spec["tokens"])
+    return {"out": out, "k_cache": to_bf16(caches["k_cache"]), "v_cache": to_bf16(caches["v_cache"])}
+
+
+def combine_reference(partial: np.ndarray, lse: np.ndarray) -> np.ndarray:
+    top = lse.max(axis=0)
+    weight = np.exp(lse - top)  # exp(-inf) = 0: a chunk without keys adds nothing
+    merged = (weight[..., None] * partial).sum(axis=0) / weight.sum(axis=0)[..., None]
+    return merged.reshape(partial.shape[1], -1)
+
+
+def _check_close(what: str, got: np.ndarray, want: np.ndarray) -> None:
+    assert not np.isnan(got).any(), f"{what}: {int(np.isnan(got).sum())} of {got.size} never written"
+    excess = KERNEL["bfloat16"].excess(got, want)
+    worst = int(np.argmax(excess))
+    assert excess.flat[worst] <= 0, (f"{what}: {int((excess > 0).sum())} of {got.size} outside tolerance; worst at "
+                                     f"{np.unravel_index(worst, got.shape)}: got {got.flat[worst]}, "
+                                     f"want {want.flat[worst]}")
+
+
+class Launched:
+    """One built case: its buffers (inputs uploaded, outputs poisoned with 0xFF: NaN), launched."""
+
+    def __init__(self, kernel: str, case: str, spec: dict, inputs: dict, stream):
+        artifact = load_artifact(BUILD / kernel, case)
+        assert artifact.params and artifact.launch, f"{kernel}/{case}: no artifact; run tests/gpu/build.py"
+        self.params = {p.name: p for p in artifact.params}
+        self.buffers = {}
+        for param in artifact.params:
+            if param.name in inputs:
+                self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
+            else:
+                nbytes = int(np.prod(param.shape)) * np.dtype(np.uint16 if param.dtype == "bfloat16" else
+                                                              np.float32).itemsize
+                self.buffers[param.name] = driver.Buffer.empty(nbytes)
+                self.buffers[param.name].fill(0xFF)
+        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        driver.launch(function, artifact.launch, [self.buffers[p.name].ptr for p in artifact.params], stream)
+        stream.synchronize()
+
+    def read(self, name: str) -> np.ndarray:
+        param = self.params[name]
+        if param.dtype == "bfloat16":
+            return self.buffers[name].to_array(np.uint16, param.shape)
+        return self.buffers[name].to_array(np.dtype(param.dtype), param.shape)
+
+    def free(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.free()
+
+
+@pytest.mark.parametrize("case", sorted(ATTENTION))
+def test_attention_matches_interpreter(case, stream):
+    spec = ATTENTION[case]
+    inputs = attention_inputs(spec, np.random.default_rng())
+    expected = attention_reference(spec, inputs)
+    launched = Launched("attention", case, spec, inputs, stream)
+    merged = None
+    try:
+        for name in ("k_cache", "v_cache"):
+            differ = np.flatnonzero(launched.read(name).ravel() != expected[name].ravel())
+            assert differ.size == 0, f"{case} {name}: {differ.size} values differ from the interpreter's cache"
+        if spec.get("splits", 1) == 1:
+            _check_close(f"{case} out", from_bf16(launched.read("out")), expected["out"])
+            return
+        partial, lse = launched.read("partial"), launched.read("lse")
+        assert not np.isnan(partial).any() and not np.isnan(lse).any(), f"{case}: partial or lse not all written"
+        merged = Launched("attention_combine", case, COMBINE[case], {"partial": partial, "lse": lse}, stream)
+        _check_close(f"{case} combined out", from_bf16(merged.read("out")), expected["out"])
+    finally:
+        launched.free()
+        if merged is not None:
+            merged.free()
+
+
+@pytest.mark.parametrize("case", sorted(COMBINE))
+def test_combine_matches_reference(case, stream):
+    spec = COMBINE[case]
+    rng = np.random.default_rng()
+    splits, rows, heads, d = spec["splits"], spec["rows"], spec["heads"], spec["head"]
+    partial = rng.standard_normal((splits, rows, heads, d), dtype=np.float32)
+    lse = rng.uniform(-20.0, 20.0, size=(splits, rows, heads)).astype(np.float32)
+    empty = rng.random((splits, rows, heads)) < 0.3
+    empty[0] = False  # chunk 0 always holds position 0
+    lse[empty], partial[empty] = -np.inf, 0.0
+    launched = Launched("attention_combine", case, spec, {"partial": partial, "lse": lse}, stream)
+    try:
+        _check_close(f"{case} out", from_bf16(launched.read("out")), combine_reference(partial, lse))
+    finally:
+        launched.free()

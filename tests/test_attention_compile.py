@@ -1,0 +1,82 @@
+"""attention and attention_combine compile for sm_90a (CPU only): their PTX has the PDL pair, the
+cp.async pipeline and no local memory (a register indexed at run time would spill there); their
+launch and params follow the specialization; bad specializations raise one line naming the fact."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lanec.codegen.compile import compile_kernel, entry_signature
+from lanec.codegen.kernels import kernel_class
+from lanec.codegen.kernels.attention import Attention, AttentionCombine
+
+KERNELS = {
+    "h32_kv8_d128_p16": lambda: Attention(8, 1, 32, 8, 128, 16, 256, 2048),
+    "h8_kv2_d128_p64_t4_s4": lambda: Attention(2, 4, 8, 2, 128, 64, 64, 128, splits=4),
+    "h16_kv16_d64_p16_t4_pitched": lambda: Attention(2, 4, 16, 16, 64, 16, 64, 128, q_pitch=3072, k_pitch=3072,
+                                                     v_pitch=1032),
+    "h4_kv1_d256_p64_s4": lambda: Attention(1, 1, 4, 1, 256, 64, 16, 16, splits=4),
+    "h12_kv4_d128_p32_t3": lambda: Attention(3, 3, 12, 4, 128, 32, 32, 100),
+    "h64_kv4_d128_p16_t8_s2": lambda: Attention(1, 8, 64, 4, 128, 16, 16, 16, splits=2),  # two row blocks
+    "h32_kv2_d256_p16_t4": lambda: Attention(2, 4, 32, 2, 256, 16, 16, 40),
+    "combine_d128_s4": lambda: AttentionCombine(3, 12, 128, 4),
+    "combine_d256_s64": lambda: AttentionCombine(1, 40, 256, 64),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNELS))
+def test_compiles_for_sm90a(case):
+    kernel = KERNELS[case]()
+    compiled = compile_kernel(kernel, cache_dir=None, use_cache=False)
+    ptx = compiled.ptx
+    assert re.search(r"^\.target sm_90a", ptx, re.M)
+    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
+    assert ("cp.async.cg.shared.global" in ptx) == isinstance(kernel, Attention)
+    entry, sizes = entry_signature(ptx)
+    assert sizes == [8] * len(kernel.params())
+    assert compiled.launch == kernel.launch() and compiled.launch.shared_bytes <= 227 * 1024
+
+
+def test_params_follow_the_splits():
+    one = [p.name for p in Attention(1, 1, 8, 2, 128, 16, 4, 4).params()]
+    assert one == ["q", "k", "v", "positions", "pages", "k_cache", "v_cache", "out"]
+    split = Attention(2, 3, 8, 2, 128, 16, 4, 8, splits=4).params()
+    assert [p.name for p in split][-2:] == ["partial", "lse"]
+    assert split[-2].shape == (4, 6, 8, 128) and split[-1].shape == (4, 6, 8)
+    assert split[0].strides == (1024, 1)
+    assert [p.name for p in split if p.written] == ["k_cache", "v_cache", "partial", "lse"]
+    assert kernel_class("attention") is Attention and kernel_class("attention_combine") is AttentionCombine
+
+
+@pytest.mark.parametrize(("make", "grid", "rows"), [
+    (lambda: Attention(8, 1, 32, 8, 128, 16, 4, 40), (1, 8, 8), 4),  # a CTA a (KV head, request)
+    (lambda: Attention(3, 2, 8, 2, 128, 16, 4, 40, splits=5), (5, 2, 3), 8),
+    (lambda: Attention(1, 8, 64, 4, 128, 16, 4, 40), (1, 8, 1), 64),  # 128 query rows a KV head: 2 blocks
+    (lambda: Attention(1, 3, 48, 3, 256, 16, 4, 40), (1, 6, 1), 24),  # 48 rows at head 256: 2 of 24
+])
+def test_grid_covers_chunks_kv_heads_and_requests(make, grid, rows):
+    kernel = make()
+    assert kernel.launch().grid == grid and kernel.block_rows == rows
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Attention(1, 1, 12, 5, 128, 16, 4, 4), "12 query heads do not share 5 KV heads evenly"),
+    (lambda: Attention(1, 1, 34, 2, 128, 16, 4, 4), "17 query heads a KV head: at most 16"),
+    (lambda: Attention(1, 1, 8, 2, 96, 16, 4, 4), "head size 96: one of 64, 128, 256"),
+    (lambda: Attention(1, 1, 8, 2, 128, 8, 4, 4), "page size 8: one of 16, 32, 64"),
+    (lambda: Attention(1, 9, 8, 2, 128, 16, 4, 4), "supports 1-8 tokens a request"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, splits=0), "splits 0: at least one chunk"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, q_pitch=1000), "q pitch 1000: at least the row's 1024 values"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, v_pitch=260), "v pitch 260: at least the row's 256 values and a "
+                                                                "multiple of 8"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 48}), "Attention tile is 32 or 64"),
+    (lambda: AttentionCombine(3, 8, 128, 1), "splits 1: a combine merges at least 2 chunks"),
+    (lambda: AttentionCombine(3, 8, 100, 4), "head size 100"),
+])
+def test_invalid_specializations_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
