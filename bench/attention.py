@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -35,7 +36,8 @@ HEAD = 128
 PAGE = 16
 CONTEXTS = [4096, 32768]
 BATCHES = [1, 8, 64]
-FIXED_SPLITS = [1, 16]
+# fixed splits beside the chosen one (1 and 16 always; LANEC_ATTN_SPLITS=4,32,64 adds a sweep)
+FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})
 MAX_CACHE = 40e9
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15

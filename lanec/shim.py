@@ -213,7 +213,7 @@ class Latent:
 
 # ----------------------------------------------------------------------------------------------
 # Split-KV attention: the lane's named decision (`chunks_apart`) and its split count
-# (`attention_splits`, a first heuristic: the cost model returns measured)
+# (`attention_splits`, fitted to bench/attention.py's sweep of the `attention` kernel)
 
 
 def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
@@ -224,42 +224,52 @@ def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
     return batch * kv_heads * ceil(heads // kv_heads / ROWS_A_BLOCK)
 
 
+# Blocks a SM needs to hide the attention kernel's latency: measured on the H200 (2026-11-29,
+# bench/attention.py), its time kept falling until the blocks reached about four waves of the SMs
+# (32/8 heads, 32k keys, batch 64: 512 blocks unsplit 5648 us, x4 chunks 4953, x16 4699 us).
+WAVES = 4
+# Chunks shorter than this cost more in the partial's store and the combine's read than their
+# blocks save (4k keys, 32/8 heads, batch 1: 32 chunks of 128 keys 23.1 us, 64 of 64 keys 36.0 us).
+MIN_CHUNK_KEYS = 128
+# The split counts the sweep measured; the choice is one of them (others are not known to pay).
+MEASURED_SPLITS = (1, 4, 16, 32, 64)
+
+
 def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, sms: int = SM_COUNT) -> bool:
     """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
-    flash-decoding): where its rows' head blocks alone leave the chip idle. The blocks are counted
-    a KV head group (FlashAttention's num_splits_heuristic counts query heads, so GQA decode at
-    batch 1 looks like it fills 32 SMs when it fills 8). How many chunks pay is the attention
-    kernel's to measure when it is built."""
+    flash-decoding): where its rows' head blocks alone leave the chip idle, fewer than WAVES blocks
+    a SM. The blocks are counted a KV head group (FlashAttention's num_splits_heuristic counts
+    query heads, so GQA decode at batch 1 looks like it fills 32 SMs when it fills 8)."""
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
-    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) < sms
-
-
-# Chunks shorter than this leave a block too little to stream against its fixed cost (the query's
-# load, the partial's store and the combine's read): a first guess, to be measured (issue 10).
-MIN_CHUNK_KEYS = 256
+    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) < WAVES * sms
 
 
 def attention_splits(batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> int:
     """The chunks an attention's keys are cut into (the `attention` kernel's `splits`): the fewest
-    that fill the `sms` with the rows' head blocks, with no chunk shorter than MIN_CHUNK_KEYS of
-    the `context` (the cache positions a request may reach); one where `chunks_apart` says the
-    head blocks alone fill the chip. A first heuristic, to be measured (issue 10)."""
+    of MEASURED_SPLITS whose blocks reach WAVES waves of the `sms`, stopping before a chunk of the
+    `context` (the cache positions a request may reach) would be shorter than MIN_CHUNK_KEYS. On
+    the sweep's 12 shapes it is within 5% of the best measured split on 9 and 30% at worst (8/2
+    heads, 4k keys, batch 8), where the first heuristic (fill the SMs once) was 74% off."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    splits = max(1, min(ceil(sms / blocks), context // MIN_CHUNK_KEYS))
-    return splits if chunks_apart(splits, batch=batch, heads=heads, kv_heads=kv_heads, sms=sms) else 1
+    chosen = 1
+    for splits in MEASURED_SPLITS:
+        if context < splits * MIN_CHUNK_KEYS or not (splits == 1 or chunks_apart(
+                splits, batch=batch, heads=heads, kv_heads=kv_heads, sms=sms)):
+            break
+        chosen = splits
+        if blocks * splits >= WAVES * sms:
+            break
+    return chosen
 
 
 def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> str:
     """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    if blocks >= sms:
-        return f"{blocks} head blocks fill the {sms} SMs unsplit"
-    if splits == 1:
-        return (f"{blocks} head blocks on {sms} SMs, but {context} keys make no two chunks of "
-                f"{MIN_CHUNK_KEYS}")
+    if blocks >= WAVES * sms:
+        return f"{blocks} head blocks make {WAVES} waves of the {sms} SMs unsplit"
     chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
-    if blocks * splits >= sms:
-        return f"{chunked} fill the {sms} SMs (a first heuristic, to be measured)"
-    return (f"{chunked} on {sms} SMs: more chunks would be shorter than {MIN_CHUNK_KEYS} keys (a first "
-            "heuristic, to be measured)")
+    if blocks * splits >= WAVES * sms:
+        return f"{chunked} make {WAVES} waves of the {sms} SMs (measured: bench/attention.py)"
+    return (f"{chunked} on {sms} SMs: the next measured split would make chunks shorter than "
+            f"{MIN_CHUNK_KEYS} keys (measured: bench/attention.py)")

@@ -11,7 +11,9 @@ from lanec.diagnostics import load_module
 from lanec.dialects.form import LatentAttentionOp
 from lanec.passes.table import HELD_BACK
 from lanec.shim import (
+    MEASURED_SPLITS,
     MIN_CHUNK_KEYS,
+    WAVES,
     KnobError,
     LaneShim,
     Latent,
@@ -102,9 +104,10 @@ def test_blocks_are_counted_a_kv_group_not_a_query_head() -> None:
     assert chunks_apart(2, batch=1, heads=132, kv_heads=4)
 
 
-@pytest.mark.parametrize("batch, apart", [(16, True), (17, False)])
-def test_a_full_chip_keeps_its_chunks_together(batch: int, apart: bool) -> None:
-    """Both sides of the boundary: 16 x 8 KV groups = 128 blocks < 132 SMs; 17 x 8 = 136 fill it."""
+@pytest.mark.parametrize("batch, apart", [(65, True), (66, False)])
+def test_four_waves_keep_their_chunks_together(batch: int, apart: bool) -> None:
+    """Both sides of the boundary: 65 x 8 KV groups = 520 blocks < 4 waves of 132 SMs (528);
+    66 x 8 = 528 make them."""
     assert chunks_apart(4, batch=batch, heads=32, kv_heads=8) is apart
 
 
@@ -118,19 +121,22 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, splits", [
-    (1, 32, 8, 32768, 17),  # 8 blocks: 17 chunks make 136 blocks, the fewest that fill 132 SMs
-    (8, 16, 4, 2048, 5),  # 32 blocks x 5 = 160
-    (1, 16, 4, 2048, 8),  # 4 blocks would take 33 chunks; 2048 keys make 8 of 256
-    (1, 16, 4, 300, 1),  # no two chunks of 256 keys
-    (17, 32, 8, 32768, 1),  # 136 blocks fill the chip unsplit
+    (1, 32, 8, 32768, 64),  # 8 blocks: 64 chunks make 512, short of 4 waves; 128 is not a measured split
+    (8, 32, 8, 4096, 16),  # 64 blocks x 16 = 1024: four waves of 132 SMs
+    (64, 32, 8, 32768, 4),  # 512 blocks x 4
+    (1, 16, 4, 2048, 16),  # 32 chunks would hold 64 keys each, under 128
+    (1, 16, 4, 300, 1),  # no four chunks of 128 keys
+    (133, 32, 8, 32768, 1),  # 1064 blocks make four waves unsplit
 ])
-def test_attention_splits_fill_the_chip_with_chunks_of_at_least_256_keys(batch, heads, kv_heads, context, splits):
+def test_attention_splits_reach_four_waves_with_chunks_of_at_least_128_keys(batch, heads, kv_heads, context, splits):
     assert attention_splits(batch, heads, kv_heads, context) == splits
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    assert splits == 1 or context // splits >= MIN_CHUNK_KEYS
-    assert splits == 1 or blocks * (splits - 1) < 132  # one chunk fewer would leave SMs idle, or be too short
+    assert splits in MEASURED_SPLITS and (splits == 1 or context // splits >= MIN_CHUNK_KEYS)
+    earlier = [s for s in MEASURED_SPLITS if s < splits]
+    assert all(blocks * s < WAVES * 132 for s in earlier)  # every fewer measured split leaves waves short
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
     assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
+
 
 # -- Latent -------------------------------------------------------------------------------------
 

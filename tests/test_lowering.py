@@ -140,7 +140,7 @@ def dense_launches(tmp_path: Path, name: str, **options):
 def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     found = launches(ROOT / "examples" / "dense-small.mlir")
     kinds = [op.kernel.data for op in found]
-    # norm, q k v as one GEMV in parts, rope on q and k, attention in 8 chunks and their combine, o_proj
+    # norm, q k v as one GEMV in parts, rope on q and k, attention in 16 chunks and their combine, o_proj
     first = kinds.index("attention")
     assert kinds[first - 4: first + 3] == ["rmsnorm", "gemv", "rope", "rope", "attention", "attention_combine", "gemv"]
     assert kinds.count("attention") == kinds.count("attention_combine") == 2
@@ -148,11 +148,11 @@ def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from rope's rows
     assert spec["v_pitch"] == 3072 and "q_pitch" not in spec and "k_pitch" not in spec
     assert (spec["batch"], spec["tokens"], spec["heads"], spec["kv_heads"], spec["head"]) == (1, 1, 16, 4, 128)
-    assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 8)
-    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 8}
+    assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 16)
+    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 16}
 
 
-@pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 1), (8, 4, 5)])
+@pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 4), (8, 4, 16)])
 def test_attention_splits_where_its_head_blocks_leave_the_chip_idle(tmp_path, batch, tokens, splits):
     found = dense_launches(tmp_path, "dense", batch=batch, tokens=tokens, shape={"layers": 1})
     kinds = [op.kernel.data for op in found]
@@ -228,4 +228,4 @@ def test_explain_shows_each_attentions_split_count_and_why():
     result = CliRunner().invoke(main, ["explain", str(ROOT / "examples" / "dense-small.mlir")])
     assert result.exit_code == 0, result.output
     (line,) = [line for line in result.output.splitlines() if line.strip().startswith("attention ")]
-    assert "x2" in line and "splits 8: 4 head blocks x 8 chunks of 256 keys on 132 SMs" in line
+    assert "x2" in line and "splits 16: 4 head blocks x 16 chunks of 128 keys on 132 SMs" in line
