@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -28,7 +29,7 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
     from lanec.pipeline import compile_plan
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
-    stderr = click.get_text_stream("stderr")
+    stderr = sys.stderr
     with reported():
         if stderr.isatty():
             with click.progressbar(length=1, label="compiling kernels", file=stderr) as bar:
