@@ -1,6 +1,6 @@
-"""The Kimi Linear importer and `lanec import`: op counts per layer kind, shapes, checkpoint names,
-the speculative and KDA-only variants, one-line errors for bad configs, the print / parse fixed
-point, and the tiny model's step on the interpreter."""
+"""The Kimi Linear and Llama importers and `lanec import`: op counts per layer kind, shapes,
+checkpoint names, the speculative and KDA-only variants, one-line errors for bad configs, the
+print / parse fixed point, and the tiny model's step on the interpreter."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from xdsl.parser import Parser
 from lanec.cli import main
 from lanec.dialects import form
 from lanec.models.builder import context, module_text, printed
-from lanec.models.config import ConfigError, kimi_linear_config
+from lanec.models.config import ConfigError, Llama3Scaling, kimi_linear_config, llama_config
 from lanec.models.dense import DenseShape, dense_step
 from lanec.models.kimi_linear import StepOptions, kimi_linear_step
+from lanec.models.llama import llama_step
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 REAL = json.loads((EXAMPLES / "kimi-linear-48b-a3b.config.json").read_text())
+LLAMA = json.loads((EXAMPLES / "llama-3.1-8b.config.json").read_text())
 TINY = json.loads((EXAMPLES / "kimi-linear-tiny.config.json").read_text())
 
 
@@ -249,7 +251,7 @@ def broken(change) -> dict:
 BAD = [
     (lambda d: d.pop("hidden_size"), "hidden_size: missing"),
     (lambda d: d.update(hidden_size="64"), "hidden_size: expected an integer"),
-    (lambda d: d.update(model_type="llama"), "model_type"),
+    (lambda d: d.update(model_type="gpt2"), "model_type"),
     (lambda d: d.update(num_hidden_layers=5), "in neither kda_layers nor full_attn_layers"),
     (lambda d: d["linear_attn_config"].update(kda_layers=[1, 2, 3, 4]), "in both kda_layers and full_attn_layers"),
     (lambda d: d["linear_attn_config"].update(full_attn_layers=[9]), "linear_attn_config.full_attn_layers"),
@@ -377,6 +379,87 @@ def test_dense_example():
         dense_step(DenseShape(), tokens=0)
     with pytest.raises(ValueError, match="--heads 6 do not share --kv-heads 4"):
         dense_step(DenseShape(heads=6))
+
+
+# ----------------------------------------------------------------------------------------------
+# Llama 3.1
+
+
+def test_llama_config_reads_the_published_numbers():
+    c = llama_config(LLAMA)
+    assert (c.hidden, c.width, c.vocab, c.layers, c.heads, c.kv_heads, c.head) == (4096, 14336, 128256, 32, 32, 8, 128)
+    assert c.theta == 500000.0 and c.rms_eps == 1e-5 and not c.tied_embeddings
+    assert c.scaling == Llama3Scaling(8.0, 1.0, 4.0, 8192)
+    # transformers 5 writes rope_theta and the scaling as one rope_parameters object
+    written = {k: v for k, v in LLAMA.items() if k not in ("rope_theta", "rope_scaling")}
+    written["rope_parameters"] = {**LLAMA["rope_scaling"], "rope_theta": 500000.0}
+    assert llama_config(written) == c
+    unscaled = llama_config({**LLAMA, "rope_scaling": None})
+    assert unscaled.scaling is None and unscaled.theta == 500000.0
+
+
+def test_llama_step_shapes_names_and_rope_scaling(tmp_path):
+    out = tmp_path / "llama.mlir"
+    result = CliRunner().invoke(main, ["import", str(EXAMPLES / "llama-3.1-8b.config.json"), "-o", str(out),
+                                       "--layers", "2", "--batch", "2", "--page-size", "16"])
+    assert result.exit_code == 0, result.output
+    module = Parser(context(), out.read_text()).parse_module()
+    n = counts(module)
+    assert n["form.product"] == 7 * 2 + 1 and n["form.rope"] == 4 and n["form.attention"] == 2
+    w = weights(module)
+    assert w["model.embed_tokens.weight"] == (128256, 4096) and w["lm_head.weight"] == (128256, 4096)
+    assert w["model.layers.1.self_attn.k_proj.weight"] == (1024, 4096)
+    assert w["model.layers.0.mlp.down_proj.weight"] == (4096, 14336)
+    assert states(module)["model.layers.1.value_cache"].kind.data == "kv"
+    assert inputs(module) == {"tokens": (2,), "positions": (2,), "pages": (2, 64)}
+    rope = next(op for op in ops(module) if isinstance(op, form.RopeOp))
+    assert rope.scaling.data == "llama3" and rope.original_context.value.data == 8192
+    tied = llama_config({**LLAMA, "tie_word_embeddings": True})
+    assert "lm_head.weight" not in weights(llama_step(tied, StepOptions(layers=1)))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model_type": "gpt2"}, "model_type: 'gpt2' is not one lanec imports (kimi_linear, llama)"),
+    ({"attention_bias": True}, "attention_bias: true"),
+    ({"mlp_bias": True}, "mlp_bias: true"),
+    ({"hidden_act": "gelu"}, "hidden_act: 'gelu'"),
+    ({"num_key_value_heads": 5}, "num_key_value_heads: 5"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling.rope_type: 'yarn'"),
+    ({"rope_scaling": {**LLAMA["rope_scaling"], "low_freq_factor": 4.0}}, "rope_scaling.low_freq_factor"),
+])
+def test_unsupported_llama_configs_are_one_line_errors(tmp_path, change, message):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, **change}))
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "out.mlir")])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.output
+
+
+@pytest.mark.parametrize("args", [["--kda-only"], ["--dense-mlp", "64"], ["--slots", "4"]])
+def test_kimi_options_on_llama_are_one_line_errors(tmp_path, args):
+    result = CliRunner().invoke(main, ["import", str(EXAMPLES / "llama-3.1-8b.config.json"), "-o",
+                                       str(tmp_path / "out.mlir"), *args])
+    assert result.exit_code == 1 and args[0] in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_rope_scaling_properties_verify():
+    from xdsl.utils.exceptions import VerifyException
+
+    from lanec.models.builder import StepBuilder
+
+    b = StepBuilder(1, 1)
+    x, positions = b.weight("x", [1, 32]), b.input("positions", [1])
+    form.RopeOp(x, positions, 2, 16, 5e5, (8.0, 1.0, 4.0, 64)).verify()
+    with pytest.raises(VerifyException, match="below high_freq_factor"):
+        form.RopeOp(x, positions, 2, 16, 5e5, (8.0, 4.0, 1.0, 64)).verify()
+    op = form.RopeOp(x, positions, 2, 16, 5e5, (8.0, 1.0, 4.0, 64))
+    del op.properties["factor"]
+    with pytest.raises(VerifyException, match="needs factor"):
+        op.verify()
+    del op.properties["scaling"]
+    with pytest.raises(VerifyException, match="without scaling"):
+        op.verify()
 
 
 # ----------------------------------------------------------------------------------------------

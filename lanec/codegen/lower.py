@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec.codegen.kernels import make_kernel
-from lanec.codegen.kernels.facts import GEMV_ROWS, AttentionSpec
+from lanec.codegen.kernels.facts import GEMV_ROWS, AttentionSpec, RopeSpec
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
@@ -379,6 +379,8 @@ class Lowering:
         out = self.activation("rope", (rows, width))
         spec = {"rows": rows, "heads": heads, "unit": width // heads, "rotary": op.rotary.value.data,
                 "theta": op.theta.value.data, **pitch_of(x)}
+        if op.scaling is not None:  # the kernel's facts refuse it, named before any kernel is built
+            RopeSpec(**spec, scaling=op.scaling.data).check()
         self.launch("rope", spec, [x, self.window(op.positions), out])
         self.windows[op.result] = out
 

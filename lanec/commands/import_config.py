@@ -29,12 +29,12 @@ def import_config(config: str, output: str, layers: int | None, batch: int, toke
                   no_logits: bool) -> None:
     """Write the decode step of the model CONFIG describes (a Hugging Face config.json).
 
-    Supported: Kimi Linear (model_type kimi_linear)."""
+    Supported: Kimi Linear (model_type kimi_linear), Llama 3 / 3.1 (llama)."""
     from xdsl.utils.exceptions import VerifyException
 
-    from lanec.models.builder import module_text
-    from lanec.models.config import ConfigError, kimi_linear_config
-    from lanec.models.kimi_linear import StepOptions, kimi_linear_step
+    from lanec.models import importer
+    from lanec.models.builder import StepOptions, module_text
+    from lanec.models.config import ConfigError
 
     try:
         with open(config) as f:
@@ -47,10 +47,7 @@ def import_config(config: str, output: str, layers: int | None, batch: int, toke
                           context_pages=context_pages, kda_only=kda_only, dense_mlp=dense_mlp,
                           logits=not no_logits)
     try:
-        model_type = data.get("model_type") if isinstance(data, dict) else None
-        if model_type != "kimi_linear":
-            raise ConfigError(f"model_type: {model_type!r} is not one lanec imports (kimi_linear)")
-        text = module_text(kimi_linear_step(kimi_linear_config(data), options))
+        text = module_text(importer(data)(data, options))
     except ConfigError as e:
         raise click.ClickException(f"{config}: {e}") from None
     except VerifyException as e:

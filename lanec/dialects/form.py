@@ -586,7 +586,15 @@ class L2NormOp(IRDLOperation):
 
 @irdl_op_definition
 class RopeOp(IRDLOperation):
-    """Rotary embedding (rotate-half) of each head's first `rotary` values at the row's position."""
+    """Rotary embedding (rotate-half) of each head's first `rotary` values at the row's position.
+    With `scaling = "llama3"` the frequencies are Llama 3.1's (transformers'
+    `_compute_llama3_parameters`): `factor`, `low_freq_factor`, `high_freq_factor` and
+    `original_context` (the config's original_max_position_embeddings) give all four.
+
+        %q = form.rope %x, %positions {heads = 4 : i64, rotary = 16 : i64, theta = 5.0e+05 : f64,
+               scaling = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+               high_freq_factor = 4.0 : f64, original_context = 8192 : i64}
+    """
 
     name = "form.rope"
     irdl_options = (ParsePropInAttrDict(),)
@@ -596,11 +604,24 @@ class RopeOp(IRDLOperation):
     heads = prop_def(IntegerAttr[I64])
     rotary = prop_def(IntegerAttr[I64])
     theta = prop_def(FloatAttr[Float64Type])
+    scaling = opt_prop_def(StringAttr)
+    factor = opt_prop_def(FloatAttr[Float64Type])
+    low_freq_factor = opt_prop_def(FloatAttr[Float64Type])
+    high_freq_factor = opt_prop_def(FloatAttr[Float64Type])
+    original_context = opt_prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
     assembly_format = "$x `,` $positions attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, x: SSAValue, positions: SSAValue, heads: int, rotary: int, theta: float):
-        props = {"heads": int_prop(heads), "rotary": int_prop(rotary), "theta": float_prop(theta)}
+    def __init__(self, x: SSAValue, positions: SSAValue, heads: int, rotary: int, theta: float,
+                 llama3: tuple[float, float, float, int] | None = None):
+        """`llama3`: (factor, low_freq_factor, high_freq_factor, original_context), or None for
+        the unscaled frequencies."""
+        props: dict[str, Attribute] = {"heads": int_prop(heads), "rotary": int_prop(rotary),
+                                       "theta": float_prop(theta)}
+        if llama3 is not None:
+            factor, low, high, original = llama3
+            props.update(scaling=StringAttr("llama3"), factor=float_prop(factor), low_freq_factor=float_prop(low),
+                         high_freq_factor=float_prop(high), original_context=int_prop(original))
         super().__init__(operands=[x, positions], properties=props, result_types=[x.type])
 
     def verify_(self) -> None:
@@ -610,6 +631,22 @@ class RopeOp(IRDLOperation):
         expect(0 < rotary <= size and rotary % 2 == 0, f"rotary {rotary}: even, at most the head size {size}")
         expect(shape(self.positions) == (rows,), f"positions must be [{rows}]")
         expect(shape(self.result) == shape(self.x), "rope's result has its input's shape")
+        given = [name for name in ROPE_SCALING if self.properties.get(name) is not None]
+        if self.scaling is None:
+            expect(not given, f"rope: {', '.join(given)} without scaling: set scaling = \"llama3\" or drop them")
+            return
+        expect(self.scaling.data == "llama3", f"rope scaling '{self.scaling.data}': only \"llama3\" is defined")
+        missing = [name for name in ROPE_SCALING if name not in given]
+        expect(not missing, f"rope scaling llama3 needs {', '.join(missing)}")
+        assert self.factor and self.low_freq_factor and self.high_freq_factor and self.original_context
+        low, high = self.low_freq_factor.value.data, self.high_freq_factor.value.data
+        expect(self.factor.value.data >= 1, f"rope scaling factor {self.factor.value.data}: at least 1")
+        expect(0 < low < high, f"rope scaling: low_freq_factor {low} must be positive and below "
+                               f"high_freq_factor {high} (the smoothing divides by their difference)")
+        expect(self.original_context.value.data >= 1, "rope scaling: original_context must be at least 1")
+
+
+ROPE_SCALING = ("factor", "low_freq_factor", "high_freq_factor", "original_context")  # llama3's properties
 
 
 # ----------------------------------------------------------------------------------------------

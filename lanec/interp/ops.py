@@ -159,17 +159,16 @@ def norm_gated(x, gate, w, heads: int, eps: float, activation: str) -> np.ndarra
     return y.reshape(xh.shape[0], -1)
 
 
-def rope(x, positions, heads: int, rotary: int, theta: float) -> np.ndarray:
+def rope(x, positions, heads: int, rotary: int, theta: float, scaling: str | None = None,
+         factor: float | None = None, low_freq_factor: float | None = None, high_freq_factor: float | None = None,
+         original_context: int | None = None) -> np.ndarray:
     """Rotate-half on each head's first `rotary` values: pairs (i, i + rotary/2) turn by
-    pos * theta^(-2i/rotary)."""
+    pos * inv_freq[i] (`frequencies`)."""
     xh = per_head(x, heads, "rope")
     if rotary < 2 or rotary % 2 or rotary > xh.shape[2]:
         fail(f"rope: rotary {rotary} must be even and at most the head size {xh.shape[2]}")
     half = rotary // 2
-    # theta^(2i/rotary) correctly rounded to fp32 (through fp64): numpy's vectorised fp32 power
-    # differs by an ulp between CPUs, which moves an angle at position 32k by 3e-3
-    exponent = np.arange(0, rotary, 2, dtype=F32) / F32(rotary)
-    inv_freq = F32(1) / (np.float64(F32(theta)) ** exponent.astype(np.float64)).astype(F32)
+    inv_freq = frequencies(rotary, theta, scaling, factor, low_freq_factor, high_freq_factor, original_context)
     angle = f32(positions)[:, None] * inv_freq[None, :]  # [rows, half]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
     y = xh.copy()
@@ -177,6 +176,34 @@ def rope(x, positions, heads: int, rotary: int, theta: float) -> np.ndarray:
     y[:, :, :half] = lo * cos - hi * sin
     y[:, :, half:rotary] = hi * cos + lo * sin
     return y.reshape(xh.shape[0], -1)
+
+
+def frequencies(rotary: int, theta: float, scaling: str | None = None, factor: float | None = None,
+                low_freq_factor: float | None = None, high_freq_factor: float | None = None,
+                original_context: int | None = None) -> np.ndarray:
+    """inv_freq[i] = theta^(-2i/rotary), fp32; with scaling "llama3", Llama 3.1's frequencies as
+    transformers' `_compute_llama3_parameters` makes them (fp32, its order of operations): a
+    wavelength 2 pi / inv_freq longer than original_context / low_freq_factor is slowed by
+    `factor`, one shorter than original_context / high_freq_factor kept, and one between mixed
+    by smooth = (original_context / wavelength - low) / (high - low):
+    (1 - smooth) * inv_freq / factor + smooth * inv_freq."""
+    # theta^(2i/rotary) correctly rounded to fp32 (through fp64): numpy's vectorised fp32 power
+    # differs by an ulp between CPUs, which moves an angle at position 32k by 3e-3
+    exponent = np.arange(0, rotary, 2, dtype=F32) / F32(rotary)
+    inv_freq = F32(1) / (np.float64(F32(theta)) ** exponent.astype(np.float64)).astype(F32)
+    if scaling is None:
+        return inv_freq
+    if scaling != "llama3" or None in (factor, low_freq_factor, high_freq_factor, original_context):
+        fail(f"rope: scaling {scaling!r} needs llama3's factor, low_freq_factor, high_freq_factor and "
+             "original_context")
+    low_wavelength = original_context / low_freq_factor
+    high_wavelength = original_context / high_freq_factor
+    wavelength = F32(2 * np.pi) / inv_freq
+    slowed = np.where(wavelength > F32(low_wavelength), inv_freq / F32(factor), inv_freq)
+    smooth = (F32(original_context) / wavelength - F32(low_freq_factor)) / F32(high_freq_factor - low_freq_factor)
+    smoothed = (F32(1) - smooth) * slowed / F32(factor) + smooth * slowed
+    medium = ~(wavelength < F32(high_wavelength)) & ~(wavelength > F32(low_wavelength))
+    return np.where(medium, smoothed, slowed).astype(F32)
 
 
 # ----------------------------------------------------------------------------------------------

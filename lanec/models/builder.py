@@ -5,6 +5,7 @@ module is written through."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, Float32Type, ModuleOp, i32
@@ -14,8 +15,38 @@ from xdsl.printer import Printer
 
 from lanec.dialects import form
 from lanec.dialects.form import tensor
+from lanec.models.config import ConfigError
 
 F32 = Float32Type()
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What `lanec import` asks of a step beyond the config."""
+
+    layers: int | None = None  # the first N layers (None: all)
+    batch: int = 1
+    tokens: int = 1  # > 1: a speculative verify step (accepted counts, [batch, tokens] slot tables)
+    # state slots (None: one a row, batch * tokens, + 1: slot 0 is never used; a speculative step
+    # writes token t's state to the request's own slot slots[b, t])
+    slots: int | None = None
+    page_size: int = 64
+    context_pages: int = 64  # pages a request may hold: the longest context is page_size * this
+    kda_only: bool = False  # skip the MLA layers (Kimi Linear)
+    dense_mlp: int | None = None  # every layer a dense MLP of this width in place of the mixture (Kimi Linear)
+    logits: bool = True  # return the logits after the next tokens
+
+    def slots_needed(self) -> int:
+        return self.batch * self.tokens + 1
+
+    def check(self, layers: int) -> None:
+        """What every family checks; `layers`: the config's."""
+        for name, option in (("batch", "--batch"), ("tokens", "--spec-tokens"), ("page_size", "--page-size"),
+                             ("context_pages", "--context-pages")):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{option}: {getattr(self, name)} must be at least 1")
+        if self.layers is not None and not 1 <= self.layers <= layers:
+            raise ConfigError(f"--layers: {self.layers} is not between 1 and the config's {layers} layers")
 
 
 class StepBuilder:
@@ -75,6 +106,18 @@ class StepBuilder:
         g = self.product(x, gate, width)
         u = self.product(x, up, width)
         return self.product(self.value(form.SwigluOp(g, u)), down, form.shape(x)[1])
+
+    def logits(self, x: SSAValue, table: SSAValue, tied: bool) -> SSAValue:
+        """The lm_head product of x: the embedding table's rows when `tied` (one weight, read
+        twice), else the checkpoint's `lm_head.weight`."""
+        if tied:
+            return self.value(form.ProductOp(x, [table]))
+        return self.product(x, "lm_head.weight", form.shape(table)[0])
+
+    def outputs(self, logits: SSAValue, options: StepOptions) -> ModuleOp:
+        """The step returning the next tokens (argmax), then the logits unless left out."""
+        next_tokens = self.value(form.ArgmaxOp(logits))
+        return self.module([next_tokens, logits] if options.logits else [next_tokens])
 
     def module(self, outputs: Sequence[SSAValue]) -> ModuleOp:
         # Inputs first, in the dialect's order of roles, then weights and states as the layers

@@ -123,15 +123,21 @@ class KimiLinearConfig:
         return layer <= self.first_dense
 
 
-def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
-    """Read and validate a Kimi Linear config.json (a dict)."""
+def config_fields(data: Mapping[str, Any], model_type: str) -> Fields:
+    """A config.json object's fields, checked to be of `model_type` with SwiGLU's silu."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
     f = Fields(data)
-    model_type = f.str("model_type")
-    if model_type != "kimi_linear":
-        raise ConfigError(f"model_type: '{model_type}' is not kimi_linear")
+    found = f.str("model_type")
+    if found != model_type:
+        raise ConfigError(f"model_type: '{found}' is not {model_type}")
     f.str("hidden_act", "silu", choices=("silu",))
+    return f
+
+
+def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
+    """Read and validate a Kimi Linear config.json (a dict)."""
+    f = config_fields(data, "kimi_linear")
     layers = f.int("num_hidden_layers")
 
     linear = f.object("linear_attn_config")
@@ -200,3 +206,97 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
         renormalize=f.bool("moe_renormalize", True),
         routed_scaling=f.float("routed_scaling_factor", 1.0),
     )
+
+
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1's rope frequency scaling (`rope_type` llama3)."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_context: int  # original_max_position_embeddings
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """A Llama-3 / 3.1 model (GQA with rope, a SwiGLU MLP), as its config.json gives it."""
+
+    hidden: int
+    width: int  # the MLP's intermediate_size
+    vocab: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head: int
+    rms_eps: float
+    theta: float
+    scaling: Llama3Scaling | None
+    tied_embeddings: bool
+
+
+LLAMA_DEFAULT_THETA = 10000.0  # transformers' LlamaConfig where a config gives no rope_theta
+
+
+def llama_config(data: Mapping[str, Any]) -> LlamaConfig:
+    """Read and validate a Llama config.json (a dict). Fields left out take transformers' LlamaConfig
+    defaults where it has one the importer can trust (head_dim hidden / heads, kv heads = heads,
+    no scaling, untied)."""
+    f = config_fields(data, "llama")
+    for key in ("attention_bias", "mlp_bias"):
+        if f.bool(key, False):
+            raise ConfigError(f"{key}: true: the importer takes Llama's projections without biases (false)")
+    if f.int("pretraining_tp", 1) != 1:
+        raise ConfigError(f"pretraining_tp: {f.raw('pretraining_tp')}: only 1 is imported")
+    hidden, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    kv_heads = f.int("num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise ConfigError(f"num_key_value_heads: {kv_heads} do not share the {heads} attention heads evenly")
+    if f.raw("head_dim", None) is None and hidden % heads:
+        raise ConfigError(f"head_dim: missing, and hidden_size {hidden} does not split into {heads} heads")
+    head = f.int("head_dim", hidden // heads)
+    theta, scaling = rope_of(f)
+    return LlamaConfig(
+        hidden=hidden,
+        width=f.int("intermediate_size"),
+        vocab=f.int("vocab_size"),
+        layers=f.int("num_hidden_layers"),
+        heads=heads,
+        kv_heads=kv_heads,
+        head=head,
+        rms_eps=f.float("rms_norm_eps"),
+        theta=theta,
+        scaling=scaling,
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+    )
+
+
+def rope_of(f: Fields) -> tuple[float, Llama3Scaling | None]:
+    """rope's base and scaling: transformers 5 writes them as one `rope_parameters` object
+    (rope_theta, rope_type, ...); published configs as `rope_theta` and a `rope_scaling` object
+    (rope_type or type). A llama3 scaling without original_max_position_embeddings takes
+    max_position_embeddings, as transformers does."""
+    if f.raw("rope_parameters", None) is not None:
+        rope = f.object("rope_parameters")
+        theta = rope.float("rope_theta", f.float("rope_theta", LLAMA_DEFAULT_THETA))
+    else:
+        rope = f.object("rope_scaling") if f.raw("rope_scaling", None) is not None else Fields({}, "rope_scaling.")
+        theta = f.float("rope_theta", LLAMA_DEFAULT_THETA)
+    if rope.float("partial_rotary_factor", 1.0) != 1.0:
+        raise ConfigError(f"{rope.name('partial_rotary_factor')}: only 1.0 is imported (rope on whole heads)")
+    kind = rope.str("rope_type", rope.str("type", "default"))
+    if kind == "default":
+        return theta, None
+    if kind != "llama3":
+        raise ConfigError(f"{rope.name('rope_type')}: '{kind}' is not imported (default, llama3)")
+    low, high = rope.float("low_freq_factor"), rope.float("high_freq_factor")
+    if low >= high:
+        raise ConfigError(f"{rope.name('low_freq_factor')}: {low} must be below high_freq_factor {high}")
+    factor = rope.float("factor")
+    if factor < 1:
+        raise ConfigError(f"{rope.name('factor')}: {factor} must be at least 1")
+    if rope.raw("original_max_position_embeddings", None) is None:
+        original = f.int("max_position_embeddings")
+    else:
+        original = rope.int("original_max_position_embeddings")
+    return theta, Llama3Scaling(factor, low, high, original)

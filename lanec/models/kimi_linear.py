@@ -24,14 +24,12 @@ slices (`[a:b]`) and reshaped tensors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from lanec.dialects import form
 from lanec.dialects.form import float_prop, int_prop, tensor
-from lanec.models.builder import F32, StepBuilder
+from lanec.models.builder import F32, StepBuilder, StepOptions
 from lanec.models.config import ConfigError, KimiLinearConfig
 
 L2_EPS = 1e-6  # fla's l2norm in fused_recurrent_kda (use_qk_l2norm_in_kernel)
@@ -40,44 +38,23 @@ L2_EPS = 1e-6  # fla's l2norm in fused_recurrent_kda (use_qk_l2norm_in_kernel)
 LATENT_NORM_EPS = 1e-6
 
 
-@dataclass(frozen=True)
-class StepOptions:
-    """What `lanec import` asks of a step beyond the config."""
-
-    layers: int | None = None  # the first N layers (None: all)
-    batch: int = 1
-    tokens: int = 1  # > 1: a speculative verify step (accepted counts, [batch, tokens] slot tables)
-    # state slots (None: one a row, batch * tokens, + 1: slot 0 is never used; a speculative step
-    # writes token t's state to the request's own slot slots[b, t])
-    slots: int | None = None
-    page_size: int = 64
-    context_pages: int = 64  # pages a request may hold: the longest context is page_size * this
-    kda_only: bool = False  # skip the MLA layers
-    dense_mlp: int | None = None  # every layer a dense MLP of this width in place of the mixture
-    logits: bool = True  # return the logits after the next tokens
-
-    def slots_needed(self) -> int:
-        return self.batch * self.tokens + 1
-
-    def check(self, config: KimiLinearConfig) -> None:
-        for name, option in (("batch", "--batch"), ("tokens", "--spec-tokens"), ("page_size", "--page-size"),
-                             ("context_pages", "--context-pages")):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{option}: {getattr(self, name)} must be at least 1")
-        if self.layers is not None and not 1 <= self.layers <= config.layers:
-            raise ConfigError(f"--layers: {self.layers} is not between 1 and the config's {config.layers} layers")
-        if self.slots is not None and self.slots < self.slots_needed():
-            raise ConfigError(f"--slots: {self.slots} slots cannot serve {self.batch} requests of {self.tokens} "
-                              f"tokens (a slot a row, and slot 0 is never used: at least {self.slots_needed()})")
-        if self.dense_mlp is not None and self.dense_mlp < 1:
-            raise ConfigError(f"--dense-mlp: width {self.dense_mlp} must be at least 1")
-        if self.kda_only and not any(config.is_kda(n) for n in range(1, (self.layers or config.layers) + 1)):
-            raise ConfigError("--kda-only: the chosen layers have no KDA layer")
+def check_options(options: StepOptions, config: KimiLinearConfig) -> None:
+    options.check(config.layers)
+    if options.slots is not None and options.slots < options.slots_needed():
+        raise ConfigError(f"--slots: {options.slots} slots cannot serve {options.batch} requests of "
+                          f"{options.tokens} tokens (a slot a row, and slot 0 is never used: at least "
+                          f"{options.slots_needed()})")
+    if options.dense_mlp is not None and options.dense_mlp < 1:
+        raise ConfigError(f"--dense-mlp: width {options.dense_mlp} must be at least 1")
+    if options.kda_only and not any(config.is_kda(n) for n in range(1, (options.layers or config.layers) + 1)):
+        raise ConfigError("--kda-only: the chosen layers have no KDA layer")
 
 
-def kimi_linear_step(config: KimiLinearConfig, options: StepOptions = StepOptions()) -> ModuleOp:
-    """The decode step of `config` under `options`, as a builtin.module holding one form.step."""
-    options.check(config)
+def kimi_linear_step(config: KimiLinearConfig, options: StepOptions | None = None) -> ModuleOp:
+    """The decode step of `config` under `options`, as a builtin.module holding one form.step
+    (`options` None: the defaults)."""
+    options = options or StepOptions()
+    check_options(options, config)
     return KimiLinearStep(config, options).build()
 
 
@@ -109,12 +86,7 @@ class KimiLinearStep:
                 continue
             h = self.layer(h, layer)
         x = b.norm(h, "model.norm.weight", c.rms_eps)
-        if c.tied_embeddings:  # the table's rows are the lm_head's: one weight, read twice
-            logits = b.value(form.ProductOp(x, [table]))
-        else:
-            logits = b.product(x, "lm_head.weight", c.vocab)
-        next_tokens = b.value(form.ArgmaxOp(logits))
-        return b.module([next_tokens, logits] if self.o.logits else [next_tokens])
+        return b.outputs(b.logits(x, table, c.tied_embeddings), self.o)
 
     def layer(self, h: SSAValue, layer: int) -> SSAValue:
         c, b = self.c, self.b

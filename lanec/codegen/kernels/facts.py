@@ -306,9 +306,13 @@ class RopeSpec(Spec):
     theta: float = 10000.0
     x_pitch: int | None = None
     out_pitch: int | None = None
+    scaling: str | None = None  # the form's frequency scaling (llama3), which the kernel does not compute
 
     def problems(self) -> list[str]:
         found = []
+        if self.scaling is not None:
+            found.append(f"scaling {self.scaling}: the kernel turns by theta^(-2i/rotary) alone; "
+                         "frequency scaling is not computed")
         if self.rows < 1 or self.heads < 1:
             found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
         if self.rotary < 2 or self.rotary % 2 or self.rotary > self.unit:

@@ -1,0 +1,84 @@
+"""Greedy decoding on the interpreter: a program's decode step run again and again on one
+Environment (numpy only).
+
+One request (batch 1, one token a step): the prompt goes in one token a step, then each step's
+own next token (the step's first output, its argmax) goes back in, until `new` tokens are
+chosen. Positions advance one a step; the page table is the identity (request 0 holds pages
+0, 1, ...), and a slotted state lives in slot 1 (slot 0 is padding). States start at zero and are
+held in fp32: the interpreter's meaning, with nothing rounded to the form's storage types.
+
+    program = program_of(module)
+    run = generate(program, checkpoint_weights(program, "model.safetensors"), [1, 2, 3], new=16)
+    run.tokens, run.logits   # the chosen tokens; every step's logits [steps, vocab]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lanec.interp.environment import CACHE_STATES, Environment
+from lanec.interp.ops import F32, fail
+from lanec.interp.program import Program
+
+ROLES = ("tokens", "positions", "pages", "slots")  # the inputs a one-request decode loop feeds
+
+
+@dataclass
+class Generation:
+    tokens: list[int]  # the `new` chosen tokens (the prompt left out)
+    logits: np.ndarray  # [steps, vocab], step s the logits after reading token s of prompt + chosen
+
+
+def checkpoint_weights(program: Program, path: str | Path) -> dict[str, np.ndarray]:
+    """Every weight of the program from a safetensors checkpoint, by its checkpoint name (the
+    conventions `lanec run --weights` binds: stacked experts, row slices, reshapes), as fp32."""
+    from lanec.runtime.weights import Checkpoint
+
+    checkpoint = Checkpoint(path)
+    return {w.name: checkpoint.resolve(w.name, tuple(w.shape)).astype(F32) for w in program.weights}
+
+
+def generate(program: Program, weights: dict[str, np.ndarray], prompt: list[int], new: int) -> Generation:
+    """Greedy decoding of `new` tokens after `prompt` (see the module's docstring)."""
+    if program.batch != 1 or program.tokens != 1:
+        fail(f"generate runs one request a token a step; the program's step is {program.batch} requests of "
+             f"{program.tokens} tokens")
+    roles = {i.role: i for i in program.inputs}
+    unfed = sorted(set(roles) - set(ROLES))
+    if unfed:
+        fail(f"generate feeds {', '.join(ROLES)}; the step also reads {', '.join(unfed)}")
+    if len(program.outputs) < 2:
+        fail("generate needs the step's logits (import it without --no-logits)")
+    if not prompt or new < 1:
+        fail(f"generate needs a prompt and at least one new token; got {len(prompt)} prompt tokens, {new} new")
+    steps = len(prompt) + new - 1
+    caches = [s for s in program.states if s.kind in CACHE_STATES]
+    if "pages" in roles:
+        columns = roles["pages"].shape[1]
+        cache_pages = min(s.shape[0] for s in caches)
+        reach = min(columns, cache_pages) * min(s.shape[1] for s in caches)
+        if steps > reach:
+            fail(f"{steps} steps need {steps} positions; the caches hold {reach} a request")
+
+    inputs: dict[str, np.ndarray] = {}
+    if "pages" in roles:
+        pages = np.arange(roles["pages"].shape[1])
+        inputs["pages"] = np.where(pages < cache_pages, pages, -1)[None, :].astype(np.int32)
+    if "slots" in roles:
+        inputs["slots"] = np.ones(roles["slots"].shape, np.int32)
+    states = {s.name: np.zeros(s.shape, F32) for s in program.states}
+    env = Environment(inputs, weights, states)
+
+    fed, chosen, logits = list(prompt), [], []
+    for position in range(steps):
+        env.inputs["tokens"] = np.array([fed[position]], np.int32)
+        env.inputs["positions"] = np.array([position], np.int32)
+        next_tokens, step_logits = program.run(env)[:2]
+        logits.append(np.asarray(step_logits, F32)[0])
+        if position >= len(prompt) - 1:
+            chosen.append(int(next_tokens[0]))
+            fed.append(chosen[-1])
+    return Generation(chosen, np.stack(logits))
