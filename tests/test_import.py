@@ -492,3 +492,70 @@ def test_tiny_step_on_the_interpreter(batch, tokens, seed):
         conv, recurrent = f"model.layers.{layer}.conv", f"model.layers.{layer}.recurrent"
         assert changed_slots(before[conv], env.states[conv]) == conv_slots
         assert changed_slots(before[recurrent], env.states[recurrent]) == recurrent_slots
+
+
+# ----------------------------------------------------------------------------------------------
+# transformers' KimiLinearConfig: its defaults, layer_types and mlp_layer_types
+
+
+def test_left_out_fields_take_transformers_defaults():
+    data = copy.deepcopy(TINY)
+    for key in ("first_k_dense_replace", "num_shared_experts", "routed_scaling_factor", "mla_use_nope"):
+        data.pop(key)
+    c = kimi_linear_config(data)
+    assert (c.first_dense, c.shared_experts, c.routed_scaling) == (1, 1, 2.446)
+
+
+def test_layer_types_are_preferred_over_linear_attn_config():
+    data = copy.deepcopy(TINY)
+    data["layer_types"] = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
+    data["mlp_layer_types"] = ["dense", "dense", "sparse", "sparse"]
+    c = kimi_linear_config(data)
+    assert (c.kda_layers, c.mla_layers, c.first_dense) == ((1, 3, 4), (2,), 2)
+
+
+def test_without_linear_attn_config_transformers_fields_and_pattern():
+    data = copy.deepcopy(TINY)
+    linear = data.pop("linear_attn_config")
+    data.update(num_hidden_layers=6, linear_num_heads=linear["num_heads"], linear_head_dim=linear["head_dim"])
+    c = kimi_linear_config(data)
+    assert (c.kda_heads, c.kda_head_dim, c.conv_width) == (2, 128, 4)
+    assert (c.kda_layers, c.mla_layers) == ((1, 2, 3, 4, 6), (5,))  # full attention at layer index 4
+
+
+@pytest.mark.parametrize("key, value, field", [
+    ("layer_types", ["linear_attention"] * 3, "layer_types"),
+    ("layer_types", ["linear_attention", "mamba", "linear_attention", "full_attention"], "layer_types"),
+    ("mlp_layer_types", ["sparse", "dense", "sparse", "sparse"], "mlp_layer_types"),
+])
+def test_bad_layer_types_name_the_field(key, value, field):
+    data = copy.deepcopy(TINY)
+    data[key] = value
+    with pytest.raises(ConfigError, match=field):
+        kimi_linear_config(data)
+
+
+def test_checkpoint_binds_transformers_names(tmp_path):
+    """A saved transformers model's dense MLP under `block_sparse_moe.`, and transformers 5's packed
+    experts, bind the published names."""
+    from lanec.runtime.weights import Checkpoint
+
+    rng = np.random.default_rng(0)
+    gate_up, down = rng.standard_normal((4, 6, 5), np.float32), rng.standard_normal((4, 5, 3), np.float32)
+    dense = rng.standard_normal((7, 5), np.float32)
+    tensors = {"model.layers.0.block_sparse_moe.gate_proj.weight": dense,
+               "model.layers.1.mlp.experts.gate_up_proj": gate_up, "model.layers.1.mlp.experts.down_proj": down}
+    header, data = {}, b""
+    for name, value in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [len(data), len(data) + value.nbytes]}
+        data += value.tobytes()
+    text = json.dumps(header).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+    checkpoint = Checkpoint(path)
+    assert np.array_equal(checkpoint.resolve("model.layers.0.mlp.gate_proj.weight", (7, 5)), dense)
+    p = "model.layers.1.block_sparse_moe.experts.*"
+    assert all(checkpoint.holds(f"{p}.{w}.weight") for w in ("w1", "w2", "w3"))
+    assert np.array_equal(checkpoint.resolve(f"{p}.w1.weight", (4, 3, 5)), gate_up[:, :3])
+    assert np.array_equal(checkpoint.resolve(f"{p}.w3.weight", (4, 3, 5)), gate_up[:, 3:])
+    assert np.array_equal(checkpoint.resolve(f"{p}.w2.weight", (4, 5, 3)), down)

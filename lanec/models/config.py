@@ -73,6 +73,12 @@ class Fields:
             raise ConfigError(f"{self.name(key)}: expected a list of integers, got {value!r}")
         return tuple(value)
 
+    def strs(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+        value = self.raw(key)
+        if not isinstance(value, list) or any(v not in choices for v in value):
+            raise ConfigError(f"{self.name(key)}: expected a list of {', '.join(choices)}, got {value!r}")
+        return tuple(value)
+
     def object(self, key: str) -> Fields:
         value = self.raw(key)
         if not isinstance(value, dict):
@@ -140,8 +146,26 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
     f = config_fields(data, "kimi_linear")
     layers = f.int("num_hidden_layers")
 
-    linear = f.object("linear_attn_config")
-    kda_layers, mla_layers = linear.ints("kda_layers"), linear.ints("full_attn_layers")
+    # transformers' KimiLinearConfig reads the heads and the layer kinds from `linear_attn_config`
+    # (the published form) or, without it, from its own fields; `layer_types`, where present, is
+    # preferred over the lists (as transformers prefers it)
+    if f.raw("linear_attn_config", None) is not None:
+        linear = f.object("linear_attn_config")
+        heads_field, head_dim_field, conv_field = "num_heads", "head_dim", "short_conv_kernel_size"
+    else:
+        linear = f
+        heads_field, head_dim_field, conv_field = "linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim"
+    if f.raw("layer_types", None) is not None:
+        kinds = f.strs("layer_types", ("linear_attention", "full_attention"))
+        if len(kinds) != layers:
+            raise ConfigError(f"layer_types: {len(kinds)} layer types for num_hidden_layers {layers}")
+        kda_layers = tuple(n for n, kind in enumerate(kinds, 1) if kind == "linear_attention")
+        mla_layers = tuple(n for n, kind in enumerate(kinds, 1) if kind == "full_attention")
+    elif linear is f:  # transformers' default pattern: full attention at every fourth layer after the first
+        kda_layers = tuple(n for n in range(1, layers + 1) if not (n - 1 and (n - 1) % 4 == 0))
+        mla_layers = tuple(n for n in range(1, layers + 1) if n - 1 and (n - 1) % 4 == 0)
+    else:
+        kda_layers, mla_layers = linear.ints("kda_layers"), linear.ints("full_attn_layers")
     for key, listed in (("kda_layers", kda_layers), ("full_attn_layers", mla_layers)):
         outside = [n for n in listed if not 1 <= n <= layers]
         if outside:
@@ -164,7 +188,8 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
     if f.raw("q_lora_rank", None) is not None:
         raise ConfigError(f"q_lora_rank: {f.raw('q_lora_rank')}: the importer takes Kimi Linear's q projection "
                           "without a LoRA (q_lora_rank null)")
-    if mla_layers and not f.bool("mla_use_nope", False):
+    # transformers' Kimi Linear MLA is NoPE whatever the config says; a config without the field is read so
+    if mla_layers and not f.bool("mla_use_nope", True):
         raise ConfigError("mla_use_nope: false asks for rotary MLA; Kimi Linear's MLA layers are NoPE (true)")
     if f.bool("mla_use_output_gate", False):
         raise ConfigError("mla_use_output_gate: the MLA output gate (Kimi K3) is not imported yet")
@@ -176,9 +201,17 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
     for key in ("num_expert_group", "topk_group", "moe_layer_freq"):
         if f.int(key, 1) != 1:
             raise ConfigError(f"{key}: {f.raw(key)}: only 1 is imported (no grouped top-k, every layer a mixture)")
-    first_dense = f.int("first_k_dense_replace", 0, minimum=0)
+    # transformers' defaults where a config leaves a field out: the first layer dense, one shared expert,
+    # routed weights scaled by 2.446 (KimiLinearConfig); `mlp_layer_types`, where present, is preferred
+    first_dense = f.int("first_k_dense_replace", 1, minimum=0)
     if first_dense > layers:
         raise ConfigError(f"first_k_dense_replace: {first_dense} is more than the {layers} layers")
+    if f.raw("mlp_layer_types", None) is not None:
+        mlp_kinds = f.strs("mlp_layer_types", ("dense", "sparse"))
+        first_dense = mlp_kinds.index("sparse") if "sparse" in mlp_kinds else len(mlp_kinds)
+        if len(mlp_kinds) != layers or "dense" in mlp_kinds[first_dense:]:
+            raise ConfigError(f"mlp_layer_types: only {layers} types, dense layers first then sparse, are imported; "
+                              f"got {list(mlp_kinds)}")
 
     return KimiLinearConfig(
         hidden=f.int("hidden_size"),
@@ -187,9 +220,9 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
         rms_eps=f.float("rms_norm_eps"),
         tied_embeddings=f.bool("tie_word_embeddings", False),
         kda_layers=tuple(sorted(kda_layers)),
-        kda_heads=linear.int("num_heads"),
-        kda_head_dim=linear.int("head_dim"),
-        conv_width=linear.int("short_conv_kernel_size", minimum=2),
+        kda_heads=linear.int(heads_field, 32 if linear is f else _MISSING),
+        kda_head_dim=linear.int(head_dim_field, 128 if linear is f else _MISSING),
+        conv_width=linear.int(conv_field, 4 if linear is f else _MISSING, minimum=2),
         mla_layers=tuple(sorted(mla_layers)),
         mla_heads=f.int("num_attention_heads"),
         nope=f.int("qk_nope_head_dim"),
@@ -201,10 +234,10 @@ def kimi_linear_config(data: Mapping[str, Any]) -> KimiLinearConfig:
         experts=experts,
         top_k=top_k,
         expert_width=f.int("moe_intermediate_size"),
-        shared_experts=f.int("num_shared_experts", 0, minimum=0),
+        shared_experts=f.int("num_shared_experts", 1, minimum=0),
         scoring=f.str("moe_router_activation_func", "sigmoid", choices=("sigmoid", "softmax")),
         renormalize=f.bool("moe_renormalize", True),
-        routed_scaling=f.float("routed_scaling_factor", 1.0),
+        routed_scaling=f.float("routed_scaling_factor", 2.446),
     )
 
 

@@ -66,26 +66,51 @@ class Checkpoint:
     def __contains__(self, name: str) -> bool:
         return name in self._header
 
-    def holds(self, name: str) -> bool:
-        """Whether `resolve` can make `name`: a tensor of that name, a row range of one
-        (`name[a:b]`), or experts stacked (`...experts.*.w1.weight`: experts 0, 1, ... in turn)."""
+    def held(self, name: str) -> str | None:
+        """The checkpoint's own name of the tensor `name` (no slice, no `*`): the name itself, else the
+        first of its RENAMINGS the checkpoint holds; None where it holds none."""
         if name in self._header:
+            return name
+        for pattern, replacement in RENAMINGS:
+            other = pattern.sub(replacement, name)
+            if other != name and other in self._header:
+                return other
+        return None
+
+    def packed_experts(self, name: str) -> tuple[str, int | None] | None:
+        """transformers 5's stacked form of the per-expert `...experts.*.wN.weight`: the tensor holding
+        every expert (`experts.gate_up_proj` [E, 2I, H] for w1 and w3, `experts.down_proj` [E, H, I] for
+        w2), and which half of its second axis (0: w1, 1: w3; None: all of it); None where it has none."""
+        packed = PER_EXPERT.fullmatch(name)
+        if not packed:
+            return None
+        prefix, which = packed.group(1), packed.group(2)
+        tensor, half = PACKED_EXPERTS[which]
+        held = self.held(f"{prefix}.experts.{tensor}")
+        return (held, half) if held else None
+
+    def holds(self, name: str) -> bool:
+        """Whether `resolve` can make `name`: a tensor of that name (or of a recorded renaming of it), a
+        row range of one (`name[a:b]`), or experts stacked (`...experts.*.w1.weight`: experts 0, 1, ...
+        in turn, or transformers 5's packed `experts.gate_up_proj` / `experts.down_proj`)."""
+        if self.held(name):
             return True
         sliced = ROW_RANGE.fullmatch(name)
         if sliced:
-            return sliced.group(1) in self._header
-        return "*" in name and name.replace("*", "0", 1) in self._header
+            return self.held(sliced.group(1)) is not None
+        return "*" in name and (self.held(name.replace("*", "0", 1)) is not None
+                                or self.packed_experts(name) is not None)
 
     def resolve(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """The form's weight `name` of `shape` from the checkpoint's tensors (see `holds`); a stored
         shape that differs only by unit axes (a conv's [C, 1, W], A_log's [1, 1, H, 1]) is read as
         the form's."""
         sliced = ROW_RANGE.fullmatch(name)
-        if name in self._header:
-            values = self.tensor(name)
+        if self.held(name):
+            values = self.tensor(self.held(name))
         elif sliced:
             base, first, last = sliced.group(1), int(sliced.group(2)), int(sliced.group(3))
-            values = self.tensor(base)
+            values = self.tensor(self.held(base) or base)
             if not 0 <= first < last <= values.shape[0]:
                 raise WeightError(f"checkpoint tensor {base!r} has {values.shape[0]} rows; {name!r} asks for "
                                   f"rows [{first}, {last})")
@@ -94,10 +119,21 @@ class Checkpoint:
             if not shape:
                 raise WeightError(f"{name!r} names stacked experts but the form's weight has no expert axis")
             names = [name.replace("*", str(e), 1) for e in range(shape[0])]
-            missing = [n for n in names if n not in self._header]
-            if missing:
-                raise WeightError(f"checkpoint {self.path} has no tensor {missing[0]!r} (of the stacked {name!r})")
-            values = np.stack([self.tensor(n) for n in names])
+            held = [self.held(n) for n in names]
+            packed = self.packed_experts(name) if None in held else None
+            if packed:
+                values = self.tensor(packed[0])
+                if packed[1] is not None:
+                    if values.ndim != 3 or values.shape[1] % 2:
+                        raise WeightError(f"checkpoint tensor {packed[0]!r} is {list(values.shape)}; {name!r} "
+                                          f"needs [experts, 2 x width, hidden] (gate rows, then up rows)")
+                    width = values.shape[1] // 2
+                    values = values[:, packed[1] * width:(packed[1] + 1) * width]
+            elif None in held:
+                missing = names[held.index(None)]
+                raise WeightError(f"checkpoint {self.path} has no tensor {missing!r} (of the stacked {name!r})")
+            else:
+                values = np.stack([self.tensor(n) for n in held])
         if tuple(values.shape) != tuple(shape):
             squeezed = tuple(n for n in values.shape if n != 1)
             if squeezed != tuple(n for n in shape if n != 1):
@@ -131,6 +167,18 @@ class Checkpoint:
 
 
 ROW_RANGE = re.compile(r"(.+)\[(\d+):(\d+)\]")  # a form weight that is rows [a, b) of a checkpoint tensor
+
+# Recorded renamings, tried in turn where a checkpoint lacks a form weight's own name (the published
+# name). transformers 5 loads Kimi Linear's `.block_sparse_moe.` as `.mlp.` and reverts the renaming on
+# save to every MLP, so a saved model holds the dense first layer's `mlp.gate_proj` as
+# `block_sparse_moe.gate_proj`; the other way, a checkpoint saved without the reversion holds the
+# mixture's tensors under `.mlp.`.
+RENAMINGS = [(re.compile(r"\.mlp\."), ".block_sparse_moe."), (re.compile(r"\.block_sparse_moe\."), ".mlp.")]
+# transformers 5's packed experts (`MergeModulelist` then `Concatenate(dim=1)` of w1 and w3 in its
+# conversion mapping): per-expert `w1` (gate) / `w3` (up) are the first / second half of the rows of
+# `experts.gate_up_proj` [E, 2I, H]; `w2` (down) is `experts.down_proj` [E, H, I]
+PER_EXPERT = re.compile(r"(.+)\.experts\.\*\.(w[123])\.weight")
+PACKED_EXPERTS = {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1), "w2": ("down_proj", None)}
 
 
 CHUNK = 1 << 22  # values a random stream fills: the unit of the seeded initialiser's parallelism

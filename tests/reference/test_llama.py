@@ -14,19 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from lanec.cli import main  # noqa: E402
-from lanec.interp.generate import checkpoint_weights, generate  # noqa: E402
-from lanec.interp.lower import program_of  # noqa: E402
-from lanec.models.builder import context  # noqa: E402
-
-TOLERANCE = 1e-3  # of max |logit|, fp32
-PROMPT = [17, 200, 3, 99, 42]
-NEW = 16
+from compare import assert_same_decode, interpreted, reference  # noqa: E402
 
 CONFIG = {
     "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -54,54 +46,14 @@ def saved_model(folder: Path, **changes) -> Path:
     return folder
 
 
-def reference(folder: Path) -> tuple[list[int], np.ndarray]:
-    """transformers' greedy tokens, and its logits at every position of prompt + tokens."""
-    model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    prompt = torch.tensor([PROMPT])
-    with torch.no_grad():
-        out = model.generate(prompt, do_sample=False, max_new_tokens=NEW, min_new_tokens=NEW,
-                             attention_mask=torch.ones_like(prompt), pad_token_id=0)
-        tokens = out[0, len(PROMPT):].tolist()
-        logits = model(out[:, :-1]).logits[0].numpy()
-    return tokens, logits
-
-
-def interpreted(folder: Path, tmp_path: Path) -> tuple[list[int], np.ndarray]:
-    form_path = tmp_path / "llama.mlir"
-    result = CliRunner().invoke(main, ["import", str(folder / "config.json"), "-o", str(form_path),
-                                       "--page-size", "8", "--context-pages", "4"])
-    assert result.exit_code == 0, result.output
-    from xdsl.parser import Parser
-
-    program = program_of(Parser(context(), form_path.read_text(), str(form_path)).parse_module())
-    run = generate(program, checkpoint_weights(program, folder / "model.safetensors"), PROMPT, NEW)
-    return run.tokens, run.logits
-
-
-def first_difference(got: np.ndarray, want: np.ndarray) -> str | None:
-    """The first step whose logits differ by more than the tolerance, and the largest difference."""
-    bound = TOLERANCE * float(np.abs(want).max())
-    diff = np.abs(got - want).max(axis=-1)
-    bad = np.flatnonzero(diff > bound)
-    if not len(bad):
-        return None
-    return (f"step {bad[0]} (of {len(diff)}) first differs: {diff[bad[0]]:.3g} > {bound:.3g}; "
-            f"the largest difference {diff.max():.3g} at step {int(diff.argmax())}")
-
-
 @pytest.mark.parametrize("changes", [{}, {"tie_word_embeddings": True},
                                      {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}],
                          ids=["llama3-scaling", "tied", "unscaled"])
 def test_greedy_decode_matches_transformers(tmp_path, changes):
     folder = saved_model(tmp_path / "model", **changes)
-    want_tokens, want_logits = reference(folder)
-    got_tokens, got_logits = interpreted(folder, tmp_path)
-    assert got_logits.shape == want_logits.shape == (len(PROMPT) + NEW - 1, CONFIG["vocab_size"])
-    problem = first_difference(got_logits, want_logits)
-    assert problem is None, problem
-    assert got_tokens == want_tokens, (
-        f"token {next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)} differs: "
-        f"{got_tokens} vs transformers' {want_tokens}")
+    want = reference(transformers.LlamaForCausalLM, folder)
+    got = interpreted(folder, tmp_path)
+    assert_same_decode(got, want, CONFIG["vocab_size"])
 
 
 def test_llama3_frequencies_are_transformers():
