@@ -419,7 +419,7 @@ def test_llama_step_shapes_names_and_rope_scaling(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"model_type": "gpt2"}, "model_type: 'gpt2' is not one lanec imports (kimi_linear, llama)"),
+    ({"model_type": "gpt2"}, "model_type: 'gpt2' is not one lanec imports (kimi_linear, llama"),  # more families follow
     ({"attention_bias": True}, "attention_bias: true"),
     ({"mlp_bias": True}, "mlp_bias: true"),
     ({"hidden_act": "gelu"}, "hidden_act: 'gelu'"),

@@ -381,6 +381,10 @@ class Lowering:
                 "theta": op.theta.value.data, **pitch_of(x)}
         if op.scaling is not None:  # the kernel's facts refuse it, named before any kernel is built
             RopeSpec(**spec, scaling=op.scaling.data).check()
+        for layout in ("offset", "interleaved"):  # DeepSeek's rope: no kernel turns it yet
+            if op.properties.get(layout) is not None and op.properties[layout].value.data:
+                raise LoweringError(f"form.rope {layout}: the lane's rope kernel turns each head's first "
+                                    "values in rotate-half pairs only")
         self.launch("rope", spec, [x, self.window(op.positions), out])
         self.windows[op.result] = out
 

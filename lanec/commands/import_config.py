@@ -29,7 +29,7 @@ def import_config(config: str, output: str, layers: int | None, batch: int, toke
                   no_logits: bool) -> None:
     """Write the decode step of the model CONFIG describes (a Hugging Face config.json).
 
-    Supported: Kimi Linear (model_type kimi_linear), Llama 3 / 3.1 (llama)."""
+    Supported: Kimi Linear (model_type kimi_linear), Llama 3 / 3.1 (llama), Qwen3-Next (qwen3_next)."""
     from xdsl.utils.exceptions import VerifyException
 
     from lanec.models import importer

@@ -585,6 +585,33 @@ class L2NormOp(IRDLOperation):
 
 
 @irdl_op_definition
+class HeadNormOp(IRDLOperation):
+    """Per-head RMS norm: each head's values times rsqrt(mean(x_h^2) + eps) * w, one weight of a
+    head's size shared by every head (Qwen3's q_norm / k_norm)."""
+
+    name = "form.head_norm"
+    irdl_options = (ParsePropInAttrDict(),)
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    heads = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float64Type])
+    traits = traits_def(Pure())
+    assembly_format = "$x `,` $weight attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, x: SSAValue, weight: SSAValue, heads: int, eps: float):
+        super().__init__(operands=[x, weight], properties={"heads": int_prop(heads), "eps": float_prop(eps)},
+                         result_types=[x.type])
+
+    def verify_(self) -> None:
+        _, width = rows_width(self.x, "a head norm's input")
+        size = head_size(width, self.heads.value.data, "head_norm")
+        expect(shape(self.weight) == (size,), f"the head norm weight must be [{size}] (one head)")
+        expect(self.eps.value.data > 0, "a head norm's eps must be positive")
+        expect(shape(self.result) == shape(self.x), "a head norm's result has its input's shape")
+
+
+@irdl_op_definition
 class RopeOp(IRDLOperation):
     """Rotary embedding (rotate-half) of each head's first `rotary` values at the row's position.
     With `scaling = "llama3"` the frequencies are Llama 3.1's (transformers'
@@ -609,19 +636,26 @@ class RopeOp(IRDLOperation):
     low_freq_factor = opt_prop_def(FloatAttr[Float64Type])
     high_freq_factor = opt_prop_def(FloatAttr[Float64Type])
     original_context = opt_prop_def(IntegerAttr[I64])
+    offset = opt_prop_def(IntegerAttr[I64])  # the turned values start here in each head (absent: 0)
+    interleaved = opt_prop_def(IntegerAttr[I64])  # 1: pairs (2i, 2i + 1), DeepSeek's layout (absent: 0)
     traits = traits_def(Pure())
     assembly_format = "$x `,` $positions attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, x: SSAValue, positions: SSAValue, heads: int, rotary: int, theta: float,
-                 llama3: tuple[float, float, float, int] | None = None):
+                 llama3: tuple[float, float, float, int] | None = None, offset: int = 0, interleaved: bool = False):
         """`llama3`: (factor, low_freq_factor, high_freq_factor, original_context), or None for
-        the unscaled frequencies."""
+        the unscaled frequencies. `offset`: the turned values are each head's [offset, offset +
+        rotary); `interleaved`: the pairs are (2i, 2i + 1) (DeepSeek), not (i, i + rotary/2)."""
         props: dict[str, Attribute] = {"heads": int_prop(heads), "rotary": int_prop(rotary),
                                        "theta": float_prop(theta)}
         if llama3 is not None:
             factor, low, high, original = llama3
             props.update(scaling=StringAttr("llama3"), factor=float_prop(factor), low_freq_factor=float_prop(low),
                          high_freq_factor=float_prop(high), original_context=int_prop(original))
+        if offset:
+            props["offset"] = int_prop(offset)
+        if interleaved:
+            props["interleaved"] = int_prop(1)
         super().__init__(operands=[x, positions], properties=props, result_types=[x.type])
 
     def verify_(self) -> None:
@@ -629,6 +663,11 @@ class RopeOp(IRDLOperation):
         size = head_size(width, self.heads.value.data, "rope")
         rotary = self.rotary.value.data
         expect(0 < rotary <= size and rotary % 2 == 0, f"rotary {rotary}: even, at most the head size {size}")
+        offset = self.offset.value.data if self.offset is not None else 0
+        expect(0 <= offset and offset + rotary <= size,
+               f"rope offset {offset}: the turned values [{offset}, {offset + rotary}) must fit a head of {size}")
+        if self.interleaved is not None:
+            expect(self.interleaved.value.data in (0, 1), "rope interleaved is 0 or 1")
         expect(shape(self.positions) == (rows,), f"positions must be [{rows}]")
         expect(shape(self.result) == shape(self.x), "rope's result has its input's shape")
         given = [name for name in ROPE_SCALING if self.properties.get(name) is not None]
@@ -1049,7 +1088,9 @@ class MixtureOp(IRDLOperation):
     scores + the optional correction bias, weights the chosen (uncorrected) scores, optionally
     renormalised, times routed_scaling; each expert a gated pair (gate, up [E, I, H]) then down
     [E, H, I]. Optional shared expert (gate, up [I_s, H], down [H, I_s], and an optional sigmoid
-    gate [1, H]) added. With `rows`, result row r is written at row rows[r] (a scatter)."""
+    gate [1, H]) added. With `rows`, result row r is written at row rows[r] (a scatter). With
+    `groups` / `topk_groups` (grouped top-k), only the experts of the best topk_groups groups, ranked
+    by the sum of each group's top-2 scores + correction, can be chosen."""
 
     name = "form.mixture"
     x = operand_def(TensorType)
@@ -1065,6 +1106,8 @@ class MixtureOp(IRDLOperation):
     scoring = prop_def(StringAttr)
     renormalize = prop_def(IntegerAttr[I64])
     routed_scaling = prop_def(FloatAttr[Float64Type])
+    groups = opt_prop_def(IntegerAttr[I64])  # grouped top-k (DeepSeek-V3): experts in this many groups
+    topk_groups = opt_prop_def(IntegerAttr[I64])  # the best this many groups (by their top-2 sum) kept
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict(),)
     assembly_format = (
         "$x `,` $router `,` $gate `,` $up `,` $down (`correction` $correction^ `:` type($correction))? "
@@ -1085,6 +1128,15 @@ class MixtureOp(IRDLOperation):
         expect(shape(self.down) == (experts, hidden, width), f"expert downs must be [{experts}, {hidden}, {width}]")
         top_k = self.top_k.value.data
         expect(1 <= top_k <= experts, f"top_k {top_k}: between 1 and the {experts} experts")
+        expect((self.groups is None) == (self.topk_groups is None), "grouped top-k needs both groups and topk_groups")
+        if self.groups is not None and self.topk_groups is not None:
+            groups, kept = self.groups.value.data, self.topk_groups.value.data
+            expect(groups >= 1 and experts % groups == 0 and experts // groups >= 2,
+                   f"groups {groups}: must split the {experts} experts into groups of at least 2 "
+                   "(a group ranks by its top-2 sum)")
+            expect(1 <= kept <= groups, f"topk_groups {kept}: between 1 and the {groups} groups")
+            expect(top_k <= kept * (experts // groups),
+                   f"top_k {top_k}: more than the {kept * (experts // groups)} experts of the kept groups")
         expect(self.scoring.data in SCORINGS, f"router scoring '{self.scoring.data}': sigmoid or softmax")
         expect(self.renormalize.value.data in (0, 1), "renormalize is 0 or 1")
         if self.correction is not None:
@@ -1150,7 +1202,7 @@ Form = Dialect(
     "form",
     [
         StepOp, ReturnOp, InputOp, WeightOp, StateOp, EmbedOp, ProductOp, GatedProductOp, PartOp,
-        NormOp, AddOp, MulOp, SwigluOp, SiluOp, SigmoidOp, L2NormOp, RopeOp, ConvOp, KdaGateOp,
+        NormOp, AddOp, MulOp, SwigluOp, SiluOp, SigmoidOp, L2NormOp, HeadNormOp, RopeOp, ConvOp, KdaGateOp,
         DeltaRuleOp, NormGatedOp, KdaOp, AttentionOp, LatentAttentionOp, MixtureOp, QuantizeOp,
         ArgmaxOp,
     ],

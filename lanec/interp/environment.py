@@ -49,7 +49,7 @@ def uses_of(program: Program) -> dict[int, list[tuple[str, str]]]:
     return uses
 
 
-NORM_WEIGHTS = {("norm", "w"), ("norm_gated", "w"), ("kda", "norm_weight")}
+NORM_WEIGHTS = {("norm", "w"), ("norm_gated", "w"), ("kda", "norm_weight"), ("head_norm", "w")}
 A_LOGS = {("kda_gate", "a_log"), ("kda", "a_log")}
 DT_BIASES = {("kda_gate", "dt_bias"), ("kda", "dt_bias")}
 BIASES = {("conv", "bias"), ("kda", "biases"), ("mixture", "correction")}

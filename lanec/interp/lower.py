@@ -26,6 +26,7 @@ RENAME = {
     "norm": {"weight": "w"},
     "conv": {"weight": "w"},
     "norm_gated": {"weight": "w"},
+    "head_norm": {"weight": "w"},
     "kda": {"beta": "beta_raw"},
     "add": {"lhs": "a", "rhs": "b"},
     "mul": {"lhs": "a", "rhs": "b"},

@@ -148,6 +148,13 @@ def l2norm(x, heads: int, eps: float) -> np.ndarray:
     return y.reshape(xh.shape[0], -1)
 
 
+def head_norm(x, w, heads: int, eps: float) -> np.ndarray:
+    """Per head: x_h * rsqrt(mean(x_h^2) + eps) * w (w one head's size)."""
+    xh = per_head(x, heads, "head_norm")
+    y = xh * rsqrt(np.mean(xh * xh, axis=-1, keepdims=True) + F32(eps)) * f32(w)
+    return y.reshape(xh.shape[0], -1)
+
+
 def norm_gated(x, gate, w, heads: int, eps: float, activation: str) -> np.ndarray:
     """Per head: x_h * rsqrt(mean(x_h^2) + eps) * w * act(gate_h), act sigmoid or swish."""
     if activation not in ("sigmoid", "swish"):
@@ -161,20 +168,22 @@ def norm_gated(x, gate, w, heads: int, eps: float, activation: str) -> np.ndarra
 
 def rope(x, positions, heads: int, rotary: int, theta: float, scaling: str | None = None,
          factor: float | None = None, low_freq_factor: float | None = None, high_freq_factor: float | None = None,
-         original_context: int | None = None) -> np.ndarray:
-    """Rotate-half on each head's first `rotary` values: pairs (i, i + rotary/2) turn by
-    pos * inv_freq[i] (`frequencies`)."""
+         original_context: int | None = None, offset: int = 0, interleaved: int = 0) -> np.ndarray:
+    """Rotate-half on each head's `rotary` values from `offset` (0: the first): pairs
+    (i, i + rotary/2), or (2i, 2i + 1) when `interleaved`, turn by pos * inv_freq[i] (`frequencies`)."""
     xh = per_head(x, heads, "rope")
-    if rotary < 2 or rotary % 2 or rotary > xh.shape[2]:
-        fail(f"rope: rotary {rotary} must be even and at most the head size {xh.shape[2]}")
+    if rotary < 2 or rotary % 2 or offset < 0 or offset + rotary > xh.shape[2]:
+        fail(f"rope: rotary {rotary} must be even and, from offset {offset}, fit the head size {xh.shape[2]}")
     half = rotary // 2
     inv_freq = frequencies(rotary, theta, scaling, factor, low_freq_factor, high_freq_factor, original_context)
     angle = f32(positions)[:, None] * inv_freq[None, :]  # [rows, half]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
     y = xh.copy()
-    lo, hi = xh[:, :, :half], xh[:, :, half:rotary]
-    y[:, :, :half] = lo * cos - hi * sin
-    y[:, :, half:rotary] = hi * cos + lo * sin
+    turned = np.arange(offset, offset + rotary)
+    first, second = (turned[0::2], turned[1::2]) if interleaved else (turned[:half], turned[half:])
+    lo, hi = xh[:, :, first], xh[:, :, second]
+    y[:, :, first] = lo * cos - hi * sin
+    y[:, :, second] = hi * cos + lo * sin
     return y.reshape(xh.shape[0], -1)
 
 
@@ -485,11 +494,14 @@ def latent_attention(qr, latent, k_rope, cache, kv_b, pages, positions, heads: i
 
 
 def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, routed_scaling: float,
-            correction=None, shared: Sequence | None = (), rows=None) -> np.ndarray:
+            correction=None, shared: Sequence | None = (), rows=None, groups: int | None = None,
+            topk_groups: int | None = None) -> np.ndarray:
     """Router scores, top-k of scores (+ correction), weights the chosen scores (renormalized,
     times routed_scaling), each expert down @ swiglu(gate @ x, up @ x); plus a shared expert
     (times sigmoid(x . gate_row) if given). With `rows`: result r lands at row rows[r]
-    (rows[r] < 0 drops it), other rows zero."""
+    (rows[r] < 0 drops it), other rows zero. With `groups` (grouped top-k): the experts in
+    `groups` equal groups ranked by the sum of their top-2 scores (+ correction), only the best
+    `topk_groups` groups' experts chosen from. Ties: the lower group, the lower expert."""
     x, gate, up, down = f32(x), f32(gate), f32(up), f32(down)
     shared = list(shared or ())
     n, experts = x.shape[0], gate.shape[0]
@@ -503,6 +515,8 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     else:
         fail(f"mixture scoring '{scoring}': sigmoid or softmax")
     choice = scores if correction is None else scores + f32(correction)
+    if groups is not None:
+        choice = grouped_choice(choice, groups, topk_groups or 0, top_k)
     chosen = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]  # ties: the lower expert
     weights = np.take_along_axis(scores, chosen, axis=-1)
     if renormalize:
@@ -529,6 +543,22 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     keep = rows >= 0
     scattered[rows[keep]] = out[keep]
     return scattered
+
+
+def grouped_choice(choice: np.ndarray, groups: int, topk_groups: int, top_k: int) -> np.ndarray:
+    """`choice` with every expert outside the best `topk_groups` groups at -inf: a group's rank is
+    the sum of its two largest values (ties: the lower group)."""
+    n, experts = choice.shape
+    if groups < 1 or experts % groups or experts // groups < 2 or not 1 <= topk_groups <= groups \
+            or top_k > topk_groups * (experts // groups):
+        fail(f"mixture: grouped top-k of {experts} experts in {groups} groups, the best {topk_groups} kept, "
+             f"cannot choose {top_k}: groups of at least 2 experts, 1..groups kept, top_k within the kept")
+    grouped = choice.reshape(n, groups, experts // groups)
+    rank = np.sort(grouped, axis=-1)[:, :, -2:].sum(axis=-1, dtype=F32)  # [n, groups]
+    kept = np.argsort(-rank, axis=-1, kind="stable")[:, :topk_groups]
+    mask = np.zeros((n, groups), bool)
+    np.put_along_axis(mask, kept, True, axis=-1)
+    return np.where(np.repeat(mask, experts // groups, axis=-1), choice, F32(-np.inf)).astype(F32)
 
 
 def blocks(x, what: str) -> np.ndarray:

@@ -41,6 +41,7 @@ OPS = {
     "silu": ops.silu,
     "sigmoid": ops.sigmoid,
     "l2norm": ops.l2norm,
+    "head_norm": ops.head_norm,
     "rope": ops.rope,
     "conv": ops.conv,
     "kda_gate": ops.kda_gate,

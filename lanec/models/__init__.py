@@ -27,7 +27,24 @@ def llama(data: Mapping[str, Any], options: StepOptions) -> ModuleOp:
     return llama_step(llama_config(data), options)
 
 
-IMPORTERS: dict[str, Importer] = {"kimi_linear": kimi_linear, "llama": llama}  # by config.json's model_type
+def deepseek_v3(data: Mapping[str, Any], options: StepOptions) -> ModuleOp:
+    from lanec.models.config import deepseek_v3_config
+    from lanec.models.deepseek_v3 import deepseek_v3_step
+
+    return deepseek_v3_step(deepseek_v3_config(data), options)
+
+
+
+def qwen3_next(data: Mapping[str, Any], options: StepOptions) -> ModuleOp:
+    from lanec.models.config import qwen3_next_config
+    from lanec.models.qwen3_next import qwen3_next_step
+
+    return qwen3_next_step(qwen3_next_config(data), options)
+
+
+# by config.json's model_type
+IMPORTERS: dict[str, Importer] = {"kimi_linear": kimi_linear, "llama": llama, "deepseek_v3": deepseek_v3,
+                                  "qwen3_next": qwen3_next}
 
 
 def importer(data: Any) -> Importer:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, Float32Type, ModuleOp, i32
+from xdsl.dialects.builtin import Builtin, Float32Type, ModuleOp, StringAttr, i32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -47,6 +47,96 @@ class StepOptions:
                 raise ConfigError(f"{option}: {getattr(self, name)} must be at least 1")
         if self.layers is not None and not 1 <= self.layers <= layers:
             raise ConfigError(f"--layers: {self.layers} is not between 1 and the config's {layers} layers")
+
+    def refuse_kimi_options(self, family: str, slots: bool = False) -> None:
+        """A one-line error for a Kimi Linear variant option given to `family`'s importer (and
+        for `--slots`, where `slots` says the family keeps no state slots)."""
+        given = [("--kda-only", self.kda_only), ("--dense-mlp", self.dense_mlp is not None)]
+        if slots:
+            given.insert(0, ("--slots", self.slots is not None))
+        for option, on in given:
+            if on:
+                raise ConfigError(f"{option}: a Kimi Linear option; not imported for {family}")
+
+
+class FamilyStep:
+    """What a family's step class shares: its config `c`, options `o`, builder `b`, the state slots
+    it holds, and the step inputs that name them."""
+
+    def __init__(self, config, options: StepOptions):
+        self.c = config
+        self.o = options
+        self.b = StepBuilder(options.batch, options.tokens)
+        self.slot_count = options.slots or options.slots_needed()
+
+    def build(self) -> ModuleOp:
+        """The decoder: the embedding, each layer's token mixer and MLP (each after its norm, with
+        the residual added), the final norm and the logits. A family gives `mixer` and `mlp`."""
+        c, b = self.c, self.b
+        tokens = b.input("tokens", [b.rows])
+        table = b.weight("model.embed_tokens.weight", [c.vocab, c.hidden])
+        h = b.value(form.EmbedOp(tokens, table))
+        for layer in range(self.o.layers or c.layers):
+            p = f"model.layers.{layer}"
+            h = b.add(h, self.mixer(self.norm(h, f"{p}.input_layernorm.weight"), p, layer))
+            h = b.add(h, self.mlp(self.norm(h, f"{p}.post_attention_layernorm.weight"), p, layer))
+        x = self.norm(h, "model.norm.weight")
+        return b.outputs(b.logits(x, table, c.tied_embeddings), self.o)
+
+    def norm(self, x: SSAValue, name: str) -> SSAValue:
+        return self.b.norm(x, name, self.c.rms_eps)
+
+    def mixer(self, x: SSAValue, p: str, layer: int) -> SSAValue:
+        raise NotImplementedError(f"{type(self).__name__} gives its layers' token mixer")
+
+    def mlp(self, x: SSAValue, p: str, layer: int) -> SSAValue:
+        raise NotImplementedError(f"{type(self).__name__} gives its layers' MLP")
+
+    def latent_attention(self, p: str, a: str, qr: SSAValue, latent: SSAValue, k_rope: SSAValue,
+                         positions: SSAValue, heads: int, nope: int, rope: int, lora: int, v: int) -> SSAValue:
+        """The latent attention over the layer's paged latent cache (rows of lora + rope), its
+        expansion kv_b under `a`, then the o product."""
+        b = self.b
+        cache = b.state(f"{p}.latent", "latent", [self.o.batch * self.o.context_pages, self.o.page_size, lora + rope])
+        kv_b = b.weight(f"{a}.kv_b_proj.weight", [heads * (nope + v), lora])
+        props = {"heads": heads, "nope": nope, "rope": rope, "lora": lora, "v": v}
+        attention = b.value(form.LatentAttentionOp(
+            operands=[qr, latent, k_rope, cache, kv_b, b.input("pages", [self.o.batch, self.o.context_pages]),
+                      positions],
+            properties={**{k: form.int_prop(n) for k, n in props.items()},
+                        "scale": form.float_prop((nope + rope) ** -0.5)},
+            result_types=[tensor([b.rows, heads * v])],
+        ))
+        return b.product(attention, f"{a}.o_proj.weight", self.c.hidden)
+
+    def routed_mixture(self, x: SSAValue, p: str, projections: tuple[str, str, str], scoring: str,
+                       **extra: Attribute) -> SSAValue:
+        """The config's routed experts under `p` (`experts.*.<projection>.weight` for gate, up and
+        down) with the router's correction bias, plus its shared experts' gated MLP, if any."""
+        c, b = self.c, self.b
+        e, width, hidden = c.experts, c.expert_width, c.hidden
+        router = b.weight(f"{p}.gate.weight", [e, hidden])
+        correction = b.weight(f"{p}.gate.e_score_correction_bias", [e], F32)
+        gate, up, down = (b.weight(f"{p}.experts.*.{name}.weight", dims) for name, dims in
+                          zip(projections, ([e, width, hidden], [e, width, hidden], [e, hidden, width])))
+        props = {"top_k": form.int_prop(c.top_k), "scoring": StringAttr(scoring),
+                 "renormalize": form.int_prop(int(c.renormalize)),
+                 "routed_scaling": form.float_prop(c.routed_scaling), **extra}
+        routed = b.value(form.MixtureOp(operands=[x, router, gate, up, down, [correction], [], []],
+                                        properties=props, result_types=[x.type]))
+        if not c.shared_experts:
+            return routed
+        s = f"{p}.shared_experts"
+        shared = b.gated_mlp(x, f"{s}.gate_proj.weight", f"{s}.up_proj.weight", f"{s}.down_proj.weight",
+                             width * c.shared_experts)
+        return b.add(routed, shared)
+
+    def slots(self) -> SSAValue:
+        dims = [self.o.batch] if self.o.tokens == 1 else [self.o.batch, self.o.tokens]
+        return self.b.input("slots", dims)
+
+    def accepted(self) -> SSAValue | None:
+        return self.b.input("accepted", [self.o.batch]) if self.o.tokens > 1 else None
 
 
 class StepBuilder:

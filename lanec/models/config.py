@@ -333,3 +333,232 @@ def rope_of(f: Fields) -> tuple[float, Llama3Scaling | None]:
     else:
         original = rope.int("original_max_position_embeddings")
     return theta, Llama3Scaling(factor, low, high, original)
+
+
+@dataclass(frozen=True)
+class DeepseekV3Config:
+    """DeepSeek-V3 (MLA with q LoRA and rope, the first layers dense, a grouped top-k mixture with
+    a shared expert), as its config.json gives it. Layers count from 0, as the checkpoint does."""
+
+    hidden: int
+    layers: int
+    vocab: int
+    rms_eps: float
+    tied_embeddings: bool
+    # MLA
+    heads: int
+    q_lora: int | None  # None: one q_proj
+    nope: int
+    rope: int
+    lora: int
+    v_head_dim: int
+    theta: float
+    interleaved: bool  # rope_interleave: pairs (2i, 2i + 1)
+    # MLPs: the first `first_dense` layers dense, the rest a mixture
+    dense_width: int
+    first_dense: int
+    experts: int
+    top_k: int
+    expert_width: int
+    shared_experts: int
+    groups: int
+    topk_groups: int
+    renormalize: bool
+    routed_scaling: float
+
+    def is_dense(self, layer: int) -> bool:
+        """Whether 0-indexed `layer` has the dense MLP (else the mixture)."""
+        return layer < self.first_dense
+
+
+def deepseek_v3_config(data: Mapping[str, Any]) -> DeepseekV3Config:
+    """Read and validate a DeepSeek-V3 config.json (a dict). Fields left out take transformers'
+    DeepseekV3Config defaults (q_lora_rank 1536, first_k_dense_replace 3, n_shared_experts 1,
+    routed_scaling_factor 2.5, n_group 8, topk_group 4, norm_topk_prob, rope_interleave)."""
+    f = config_fields(data, "deepseek_v3")
+    if f.bool("attention_bias", False):
+        raise ConfigError("attention_bias: true: the importer takes DeepSeek-V3's projections without biases")
+    # transformers' router always scores by sigmoid and chooses by the corrected grouped top-k
+    # (DeepSeek's scoring_func "sigmoid", topk_method "noaux_tc"); other values are other models
+    f.str("scoring_func", "sigmoid", choices=("sigmoid",))
+    f.str("topk_method", "noaux_tc", choices=("noaux_tc",))
+    if f.int("moe_layer_freq", 1) != 1:
+        raise ConfigError(f"moe_layer_freq: {f.raw('moe_layer_freq')}: only 1 is imported (every layer after "
+                          "the first dense ones a mixture)")
+    layers, heads = f.int("num_hidden_layers"), f.int("num_attention_heads")
+    if f.int("num_key_value_heads", heads) != heads:
+        raise ConfigError(f"num_key_value_heads: {f.raw('num_key_value_heads')}: MLA expands the latent to "
+                          f"every head; only num_attention_heads ({heads}) is imported")
+    theta = scaled_rope_theta(f)
+    experts, top_k = f.int("n_routed_experts", 256), f.int("num_experts_per_tok", 8)
+    if top_k > experts:
+        raise ConfigError(f"num_experts_per_tok: {top_k} is more than the {experts} experts (n_routed_experts)")
+    groups, kept = f.int("n_group", 8), f.int("topk_group", 4)
+    if experts % groups or experts // groups < 2:
+        raise ConfigError(f"n_group: {groups} groups must split the {experts} experts into groups of at least 2")
+    if kept > groups:
+        raise ConfigError(f"topk_group: {kept} is more than the {groups} groups (n_group)")
+    if top_k > kept * (experts // groups):
+        raise ConfigError(f"num_experts_per_tok: {top_k} is more than the {kept * (experts // groups)} experts "
+                          f"of the {kept} kept groups (topk_group)")
+    first_dense = f.int("first_k_dense_replace", 3, minimum=0)
+    if first_dense > layers:
+        raise ConfigError(f"first_k_dense_replace: {first_dense} is more than the {layers} layers")
+    return DeepseekV3Config(
+        hidden=f.int("hidden_size"),
+        layers=layers,
+        vocab=f.int("vocab_size"),
+        rms_eps=f.float("rms_norm_eps", 1e-6),
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+        heads=heads,
+        # a null q_lora_rank is DeepSeek's q_proj without LoRA; a missing one takes transformers' 1536
+        q_lora=None if "q_lora_rank" in data and data["q_lora_rank"] is None else f.int("q_lora_rank", 1536),
+        nope=f.int("qk_nope_head_dim", 128),
+        rope=f.int("qk_rope_head_dim", 64),
+        lora=f.int("kv_lora_rank", 512),
+        v_head_dim=f.int("v_head_dim", 128),
+        theta=theta,
+        interleaved=f.bool("rope_interleave", True),
+        dense_width=f.int("intermediate_size", 18432),
+        first_dense=first_dense,
+        experts=experts,
+        top_k=top_k,
+        expert_width=f.int("moe_intermediate_size", 2048),
+        shared_experts=f.int("n_shared_experts", 1, minimum=0),
+        groups=groups,
+        topk_groups=kept,
+        renormalize=f.bool("norm_topk_prob", True),
+        routed_scaling=f.float("routed_scaling_factor", 2.5),
+    )
+
+
+def scaled_rope_theta(f: Fields) -> float:
+    """DeepSeek-V3's rope base; a rope scaling (the published YaRN) is a one-line error naming its
+    field: the form's rope has no YaRN frequencies yet."""
+    if f.raw("rope_parameters", None) is not None:
+        rope = f.object("rope_parameters")
+        theta = rope.float("rope_theta", f.float("rope_theta", 10000.0))
+    else:
+        rope = f.object("rope_scaling") if f.raw("rope_scaling", None) is not None else Fields({}, "rope_scaling.")
+        theta = f.float("rope_theta", 10000.0)
+    key = "rope_type" if rope.raw("rope_type", None) is not None else "type"
+    kind = rope.str(key, "default")
+    if kind != "default":
+        raise ConfigError(f"{rope.name(key)}: '{kind}' is not imported yet: the form's rope has no {kind} "
+                          "frequencies or attention scale (default only)")
+    return theta
+
+
+@dataclass(frozen=True)
+class Qwen3NextConfig:
+    """Qwen3-Next (Gated DeltaNet and gated full attention, a softmax-routed mixture with a
+    sigmoid-gated shared expert), as its config.json gives it. Layers count from 0, as
+    transformers' `layer_types` and `mlp_only_layers` do."""
+
+    hidden: int
+    layers: int
+    vocab: int
+    rms_eps: float
+    tied_embeddings: bool
+    linear: tuple[bool, ...]  # per layer: Gated DeltaNet (else full attention)
+    # Gated DeltaNet
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_width: int
+    # gated full attention
+    heads: int
+    kv_heads: int
+    head: int
+    rotary: int  # rotated values a head: int(head * partial_rotary_factor)
+    theta: float
+    # MLPs
+    dense_width: int
+    sparse: tuple[bool, ...]  # per layer: the mixture (else a dense MLP of dense_width)
+    experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int
+    renormalize: bool
+
+
+def qwen3_next_config(data: Mapping[str, Any]) -> Qwen3NextConfig:
+    """Read and validate a Qwen3-Next config.json (a dict); fields left out take transformers'
+    Qwen3NextConfig defaults (full attention every fourth layer, partial_rotary_factor 0.25)."""
+    f = config_fields(data, "qwen3_next")
+    layers = f.int("num_hidden_layers")
+    if f.raw("layer_types", None) is not None:
+        kinds = f.strs("layer_types", ("linear_attention", "full_attention"))
+        if len(kinds) != layers:
+            raise ConfigError(f"layer_types: {len(kinds)} layer types for num_hidden_layers {layers}")
+    else:
+        interval = f.int("full_attention_interval", 4)
+        kinds = tuple("linear_attention" if (n + 1) % interval else "full_attention" for n in range(layers))
+    for key in ("attention_bias", "use_sliding_window"):
+        if f.bool(key, False):
+            raise ConfigError(f"{key}: true is not imported (false)")
+
+    hidden, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    kv_heads = f.int("num_key_value_heads", 2)
+    if heads % kv_heads:
+        raise ConfigError(f"num_key_value_heads: {kv_heads} do not share the {heads} attention heads evenly")
+    head = f.int("head_dim", 256)
+    key_heads, value_heads = f.int("linear_num_key_heads", 16), f.int("linear_num_value_heads", 32)
+    if value_heads % key_heads:
+        raise ConfigError(f"linear_num_value_heads: {value_heads} do not share the {key_heads} key heads "
+                          "(linear_num_key_heads) evenly")
+
+    # rope: transformers 5 writes one `rope_parameters` object; published configs write rope_theta,
+    # partial_rotary_factor and rope_scaling at the top level
+    rope = f.object("rope_parameters") if f.raw("rope_parameters", None) is not None else f
+    theta = rope.float("rope_theta", f.float("rope_theta", 10000.0))
+    factor = rope.float("partial_rotary_factor", f.float("partial_rotary_factor", 0.25))
+    kind = rope.str("rope_type", rope.str("type", "default"))
+    if rope is f and f.raw("rope_scaling", None) is not None:
+        scaling = f.object("rope_scaling")
+        kind = scaling.str("rope_type", scaling.str("type", "default"))
+        rope = scaling
+    if kind != "default":
+        raise ConfigError(f"{rope.name('rope_type')}: '{kind}' is not imported (default)")
+    rotary = int(head * factor)
+    if factor > 1 or rotary < 2 or rotary % 2:
+        raise ConfigError(f"{rope.name('partial_rotary_factor')}: {factor} of head_dim {head} gives {rotary} "
+                          "rotated values; they must be even, at least 2 and at most the head")
+
+    experts = f.int("num_experts", 512, minimum=0)
+    top_k = f.int("num_experts_per_tok", 10)
+    if experts and top_k > experts:
+        raise ConfigError(f"num_experts_per_tok: {top_k} is more than the {experts} experts (num_experts)")
+    step = f.int("decoder_sparse_step", 1)
+    dense_only = set(f.ints("mlp_only_layers")) if f.raw("mlp_only_layers", None) is not None else set()
+    outside = sorted(n for n in dense_only if not 0 <= n < layers)
+    if outside:
+        raise ConfigError(f"mlp_only_layers: layers {outside} are outside 0..{layers - 1} (the list is 0-indexed)")
+    sparse = tuple(n not in dense_only and experts > 0 and (n + 1) % step == 0 for n in range(layers))
+
+    return Qwen3NextConfig(
+        hidden=hidden,
+        layers=layers,
+        vocab=f.int("vocab_size"),
+        rms_eps=f.float("rms_norm_eps", 1e-6),
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+        linear=tuple(kind == "linear_attention" for kind in kinds),
+        key_heads=key_heads,
+        value_heads=value_heads,
+        key_dim=f.int("linear_key_head_dim", 128),
+        value_dim=f.int("linear_value_head_dim", 128),
+        conv_width=f.int("linear_conv_kernel_dim", 4, minimum=2),
+        heads=heads,
+        kv_heads=kv_heads,
+        head=head,
+        rotary=rotary,
+        theta=theta,
+        dense_width=f.int("intermediate_size", 5632),
+        sparse=sparse,
+        experts=experts,
+        top_k=top_k,
+        expert_width=f.int("moe_intermediate_size", 512),
+        shared_width=f.int("shared_expert_intermediate_size", 512, minimum=0),
+        renormalize=f.bool("norm_topk_prob", True),
+    )

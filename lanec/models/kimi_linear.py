@@ -24,12 +24,11 @@ slices (`[a:b]`) and reshaped tensors.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.dialects import form
-from lanec.dialects.form import float_prop, int_prop, tensor
-from lanec.models.builder import F32, StepBuilder, StepOptions
+from lanec.models.builder import F32, FamilyStep, StepOptions
 from lanec.models.config import ConfigError, KimiLinearConfig
 
 L2_EPS = 1e-6  # fla's l2norm in fused_recurrent_kda (use_qk_l2norm_in_kernel)
@@ -58,21 +57,9 @@ def kimi_linear_step(config: KimiLinearConfig, options: StepOptions | None = Non
     return KimiLinearStep(config, options).build()
 
 
-class KimiLinearStep:
-    def __init__(self, config: KimiLinearConfig, options: StepOptions):
-        self.c = config
-        self.o = options
-        self.b = StepBuilder(options.batch, options.tokens)
-        self.slot_count = options.slots or options.slots_needed()
+class KimiLinearStep(FamilyStep):
 
     # -- step inputs --------------------------------------------------------------------------
-
-    def slots(self) -> SSAValue:
-        dims = [self.o.batch] if self.o.tokens == 1 else [self.o.batch, self.o.tokens]
-        return self.b.input("slots", dims)
-
-    def accepted(self) -> SSAValue | None:
-        return self.b.input("accepted", [self.o.batch]) if self.o.tokens > 1 else None
 
     # -- the step -----------------------------------------------------------------------------
 
@@ -148,36 +135,8 @@ class KimiLinearStep:
         kv_a = f"{a}.kv_a_proj_with_mqa.weight"
         latent, k_rope = b.products(x, [(f"{kv_a}[0:{lora}]", lora), (f"{kv_a}[{lora}:{lora + rope}]", rope)])
         latent = b.norm(latent, f"{a}.kv_a_layernorm.weight", LATENT_NORM_EPS)
-        pages = self.o.batch * self.o.context_pages
-        cache = b.state(f"{p}.latent", "latent", [pages, self.o.page_size, lora + rope])
-        kv_b = b.weight(f"{a}.kv_b_proj.weight", [heads * (nope + v), lora])
-        props = {"heads": heads, "nope": nope, "rope": rope, "lora": lora, "v": v}
-        attention = b.value(form.LatentAttentionOp(
-            operands=[qr, latent, k_rope, cache, kv_b, b.input("pages", [self.o.batch, self.o.context_pages]),
-                      b.input("positions", [b.rows])],
-            properties={**{k: int_prop(n) for k, n in props.items()}, "scale": float_prop((nope + rope) ** -0.5)},
-            result_types=[tensor([b.rows, heads * v])],
-        ))
-        return b.product(attention, f"{a}.o_proj.weight", c.hidden)
+        return self.latent_attention(p, a, qr, latent, k_rope, b.input("positions", [b.rows]), heads, nope, rope,
+                                     lora, v)
 
     def mixture(self, x: SSAValue, p: str) -> SSAValue:
-        c, b = self.c, self.b
-        e, width, hidden = c.experts, c.expert_width, c.hidden
-        router = b.weight(f"{p}.gate.weight", [e, hidden])
-        correction = b.weight(f"{p}.gate.e_score_correction_bias", [e], F32)
-        gate = b.weight(f"{p}.experts.*.w1.weight", [e, width, hidden])
-        up = b.weight(f"{p}.experts.*.w3.weight", [e, width, hidden])
-        down = b.weight(f"{p}.experts.*.w2.weight", [e, hidden, width])
-        routed = b.value(form.MixtureOp(
-            operands=[x, router, gate, up, down, [correction], [], []],
-            properties={"top_k": int_prop(c.top_k), "scoring": StringAttr(c.scoring),
-                        "renormalize": int_prop(int(c.renormalize)),
-                        "routed_scaling": float_prop(c.routed_scaling)},
-            result_types=[x.type],
-        ))
-        if not c.shared_experts:
-            return routed
-        s = f"{p}.shared_experts"
-        shared = b.gated_mlp(x, f"{s}.gate_proj.weight", f"{s}.up_proj.weight", f"{s}.down_proj.weight",
-                             width * c.shared_experts)
-        return b.add(routed, shared)
+        return self.routed_mixture(x, p, ("w1", "w3", "w2"), self.c.scoring)

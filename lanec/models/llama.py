@@ -21,8 +21,8 @@ from xdsl.ir import SSAValue
 
 from lanec.dialects import form
 from lanec.dialects.form import float_prop, int_prop, tensor
-from lanec.models.builder import StepBuilder, StepOptions
-from lanec.models.config import ConfigError, LlamaConfig
+from lanec.models.builder import FamilyStep, StepOptions
+from lanec.models.config import LlamaConfig
 
 
 def llama_step(config: LlamaConfig, options: StepOptions | None = None) -> ModuleOp:
@@ -30,35 +30,17 @@ def llama_step(config: LlamaConfig, options: StepOptions | None = None) -> Modul
     (`options` None: the defaults)."""
     options = options or StepOptions()
     options.check(config.layers)
-    for option, given in (("--slots", options.slots is not None), ("--kda-only", options.kda_only),
-                          ("--dense-mlp", options.dense_mlp is not None)):
-        if given:
-            raise ConfigError(f"{option}: a Kimi Linear option; a Llama step has no state slots, KDA or mixture")
+    options.refuse_kimi_options("Llama (no state slots, KDA or mixture)", slots=True)
     return LlamaStep(config, options).build()
 
 
-class LlamaStep:
-    def __init__(self, config: LlamaConfig, options: StepOptions):
-        self.c = config
-        self.o = options
-        self.b = StepBuilder(options.batch, options.tokens)
+class LlamaStep(FamilyStep):
 
-    def build(self) -> ModuleOp:
-        c, b = self.c, self.b
-        tokens = b.input("tokens", [b.rows])
-        table = b.weight("model.embed_tokens.weight", [c.vocab, c.hidden])
-        h = b.value(form.EmbedOp(tokens, table))
-        for layer in range(self.o.layers or c.layers):
-            p = f"model.layers.{layer}"
-            x = b.norm(h, f"{p}.input_layernorm.weight", c.rms_eps)
-            h = b.add(h, self.attention(x, p))
-            x = b.norm(h, f"{p}.post_attention_layernorm.weight", c.rms_eps)
-            h = b.add(h, b.gated_mlp(x, f"{p}.mlp.gate_proj.weight", f"{p}.mlp.up_proj.weight",
-                                     f"{p}.mlp.down_proj.weight", c.width))
-        x = b.norm(h, "model.norm.weight", c.rms_eps)
-        return b.outputs(b.logits(x, table, c.tied_embeddings), self.o)
+    def mlp(self, x: SSAValue, p: str, layer: int) -> SSAValue:
+        return self.b.gated_mlp(x, f"{p}.mlp.gate_proj.weight", f"{p}.mlp.up_proj.weight",
+                                f"{p}.mlp.down_proj.weight", self.c.width)
 
-    def attention(self, x: SSAValue, p: str) -> SSAValue:
+    def mixer(self, x: SSAValue, p: str, layer: int) -> SSAValue:
         """q, k, v products, rope on q and k, GQA over the paged caches, the o product."""
         c, b = self.c, self.b
         a = f"{p}.self_attn"

@@ -95,6 +95,9 @@ class Checkpoint:
         in turn, or transformers 5's packed `experts.gate_up_proj` / `experts.down_proj`)."""
         if self.held(name):
             return True
+        plus_one = PLUS_ONE.fullmatch(name)
+        if plus_one:
+            return self.holds(plus_one.group(1))
         sliced = ROW_RANGE.fullmatch(name)
         if sliced:
             return self.held(sliced.group(1)) is not None
@@ -104,7 +107,10 @@ class Checkpoint:
     def resolve(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """The form's weight `name` of `shape` from the checkpoint's tensors (see `holds`); a stored
         shape that differs only by unit axes (a conv's [C, 1, W], A_log's [1, 1, H, 1]) is read as
-        the form's."""
+        the form's; `name+1` is `name`'s values plus one (PLUS_ONE)."""
+        plus_one = PLUS_ONE.fullmatch(name)
+        if plus_one and not self.held(name):
+            return (self.resolve(plus_one.group(1), shape).astype(np.float32) + np.float32(1)).astype(np.float32)
         sliced = ROW_RANGE.fullmatch(name)
         if self.held(name):
             values = self.tensor(self.held(name))
@@ -177,8 +183,13 @@ RENAMINGS = [(re.compile(r"\.mlp\."), ".block_sparse_moe."), (re.compile(r"\.blo
 # transformers 5's packed experts (`MergeModulelist` then `Concatenate(dim=1)` of w1 and w3 in its
 # conversion mapping): per-expert `w1` (gate) / `w3` (up) are the first / second half of the rows of
 # `experts.gate_up_proj` [E, 2I, H]; `w2` (down) is `experts.down_proj` [E, H, I]
-PER_EXPERT = re.compile(r"(.+)\.experts\.\*\.(w[123])\.weight")
-PACKED_EXPERTS = {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1), "w2": ("down_proj", None)}
+# (the same for the per-expert names `gate_proj` / `up_proj` / `down_proj`, as Qwen3-Next saves them)
+PER_EXPERT = re.compile(r"(.+)\.experts\.\*\.(w[123]|gate_proj|up_proj|down_proj)\.weight")
+PACKED_EXPERTS = {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1), "w2": ("down_proj", None),
+                  "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1), "down_proj": ("down_proj", None)}
+# a form weight `name+1`: the checkpoint tensor `name` plus one (a zero-centred norm's weight, stored as
+# w and applied as 1 + w: Qwen3-Next's RMS norms), so the form's norm keeps its meaning, x * rms * w
+PLUS_ONE = re.compile(r"(.+)\+1")
 
 
 CHUNK = 1 << 22  # values a random stream fills: the unit of the seeded initialiser's parallelism

@@ -69,3 +69,49 @@ def assert_same_decode(got: tuple[list[int], np.ndarray], want: tuple[list[int],
     assert got_tokens == want_tokens, (
         f"token {next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)} differs: "
         f"{got_tokens} vs transformers' {want_tokens}")
+
+
+def save_model(model, folder: Path, adjust=None) -> Path:
+    """Save a tiny random transformers `model` (fp32) as safetensors after `adjust(name, tensor)`
+    has moved parameters and buffers off their initial values (norms away from one, so a weight
+    read as another's would show; a router's correction bias)."""
+    model = model.to(torch.float32).eval()
+    if adjust is not None:
+        with torch.no_grad():
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                adjust(name, tensor)
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def norms_and_correction(name: str, tensor) -> None:
+    """`save_model`'s adjustment for RMS norms of weight w (initialised to one) and a router's
+    correction bias (initialised to zero)."""
+    if name.endswith("norm.weight"):
+        tensor.copy_(1 + 0.2 * torch.randn_like(tensor))
+    elif name.endswith("e_score_correction_bias"):  # the correction chooses experts but does not weigh them
+        tensor.copy_(0.1 * torch.randn_like(tensor))
+
+
+def pack_experts(path: Path, pattern: str, projections: tuple[str, str, str], packed: str) -> None:
+    """Rewrite a checkpoint's per-expert tensors as transformers 5's packed ones, in place.
+    `pattern` matches a per-expert name (groups: the layer's prefix, the expert, the projection),
+    `projections` names gate, up and down; the packed tensors are `{prefix}{packed}.gate_up_proj`
+    [E, 2I, H] (gate rows then up rows) and `{prefix}{packed}.down_proj` [E, H, I]."""
+    import re
+
+    from safetensors.torch import load_file, save_file
+
+    gate, up, down = projections
+    tensors, experts = load_file(path), {}
+    for name in list(tensors):
+        found = re.fullmatch(pattern, name)
+        if found:
+            experts.setdefault(found.group(1), {})[(int(found.group(2)), found.group(3))] = tensors.pop(name)
+    assert experts, "the saved checkpoint holds no per-expert tensors"
+    for layer, parts in experts.items():
+        count = 1 + max(e for e, _ in parts)
+        tensors[f"{layer}{packed}.gate_up_proj"] = torch.stack(
+            [torch.cat([parts[e, gate], parts[e, up]]) for e in range(count)])
+        tensors[f"{layer}{packed}.down_proj"] = torch.stack([parts[e, down] for e in range(count)])
+    save_file(tensors, path, metadata={"format": "pt"})

@@ -30,7 +30,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from compare import assert_same_decode, interpreted, reference  # noqa: E402
+from compare import assert_same_decode, interpreted, norms_and_correction, pack_experts, reference, save_model  # noqa: E402
+
+
+def saved_model(folder: Path) -> Path:
+    torch.manual_seed(0)
+    return save_model(transformers.KimiLinearForCausalLM(transformers.KimiLinearConfig(**CONFIG)), folder, norms_and_correction)
 
 CONFIG = {
     "vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
@@ -50,45 +55,12 @@ CONFIG = {
 }
 
 
-def saved_model(folder: Path) -> Path:
-    torch.manual_seed(0)
-    config = transformers.KimiLinearConfig(**CONFIG)
-    model = transformers.KimiLinearForCausalLM(config).to(torch.float32).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):  # norms away from one, so a weight read as another's would show
-                p.copy_(1 + 0.2 * torch.randn_like(p))
-        for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):  # the correction chooses experts but does not weigh them
-                b.copy_(0.1 * torch.randn_like(b))
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
-
-
-def pack_experts(path: Path) -> None:
-    """Rewrite the checkpoint's per-expert tensors as transformers 5's packed ones (in place)."""
-    import re
-
-    from safetensors.torch import load_file, save_file
-
-    tensors, experts = load_file(path), {}
-    for name in list(tensors):
-        found = re.fullmatch(r"(.+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight", name)
-        if found:
-            experts.setdefault(found.group(1), {})[(int(found.group(2)), found.group(3))] = tensors.pop(name)
-    for layer, parts in experts.items():
-        count = 1 + max(e for e, _ in parts)
-        tensors[f"{layer}.mlp.experts.gate_up_proj"] = torch.stack(
-            [torch.cat([parts[e, "w1"], parts[e, "w3"]]) for e in range(count)])
-        tensors[f"{layer}.mlp.experts.down_proj"] = torch.stack([parts[e, "w2"] for e in range(count)])
-    save_file(tensors, path)
-
-
 @pytest.mark.parametrize("packed", [False, True], ids=["per-expert", "packed-experts"])
 def test_greedy_decode_matches_transformers(tmp_path, packed):
     folder = saved_model(tmp_path / "model")
     want = reference(transformers.KimiLinearForCausalLM, folder)
     if packed:
-        pack_experts(folder / "model.safetensors")
+        pack_experts(folder / "model.safetensors", r"(.+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight",
+                     ("w1", "w3", "w2"), ".mlp.experts")
     got = interpreted(folder, tmp_path)
     assert_same_decode(got, want, CONFIG["vocab_size"])
