@@ -15,6 +15,7 @@ COMMANDS = {
     "opt": "lanec.commands.opt:opt",
     "explain": "lanec.commands.explain:explain",
     "run": "lanec.commands.run:run",
+    "generate": "lanec.commands.generate:generate",
     "show": "lanec.commands.show:show",
 }
 

@@ -1,4 +1,18 @@
-"""Forms the CPU tests share (pytest puts tests/ on the path: `from forms import DENSE`)."""
+"""What the CPU tests share: forms, and a guard for tests of the no-GPU path (pytest puts tests/
+on the path: `from forms import DENSE`)."""
+
+import pytest
+
+
+def skip_where_a_gpu_works() -> None:
+    """Skip a test of the no-GPU error on a machine whose GPU the driver opens."""
+    from lanec.runtime import driver
+
+    try:
+        driver.Device()
+    except driver.DeviceError:
+        return
+    pytest.skip("this machine has a usable GPU")
 
 # a three-row dense step: embed, gate and up products, swiglu, down, argmax
 DENSE = """

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lanec.cli import main
+from lanec.dialects import form
 from lanec.interp import ops
 from lanec.models.builder import StepOptions, module_text
 from lanec.models.config import ConfigError, deepseek_v3_config
@@ -20,17 +21,84 @@ PUBLISHED = json.loads((Path(__file__).resolve().parent.parent / "examples" / "d
 DEFAULT_ROPE = {k: v for k, v in PUBLISHED.items() if k != "rope_scaling"}
 
 
-def test_published_yarn_is_a_one_line_error_naming_the_field(tmp_path):
-    with pytest.raises(ConfigError, match=r"^rope_scaling\.type: 'yarn' is not imported yet") as error:
-        deepseek_v3_config(PUBLISHED)
-    assert "\n" not in str(error.value)
+def test_published_yarn_imports_as_transformers_resolves_it(tmp_path):
+    """The published YaRN (factor 40, original 4096, beta 32 / 1, mscale = mscale_all_dim = 1):
+    the rope's yarn properties with attention factor 1, and the latent attention's scale
+    192^-0.5 * (0.1 ln 40 + 1)^2 (transformers' `yarn_apply_mscale`)."""
+    import math
+
+    config = deepseek_v3_config(PUBLISHED)
+    s = config.scaling
+    assert s is not None and (s.factor, s.original_context, s.beta_fast, s.beta_slow, s.truncate) == \
+        (40.0, 4096, 32.0, 1.0, True)
+    assert s.attention_factor == 1.0 and s.mscale_all_dim == 1.0
+    module = deepseek_v3_step(config, StepOptions(layers=4))
+    ropes = [op for op in module.walk() if isinstance(op, form.RopeOp)]
+    assert len(ropes) == 8 and all(op.scaling.data == "yarn" and op.attention_factor.value.data == 1.0 and
+                                   op.original_context.value.data == 4096 for op in ropes)
+    m = 0.1 * math.log(40) + 1.0
+    scales = {op.scale.value.data for op in module.walk() if isinstance(op, form.LatentAttentionOp)}
+    assert scales == {(192 ** -0.5) * m * m}
     result = CliRunner().invoke(main, ["import", str(Path(__file__).resolve().parent.parent / "examples" /
-                                                      "deepseek-v3.config.json"), "-o", str(tmp_path / "m.mlir")])
-    assert result.exit_code != 0 and "rope_scaling.type" in result.output
+                                                      "deepseek-v3.config.json"), "--layers", "4",
+                                       "-o", str(tmp_path / "m.mlir")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m.mlir").read_text().count('scaling = "yarn"') == 8  # q and k, four layers
+
+
+def test_yarn_attention_factor_and_scale_follow_transformers():
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    for rope in ({"factor": 4.0, "mscale": 1.0, "mscale_all_dim": 0.5, "original_max_position_embeddings": 64},
+                 {"factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 0, "truncate": False},
+                 {"factor": 8.0, "attention_factor": 0.9, "mscale_all_dim": 2.0, "original_max_position_embeddings": 64},
+                 {"factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}):
+        parameters = {"rope_type": "yarn", "rope_theta": 10000.0, **rope}
+        ours = deepseek_v3_config({**DEFAULT_ROPE, "rope_parameters": parameters})
+        theirs = transformers.DeepseekV3Config(**{**DEFAULT_ROPE, "rope_parameters": dict(parameters)})
+        _, attention_factor = ROPE_INIT_FUNCTIONS["yarn"](theirs, "cpu")
+        assert ours.scaling.attention_factor == attention_factor
+        assert ours.scaling.softmax_scale(192 ** -0.5) == yarn_apply_mscale(theirs.rope_parameters, 192 ** -0.5)
+
+
+@pytest.mark.parametrize(("rope", "field"), [
+    ({"type": "linear", "factor": 2.0}, "rope_scaling.type"),
+    ({"type": "yarn", "original_max_position_embeddings": 4096}, "rope_scaling.factor"),
+    ({"type": "yarn", "factor": 0.5}, "rope_scaling.factor"),
+    ({"type": "yarn", "factor": 4.0, "beta_slow": -1}, "rope_scaling.beta_slow"),
+])
+def test_unimported_rope_scalings_are_one_line_errors(rope, field):
+    with pytest.raises(ConfigError, match=rf"^{field}:") as error:
+        deepseek_v3_config({**DEFAULT_ROPE, "rope_scaling": rope})
+    assert "\n" not in str(error.value)
+
+
+def test_yarn_rope_properties_verify():
+    from xdsl.utils.exceptions import VerifyException
+
+    from lanec.models.builder import StepBuilder
+
+    b = StepBuilder(1, 1)
+    x, positions = b.weight("x", [1, 32]), b.input("positions", [1])
+    yarn = (40.0, 4096, 32.0, 1.0, True, 1.0)
+    form.RopeOp(x, positions, 2, 16, 1e4, yarn=yarn).verify()
+    op = form.RopeOp(x, positions, 2, 16, 1e4, yarn=yarn)
+    del op.properties["beta_slow"]
+    with pytest.raises(VerifyException, match="rope scaling yarn needs beta_slow"):
+        op.verify()
+    op = form.RopeOp(x, positions, 2, 16, 1e4, yarn=yarn)
+    op.properties["low_freq_factor"] = form.float_prop(1.0)
+    with pytest.raises(VerifyException, match="rope scaling yarn takes no low_freq_factor"):
+        op.verify()
+    with pytest.raises(VerifyException, match="attention_factor must be positive"):
+        form.RopeOp(x, positions, 2, 16, 1e4, yarn=(40.0, 4096, 32.0, 1.0, True, 0.0)).verify()
 
 
 def test_published_numbers_without_yarn_import():
     config = deepseek_v3_config(DEFAULT_ROPE)
+    assert config.scaling is None
     assert (config.groups, config.topk_groups, config.top_k, config.experts, config.first_dense) == (8, 4, 8, 256, 3)
     assert config.q_lora == 1536 and config.interleaved and config.routed_scaling == 2.5
     text = module_text(deepseek_v3_step(config, StepOptions(layers=4)))

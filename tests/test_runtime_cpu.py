@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from forms import skip_where_a_gpu_works
 
 from lanec.cli import main
 from lanec.interp.program import Input, Program, State, Step, Weight
@@ -306,14 +307,7 @@ def test_interpret_moves_positions_on_step_by_step(tmp_path, batch, tokens):
 
 
 def test_run_without_a_gpu_is_one_line(tmp_path):
-    from lanec.runtime import driver
-
-    try:
-        driver.Device()
-    except driver.DeviceError:
-        pass
-    else:
-        pytest.skip("this machine has a usable GPU")
+    skip_where_a_gpu_works()
     embed_plan(tmp_path / "plan.bin")
     result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin")])
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output

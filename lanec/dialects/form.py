@@ -617,10 +617,17 @@ class RopeOp(IRDLOperation):
     With `scaling = "llama3"` the frequencies are Llama 3.1's (transformers'
     `_compute_llama3_parameters`): `factor`, `low_freq_factor`, `high_freq_factor` and
     `original_context` (the config's original_max_position_embeddings) give all four.
+    With `scaling = "yarn"` they are YaRN's (transformers' `_compute_yarn_parameters`): `factor`,
+    `original_context`, `beta_fast`, `beta_slow`, `truncate` (0 or 1) and `attention_factor` (the
+    resolved factor on cos and sin) give all six.
 
         %q = form.rope %x, %positions {heads = 4 : i64, rotary = 16 : i64, theta = 5.0e+05 : f64,
                scaling = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
                high_freq_factor = 4.0 : f64, original_context = 8192 : i64}
+        %q = form.rope %x, %positions {heads = 128 : i64, rotary = 64 : i64, theta = 1.0e+04 : f64,
+               scaling = "yarn", factor = 40.0 : f64, original_context = 4096 : i64,
+               beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, truncate = 1 : i64,
+               attention_factor = 1.0 : f64, offset = 128 : i64, interleaved = 1 : i64}
     """
 
     name = "form.rope"
@@ -636,22 +643,35 @@ class RopeOp(IRDLOperation):
     low_freq_factor = opt_prop_def(FloatAttr[Float64Type])
     high_freq_factor = opt_prop_def(FloatAttr[Float64Type])
     original_context = opt_prop_def(IntegerAttr[I64])
+    beta_fast = opt_prop_def(FloatAttr[Float64Type])  # yarn's
+    beta_slow = opt_prop_def(FloatAttr[Float64Type])
+    truncate = opt_prop_def(IntegerAttr[I64])
+    attention_factor = opt_prop_def(FloatAttr[Float64Type])
     offset = opt_prop_def(IntegerAttr[I64])  # the turned values start here in each head (absent: 0)
     interleaved = opt_prop_def(IntegerAttr[I64])  # 1: pairs (2i, 2i + 1), DeepSeek's layout (absent: 0)
     traits = traits_def(Pure())
     assembly_format = "$x `,` $positions attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, x: SSAValue, positions: SSAValue, heads: int, rotary: int, theta: float,
-                 llama3: tuple[float, float, float, int] | None = None, offset: int = 0, interleaved: bool = False):
+                 llama3: tuple[float, float, float, int] | None = None, offset: int = 0, interleaved: bool = False,
+                 yarn: tuple[float, int, float, float, bool, float] | None = None):
         """`llama3`: (factor, low_freq_factor, high_freq_factor, original_context), or None for
-        the unscaled frequencies. `offset`: the turned values are each head's [offset, offset +
-        rotary); `interleaved`: the pairs are (2i, 2i + 1) (DeepSeek), not (i, i + rotary/2)."""
+        the unscaled frequencies; `yarn`: (factor, original_context, beta_fast, beta_slow, truncate,
+        attention_factor), or None (at most one of the two). `offset`: the turned values are each
+        head's [offset, offset + rotary); `interleaved`: the pairs are (2i, 2i + 1) (DeepSeek), not
+        (i, i + rotary/2)."""
         props: dict[str, Attribute] = {"heads": int_prop(heads), "rotary": int_prop(rotary),
                                        "theta": float_prop(theta)}
         if llama3 is not None:
             factor, low, high, original = llama3
             props.update(scaling=StringAttr("llama3"), factor=float_prop(factor), low_freq_factor=float_prop(low),
                          high_freq_factor=float_prop(high), original_context=int_prop(original))
+        if yarn is not None:
+            assert llama3 is None, "rope: llama3 or yarn scaling, not both"
+            factor, original, fast, slow, truncate, attention = yarn
+            props.update(scaling=StringAttr("yarn"), factor=float_prop(factor), original_context=int_prop(original),
+                         beta_fast=float_prop(fast), beta_slow=float_prop(slow), truncate=int_prop(int(truncate)),
+                         attention_factor=float_prop(attention))
         if offset:
             props["offset"] = int_prop(offset)
         if interleaved:
@@ -670,22 +690,39 @@ class RopeOp(IRDLOperation):
             expect(self.interleaved.value.data in (0, 1), "rope interleaved is 0 or 1")
         expect(shape(self.positions) == (rows,), f"positions must be [{rows}]")
         expect(shape(self.result) == shape(self.x), "rope's result has its input's shape")
-        given = [name for name in ROPE_SCALING if self.properties.get(name) is not None]
+        given = [name for name in ROPE_SCALING_FIELDS if self.properties.get(name) is not None]
         if self.scaling is None:
-            expect(not given, f"rope: {', '.join(given)} without scaling: set scaling = \"llama3\" or drop them")
+            expect(not given, f"rope: {', '.join(given)} without scaling: set scaling = \"llama3\" or \"yarn\", "
+                              "or drop them")
             return
-        expect(self.scaling.data == "llama3", f"rope scaling '{self.scaling.data}': only \"llama3\" is defined")
-        missing = [name for name in ROPE_SCALING if name not in given]
-        expect(not missing, f"rope scaling llama3 needs {', '.join(missing)}")
-        assert self.factor and self.low_freq_factor and self.high_freq_factor and self.original_context
-        low, high = self.low_freq_factor.value.data, self.high_freq_factor.value.data
+        kind = self.scaling.data
+        expect(kind in ROPE_SCALING, f"rope scaling '{kind}': only \"llama3\" and \"yarn\" are defined")
+        missing = [name for name in ROPE_SCALING[kind] if name not in given]
+        expect(not missing, f"rope scaling {kind} needs {', '.join(missing)}")
+        foreign = [name for name in given if name not in ROPE_SCALING[kind]]
+        expect(not foreign, f"rope scaling {kind} takes no {', '.join(foreign)}")
+        assert self.factor is not None and self.original_context is not None
         expect(self.factor.value.data >= 1, f"rope scaling factor {self.factor.value.data}: at least 1")
-        expect(0 < low < high, f"rope scaling: low_freq_factor {low} must be positive and below "
-                               f"high_freq_factor {high} (the smoothing divides by their difference)")
         expect(self.original_context.value.data >= 1, "rope scaling: original_context must be at least 1")
+        if kind == "llama3":
+            assert self.low_freq_factor is not None and self.high_freq_factor is not None
+            low, high = self.low_freq_factor.value.data, self.high_freq_factor.value.data
+            expect(0 < low < high, f"rope scaling: low_freq_factor {low} must be positive and below "
+                                   f"high_freq_factor {high} (the smoothing divides by their difference)")
+            return
+        assert self.beta_fast is not None and self.beta_slow is not None
+        assert self.truncate is not None and self.attention_factor is not None
+        expect(self.beta_fast.value.data > 0 and self.beta_slow.value.data > 0,
+               "rope scaling yarn: beta_fast and beta_slow must be positive (rotations)")
+        expect(self.truncate.value.data in (0, 1), "rope scaling yarn: truncate is 0 or 1")
+        expect(self.attention_factor.value.data > 0, "rope scaling yarn: attention_factor must be positive")
 
 
-ROPE_SCALING = ("factor", "low_freq_factor", "high_freq_factor", "original_context")  # llama3's properties
+ROPE_SCALING = {  # each scaling's properties, all required
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_context"),
+    "yarn": ("factor", "original_context", "beta_fast", "beta_slow", "truncate", "attention_factor"),
+}
+ROPE_SCALING_FIELDS = tuple(dict.fromkeys(name for names in ROPE_SCALING.values() for name in names))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ Bad input raises `InterpretError`, a `ValueError` with a one-line message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -168,16 +169,25 @@ def norm_gated(x, gate, w, heads: int, eps: float, activation: str) -> np.ndarra
 
 def rope(x, positions, heads: int, rotary: int, theta: float, scaling: str | None = None,
          factor: float | None = None, low_freq_factor: float | None = None, high_freq_factor: float | None = None,
-         original_context: int | None = None, offset: int = 0, interleaved: int = 0) -> np.ndarray:
+         original_context: int | None = None, offset: int = 0, interleaved: int = 0, beta_fast: float | None = None,
+         beta_slow: float | None = None, truncate: int | None = None,
+         attention_factor: float | None = None) -> np.ndarray:
     """Rotate-half on each head's `rotary` values from `offset` (0: the first): pairs
-    (i, i + rotary/2), or (2i, 2i + 1) when `interleaved`, turn by pos * inv_freq[i] (`frequencies`)."""
+    (i, i + rotary/2), or (2i, 2i + 1) when `interleaved`, turn by pos * inv_freq[i] (`frequencies`);
+    with scaling "yarn", cos and sin are multiplied by `attention_factor` in fp32, as transformers'
+    rotary embedding multiplies them by its `attention_scaling`."""
     xh = per_head(x, heads, "rope")
     if rotary < 2 or rotary % 2 or offset < 0 or offset + rotary > xh.shape[2]:
         fail(f"rope: rotary {rotary} must be even and, from offset {offset}, fit the head size {xh.shape[2]}")
     half = rotary // 2
-    inv_freq = frequencies(rotary, theta, scaling, factor, low_freq_factor, high_freq_factor, original_context)
+    inv_freq = frequencies(rotary, theta, scaling, factor, low_freq_factor, high_freq_factor, original_context,
+                           beta_fast, beta_slow, truncate)
     angle = f32(positions)[:, None] * inv_freq[None, :]  # [rows, half]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    if scaling == "yarn":
+        if attention_factor is None:
+            fail("rope: scaling 'yarn' needs attention_factor")
+        cos, sin = cos * F32(attention_factor), sin * F32(attention_factor)
     y = xh.copy()
     turned = np.arange(offset, offset + rotary)
     first, second = (turned[0::2], turned[1::2]) if interleaved else (turned[:half], turned[half:])
@@ -189,8 +199,10 @@ def rope(x, positions, heads: int, rotary: int, theta: float, scaling: str | Non
 
 def frequencies(rotary: int, theta: float, scaling: str | None = None, factor: float | None = None,
                 low_freq_factor: float | None = None, high_freq_factor: float | None = None,
-                original_context: int | None = None) -> np.ndarray:
-    """inv_freq[i] = theta^(-2i/rotary), fp32; with scaling "llama3", Llama 3.1's frequencies as
+                original_context: int | None = None, beta_fast: float | None = None, beta_slow: float | None = None,
+                truncate: int | None = None) -> np.ndarray:
+    """inv_freq[i] = theta^(-2i/rotary), fp32; with scaling "yarn", `yarn_frequencies`; with
+    scaling "llama3", Llama 3.1's frequencies as
     transformers' `_compute_llama3_parameters` makes them (fp32, its order of operations): a
     wavelength 2 pi / inv_freq longer than original_context / low_freq_factor is slowed by
     `factor`, one shorter than original_context / high_freq_factor kept, and one between mixed
@@ -199,9 +211,15 @@ def frequencies(rotary: int, theta: float, scaling: str | None = None, factor: f
     # theta^(2i/rotary) correctly rounded to fp32 (through fp64): numpy's vectorised fp32 power
     # differs by an ulp between CPUs, which moves an angle at position 32k by 3e-3
     exponent = np.arange(0, rotary, 2, dtype=F32) / F32(rotary)
-    inv_freq = F32(1) / (np.float64(F32(theta)) ** exponent.astype(np.float64)).astype(F32)
+    pos_freqs = (np.float64(F32(theta)) ** exponent.astype(np.float64)).astype(F32)
+    inv_freq = F32(1) / pos_freqs
     if scaling is None:
         return inv_freq
+    if scaling == "yarn":
+        if None in (factor, original_context, beta_fast, beta_slow, truncate):
+            fail("rope: scaling 'yarn' needs factor, original_context, beta_fast, beta_slow and truncate")
+        return yarn_frequencies(pos_freqs, rotary, theta, factor, original_context, beta_fast, beta_slow,
+                                bool(truncate))
     if scaling != "llama3" or None in (factor, low_freq_factor, high_freq_factor, original_context):
         fail(f"rope: scaling {scaling!r} needs llama3's factor, low_freq_factor, high_freq_factor and "
              "original_context")
@@ -213,6 +231,32 @@ def frequencies(rotary: int, theta: float, scaling: str | None = None, factor: f
     smoothed = (F32(1) - smooth) * slowed / F32(factor) + smooth * slowed
     medium = ~(wavelength < F32(high_wavelength)) & ~(wavelength > F32(low_wavelength))
     return np.where(medium, smoothed, slowed).astype(F32)
+
+
+def yarn_frequencies(pos_freqs: np.ndarray, rotary: int, theta: float, factor: float, original_context: int,
+                     beta_fast: float, beta_slow: float, truncate: bool) -> np.ndarray:
+    """YaRN's frequencies as transformers' `_compute_yarn_parameters` makes them, step by step:
+    from `pos_freqs` = theta^(2i/rotary) (fp32), 1 / pos_freqs is the extrapolated frequency and
+    1 / (factor * pos_freqs) the interpolated one (fp32); the correction range [low, high]
+    is the dimensions at which a wavelength turns beta_fast and beta_slow times over
+    original_context (fp64: rotary ln(original_context / (2 pi beta)) / (2 ln theta), floored
+    and ceiled where `truncate`, clipped to [0, rotary - 1]); ramp_i = clamp((i - low) /
+    (high - low), 0, 1) (high + 0.001 where they meet), fp32; extrapolation weight e = 1 - ramp;
+    result interpolated * (1 - e) + extrapolated * e, fp32."""
+    def correction_dim(rotations: float) -> float:
+        return (rotary * math.log(original_context / (rotations * 2 * math.pi))) / (2 * math.log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    extrapolation = F32(1) / pos_freqs
+    interpolation = F32(1) / (F32(factor) * pos_freqs)
+    ramp = np.clip((np.arange(rotary // 2, dtype=F32) - F32(low)) / F32(high - low), F32(0), F32(1))
+    extrapolation_weight = F32(1) - ramp
+    return (interpolation * (F32(1) - extrapolation_weight) + extrapolation * extrapolation_weight).astype(F32)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -93,9 +93,10 @@ class FamilyStep:
         raise NotImplementedError(f"{type(self).__name__} gives its layers' MLP")
 
     def latent_attention(self, p: str, a: str, qr: SSAValue, latent: SSAValue, k_rope: SSAValue,
-                         positions: SSAValue, heads: int, nope: int, rope: int, lora: int, v: int) -> SSAValue:
+                         positions: SSAValue, heads: int, nope: int, rope: int, lora: int, v: int,
+                         scale: float | None = None) -> SSAValue:
         """The latent attention over the layer's paged latent cache (rows of lora + rope), its
-        expansion kv_b under `a`, then the o product."""
+        expansion kv_b under `a`, then the o product; softmax scale `scale` (None: (nope + rope)^-0.5)."""
         b = self.b
         cache = b.state(f"{p}.latent", "latent", [self.o.batch * self.o.context_pages, self.o.page_size, lora + rope])
         kv_b = b.weight(f"{a}.kv_b_proj.weight", [heads * (nope + v), lora])
@@ -104,7 +105,7 @@ class FamilyStep:
             operands=[qr, latent, k_rope, cache, kv_b, b.input("pages", [self.o.batch, self.o.context_pages]),
                       positions],
             properties={**{k: form.int_prop(n) for k, n in props.items()},
-                        "scale": form.float_prop((nope + rope) ** -0.5)},
+                        "scale": form.float_prop((nope + rope) ** -0.5 if scale is None else scale)},
             result_types=[tensor([b.rows, heads * v])],
         ))
         return b.product(attention, f"{a}.o_proj.weight", self.c.hidden)

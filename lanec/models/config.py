@@ -8,6 +8,7 @@ alone (tokenizer ids, dtype, quantization notes of other engines).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -353,6 +354,7 @@ class DeepseekV3Config:
     lora: int
     v_head_dim: int
     theta: float
+    scaling: YarnScaling | None  # None: the default rope
     interleaved: bool  # rope_interleave: pairs (2i, 2i + 1)
     # MLPs: the first `first_dense` layers dense, the rest a mixture
     dense_width: int
@@ -389,7 +391,7 @@ def deepseek_v3_config(data: Mapping[str, Any]) -> DeepseekV3Config:
     if f.int("num_key_value_heads", heads) != heads:
         raise ConfigError(f"num_key_value_heads: {f.raw('num_key_value_heads')}: MLA expands the latent to "
                           f"every head; only num_attention_heads ({heads}) is imported")
-    theta = scaled_rope_theta(f)
+    theta, scaling = scaled_rope_theta(f)
     experts, top_k = f.int("n_routed_experts", 256), f.int("num_experts_per_tok", 8)
     if top_k > experts:
         raise ConfigError(f"num_experts_per_tok: {top_k} is more than the {experts} experts (n_routed_experts)")
@@ -418,6 +420,7 @@ def deepseek_v3_config(data: Mapping[str, Any]) -> DeepseekV3Config:
         lora=f.int("kv_lora_rank", 512),
         v_head_dim=f.int("v_head_dim", 128),
         theta=theta,
+        scaling=scaling,
         interleaved=f.bool("rope_interleave", True),
         dense_width=f.int("intermediate_size", 18432),
         first_dense=first_dense,
@@ -432,9 +435,47 @@ def deepseek_v3_config(data: Mapping[str, Any]) -> DeepseekV3Config:
     )
 
 
-def scaled_rope_theta(f: Fields) -> float:
-    """DeepSeek-V3's rope base; a rope scaling (the published YaRN) is a one-line error naming its
-    field: the form's rope has no YaRN frequencies yet."""
+@dataclass(frozen=True)
+class YarnScaling:
+    """YaRN rope scaling (`rope_type` / `type` yarn) as transformers' `_compute_yarn_parameters`
+    resolves it, and the softmax scale DeepSeek-V3's attention takes from it."""
+
+    factor: float
+    original_context: int  # original_max_position_embeddings
+    beta_fast: float
+    beta_slow: float
+    truncate: bool
+    attention_factor: float  # on cos and sin
+    mscale_all_dim: float  # 0: the softmax scale is unchanged
+
+    def form(self) -> tuple[float, int, float, float, bool, float]:
+        """`form.RopeOp`'s `yarn` argument."""
+        return (self.factor, self.original_context, self.beta_fast, self.beta_slow, self.truncate,
+                self.attention_factor)
+
+    def softmax_scale(self, scale: float) -> float:
+        """transformers' `yarn_apply_mscale`: scale * m * m, m = yarn_get_mscale(factor,
+        mscale_all_dim), where mscale_all_dim is set (nonzero)."""
+        if self.mscale_all_dim:
+            m = yarn_get_mscale(self.factor, self.mscale_all_dim)
+            scale = scale * m * m
+        return scale
+
+
+def yarn_get_mscale(scale: float, mscale: float = 1) -> float:
+    """transformers' `yarn_get_mscale` (and `get_mscale` in `_compute_yarn_parameters`)."""
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+def scaled_rope_theta(f: Fields) -> tuple[float, YarnScaling | None]:
+    """DeepSeek-V3's rope base and its YaRN scaling (None: the default rope), read as transformers
+    5 reads them: `rope_type` or the published `type`; `factor` required; original_max_position_
+    embeddings from the config's top level first, then the scaling's, then max_position_embeddings;
+    attention_factor as given, else get_mscale(factor, mscale) / get_mscale(factor,
+    mscale_all_dim) where both are set (nonzero), else get_mscale(factor); beta_fast, beta_slow
+    `or` 32, 1; truncate default true. Other scalings are a one-line error naming the field."""
     if f.raw("rope_parameters", None) is not None:
         rope = f.object("rope_parameters")
         theta = rope.float("rope_theta", f.float("rope_theta", 10000.0))
@@ -443,10 +484,38 @@ def scaled_rope_theta(f: Fields) -> float:
         theta = f.float("rope_theta", 10000.0)
     key = "rope_type" if rope.raw("rope_type", None) is not None else "type"
     kind = rope.str(key, "default")
-    if kind != "default":
-        raise ConfigError(f"{rope.name(key)}: '{kind}' is not imported yet: the form's rope has no {kind} "
-                          "frequencies or attention scale (default only)")
-    return theta
+    if kind == "default":
+        return theta, None
+    if kind != "yarn":
+        raise ConfigError(f"{rope.name(key)}: '{kind}' is not imported (default, yarn)")
+    if rope.float("partial_rotary_factor", 1.0) != 1.0:
+        raise ConfigError(f"{rope.name('partial_rotary_factor')}: only 1.0 is imported (rope on all "
+                          "qk_rope_head_dim values)")
+    factor = rope.float("factor")
+    if factor < 1:
+        raise ConfigError(f"{rope.name('factor')}: {factor} must be at least 1")
+    if f.raw("original_max_position_embeddings", None) is not None:  # transformers gives it priority
+        original = f.int("original_max_position_embeddings")
+    elif rope.raw("original_max_position_embeddings", None) is not None:
+        original = rope.int("original_max_position_embeddings")
+    else:
+        original = f.int("max_position_embeddings", 4096)
+    mscale = rope.float("mscale", 0.0, positive=False)
+    mscale_all_dim = rope.float("mscale_all_dim", 0.0, positive=False)
+    if rope.raw("attention_factor", None) is not None:
+        attention_factor = rope.float("attention_factor")
+    elif mscale and mscale_all_dim:
+        attention_factor = float(yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim))
+    else:
+        attention_factor = yarn_get_mscale(factor)
+    beta_fast = rope.float("beta_fast", 32.0, positive=False) or 32.0
+    beta_slow = rope.float("beta_slow", 1.0, positive=False) or 1.0
+    for name, beta in (("beta_fast", beta_fast), ("beta_slow", beta_slow)):
+        if beta <= 0:
+            raise ConfigError(f"{rope.name(name)}: {beta} must be positive (rotations)")
+    truncate = rope.bool("truncate", True)
+    return theta, YarnScaling(float(factor), original, float(beta_fast), float(beta_slow), truncate,
+                              float(attention_factor), float(mscale_all_dim))
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,12 @@ The step is what transformers' `DeepseekV3ForCausalLM` computes for one token (a
   part: kv_a_proj_with_mqa's rows cut); the latent's norm (kv_a_layernorm); rope on each head's
   last `qk_rope_head_dim` query values (`offset` nope) and on the shared key, in DeepSeek's
   interleaved pairs where `rope_interleave` (transformers' default); latent attention over the
-  latent cache with scale (nope + rope)^-0.5; o_proj. The LoRA norms take eps 1e-6 whatever the
-  config says: transformers builds them as `DeepseekV3RMSNorm(rank)`, whose default that is.
+  latent cache with scale (nope + rope)^-0.5 (with YaRN, times yarn_get_mscale(factor,
+  mscale_all_dim)^2 where mscale_all_dim is set, as transformers' `yarn_apply_mscale`); o_proj.
+  A YaRN rope scaling (the published config's) is the rope's `scaling = "yarn"` properties, its
+  attention factor (on cos and sin) resolved by the importer as `_compute_yarn_parameters` does.
+  The LoRA norms take eps 1e-6 whatever the config says: transformers builds them as
+  `DeepseekV3RMSNorm(rank)`, whose default that is.
 - Mixture layers: `form.mixture` with sigmoid scores, the correction bias, grouped top-k
   (`groups` n_group, `topk_groups` topk_group), renormalised (norm_topk_prob) and scaled by
   routed_scaling_factor; the shared experts as one unfused gated MLP of width
@@ -69,9 +73,14 @@ class DeepseekV3Step(FamilyStep):
         latent, k_rope = b.products(x, [(f"{kv_a}[0:{lora}]", lora), (f"{kv_a}[{lora}:{lora + rope}]", rope)])
         latent = b.norm(latent, f"{a}.kv_a_layernorm.weight", LORA_NORM_EPS)
         positions = b.input("positions", [b.rows])
-        qr = b.value(form.RopeOp(qr, positions, heads, rope, c.theta, offset=nope, interleaved=c.interleaved))
-        k_rope = b.value(form.RopeOp(k_rope, positions, 1, rope, c.theta, interleaved=c.interleaved))
-        return self.latent_attention(p, a, qr, latent, k_rope, positions, heads, nope, rope, lora, v)
+        yarn = None if c.scaling is None else c.scaling.form()
+        qr = b.value(form.RopeOp(qr, positions, heads, rope, c.theta, offset=nope, interleaved=c.interleaved,
+                                 yarn=yarn))
+        k_rope = b.value(form.RopeOp(k_rope, positions, 1, rope, c.theta, interleaved=c.interleaved, yarn=yarn))
+        scale = (nope + rope) ** (-0.5)  # transformers' qk_head_dim ** (-0.5), then yarn_apply_mscale
+        if c.scaling is not None:
+            scale = c.scaling.softmax_scale(scale)
+        return self.latent_attention(p, a, qr, latent, k_rope, positions, heads, nope, rope, lora, v, scale)
 
     def mixture(self, x: SSAValue, p: str) -> SSAValue:
         c = self.c

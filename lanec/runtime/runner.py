@@ -147,12 +147,29 @@ def load(path: str | Path, options: Options):
     """The plan, its interpreter program, and the step's environment: seeded inputs and states,
     and the weight sources (checkpoint or seeded) the interpreter and the buffers share."""
     from lanec.interp.environment import random_environment
+
+    plan, program, sources = load_plan(path, options)
+    # the interpreter runs N decode steps, each request's positions moving on by its tokens: the
+    # pages must hold them all (the GPU replays one step, the same positions, N times)
+    env = random_environment(program, options.seed, weights=sources, steps=options.steps if options.interpret else 1)
+    validate_inputs(program, env.inputs)
+    return plan, program, env, sources
+
+
+def load_plan(path: str | Path, options: Options):
+    """The plan, its interpreter program, and the weight sources (checkpoint or seeded) the
+    interpreter and the buffers share, each checked against the program's declaration."""
     from lanec.interp.program import Program
 
     plan = Plan.read(path)
     if not plan.program:
         raise PlanError(f"{path} carries no interpreter program: recompile it with this lanec")
     program = Program.from_json(plan.program)
+    return plan, program, plan_sources(plan, program, options, path)
+
+
+def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dict[str, np.ndarray]:
+    """The weight sources of a plan read from `path`: its checkpoint's (options.weights) or seeded."""
     checkpoint = weights.Checkpoint(options.weights) if options.weights is not None else None
     sources = weights.sources(plan, options.seed, checkpoint)
     for w in program.weights:
@@ -161,11 +178,7 @@ def load(path: str | Path, options: Options):
         if list(sources[w.name].shape) != list(w.shape):
             raise PlanError(f"{path}: weight source {w.name!r} is {list(sources[w.name].shape)}; the program "
                             f"declares {list(w.shape)}")
-    # the interpreter runs N decode steps, each request's positions moving on by its tokens: the
-    # pages must hold them all (the GPU replays one step, the same positions, N times)
-    env = random_environment(program, options.seed, weights=sources, steps=options.steps if options.interpret else 1)
-    validate_inputs(program, env.inputs)
-    return plan, program, env, sources
+    return sources
 
 
 class Session:
@@ -209,6 +222,16 @@ class Session:
                 self.buffers[spec.name].upload(dtypes.encode(values, spec.dtype))
             elif spec.role in ("activation", "output"):
                 self.buffers[spec.name].fill(0xFF)
+
+    def write(self, inputs: dict[str, np.ndarray]) -> None:
+        """Upload new values of some inputs (by the program's input role) between steps; states,
+        activations and outputs stay as the last step left them."""
+        for spec in self.plan.buffers:
+            if spec.role == "input" and spec.source in inputs:
+                values = np.asarray(inputs[spec.source])
+                if values.size != spec.elements:
+                    raise PlanError(f"input buffer {spec.name!r} is {list(spec.shape)}; got {list(values.shape)}")
+                self.buffers[spec.name].upload(dtypes.encode(values, spec.dtype))
 
     def enqueue(self) -> None:
         for launch in self.launches:

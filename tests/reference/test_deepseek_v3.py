@@ -9,7 +9,10 @@ transformers' forward over the same tokens.
 transformers saves the experts under their per-expert names (`mlp.experts.N.gate_proj.weight`, its
 qwen2_moe conversion reverted on save); a checkpoint of transformers 5's packed experts
 (`mlp.experts.gate_up_proj` [E, 2I, H], `mlp.experts.down_proj` [E, H, I]) binds as well. The rope
-is the default one: the published YaRN scaling is not imported yet (a one-line error).
+is the default one, or YaRN (the published config's scaling) at a small original context, so the
+ramp between extrapolated and interpolated frequencies falls inside the rope's dimensions, with
+mscale and mscale_all_dim apart so the attention factor on cos / sin and the softmax scale's
+yarn_get_mscale(factor, mscale_all_dim)^2 both move the logits.
 """
 
 from __future__ import annotations
@@ -61,3 +64,39 @@ def test_rope_halves_match_transformers(tmp_path):
     folder = saved_model(tmp_path / "model", {**CONFIG, "rope_interleave": False})
     assert_same_decode(interpreted(folder, tmp_path), reference(transformers.DeepseekV3ForCausalLM, folder),
                        CONFIG["vocab_size"])
+
+
+# YaRN at original context 64 (max_position_embeddings 256 = factor 4 x 64, as transformers checks):
+# with qk_rope_head_dim 8 and theta 1e4, beta_fast 4 / beta_slow 1 give the correction range
+# [0, 2] (truncated): dimension 0 extrapolated, 1 half and half, 2 and 3 interpolated; untruncated
+# [0.41, 1.01]. mscale 1 over mscale_all_dim 0.5: cos and sin x 1.065, the softmax scale x 1.143.
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+        "beta_fast": 4.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.5}
+
+
+@pytest.mark.parametrize("truncate", [True, False], ids=["yarn", "yarn-untruncated"])
+def test_yarn_decode_matches_transformers(tmp_path, truncate):
+    config = {**CONFIG, "max_position_embeddings": 256, "rope_parameters": {**YARN, "truncate": truncate}}
+    folder = saved_model(tmp_path / "model", config)
+    assert_same_decode(interpreted(folder, tmp_path), reference(transformers.DeepseekV3ForCausalLM, folder),
+                       CONFIG["vocab_size"])
+
+
+def test_yarn_frequencies_are_transformers():
+    """The interpreter's YaRN frequencies are `_compute_yarn_parameters`'s bit for bit, at the
+    published numbers (rope 64, theta 1e4, factor 40, 4096, beta 32 / 1) and at the test's."""
+    import numpy as np
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from lanec.interp.ops import frequencies
+
+    for rope, theta, factor, original, fast, slow in ((64, 1e4, 40.0, 4096, 32.0, 1.0), (8, 1e4, 4.0, 64, 4.0, 1.0)):
+        for truncate in (True, False):
+            config = transformers.DeepseekV3Config(
+                qk_rope_head_dim=rope, max_position_embeddings=int(factor * original),
+                rope_parameters={"rope_type": "yarn", "rope_theta": theta, "factor": factor, "beta_fast": fast,
+                                 "beta_slow": slow, "original_max_position_embeddings": original,
+                                 "truncate": truncate})
+            want, _ = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+            got = frequencies(rope, theta, "yarn", factor, None, None, original, fast, slow, int(truncate))
+            np.testing.assert_array_equal(got, want.numpy())

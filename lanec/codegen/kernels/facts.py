@@ -306,7 +306,7 @@ class RopeSpec(Spec):
     theta: float = 10000.0
     x_pitch: int | None = None
     out_pitch: int | None = None
-    scaling: str | None = None  # the form's frequency scaling (llama3), which the kernel does not compute
+    scaling: str | None = None  # the form's frequency scaling (llama3, yarn), which the kernel does not compute
 
     def problems(self) -> list[str]:
         found = []
