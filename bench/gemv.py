@@ -36,7 +36,7 @@ ROWS = [1, 8, 32]
 
 
 def knobs(tensor_cores: bool, warps=None, rows_per_cta=None) -> dict:
-    """A `RowSchedule`'s knobs (lanec/codegen/kernels/facts.py): a knob left out is the kernel's choice."""
+    """A `RowSchedule`'s knobs (lanec/codegen/facts.py): a knob left out is the kernel's choice."""
     return {"warps": warps, "rows_per_cta": rows_per_cta, "tensor_cores": tensor_cores} if warps else (
         {"rows_per_cta": rows_per_cta, "tensor_cores": tensor_cores})
 

@@ -3,8 +3,8 @@
 are cut into chunks (`chunks_apart`) and into how many (`attention_splits`).
 
 The numbers the held-back rules compare against are not here: each kernel's limits live beside
-it (`lanec/codegen/kernels/facts.py`), and those of kernels not built yet in
-`lanec/codegen/kernels/unbuilt.py`.
+it (`lanec/codegen/facts.py`), and those of kernels not built yet in
+`lanec/codegen/unbuilt.py`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.kernels.facts import GEMV_ROWS, SM_COUNT
-from lanec.codegen.kernels.unbuilt import ROWS_A_BLOCK
+from lanec.codegen.facts import GEMV_ROWS, SM_COUNT
+from lanec.codegen.unbuilt import ROWS_A_BLOCK
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:

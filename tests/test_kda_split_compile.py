@@ -15,7 +15,7 @@ import os
 import pytest
 
 from lanec.codegen.compile import compile_kernel
-from lanec.codegen.kernels.facts import KdaSchedule, KdaSplitSpec
+from lanec.codegen.facts import KdaSchedule, KdaSplitSpec
 from lanec.codegen.kernels.kda_split import KdaSplit
 
 ALWAYS = ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "barrier.cluster", "mbarrier",

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from lanec.codegen.compile import CompiledKernel, cache_key, compile_kernel, entry_signature
+from lanec.codegen.facts import RowSchedule
 from lanec.codegen.kernels.argmax import Argmax
 from lanec.codegen.kernels.elementwise import Elementwise
 from lanec.codegen.kernels.embed import Embed
-from lanec.codegen.kernels.facts import RowSchedule
 from lanec.codegen.kernels.gated_gemv import GatedGemv
 from lanec.codegen.kernels.gemv import Gemv
 from lanec.codegen.kernels.rmsnorm import RmsNorm

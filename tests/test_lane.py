@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from lanec.codegen.kernels.facts import GEMV_ROWS
+from lanec.codegen.facts import GEMV_ROWS
 from lanec.diagnostics import load_module
 from lanec.dialects.form import LatentAttentionOp
 from lanec.passes.table import HELD_BACK
@@ -35,7 +35,7 @@ def test_the_default_shim_is_precise_decode() -> None:
 def test_the_gemv_row_limit_is_the_gemv_kernels_own() -> None:
     """The rules keep a decode step's products on the GEMV kernels up to the rows one gemv launch
     takes: the kernel's own limit, one owner."""
-    from lanec.codegen.kernels.facts import RowProductsSpec
+    from lanec.codegen.facts import RowProductsSpec
 
     assert GEMV_ROWS == 32
     assert not RowProductsSpec("gemv", rows=GEMV_ROWS, width=64, parts=(64,)).problems()

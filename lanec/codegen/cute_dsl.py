@@ -68,7 +68,7 @@ class CuteDslPrinter:
         schedules = {SCHEDULES[op.kernel.data].__name__ for op in launches
                      if op.kernel.data in SCHEDULES and isinstance(spec_of(op).get("schedule"), dict)}
         if schedules:
-            self.line(f"from lanec.codegen.kernels.facts import {', '.join(sorted(schedules))}")
+            self.line(f"from lanec.codegen.facts import {', '.join(sorted(schedules))}")
         self.line()
         self.line("LAUNCHES = [")
         for op in steps[0].body.block.ops:

@@ -31,8 +31,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from lanec.codegen.facts import GEMV_ROWS, AttentionSpec, RopeSpec
 from lanec.codegen.kernels import make_kernel
-from lanec.codegen.kernels.facts import GEMV_ROWS, AttentionSpec, RopeSpec
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane

@@ -16,7 +16,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from lanec.codegen.kernels.facts import KdaSchedule, RowSchedule
+from lanec.codegen.facts import KdaSchedule, RowSchedule
 
 TABLE = Path(__file__).with_name("schedules.json")
 SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule}

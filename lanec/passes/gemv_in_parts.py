@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.facts import GEMV_ROWS
+from lanec.codegen.facts import GEMV_ROWS
 from lanec.dialects.form import ProductOp
 from lanec.passes.parts import merge, names, products_of
 from lanec.passes.rule import Judge, Rule, rows_of

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from lanec.codegen.kernels.unbuilt import conv_norm_problems
+from lanec.codegen.unbuilt import conv_norm_problems
 from lanec.dialects.form import ConvOp, L2NormOp, shape
 from lanec.passes.rule import Judge, Rule
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.facts import GEMV_ROWS
-from lanec.codegen.kernels.unbuilt import PAIR_TILE, gated_pair_problems
+from lanec.codegen.facts import GEMV_ROWS
+from lanec.codegen.unbuilt import PAIR_TILE, gated_pair_problems
 from lanec.dialects.form import GatedProductOp, shape
 from lanec.passes.parts import unpair
 from lanec.passes.rule import Judge, Rule, rows_of, weight_format

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.facts import KdaSplitSpec
+from lanec.codegen.facts import KdaSplitSpec
 from lanec.dialects.form import (
     ConvOp,
     DeltaRuleOp,

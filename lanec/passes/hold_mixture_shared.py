@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.kernels.unbuilt import UNBUILT_MIXTURE, mixture_problems
+from lanec.codegen.unbuilt import UNBUILT_MIXTURE, mixture_problems
 from lanec.dialects.form import AddOp, MixtureOp, ProductOp, SwigluOp
 from lanec.passes.decisions import describe
 from lanec.passes.rule import Judge, Rule, name_after, optional

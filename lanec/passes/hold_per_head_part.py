@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.unbuilt import UNBUILT_ATTENTION
+from lanec.codegen.unbuilt import UNBUILT_ATTENTION
 from lanec.dialects.form import BLOCK, LatentAttentionOp, ProductOp
 from lanec.passes.parts import part_copy
 from lanec.passes.rule import Judge, Rule, part_problems, set_latent_path

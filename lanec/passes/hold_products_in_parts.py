@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.facts import GEMV_ROWS
-from lanec.codegen.kernels.unbuilt import gemm_parts_problems
+from lanec.codegen.facts import GEMV_ROWS
+from lanec.codegen.unbuilt import gemm_parts_problems
 from lanec.dialects.form import KdaOp, ProductOp, shape
 from lanec.passes.parts import split
 from lanec.passes.rule import Judge, Rule, rows_of, users, weight_format

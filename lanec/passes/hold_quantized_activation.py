@@ -13,7 +13,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from lanec.codegen.kernels.facts import GEMV_ROWS
+from lanec.codegen.facts import GEMV_ROWS
 from lanec.dialects.form import (
     BLOCK,
     AddOp,

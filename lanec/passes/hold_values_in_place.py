@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.kernels.unbuilt import UNBUILT_ATTENTION, values_in_place_problems
+from lanec.codegen.unbuilt import UNBUILT_ATTENTION, values_in_place_problems
 from lanec.dialects.form import AttentionOp, LatentAttentionOp, ProductOp, shape
 from lanec.passes.parts import split
 from lanec.passes.rule import Judge, Rule, result_name, set_latent_path

@@ -5,7 +5,7 @@
   fold-shared-expert match what they made), fuse-quant last (it quantizes what the folds left).
 - held-back: the lane's kernel facts, its held-back rules (`LaneShim.heldback`, in the order
   they run). A fused op stays fused only where a kernel of the lane launches it (or, for a
-  kernel not built yet, will: `lanec/codegen/kernels/unbuilt.py`), otherwise it is split back
+  kernel not built yet, will: `lanec/codegen/unbuilt.py`), otherwise it is split back
   into ops of the same meaning.
 """
 

@@ -9,8 +9,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
+from lanec.codegen.facts import VECTOR_BYTES, WARP, ArgmaxSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import VECTOR_BYTES, WARP, ArgmaxSpec
 from lanec.codegen.kernels.primitives import warp_reduce
 from lanec.runtime.dtypes import cute_type, storage
 

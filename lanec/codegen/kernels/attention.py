@@ -28,13 +28,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import (
+from lanec.codegen.facts import (
     VECTOR,
     AttentionCombineSpec,
     AttentionSchedule,
     AttentionSpec,
 )
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     LOG2E,
     alloc,

@@ -8,9 +8,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
+from lanec.codegen.facts import ELEMENTWISE_OPERANDS as OPERANDS
+from lanec.codegen.facts import SM_COUNT, VECTOR, ElementwiseSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import ELEMENTWISE_OPERANDS as OPERANDS
-from lanec.codegen.kernels.facts import SM_COUNT, VECTOR, ElementwiseSpec
 from lanec.codegen.kernels.primitives import sigmoid
 
 THREADS = 256

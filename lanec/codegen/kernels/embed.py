@@ -8,8 +8,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16
 
+from lanec.codegen.facts import VECTOR, EmbedSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import VECTOR, EmbedSpec
 
 MAX_THREADS = 256
 

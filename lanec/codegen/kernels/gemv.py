@@ -21,8 +21,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Uint32
 
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import (
+from lanec.codegen.facts import (
     GEMV_TENSOR_CORE_ROWS,
     SM_COUNT,
     VECTOR,
@@ -30,6 +29,7 @@ from lanec.codegen.kernels.facts import (
     RowProductsSpec,
     RowSchedule,
 )
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     alloc,
     at,

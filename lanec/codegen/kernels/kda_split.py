@@ -13,8 +13,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
+from lanec.codegen.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec
 from lanec.codegen.kernels.primitives import (
     advance,
     alloc,

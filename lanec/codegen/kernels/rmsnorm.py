@@ -11,8 +11,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
+from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec
 from lanec.codegen.kernels.primitives import warp_reduce
 
 

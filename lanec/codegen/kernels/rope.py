@@ -18,8 +18,8 @@ import cutlass.cute as cute
 import numpy
 from cutlass import BFloat16, Float32, Float64, Int32
 
+from lanec.codegen.facts import VECTOR, WARP, RopeSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.facts import VECTOR, WARP, RopeSpec
 
 MAX_THREADS = 256
 # pi/2 as two fp64 parts (the second the first's remainder): an fp32 angle of tens of thousands

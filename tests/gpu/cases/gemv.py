@@ -3,7 +3,7 @@
 of real products and awkward ones (K not a multiple of the MMA's 32-value chunk, N not one of its
 8-row tiles), parts, and per-head part reads on both paths. 64 rows is refused by the kernel (the
 lowering runs more than 32 rows as several launches), so it is not a case. A `schedule` names the
-`RowSchedule` knobs it sets (lanec/codegen/kernels/facts.py)."""
+`RowSchedule` knobs it sets (lanec/codegen/facts.py)."""
 
 import json
 from pathlib import Path

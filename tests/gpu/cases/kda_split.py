@@ -5,7 +5,7 @@ with its constructor arguments). Run here, then carry build/:
     python tests/gpu/cases/kda_split.py [--set quick|full|bench] [--jobs N]
 
 A case's `schedule` names the knobs it sets over `KdaSchedule.for_shape`'s defaults (lanec/codegen/
-kernels/facts.py), as the compiler's table does: {} is the shape's defaults.
+codegen/facts.py), as the compiler's table does: {} is the shape's defaults.
 
 The GPU side (tests/gpu/test_kda_split.py, bench/kda.py) imports only `CASES_FILE` and the
 reading helpers, so it needs no CuTe DSL."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lanec.codegen.kernels.facts import WARP
+from lanec.codegen.facts import WARP
 
 # what a decision kept for a kernel not built yet adds, so `lanec explain` claims no launch
 UNBUILT_MIXTURE = " (for the mixture kernel, not built yet: no launch today)"
