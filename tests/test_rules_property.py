@@ -158,9 +158,9 @@ def mlp(form: Form, draw, layer: int, x: str) -> str:
     return form.product(hidden, inner, [(down, form.hidden)])[0]
 
 
-def moe(form: Form, draw, layer: int, x: str) -> str:
-    experts, inner, h = 4, 32, form.hidden
-    top_k = draw(st.integers(1, 3))
+def routed_mixture(form: Form, layer: int, x: str, experts: int, inner: int, top_k: int) -> str:
+    """A softmax-routed mixture of `experts` experts `inner` wide over x, top_k of them a row."""
+    h = form.hidden
     router = form.weight(layer, "router", (experts, h))
     gate, up = (form.weight(layer, w, (experts, inner, h)) for w in ("w1", "w3"))
     down = form.weight(layer, "w2", (experts, h, inner))
@@ -168,6 +168,13 @@ def moe(form: Form, draw, layer: int, x: str) -> str:
         f'form.mixture {x}, {router}, {gate}, {up}, {down} {{top_k = {top_k} : i64, scoring = "softmax", '
         f"renormalize = 1 : i64, routed_scaling = 1.500000e+00 : f64}} : {form.act(h)}, {tensor(experts, h)}, "
         f"{tensor(experts, inner, h)}, {tensor(experts, inner, h)}, {tensor(experts, h, inner)} -> {form.act(h)}", "m")
+    return routed
+
+
+def moe(form: Form, draw, layer: int, x: str) -> str:
+    experts, inner, h = 4, 32, form.hidden
+    top_k = draw(st.integers(1, 3))
+    routed = routed_mixture(form, layer, x, experts, inner, top_k)
     shared_inner = draw(st.sampled_from([32, 64]))
     sg = form.product(x, h, [(form.weight(layer, "shared.gate_proj", (shared_inner, h)), shared_inner)])[0]
     su = form.product(x, h, [(form.weight(layer, "shared.up_proj", (shared_inner, h)), shared_inner)])[0]
@@ -423,13 +430,7 @@ def gated_pair_at(form: Form, draw, layer: int, x: str):
 def mixture_at(form: Form, draw, layer: int, x: str):
     h, experts, inner = form.hidden, 33, 32
     top_k = draw(st.sampled_from([30, 31, 32]))
-    router = form.weight(layer, "router", (experts, h))
-    gate, up = (form.weight(layer, w, (experts, inner, h)) for w in ("w1", "w3"))
-    down = form.weight(layer, "w2", (experts, h, inner))
-    routed = form.op(
-        f'form.mixture {x}, {router}, {gate}, {up}, {down} {{top_k = {top_k} : i64, scoring = "softmax", '
-        f"renormalize = 1 : i64, routed_scaling = 1.500000e+00 : f64}} : {form.act(h)}, {tensor(experts, h)}, "
-        f"{tensor(experts, inner, h)}, {tensor(experts, inner, h)}, {tensor(experts, h, inner)} -> {form.act(h)}", "m")
+    routed = routed_mixture(form, layer, x, experts, inner, top_k)
     sg = form.product(x, h, [(form.weight(layer, "shared.gate_proj", (32, h)), 32)])[0]
     su = form.product(x, h, [(form.weight(layer, "shared.up_proj", (32, h)), 32)])[0]
     sh = form.op(f"form.swiglu {sg}, {su} : ({form.act(32)}, {form.act(32)}) -> {form.act(32)}", "h")
