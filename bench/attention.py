@@ -1,78 +1,106 @@
-"""GQA decode attention (`attention` + `attention_combine`) against torch's SDPA and the
-device-to-device copy bandwidth, measured in the same run. Two steps:
+"""Decode attention: `attention` (GQA over a paged cache) and `latent_attention` (absorbed MLA over
+the latent cache), each with `attention_combine` where split, against SGLang's Triton decode
+kernels, torch's SDPA and the roofline, measured in the same run. Two steps:
 
     python bench/attention.py build          # CPU machine: compile into build/bench-attention/
-    PYTHONPATH=. python3 bench/attention.py  # GPU machine (carry build/bench-attention): the table
+    python .anchors/make_vendor.py           # once: SGLang's kernels into .anchors/vendor (not committed)
+    PYTHONPATH=. python3 bench/attention.py  # GPU machine (carry build/bench-attention, .anchors)
 
-Shapes: GQA 32/8 x 128 (Llama-3-8B-like) and 8/2 x 128 (its TP shard), page size 16, context
-4096 and 32768 (every request at the full context: positions = context - 1, the step's k / v row
-written into the cache and the others read from it), batch 1, 8 and 64, q = 1. Each shape is
-built with the split count `attention_splits` picks and, where they differ, fixed splits 1 and 16.
+Shapes (page size 16; every request at the full context: positions = context - q .. context -
+1, the step's rows written into the cache and the others read from it):
+- GQA 32/8 x 128 (Llama-3-8B-like) and 8/2 x 128 (its TP shard): context 4096 and 32768, batch
+  1, 8, 64, q = 1; and q = 4 (speculative verify) at 32768, batch 8.
+- MLA (absorbed; the attention over the latent rows, the absorption and expansion products
+  apart): Kimi Linear (32 heads, NoPE: row 512), DeepSeek-V3 (128 heads, row 512 + 64) and its
+  16-head shard; context 4096 and 32768, batch 1, 8, 64; and q = 4 at 32768, batch 8.
+Each shape runs with the split count `attention_splits` picks and, where they differ, fixed
+splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more).
 
-Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (eager, events; read
-+ write counted). Each shape's cache rotates over enough copies to pass 256 MB (4x the L2), so no
-launch finds its keys in L2; a CUDA graph holds one step per copy (ours: the attention launch, and
-the combine launch when split, both with PDL) and a step's time is the median graph replay / the
-copies. "% copy" is the cache bytes read (K + V, batch x context x kv heads x 128 x 2 bytes each)
-per second against the copy bandwidth. The anchor is torch's scaled_dot_product_attention
-(enable_gqa=True, bf16, contiguous [batch, kv heads, context, 128] K and V, one query row) under a
-CUDA graph over the same memory; "SDPA / ours" > 1: ours is faster."""
+Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
+counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
+copies to pass 256 MB (4x the L2), so no launch finds its keys in L2; a CUDA graph holds one
+step per copy (ours: the attention launch and, where split, the combine, both with PDL), and a
+step's time is the median graph replay / the copies. "% copy": the cache bytes read per second
+against the copy bandwidth. MLA's roofline: max(latent bytes / copy bandwidth, FLOPs / tensor
+peak), FLOPs = 2 x rows x heads x context x (row + lora). Anchors: torch's
+scaled_dot_product_attention (GQA; bf16, contiguous [batch, kv heads, context, 128], q rows)
+under a CUDA graph over the same memory, and SGLang 0.5.23's Triton `decode_attention_fwd`
+(GQA, and MLA with has_mla) called as its Triton backend calls it, timed by the anchors
+probe's own rotation and graph (`.anchors/bench_anchors.py`); a missing .anchors leaves its
+column empty. "x" columns: anchor time / ours (> 1: ours is faster)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench-attention"
+ANCHORS = ROOT / ".anchors"
 
-SHAPES = [(32, 8), (8, 2)]  # (query heads, KV heads), head 128
-HEAD = 128
 PAGE = 16
+HEAD = 128
+GQA = [(32, 8), (8, 2)]  # (query heads, KV heads), head 128
+# (label, heads, lora, rope): the latent row is lora + rope wide
+MLA = [("kimi-linear", 32, 512, 0), ("deepseek-v3", 128, 512, 64), ("deepseek-v3 tp8", 16, 512, 64)]
 CONTEXTS = [4096, 32768]
 BATCHES = [1, 8, 64]
-# fixed splits beside the chosen one (1 and 16 always; LANEC_ATTN_SPLITS=4,32,64 adds a sweep)
+VERIFY = (32768, 8, 4)  # (context, batch, q): the speculative-verify rows
 FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})
-MAX_CACHE = 40e9
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
 
 
-def cache_bytes(heads_kv: int, context: int, batch: int) -> int:
-    return 2 * batch * context * heads_kv * HEAD * 2  # K and V, bf16
-
-
 def problems() -> list[dict]:
+    """Every benchmark shape with the split counts it is built at."""
     from lanec.shim import attention_splits
 
     found = []
-    for heads, kv in SHAPES:
-        for context in CONTEXTS:
-            for batch in BATCHES:
-                if cache_bytes(kv, context, batch) > MAX_CACHE:
-                    continue
-                chosen = attention_splits(batch, heads, kv, context)
-                found.append(dict(heads=heads, kv=kv, context=context, batch=batch, chosen=chosen,
-                                  splits=sorted({chosen, *FIXED_SPLITS})))
+    shapes = [dict(kind="gqa", label=f"GQA {h}/{kv} x {HEAD}", heads=h, kv=kv, width=HEAD, lora=HEAD, rope=0)
+              for h, kv in GQA]
+    shapes += [dict(kind="mla", label=f"MLA {label}", heads=h, kv=1, width=lora + rope, lora=lora, rope=rope)
+               for label, h, lora, rope in MLA]
+    for shape in shapes:
+        grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + [VERIFY]
+        for context, batch, q in grid:
+            chosen = attention_splits(batch, shape["heads"], shape["kv"], context)
+            found.append(dict(shape, context=context, batch=batch, q=q, chosen=chosen,
+                              splits=sorted({chosen, *FIXED_SPLITS})))
     return found
 
 
-def stem(problem: dict, splits: int, kernel: str = "attn") -> str:
-    return f"{kernel}_h{problem['heads']}kv{problem['kv']}_c{problem['context']}_b{problem['batch']}_s{splits}"
+def cache_bytes(p: dict) -> int:
+    """Bytes of cache a step reads: K and V of every KV head (GQA), or the latent rows (MLA)."""
+    if p["kind"] == "gqa":
+        return 2 * p["batch"] * p["context"] * p["kv"] * HEAD * 2
+    return p["batch"] * p["context"] * p["width"] * 2
+
+
+def stem(p: dict, splits: int, kernel: str = "attn") -> str:
+    kind = p["kind"] + (f"r{p['rope']}" if p["kind"] == "mla" else "")
+    return f"{kernel}_{kind}_h{p['heads']}kv{p['kv']}_c{p['context']}_b{p['batch']}_q{p['q']}_s{splits}"
+
+
+def kernel_spec(p: dict, splits: int) -> dict:
+    pages = p["context"] // PAGE
+    common = dict(batch=p["batch"], tokens=p["q"], heads=p["heads"], page_size=PAGE, max_pages=pages,
+                  cache_pages=p["batch"] * pages, splits=splits)
+    if p["kind"] == "gqa":
+        return dict(common, kv_heads=p["kv"], head=HEAD)
+    return dict(common, lora=p["lora"], rope=p["rope"], nope=128)
 
 
 def _build_one(job: tuple) -> str:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
-    from lanec.codegen.kernels.attention import Attention, AttentionCombine
+    from lanec.codegen.kernels.attention import Attention, AttentionCombine, LatentAttention
 
     kind, spec, name = job
-    kernel = Attention(**spec) if kind == "attn" else AttentionCombine(**spec)
+    kernel = {"gqa": Attention, "mla": LatentAttention, "combine": AttentionCombine}[kind](**spec)
     compile_kernel(kernel).save(OUT, name)
     return name
 
@@ -83,14 +111,11 @@ def build() -> None:
     sys.path.insert(0, str(ROOT))
     jobs, listing = [], problems()
     for p in listing:
-        pages = p["context"] // PAGE
         for splits in p["splits"]:
-            jobs.append(("attn", dict(batch=p["batch"], tokens=1, heads=p["heads"], kv_heads=p["kv"], head=HEAD,
-                                      page_size=PAGE, max_pages=pages, cache_pages=p["batch"] * pages,
-                                      splits=splits), stem(p, splits)))
+            jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
             if splits > 1:
-                jobs.append(("combine", dict(rows=p["batch"], heads=p["heads"], head=HEAD, splits=splits),
-                             stem(p, splits, "combine")))
+                jobs.append(("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"],
+                                             splits=splits), stem(p, splits, "combine")))
     start = time.perf_counter()
     with ProcessPoolExecutor(2) as pool:
         for name in pool.map(_build_one, jobs):
@@ -98,6 +123,17 @@ def build() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "manifest.json").write_text(json.dumps(listing, indent=1) + "\n")
     print(f"{len(jobs)} kernels for {len(listing)} problems in {OUT.relative_to(ROOT)}")
+
+
+def load_anchors():
+    """The anchors probe (SGLang's Triton kernels and its timing), or None where .anchors is absent."""
+    if not (ANCHORS / "vendor" / "decode_attention.py").is_file():
+        print("SGLang anchors: .anchors/vendor missing (python .anchors/make_vendor.py): column left empty")
+        return None
+    sys.path[:0] = [str(ANCHORS / "vendor"), str(ANCHORS)]
+    import bench_anchors
+
+    return bench_anchors
 
 
 def run() -> None:
@@ -110,6 +146,9 @@ def run() -> None:
 
     device = driver.Device(0)
     torch.cuda.init()
+    anchors = load_anchors()
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
     listing = json.loads((OUT / "manifest.json").read_text())
     torch_stream = torch.cuda.Stream()
     ours_stream = driver.Stream()
@@ -124,60 +163,45 @@ def run() -> None:
                 end.record()
                 end.synchronize()
                 times.append(start.elapsed_time(end) * 1000.0)
-        return statistics.median(times)
+        return sorted(times)[len(times) // 2]
 
-    # warm the clocks (the card idles at 345 MHz) with a few seconds of matmuls, then the copy ceiling
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    # warm the clocks (the card idles at 345 MHz), then the copy ceiling and the tensor peak
+    held = {"a": torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")}
     warm_until = time.perf_counter() + 3.0
     while time.perf_counter() < warm_until:
         for _ in range(20):
-            a @ a
+            held["a"] @ held["a"]
         torch.cuda.synchronize()
-    del a
+    peak = 2 * 8192**3 / (events_us(lambda: held["a"] @ held["a"], repeats=20) * 1e-6)
     held = {"src": torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)}
     held["dst"] = torch.empty_like(held["src"])
-    with torch.cuda.stream(torch_stream):
-        for _ in range(5):
-            held["dst"].copy_(held["src"])
     copy_us = events_us(lambda: held["dst"].copy_(held["src"]), repeats=20)
     copy_bw = 2 * 2**30 / (copy_us * 1e-6)
     held.clear()
     torch.cuda.empty_cache()
-    print(f"{device.name}: device-to-device copy {copy_bw / 1e12:.2f} TB/s (1 GiB, read + write)", flush=True)
+    print(f"{device.name}: copy {copy_bw / 1e12:.2f} TB/s (1 GiB, read + write), bf16 tensor peak "
+          f"{peak / 1e12:.0f} TFLOP/s", flush=True)
 
-    rows = []
-    for p in listing:
-        heads, kv, context, batch = p["heads"], p["kv"], p["context"], p["batch"]
-        nbytes = cache_bytes(kv, context, batch)
-        copies = max(1, math.ceil(ROTATE_BYTES / nbytes))
-        pages = context // PAGE
-        bf = dict(dtype=torch.bfloat16, device="cuda")
-        # one K and one V store per copy; ours reads them as pages, SDPA as [batch, kv, context, 128]
-        k_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
-        v_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
-        q = torch.randn(batch, heads * HEAD, **bf)
-        k_new, v_new = torch.randn(batch, kv * HEAD, **bf), torch.randn(batch, kv * HEAD, **bf)
-        positions = torch.full((batch,), context - 1, dtype=torch.int32, device="cuda")
-        table = torch.randperm(batch * pages, device="cuda").to(torch.int32).reshape(batch, pages)
-        out = torch.empty(batch, heads * HEAD, **bf)
+    def time_ours(p: dict, copies: int, step: dict, stores: dict) -> dict:
+        """Our kernel (and its combine) a copy each of the `stores` (name -> [copies, ...]) in one
+        graph, the `step`'s other tensors shared: {splits: us a step}."""
         timings = {}
+        rows = p["batch"] * p["q"]
         for splits in p["splits"]:
-            partial = torch.empty(splits, batch, heads, HEAD, dtype=torch.float32, device="cuda")
-            lse = torch.empty(splits, batch, heads, dtype=torch.float32, device="cuda")
+            partial = torch.empty(splits, rows, p["heads"], p["lora"], dtype=torch.float32, device="cuda")
+            lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
             art = load_artifact(OUT, stem(p, splits))
             attn = driver.Module(art.cubin).function(art.entry, art.launch)
             launches = []
             for c in range(copies):
-                tensors = {"q": q, "k": k_new, "v": v_new, "positions": positions, "pages": table,
-                           "k_cache": k_store[c], "v_cache": v_store[c], "out": out, "partial": partial, "lse": lse}
+                tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
                 launches.append(driver.Launch(attn, art.launch, [tensors[x.name].data_ptr() for x in art.params],
                                               ours_stream))
                 if splits > 1:
                     comb = load_artifact(OUT, stem(p, splits, "combine"))
                     combine = driver.Module(comb.cubin).function(comb.entry, comb.launch)
-                    ctensors = {"partial": partial, "lse": lse, "out": out}
                     launches.append(driver.Launch(combine, comb.launch,
-                                                  [ctensors[x.name].data_ptr() for x in comb.params], ours_stream))
+                                                  [tensors[x.name].data_ptr() for x in comb.params], ours_stream))
             torch.cuda.synchronize()
             for launch in launches:
                 launch.enqueue()
@@ -189,48 +213,100 @@ def run() -> None:
                                              repeats=REPEATS) / copies
             graph.destroy()
             del partial, lse
-        # the anchor: SDPA over the same stores as contiguous caches
-        q4 = q.reshape(batch, heads, 1, HEAD)
-        ks = [k_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
-        vs = [v_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
-        sdpa_us = float("nan")
+        return timings
+
+    l2 = getattr(props, "L2_cache_size", 60 * 2**20) or 60 * 2**20
+    rotate = max(4 * l2, 256 << 20)
+
+    def anchor_us(make: str, nbytes: int, *args) -> float:
+        """SGLang's kernel on the shape (the probe's `make` case with `args`, as many copies as
+        its rotation wants), timed by the probe's own graph."""
+        if anchors is None:
+            return float("nan")
         try:
-            with torch.cuda.stream(torch_stream):
-                for c in range(copies):
-                    F.scaled_dot_product_attention(q4, ks[c], vs[c], enable_gqa=True)
-                torch_stream.synchronize()
-                torch_graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(torch_graph, stream=torch_stream):
+            case = getattr(anchors, make)(*args[:5], max(1, math.ceil(rotate / nbytes)), "cuda", sms, True,
+                                          *args[5:])
+            us, _ = anchors.bench([case.op(i % case.copies) for i in range(max(8, case.copies))])
+            del case
+            torch.cuda.empty_cache()
+            return us
+        except Exception as exc:  # an anchor failing costs its cell, not the table
+            print(f"  SGLang failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
+            return float("nan")
+
+    rows = []
+    bf = dict(dtype=torch.bfloat16, device="cuda")
+    for p in listing:
+        heads, kv, context, batch, q = p["heads"], p["kv"], p["context"], p["batch"], p["q"]
+        nbytes = cache_bytes(p)
+        copies = max(1, math.ceil(ROTATE_BYTES / nbytes))
+        pages = context // PAGE
+        n = batch * q
+        positions = (torch.arange(n, device="cuda", dtype=torch.int32) % q + context - q).contiguous()
+        table = torch.randperm(batch * pages, device="cuda").to(torch.int32).reshape(batch, pages)
+        out = torch.empty(n, heads * p["lora"], **bf)
+        sdpa_us = sgl_us = float("nan")
+        if p["kind"] == "gqa":
+            k_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
+            v_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
+            step = {"q": torch.randn(n, heads * HEAD, **bf), "k": torch.randn(n, kv * HEAD, **bf),
+                    "v": torch.randn(n, kv * HEAD, **bf), "positions": positions, "pages": table, "out": out}
+            timings = time_ours(p, copies, step, {"k_cache": k_store, "v_cache": v_store})
+            q4 = step["q"].reshape(batch, q, heads, HEAD).transpose(1, 2)
+            ks = [k_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
+            vs = [v_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
+            try:
+                with torch.cuda.stream(torch_stream):
                     for c in range(copies):
                         F.scaled_dot_product_attention(q4, ks[c], vs[c], enable_gqa=True)
-            for _ in range(3):
-                with torch.cuda.stream(torch_stream):
-                    torch_graph.replay()
-            sdpa_us = events_us(torch_graph.replay) / copies
-            del torch_graph
-        except Exception as exc:  # an anchor failing costs its cell, not the table
-            print(f"  SDPA failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
-        share = {s: 100 * nbytes / (us * 1e-6) / copy_bw for s, us in timings.items()}
-        rows.append((p, nbytes, copies, timings, share, sdpa_us))
-        print(f"  {heads}/{kv} ctx {context} b{batch} ({copies} copies): "
-              + "  ".join(f"s{s} {us:.1f} us ({share[s]:.0f}%)" for s, us in timings.items())
-              + f"  SDPA {sdpa_us:.1f} us", flush=True)
-        del k_store, v_store, ks, vs
-        torch.cuda.empty_cache()
+                    torch_stream.synchronize()
+                    torch_graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(torch_graph, stream=torch_stream):
+                        for c in range(copies):
+                            F.scaled_dot_product_attention(q4, ks[c], vs[c], enable_gqa=True)
+                for _ in range(3):
+                    with torch.cuda.stream(torch_stream):
+                        torch_graph.replay()
+                sdpa_us = events_us(torch_graph.replay) / copies
+                del torch_graph
+            except Exception as exc:
+                print(f"  SDPA failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
+            del k_store, v_store, ks, vs
+            torch.cuda.empty_cache()
+            if q == 1 and anchors is not None:  # SGLang's decode kernel takes one query row a request
+                sgl_us = anchor_us("make_gqa_case", nbytes, batch, context, heads, kv, HEAD)
+            flops = 4 * n * heads * context * HEAD
+        else:
+            lora, rope = p["lora"], p["rope"]
+            store = torch.empty(copies, batch * pages, PAGE, lora + rope, **bf).normal_()
+            step = {"q": torch.randn(n, heads * lora, **bf), "qr": torch.randn(n, heads * (128 + rope), **bf),
+                    "latent": torch.randn(n, lora, **bf), "k_rope": torch.randn(n, max(rope, 8), **bf),
+                    "positions": positions, "pages": table, "out": out}
+            timings = time_ours(p, copies, step, {"cache": store})
+            del store
+            torch.cuda.empty_cache()
+            if q == 1 and anchors is not None:
+                sgl_us = anchor_us("make_mla_case", nbytes, batch, context, heads, lora, rope,
+                                   anchors.mla_max_kv_splits(sms))
+            flops = 2 * n * heads * context * (lora + rope + lora)
+        roofline_us = max(nbytes / copy_bw, flops / peak) * 1e6
+        rows.append((p, nbytes, timings, sdpa_us, sgl_us, roofline_us))
+        print(f"  {p['label']} ctx {context} b{batch} q{q} ({copies} copies): "
+              + "  ".join(f"s{s} {us:.1f} us" for s, us in timings.items())
+              + f"  SDPA {sdpa_us:.1f}  SGLang {sgl_us:.1f}  roofline {roofline_us:.1f} us", flush=True)
 
     print()
-    print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s (read + write); page size {PAGE}; q = 1")
-    print("| shape | context | batch | cache MB | splits (chosen) | ours us | % of copy | split 1 us | split 16 us "
-          "| best split | SDPA us | SDPA % of copy | SDPA / ours |")
+    print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s (read + write); bf16 peak {peak / 1e12:.0f} "
+          f"TFLOP/s; page size {PAGE}")
+    print("| shape | context | batch | q | cache MB | splits (chosen) | ours us | % of roofline | best fixed "
+          "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for p, nbytes, _, timings, share, sdpa_us in rows:
-        chosen = p["chosen"]
-        ours = timings[chosen]
-        best = min(timings, key=timings.get)
-        sdpa_share = 100 * nbytes / (sdpa_us * 1e-6) / copy_bw
-        print(f"| GQA {p['heads']}/{p['kv']} x 128 | {p['context']} | {p['batch']} | {nbytes / 1e6:.0f} | {chosen} "
-              f"| {ours:.1f} | {share[chosen]:.0f}% | {timings[1]:.1f} | {timings[16]:.1f} | {best} "
-              f"({timings[best]:.1f}) | {sdpa_us:.1f} | {sdpa_share:.0f}% | {sdpa_us / ours:.2f} |")
+    for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
+        ours = timings[p["chosen"]]
+        fixed = min(timings[1], timings[16])
+        print(f"| {p['label']} | {p['context']} | {p['batch']} | {p['q']} | {nbytes / 1e6:.0f} | {p['chosen']} "
+              f"| {ours:.1f} | {100 * roofline_us / ours:.0f}% | {fixed:.1f} | {sgl_us:.1f} | {sgl_us / ours:.2f} "
+              f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |")
 
 
 if __name__ == "__main__":

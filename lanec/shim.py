@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.facts import GEMV_ROWS, SM_COUNT
-from lanec.codegen.unbuilt import ROWS_A_BLOCK
+from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK, SM_COUNT
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:

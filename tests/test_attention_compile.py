@@ -10,7 +10,7 @@ import pytest
 
 from lanec.codegen.compile import compile_kernel, entry_signature
 from lanec.codegen.kernels import kernel_class
-from lanec.codegen.kernels.attention import Attention, AttentionCombine
+from lanec.codegen.kernels.attention import Attention, AttentionCombine, LatentAttention
 
 KERNELS = {
     "h32_kv8_d128_p16": lambda: Attention(8, 1, 32, 8, 128, 16, 256, 2048),
@@ -21,7 +21,16 @@ KERNELS = {
     "h12_kv4_d128_p32_t3": lambda: Attention(3, 3, 12, 4, 128, 32, 32, 100),
     "h64_kv4_d128_p16_t8_s2": lambda: Attention(1, 8, 64, 4, 128, 16, 16, 16, splits=2),  # two row blocks
     "h32_kv2_d256_p16_t4": lambda: Attention(2, 4, 32, 2, 256, 16, 16, 40),
+    "h8_kv2_d128_tile128_stages2": lambda: Attention(2, 1, 8, 2, 128, 16, 64, 128,
+                                                     schedule={"tile": 128, "stages": 2}),
+    "mla_h32_l512_r64_t1": lambda: LatentAttention(8, 1, 32, 512, 64, 16, 256, 2048, nope=128),
+    "mla_h128_l512_r64_t4_s4": lambda: LatentAttention(2, 4, 128, 512, 64, 64, 64, 128, splits=4, nope=128,
+                                                       qr_pitch=24576 + 512),
+    "mla_h32_l512_nope_t3_s2": lambda: LatentAttention(3, 3, 32, 512, 0, 32, 32, 100, splits=2,
+                                                       latent_pitch=2304),
+    "mla_h16_l256_r32_t2": lambda: LatentAttention(2, 2, 16, 256, 32, 16, 16, 40, nope=64),
     "combine_d128_s4": lambda: AttentionCombine(3, 12, 128, 4),
+    "combine_d512_s8": lambda: AttentionCombine(5, 32, 512, 8),
     "combine_d256_s64": lambda: AttentionCombine(1, 40, 256, 64),
 }
 
@@ -34,7 +43,9 @@ def test_compiles_for_sm90a(case):
     assert re.search(r"^\.target sm_90a", ptx, re.M)
     assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
-    assert ("cp.async.cg.shared.global" in ptx) == isinstance(kernel, Attention)
+    attends = isinstance(kernel, Attention | LatentAttention)
+    assert ("cp.async.cg.shared.global" in ptx) == attends
+    assert ("mma.sync.aligned.m16n8k16" in ptx and "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx) == attends
     entry, sizes = entry_signature(ptx)
     assert sizes == [8] * len(kernel.params())
     assert compiled.launch == kernel.launch() and compiled.launch.shared_bytes <= 227 * 1024
@@ -72,7 +83,7 @@ def test_grid_covers_chunks_kv_heads_and_requests(make, grid, rows):
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, q_pitch=1000), "q pitch 1000: at least the row's 1024 values"),
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, v_pitch=260), "v pitch 260: at least the row's 256 values and a "
                                                                 "multiple of 8"),
-    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 48}), "Attention tile is 32 or 64"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 48}), "Attention tile is 32, 64 or 128"),
     (lambda: AttentionCombine(3, 8, 128, 1), "splits 1: a combine merges at least 2 chunks"),
     (lambda: AttentionCombine(3, 8, 100, 4), "head size 100"),
 ])

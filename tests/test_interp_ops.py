@@ -347,3 +347,30 @@ def test_q8_0_reconstruction(rng):
             assert np.abs(w[r, c] - got[r, c]).max() <= d * 0.5 * (1 + 1e-3) + d / 127 * 0.5
     assert np.array_equal(ops.q8_0(got), got)  # a checkpoint's values quantize to themselves
     assert not np.array_equal(got, w)
+
+
+def test_a_mixture_follows_a_routing_hint_only_through_near_ties():
+    from lanec.interp.ops import ROUTING_TIE
+
+    rng = np.random.default_rng(3)
+    rows, width, experts, hidden = 4, 16, 8, 8
+    x = rng.standard_normal((rows, width)).astype(np.float32)
+    router = rng.standard_normal((experts, width)).astype(np.float32)
+    gate, up = (rng.standard_normal((experts, hidden, width)).astype(np.float32) for _ in range(2))
+    down = rng.standard_normal((experts, width, hidden)).astype(np.float32)
+    scores = 1 / (1 + np.exp(-(x @ router.T)))
+    # row 0: a correction that ties experts 2 and 5 within the tolerance; the others far apart
+    correction = np.zeros(experts, np.float32)
+    order = np.argsort(-scores[0])
+    correction[order[1]] = scores[0, order[0]] - scores[0, order[1]] + 0.5 * ROUTING_TIE
+    own = ops.mixture(x, router, gate, up, down, 1, "sigmoid", 0, 1.0, correction=correction)
+    choice = scores + correction
+    best = np.argsort(-choice, axis=1, kind="stable")[:, :1]
+    swapped = best.copy()
+    swapped[0, 0] = order[0] if best[0, 0] == order[1] else order[1]  # row 0: the near-tied other expert
+    swapped[1, 0] = np.argsort(choice[1])[0]  # row 1: the worst expert, far from a tie
+    hinted = ops.mixture(x, router, gate, up, down, 1, "sigmoid", 0, 1.0, correction=correction, hint=swapped)
+    expect_row0 = scores[0, swapped[0, 0]] * (ops.swiglu(x[:1] @ gate[swapped[0, 0]].T, x[:1] @ up[swapped[0, 0]].T)
+                                               @ down[swapped[0, 0]].T)
+    np.testing.assert_allclose(hinted[0], expect_row0[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hinted[1:], own[1:])  # row 1's far hint is not taken

@@ -80,17 +80,64 @@ def test_rows_beyond_a_gemv_are_split_into_launches(tmp_path):
     assert len(kda) == 1 and spec_of(kda[0])["batch"] == 64
 
 
-def test_the_whole_kimi_example_names_every_op_without_a_kernel(tmp_path):
+def test_the_whole_kimi_example_lowers_its_latent_attention_absorbed():
+    ops = launches(ROOT / "examples" / "kimi-linear-small.mlir")
+    kinds = [op.kernel.data for op in ops]
+    at = kinds.index("latent_attention")
+    # absorb (a per-head gemv by kv_b's key half), the attention over the latent cache (split:
+    # the combine), expand (a per-head gemv by kv_b's value half)
+    assert kinds[at - 1: at + 3] == ["gemv", "latent_attention", "attention_combine", "gemv"]
+    absorb, attend, expand = spec_of(ops[at - 1]), spec_of(ops[at]), spec_of(ops[at + 2])
+    assert absorb["per_head"] == (32, 192, 0) and absorb["width"] == 128 and absorb["parts"] == (32 * 512,)
+    assert expand["per_head"] == (32, 512, 0) and expand["width"] == 512 and expand["parts"] == (32 * 128,)
+    assert (attend["heads"], attend["lora"], attend["rope"], attend["nope"]) == (32, 512, 64, 128)
+    assert attend["splits"] > 1 and bool(ops[at].pdl.value.data)
+
+
+def test_kv_b_halves_are_recorded_transforms_that_the_runtime_applies():
+    import numpy as np
+
+    from lanec.runtime.plan import Transform
+    from lanec.runtime.weights import apply
+
+    heads, nope, v, lora = 3, 4, 5, 8
+    kv_b = np.arange(heads * (nope + v) * lora, dtype=np.float32).reshape(heads * (nope + v), lora)
+    halves = Transform("reshape", {"shape": [heads, nope + v, lora]})
+    key = kv_b
+    for t in (halves, Transform("slice", {"axis": 1, "start": 0, "stop": nope}),
+              Transform("transpose", {"axes": [0, 2, 1]}), Transform("reshape", {"shape": [heads * lora, nope]})):
+        key = apply(t, [key])
+    value = kv_b
+    for t in (halves, Transform("slice", {"axis": 1, "start": nope, "stop": nope + v}),
+              Transform("reshape", {"shape": [heads * v, lora]})):
+        value = apply(t, [value])
+    for h in range(heads):
+        rows = kv_b[h * (nope + v): (h + 1) * (nope + v)]
+        assert np.array_equal(key[h * lora: (h + 1) * lora], rows[:nope].T)
+        assert np.array_equal(value[h * v: (h + 1) * v], rows[nope:])
+
+
+def test_an_expanded_latent_attention_is_named_without_a_kernel(tmp_path):
+    import json
+
     from click.testing import CliRunner
 
     from lanec.cli import main
 
-    result = CliRunner().invoke(main, ["compile", str(ROOT / "examples" / "kimi-linear-small.mlir"),
-                                       "-o", str(tmp_path / "k.plan")])
+    # a nope part of 48 makes each head's query unit 112: not whole 32-value blocks, so
+    # hold-per-head-part runs it expanded, which has no kernel yet
+    config = json.loads((ROOT / "examples" / "kimi-linear-48b-a3b.config.json").read_text())
+    config["qk_nope_head_dim"] = 48
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    source = tmp_path / "odd.mlir"
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "config.json"), "--layers", "4",
+                                       "--dense-mlp", "1024", "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "odd.plan")])
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1].endswith(
-        "error: no lane kernel for: form.latent_attention x1, form.mixture x3")
-    assert not (tmp_path / "k.plan").exists()
+        "no lane kernel for: form.latent_attention (expanded: per-head keys and values of every cached latent) x1")
+    assert not (tmp_path / "odd.plan").exists()
 
 
 ROPE = """

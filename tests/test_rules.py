@@ -92,9 +92,12 @@ def test_explain_json_is_stable_sorted_and_documented() -> None:
     assert first == second
     data = json.loads(first)
     assert list(data) == sorted(data) == ["decisions", "model", "schedules", "schema", "shim", "summary"]
-    # the full Kimi Linear has ops without a lane kernel yet: explain says so instead of a schedule
-    assert data["schedules"] == {"lowered": False,
-                                 "reason": "no lane kernel for: form.latent_attention x1, form.mixture x3"}
+    # the whole Kimi Linear lowers: every kernel shape with its schedule, the latent attention's
+    # split count with why
+    assert data["schedules"]["lowered"] is True
+    latent = [k for k in data["schedules"]["kernels"] if k["kernel"] == "latent_attention"]
+    assert len(latent) == 1 and latent[0]["launches"] == 1
+    assert "head blocks x" in json.dumps(latent[0])
     assert data["schema"] == "lanec.explain/1"
     assert data["shim"] == {"batch_products": False, "fuse_quant": False, "numerics": "precise", "words": 1}
     fields = ["layer", "op", "reason", "rule", "stage", "taken"]

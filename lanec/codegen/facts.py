@@ -436,16 +436,41 @@ ATTENTION_MAX_GROUP = 16  # query heads a KV head
 ATTENTION_MAX_TOKENS = 8  # speculative tokens a request
 
 
+VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)
+ROWS_A_BLOCK = 64  # query rows one attention block holds at most: a KV head's group x its tokens
+
+
+def values_in_place_problems(place: int, pitch: int, row: str) -> list[str]:
+    """Why an attention cannot read its values in place at `place` of a wider `row`, `pitch`
+    values a row (the lowering then places every part of a product in parts at whole 16-byte
+    vectors, which the kernels' 16-byte copies read)."""
+    found = []
+    if place % VALUE_PAIR:
+        found.append(f"the values' place {place} in {row} is odd")
+    if pitch % VALUE_PAIR:
+        found.append(f"the pitch {pitch} of {row} is odd")
+    return found
+
+
 @dataclass(frozen=True)
 class AttentionSchedule(Schedule):
-    """Attention's knob: the keys of one shared-memory `tile` (32 or 64; None: 64, or 32 at head 256,
-    where two buffers of 64 keys would not leave room for a second CTA)."""
+    """The decode attentions' knobs: the keys of one shared-memory `tile` (32, 64 or 128; None:
+    64), its `stages` (2-4 buffers; None: 3, or 2 where 3 would pass 160 KB) and the `warps` a
+    CTA (4 or 8; None: 8 for a value width of 512 and more, else 4). A warp takes tile / warps
+    keys of the scores (whole 8-key MMA tiles) and value width / warps output columns (whole
+    pairs of 8-column MMA tiles)."""
 
     tile: int | None = None
+    stages: int | None = None
+    warps: int | None = None
 
     def __post_init__(self) -> None:
         if self.tile is not None:
-            _choice("Attention", "tile", self.tile, (32, 64), "32 or 64 keys a shared-memory tile")
+            _choice("Attention", "tile", self.tile, (32, 64, 128), "32, 64 or 128 keys a shared-memory tile")
+        if self.stages is not None:
+            _choice("Attention", "stages", self.stages, (2, 3, 4), "2, 3 or 4 shared-memory buffers of a tile")
+        if self.warps is not None:
+            _choice("Attention", "warps", self.warps, (4, 8), "4 or 8 warps a CTA")
 
 
 @dataclass(frozen=True)
@@ -501,6 +526,59 @@ class AttentionSpec(Spec):
         return found
 
 
+LATENT_WIDTHS = (256, 512)  # latent (lora) widths: whole pairs of 8-column tiles for 4 or 8 warps
+LATENT_ROPES = (0, 32, 64)  # rotated key widths: the row stays whole 32-value MMA steps
+
+
+@dataclass(frozen=True)
+class LatentAttentionSpec(Spec):
+    """A launch of latent_attention (absorbed MLA): `batch` requests of `tokens` rows, `heads`
+    query heads over one cache row `lora + rope` wide (the latent, then the shared rotated key),
+    a cache of `cache_pages` pages of `page_size` positions, a page table of `max_pages`
+    columns, `splits` chunks of the keys; `nope`: each head's unrotated values before its
+    rotated part in the query projection (pitch `qr_pitch`); the latent's and k_rope's pitches."""
+
+    kernel: ClassVar[str] = "latent_attention"
+    batch: int
+    tokens: int
+    heads: int
+    lora: int
+    rope: int
+    page_size: int
+    max_pages: int | None = None
+    cache_pages: int | None = None
+    splits: int = 1
+    nope: int | None = None
+    qr_pitch: int | None = None
+    latent_pitch: int | None = None
+    k_rope_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.batch < 1 or self.heads < 1:
+            found.append(f"needs at least one request and one head; got batch {self.batch}, heads {self.heads}")
+        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
+            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request; got {self.tokens}")
+        if self.lora not in LATENT_WIDTHS:
+            found.append(f"latent width {self.lora}: one of {', '.join(map(str, LATENT_WIDTHS))}")
+        if self.rope not in LATENT_ROPES:
+            found.append(f"rotated key width {self.rope}: one of {', '.join(map(str, LATENT_ROPES))}")
+        if self.rope and (self.nope is None or self.nope < 0 or self.nope % VECTOR):
+            found.append(f"the query's unrotated part ({self.nope}) must be whole 8-value vectors: its rotated "
+                         "part is read in place")
+        if self.page_size not in ATTENTION_PAGES:
+            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
+        if self.splits < 1:
+            found.append(f"splits {self.splits}: at least one chunk of the keys")
+        unit = (self.nope or 0) + self.rope
+        for what, pitch, width in (("qr pitch", self.qr_pitch, self.heads * unit),
+                                   ("latent pitch", self.latent_pitch, self.lora),
+                                   ("k_rope pitch", self.k_rope_pitch, self.rope)):
+            if pitch is not None:
+                found += filter(None, [row_pitch(what, pitch, width)])
+        return found
+
+
 @dataclass(frozen=True)
 class AttentionCombineSpec(Spec):
     """A launch of attention_combine: `splits` partial results of `rows` x `heads` heads of `head`
@@ -516,8 +594,114 @@ class AttentionCombineSpec(Spec):
         found = []
         if self.rows < 1 or self.heads < 1:
             found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
-        if self.head not in ATTENTION_HEADS:
-            found.append(f"head size {self.head}: one of {', '.join(map(str, ATTENTION_HEADS))}")
+        if self.head not in ATTENTION_HEADS + LATENT_WIDTHS:
+            found.append(f"head size {self.head}: one of {', '.join(map(str, ATTENTION_HEADS + LATENT_WIDTHS))}")
         if self.splits < 2:
             found.append(f"splits {self.splits}: a combine merges at least 2 chunks (one chunk writes out itself)")
+        return found
+
+
+# ----------------------------------------------------------------------------------------------
+# mixture: the router, the kept experts' gated pairs, their down products and the sum
+
+MIXTURE_SCORINGS = ("sigmoid", "softmax")
+MIXTURE_MAX_EXPERTS = 512  # the choosing warp holds 16 experts a lane (Qwen3-Next's 512); 32 warps dot 16 rows each
+MIXTURE_MAX_WARPS = 32  # one warp a kept expert (routed, and the folded shared one), one block of <= 1024 threads
+MIXTURE_MAX_GROUPS = WARP  # grouped top-k: one lane of the choosing warp ranks a group
+INT32_ELEMENTS = 2**31  # offsets inside one expert's rows are 32-bit
+
+
+def kept_block_problem(top_k: int, shared: bool) -> str | None:
+    """Why `top_k` routed experts (and the shared one, where `shared`) are not one block of kept
+    experts, a warp each (None: they are)."""
+    warps = top_k + int(shared)
+    if warps <= MIXTURE_MAX_WARPS:
+        return None
+    which = f"{top_k} routed + 1 shared" if shared else f"{top_k} routed"
+    return f"a block of {warps} kept experts ({which}, a warp each) is above {MIXTURE_MAX_WARPS} warps"
+
+
+def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
+    """Why a mixture with its shared expert folded in (where `shared`) has no launch, as the
+    hold-mixture-shared rule asks: the folded block's warps, and no fused scatter."""
+    found = list(filter(None, [kept_block_problem(top_k, shared)])) if shared else []
+    if scatters:
+        found.append("the mixture scatters its result to rows a parameter names (no fused scatter)")
+    return found
+
+
+@dataclass(frozen=True)
+class MixtureRouterSpec(Spec):
+    """A launch of mixture_router: `rows` of `width` values scored against `experts` router rows
+    (`scoring`), the best `top_k` chosen, over the best `topk_groups` of `groups` where grouped;
+    x rows `x_pitch` apart; the router rows split over a cluster of `split` CTAs."""
+
+    kernel: ClassVar[str] = "mixture_router"
+    rows: int
+    width: int
+    experts: int
+    top_k: int
+    scoring: str = "sigmoid"
+    groups: int | None = None
+    topk_groups: int | None = None
+    x_pitch: int | None = None
+    split: int = 1
+
+    def problems(self) -> list[str]:
+        found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        found += filter(None, [vector_width("width", self.width)])
+        if self.split not in (1, 2, 4, 8) or self.experts % self.split:
+            found.append(f"split {self.split}: 1, 2, 4 or 8 CTAs (a portable cluster) sharing the {self.experts} "
+                         "router rows evenly")
+        if not 1 <= self.experts <= MIXTURE_MAX_EXPERTS:
+            found.append(f"experts {self.experts}: 1-{MIXTURE_MAX_EXPERTS} (the choosing warp holds "
+                         f"{MIXTURE_MAX_EXPERTS // WARP} a lane)")
+        if not 1 <= self.top_k <= min(self.experts, MIXTURE_MAX_WARPS):
+            found.append(f"top_k {self.top_k}: 1 to the experts, at most {MIXTURE_MAX_WARPS} (the kept experts' "
+                         "block, a warp each)")
+        if self.scoring not in MIXTURE_SCORINGS:
+            found.append(f"scoring {self.scoring!r}: sigmoid or softmax")
+        if (self.groups is None) != (self.topk_groups is None):
+            found.append("grouped top-k needs both groups and topk_groups")
+        elif self.groups is not None and self.topk_groups is not None:
+            groups, kept = self.groups, self.topk_groups
+            if not 1 <= groups <= MIXTURE_MAX_GROUPS or self.experts % groups or self.experts // groups < 2:
+                found.append(f"groups {groups}: 1-{MIXTURE_MAX_GROUPS} (a lane ranks a group) of at least 2 of the "
+                             f"{self.experts} experts each")
+            elif not 1 <= kept <= groups or self.top_k > kept * (self.experts // groups):
+                found.append(f"topk_groups {kept}: 1-{groups} groups, holding the top_k {self.top_k} experts")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        return found
+
+
+@dataclass(frozen=True)
+class MixtureExpertsSpec(Spec):
+    """A launch of mixture_gated (`kernel`: each kept expert's gate and up rows, SwiGLU) or
+    mixture_down (each kept expert's down rows, weighted and summed): `rows` of `width` values,
+    `experts` of `hidden` units, `top_k` kept a row, a folded shared expert of `shared_hidden`
+    units (0: none); x rows `x_pitch` apart."""
+
+    kernel: str
+    rows: int
+    width: int
+    hidden: int
+    experts: int
+    top_k: int
+    shared_hidden: int = 0
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if not 1 <= self.top_k <= self.experts:
+            found.append(f"top_k {self.top_k}: 1 to the {self.experts} experts")
+        found += filter(None, [kept_block_problem(self.top_k, self.shared_hidden > 0),
+                               vector_width("width", self.width), vector_width("expert width", self.hidden)])
+        if self.shared_hidden:
+            found += filter(None, [vector_width("shared expert width", self.shared_hidden)])
+        if max(self.hidden, self.shared_hidden) * self.width >= INT32_ELEMENTS:
+            found.append(f"an expert of {max(self.hidden, self.shared_hidden)} x {self.width} values: offsets inside "
+                         f"an expert are 32-bit, so below {INT32_ELEMENTS} values")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
         return found

@@ -37,7 +37,8 @@ from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
 from lanec.runtime import dtypes
-from lanec.shim import attention_splits, splits_reason
+from lanec.runtime.plan import routing_buffer
+from lanec.shim import Latent, attention_splits, splits_reason
 
 # A product in parts gives each part a place of whole 16-byte vectors of bf16 in the merged row, so
 # every part starts aligned for a later kernel that reads it in place (a vector load), whatever
@@ -204,7 +205,7 @@ class Lowering:
 
     def quantized(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
         """Whether a product reads or writes the quantized form (no lane kernel links it yet)."""
-        return bool(op.quantize_words()  # type: ignore[attr-defined]
+        return bool((isinstance(op, form.QuantizedEpilogue) and op.quantize_words())
                     or form.is_int(op.operands[0], 8)
                     or any(self.sources[w].format.data != "bf16" for w in weights if w in self.sources))
 
@@ -302,16 +303,22 @@ class Lowering:
         if part is not None:
             heads, unit, offset, length = part
             spec["per_head"] = (heads, unit, offset)
-        spec.update(pitch_of(x))
-        for first in range(0, rows, GEMV_ROWS):
-            count = min(GEMV_ROWS, rows - first)
-            tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
-            self.launch("gemv", {"rows": count, **spec, **tuned},
-                        [x.rows(first, count), weight, out.rows(first, count)])
+        self.gemv(x, weight, out, spec)
         start = 0
         for n, place, result in zip(parts, places, op.parts, strict=True):
             self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
             start += place
+
+    def gemv(self, x: Window, weight: Window, out: Window, spec: dict) -> None:
+        """y = x @ weight^T as gemv launches of at most GEMV_ROWS rows each, under the schedule
+        table's entry for each launch's shape (`spec`: width, parts, maybe per_head)."""
+        rows, outputs = out.shape
+        spec = {**spec, **pitch_of(x)}
+        for first in range(0, rows, GEMV_ROWS):
+            count = min(GEMV_ROWS, rows - first)
+            tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": outputs})
+            self.launch("gemv", {"rows": count, **spec, **tuned},
+                        [x.rows(first, count), weight, out.rows(first, count)])
 
     @lower.register
     def lower_gated_product(self, op: form.GatedProductOp) -> None:
@@ -433,6 +440,45 @@ class Lowering:
         self.windows[op.result] = out
 
     @lower.register
+    def lower_mixture(self, op: form.MixtureOp) -> None:
+        """Three launches: the router (the chosen ids and routing weights, plan buffers that stay on
+        the device), the kept experts' gated pairs (the folded shared expert as one more warp of
+        the block) and their down products, weighted and summed into the result."""
+        if op.rows is not None:  # hold-mixture-shared refuses it first; the kernels never scatter
+            self.no_kernel(op, "a scatter to rows a parameter names")
+            return
+        if self.unlinked(op, [op.router, op.gate, op.up, op.down, *op.shared]):
+            return
+        rows, width = form.shape(op.x)
+        experts, hidden = form.shape(op.gate)[:2]
+        top_k = op.top_k.value.data
+        shared_hidden = form.shape(op.shared[0])[0] if op.shared else 0
+        x = self.window(op.x)
+        name = self.sources[op.router].weight_name.data.removesuffix(".weight").removesuffix(".gate")
+        ids = self.activation(routing_buffer(self.sources[op.router].weight_name.data), (rows, top_k),
+                              IntegerType(32))
+        routing = self.activation(f"{name}.routing", (rows, top_k), Float32Type())
+        grouped = {} if op.groups is None or op.topk_groups is None else \
+            {"groups": op.groups.value.data, "topk_groups": op.topk_groups.value.data}
+        router = {"rows": rows, "width": width, "experts": experts, "top_k": top_k, "scoring": op.scoring.data,
+                  "renormalize": bool(op.renormalize.value.data), "routed_scaling": op.routed_scaling.value.data,
+                  "correction": op.correction is not None, **grouped, **pitch_of(x)}
+        correction = [self.window(op.correction)] if op.correction is not None else []
+        self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
+        experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
+                        "shared_hidden": shared_hidden, **pitch_of(x)}
+        between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
+        shared = [self.window(w) for w in op.shared]
+        self.launch("mixture_gated", experts_spec,
+                    [x, ids, self.window(op.gate), self.window(op.up), *shared[:2], between])
+        out = self.activation(f"{name}.out", (rows, width))
+        gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
+        self.launch("mixture_down", {**experts_spec, "shared_gate": gated},
+                    [*([x] if gated else []), between, ids, routing, self.window(op.down), *shared[2:3],
+                     *shared[3:], out])
+        self.windows[op.result] = out
+
+    @lower.register
     def lower_attention(self, op: form.AttentionOp) -> None:
         heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
         rows, width = form.shape(op.q)
@@ -472,6 +518,67 @@ class Lowering:
             self.launch("attention", spec, [*args, partial, lse])
             self.launch("attention_combine", {"rows": rows, "heads": heads, "head": head, "splits": splits},
                         [partial, lse, out])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_latent_attention(self, op: form.LatentAttentionOp) -> None:
+        """Absorbed: each head's nope part of the query absorbed into the latent space (a per-head
+        gemv by kv_b's key half, transposed once at load), the attention over the latent cache row
+        (`latent_attention`, read once for all heads; split-KV as `attention`), and its latent
+        values expanded by kv_b's value half (a per-head gemv)."""
+        if self.unlinked(op, [op.kv_b]):
+            return
+        latent = Latent.of(op)
+        if op.path is not None and op.path.data == "expanded":
+            self.no_kernel(op, "expanded: per-head keys and values of every cached latent")
+            return
+        heads, nope, rope, lora, v = latent.heads, latent.nope, latent.rope, latent.lora, latent.v
+        if not isinstance(form.element(op.cache), BFloat16Type):
+            raise LoweringError(f"latent_attention: the cache holds {form.element(op.cache)}; the latent attention "
+                                "kernel keeps a bf16 cache")
+        rows = form.shape(op.qr)[0]
+        cache_pages, page_size, _ = form.shape(op.cache)
+        batch, max_pages = form.shape(op.pages)
+        tokens = self.step.tokens.value.data
+        halves = [{"kind": "reshape", "shape": (heads, nope + v, lora)}]
+        key = self.weight([op.kv_b], halves + [
+            {"kind": "slice", "axis": 1, "start": 0, "stop": nope},
+            {"kind": "transpose", "axes": (0, 2, 1)},
+            {"kind": "reshape", "shape": (heads * lora, nope)}], shape=(heads * lora, nope))
+        value = self.weight([op.kv_b], halves + [
+            {"kind": "slice", "axis": 1, "start": nope, "stop": nope + v},
+            {"kind": "reshape", "shape": (heads * v, lora)}], shape=(heads * v, lora))
+        qr = self.window(op.qr)
+        absorbed = self.activation("latent_attention.query", (rows, heads * lora))
+        self.gemv(qr, key, absorbed, {"width": nope, "parts": (heads * lora,), "per_head": (heads, nope + rope, 0)})
+        context = max_pages * page_size
+        splits = attention_splits(batch, heads, 1, context)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context)
+        self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
+                                                  "rope": rope, "context": context}, {"splits": splits, "why": why}))
+        spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,
+                      "page_size": page_size, "max_pages": max_pages, "cache_pages": cache_pages, "splits": splits,
+                      "nope": nope, "scale": op.scale.value.data}
+        latent_in, k_rope = self.window(op.latent), self.window(op.k_rope)
+        spec.update(pitch_of(latent_in, "latent"))
+        args = [absorbed]
+        if rope:
+            spec.update(pitch_of(qr, "qr"), **pitch_of(k_rope, "k_rope"))
+            args += [qr, latent_in, k_rope]
+        else:
+            args.append(latent_in)
+        args += [self.window(op.positions), self.window(op.pages), self.window(op.cache)]
+        values = self.activation("latent_attention.values", (rows, heads * lora))
+        if splits == 1:
+            self.launch("latent_attention", spec, [*args, values])
+        else:
+            partial = self.activation("latent_attention.partial", (splits, rows, heads, lora), Float32Type())
+            lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
+            self.launch("latent_attention", spec, [*args, partial, lse])
+            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": lora, "splits": splits},
+                        [partial, lse, values])
+        out = self.activation("latent_attention", (rows, heads * v))
+        self.gemv(values, value, out, {"width": lora, "parts": (heads * v,), "per_head": (heads, lora, 0)})
         self.windows[op.result] = out
 
 

@@ -1,13 +1,13 @@
-"""Facts of kernels not built yet: the tensor-core GEMM (`gemm_tc`), the conv with an L2 norm
-epilogue (`conv_l2norm`), the mixture, and the attentions (`attention`, `latent_attention`).
+"""Facts of kernels not built yet: the tensor-core GEMM (`gemm_tc`) and the conv with an L2 norm
+epilogue (`conv_l2norm`).
 
 The held-back rules compare against these, so the fusions they keep are the ones these kernels
 will launch. Until a kernel is built, the plan launches what the lowering gives the op today, and
 every decision says which: a product in parts or a gated pair kept for the tensor cores runs on
 the GEMV kernels (`gemv`, `gated_gemv`, `GEMV_ROWS` rows a launch); an op no built kernel runs
-(a conv, a mixture, an attention) is named by `lanec compile`. When a kernel is built, its facts
-move beside it into `facts.py` (a spec whose `check()` its `__init__` calls too) and the rule
-calls that.
+(a conv) is named by `lanec compile`. When a kernel is built, its facts move
+beside it into `facts.py` (a spec whose `check()` its `__init__` calls too) and the rule calls
+that, as the mixture's and the attentions' have.
 
 Each `*_problems` function lists the facts a shape breaks, one phrase each (empty: it launches).
 Plain Python, no CuTe DSL.
@@ -18,10 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lanec.codegen.facts import WARP
-
-# what a decision kept for a kernel not built yet adds, so `lanec explain` claims no launch
-UNBUILT_MIXTURE = " (for the mixture kernel, not built yet: no launch today)"
-UNBUILT_ATTENTION = " (for the attention kernels, not built yet: no launch today)"
 
 # ----------------------------------------------------------------------------------------------
 # gemm_tc: the wgmma GEMM for rows above a gemv launch's, products in parts and gated pairs
@@ -72,40 +68,4 @@ def conv_norm_problems(head_size: int, channels: int) -> list[str]:
         found.append(f"head size {head_size} is not a whole number of warps ({WARP})")
     if channels % head_size:
         found.append(f"head size {head_size} does not divide the conv's {channels} channels")
-    return found
-
-
-# ----------------------------------------------------------------------------------------------
-# mixture: router, kept experts, shared expert
-
-MIXTURE_MAX_WARPS = 32  # one warp a kept expert, in one block of at most 1024 threads
-
-
-def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
-    """Why a mixture (with its shared expert folded in, where `shared`) has no launch."""
-    found = []
-    warps = top_k + 1
-    if shared and warps > MIXTURE_MAX_WARPS:
-        found.append(f"a block of {warps} kept experts ({top_k} routed + 1 shared, a warp each) is above "
-                     f"{MIXTURE_MAX_WARPS} warps")
-    if scatters:
-        found.append("the mixture scatters its result to rows a parameter names (no fused scatter)")
-    return found
-
-
-# ----------------------------------------------------------------------------------------------
-# attention and latent_attention
-
-VALUE_PAIR = 2  # values are read a pair at a time (one 32-bit load of two bf16)
-ROWS_A_BLOCK = 64  # query rows one attention block holds (one wgmma M tile): a KV head's group
-
-
-def values_in_place_problems(place: int, pitch: int, row: str) -> list[str]:
-    """Why an attention cannot read its values in place at `place` of a wider `row`, `pitch`
-    values a row."""
-    found = []
-    if place % VALUE_PAIR:
-        found.append(f"the values' place {place} in {row} is odd")
-    if pitch % VALUE_PAIR:
-        found.append(f"the pitch {pitch} of {row} is odd")
     return found

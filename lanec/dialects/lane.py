@@ -88,8 +88,9 @@ class ReturnOp(IRDLOperation):
 class BufferOp(IRDLOperation):
     """One device buffer. A weight names the form weights it is made of (`sources`) and the
     chain of transforms applied once at load (`concatenate` rows, `stack` experts, `transpose`,
-    `interleave` gate/up tiles, `quantize_q8_0`), each a dictionary with its `kind`; an input
-    names its role (`source`); a state names its form state."""
+    `interleave` gate/up tiles, `reshape`, `slice` (a latent attention's kv_b halves),
+    `quantize_q8_0`), each a dictionary with its `kind`; an input names its role (`source`); a
+    state names its form state."""
 
     name = "lane.buffer"
     buffer_name = prop_def(StringAttr, prop_name="name")

@@ -539,7 +539,7 @@ def latent_attention(qr, latent, k_rope, cache, kv_b, pages, positions, heads: i
 
 def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, routed_scaling: float,
             correction=None, shared: Sequence | None = (), rows=None, groups: int | None = None,
-            topk_groups: int | None = None) -> np.ndarray:
+            topk_groups: int | None = None, hint=None) -> np.ndarray:
     """Router scores, top-k of scores (+ correction), weights the chosen scores (renormalized,
     times routed_scaling), each expert down @ swiglu(gate @ x, up @ x); plus a shared expert
     (times sigmoid(x . gate_row) if given). With `rows`: result r lands at row rows[r]
@@ -562,6 +562,8 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     if groups is not None:
         choice = grouped_choice(choice, groups, topk_groups or 0, top_k)
     chosen = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]  # ties: the lower expert
+    if hint is not None:
+        chosen = near_ties(choice, chosen, np.asarray(hint))
     weights = np.take_along_axis(scores, chosen, axis=-1)
     if renormalize:
         weights = weights / weights.sum(axis=-1, keepdims=True)
@@ -587,6 +589,31 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     keep = rows >= 0
     scattered[rows[keep]] = out[keep]
     return scattered
+
+
+# A router's choice from another computation of the same step (the GPU's) is a near tie of this
+# one where each of its experts scores within this share of the row's largest |score| of the
+# k-th best: inputs that differ by bf16 rounding flips move scores by about 1e-3 of their scale.
+ROUTING_TIE = 1e-2
+
+
+def near_ties(choice: np.ndarray, chosen: np.ndarray, hint: np.ndarray) -> np.ndarray:
+    """`chosen`, with each row replaced by `hint`'s where the hinted experts are distinct and
+    each scores (in `choice`) within ROUTING_TIE of the row's k-th best: the same choice up to
+    near ties. Rows whose hint is farther keep their own choice (and a check then differs)."""
+    if hint.shape != chosen.shape:
+        return chosen
+    experts = choice.shape[1]
+    out = chosen.copy()
+    kth = np.take_along_axis(choice, chosen[:, -1:], axis=1)[:, 0]
+    scale = np.abs(np.where(np.isfinite(choice), choice, 0)).max(axis=1)
+    for r in range(chosen.shape[0]):
+        row = hint[r].astype(np.int64)
+        if row.min() < 0 or row.max() >= experts or len(set(row.tolist())) != len(row):
+            continue
+        if np.all(choice[r, row] >= kth[r] - ROUTING_TIE * scale[r]):
+            out[r] = row
+    return out
 
 
 def grouped_choice(choice: np.ndarray, groups: int, topk_groups: int, top_k: int) -> np.ndarray:

@@ -114,13 +114,16 @@ class Program:
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self, env: Environment, storage: bool = False,
-            values: dict[int, np.ndarray] | None = None) -> list[np.ndarray]:
+    def run(self, env: Environment, storage: bool = False, values: dict[int, np.ndarray] | None = None,
+            routing: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
         """The step's outputs; `env.states` are updated in place. With `storage`, every result
         stored as bf16 is rounded to bf16 as a kernel stores it (the meaning stays fp32 math
         between stores: the oracle for `lanec run --check`). `values`, if given, receives every
-        value of the step by id."""
+        value of the step by id. `routing` (router weight name -> expert ids [rows, top_k]): a
+        mixture takes a row's given experts where they are a near-tie of its own choice
+        (`ops.mixture`'s `hint`), so a check follows the GPU's routing through near ties."""
         values = {} if values is None else values
+        self._routing = {decl.value: routing[decl.name] for decl in self.weights if decl.name in (routing or {})}
         for decl in self.inputs:
             values[decl.value] = declared(env.inputs, decl.role, decl, "input")
         for decl in self.weights:
@@ -155,6 +158,8 @@ class Program:
                 for name, ids in step.operands.items()}
         props = dict(step.properties)
         words = props.pop("quantize", 0)
+        if step.op == "mixture" and step.operands["router"] in getattr(self, "_routing", {}):
+            props["hint"] = self._routing[step.operands["router"]]
         if step.op in TOKEN_OPS:
             props["tokens"] = self.tokens
         if step.op == "product":

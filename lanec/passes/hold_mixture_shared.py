@@ -1,11 +1,11 @@
 """hold-mixture-shared (the lane's held-back rule "mixture + shared expert"): a mixture folds its
 shared expert into a block of kept experts of at most 32 warps (one warp a kept expert: top_k
 routed and the shared one), and a mixture, with or without a shared expert, never writes its
-result at a row a parameter names (no fused scatter). Facts of the mixture kernel, not built
-yet (`unbuilt.mixture_problems`). Held back: the routed mixture, the shared expert's gate, up,
-swiglu and down, and an add. A scattering mixture, or a shared expert with a gate row, has no
-split the form can say (it has no scatter and no broadcast multiply): the lane cannot run it, a
-one-line error naming the fact."""
+result at a row a parameter names (no fused scatter). Facts of the mixture kernels
+(`facts.mixture_problems`: mixture_gated and mixture_down run a block of kept experts, a warp
+each). Held back: the routed mixture, the shared expert's gate, up, swiglu and down, and an add.
+A scattering mixture, or a shared expert with a gate row, has no split the form can say (it has
+no scatter and no broadcast multiply): the lane cannot run it, a one-line error naming the fact."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.unbuilt import UNBUILT_MIXTURE, mixture_problems
+from lanec.codegen.facts import mixture_problems
 from lanec.dialects.form import AddOp, MixtureOp, ProductOp, SwigluOp
 from lanec.passes.decisions import describe
 from lanec.passes.rule import Judge, Rule, name_after, optional
@@ -28,7 +28,7 @@ class HoldMixtureShared(Judge):
         top_k = op.top_k.value.data
         failed = mixture_problems(top_k, shared=bool(op.shared), scatters=op.rows is not None)
         if not failed:
-            self.decide(op, True, f"shared expert in a block of {top_k + 1} warps, no scatter{UNBUILT_MIXTURE}")
+            self.decide(op, True, f"shared expert in a block of {top_k + 1} warps, no scatter")
             return
         if not op.shared:
             self.decide(op, False, "; ".join(failed))

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.unbuilt import UNBUILT_ATTENTION
 from lanec.dialects.form import BLOCK, LatentAttentionOp, ProductOp
 from lanec.passes.parts import part_copy
 from lanec.passes.rule import Judge, Rule, part_problems, set_latent_path
@@ -47,7 +46,7 @@ class HoldLatentNope(Judge):
         failed = part_problems(heads, nope + rope, 0, nope)
         if not failed:
             self.decide(op, True, f"absorbed: each head's nope part (0, {nope}) of its {nope + rope} query values "
-                                  f"read in place{UNBUILT_ATTENTION}")
+                                  "read in place")
             return
         self.decide(op, False, "absorbed latent attention run expanded: each head's nope part: " + "; ".join(failed))
         set_latent_path(op, "expanded", rewriter)

@@ -1,6 +1,7 @@
 """hold-values-in-place (the lane's held-back rule "attention values in place"): an attention reads
 its values in place from a wider row only from an even place at an even pitch (values are read a
-pair at a time: a fact of the attention kernels, not built yet, `unbuilt.values_in_place_problems`).
+pair at a time: the seed's fact, `facts.values_in_place_problems`; where it holds, the lowering's
+16-byte part places let `attention` / `latent_attention` read them by 16-byte copies).
 A plain attention whose values are a part of a product in parts reads them in place at the
 part's place in the product's row; held back, the values' part is split out of the product in
 parts into a product of its own (a row of their own). The absorbed latent attention reads the
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.unbuilt import UNBUILT_ATTENTION, values_in_place_problems
+from lanec.codegen.facts import values_in_place_problems
 from lanec.dialects.form import AttentionOp, LatentAttentionOp, ProductOp, shape
 from lanec.passes.parts import split
 from lanec.passes.rule import Judge, Rule, result_name, set_latent_path
@@ -59,7 +60,7 @@ class HoldLatentValues(Judge):
         failed = values_in_place_problems(latent.value_place, latent.pitch, "the cache row")
         if not failed:
             self.decide(op, True, f"values read in place at {latent.value_place}, pitch {latent.pitch}: "
-                                  f"both even{UNBUILT_ATTENTION}")
+                                  "both even")
             return
         self.decide(op, False, f"absorbed latent attention run expanded (cache rows of {latent.lora} + {latent.rope} "
                                "values): " + "; ".join(failed))

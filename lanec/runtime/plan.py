@@ -42,7 +42,8 @@ SECTION = struct.Struct("<4sQQ")
 # what a buffer is for (the lane dialect's buffers and the plan's share them)
 ROLES = ("weight", "state", "activation", "input", "output")
 # weight transform kind -> how many arrays it takes (None: one or more); weights.apply runs them
-TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "quantize_q8_0": 1}
+TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "reshape": 1,
+              "slice": 1, "quantize_q8_0": 1}
 
 
 class PlanError(ValueError):
@@ -116,7 +117,8 @@ class Transform:
     """One step of a weight's layout change. `concatenate` (params: axis, default 0: checkpoint
     rows back to back), `stack` (axis, default 0: experts), `interleave` (rows: tiles of that
     many rows taken from each source in turn: gate/up tiles side by side), `transpose` (axes,
-    default reversed), `quantize_q8_0` (per 32-value block of the last axis: fp16 scale then 32
+    default reversed), `reshape` (shape), `slice` (axis, start, stop: a latent attention's key or
+    value half of each head's rows), `quantize_q8_0` (per 32-value block of the last axis: fp16 scale then 32
     int8 words; uint8 [..., K / 32 * 34]), `none`."""
 
     kind: str
@@ -410,3 +412,9 @@ def describe(plan: Plan) -> str:
                      f"{' pdl' if shape.pdl else ''}  ({args})")
     lines.append(f"form: {len(plan.form.splitlines())} lines; interpreter program: {_bytes(len(plan.program))}")
     return "\n".join(lines)
+
+
+def routing_buffer(router: str) -> str:
+    """The plan buffer holding the expert ids a mixture's router chose, named from its router
+    weight: the lowering makes it, `lanec run --check` reads it back (`Program.run`'s routing)."""
+    return f"{router}.ids"

@@ -19,7 +19,7 @@ import numpy as np
 
 from lanec.runtime import driver, dtypes, tolerance, weights
 from lanec.runtime.driver import DeviceError
-from lanec.runtime.plan import Plan, PlanError
+from lanec.runtime.plan import Plan, PlanError, routing_buffer
 from lanec.runtime.tolerance import Tolerance
 from lanec.runtime.weights import WeightError
 
@@ -314,13 +314,18 @@ def compare_choice(name: str, got: np.ndarray, logits: np.ndarray) -> Comparison
 def check(plan: Plan, program, env, sources, options: Options, say: Callable[[str], None]) -> int:
     """One step on the GPU and on the interpreter from the same values; 0 when everything agrees.
     The interpreter rounds what the kernels store as bf16 (its `storage` mode), so the
-    comparison measures the kernels' own arithmetic, not the storage format's."""
+    comparison measures the kernels' own arithmetic, not the storage format's. A mixture follows
+    the experts the GPU's router chose where they are a near tie of its own choice (inputs that
+    differ by bf16 rounding flips may route a row either way); a farther choice still differs."""
     session = Session(plan, env, sources, pdl=options.pdl)
     session.step_function(options.graph)()
     session.stream.synchronize()
     reference = env.copy()
     values: dict[int, np.ndarray] = {}
-    outputs = program.run(reference, storage=True, values=values)
+    held = {spec.name for spec in plan.buffers}
+    routing = {decl.name: session.read(routing_buffer(decl.name)) for decl in program.weights
+               if routing_buffer(decl.name) in held}
+    outputs = program.run(reference, storage=True, values=values, routing=routing)
     chosen_from = {step.results[0]: step.operands["x"] for step in program.steps if step.op == "argmax"}
     rows = []
     for spec in plan.buffers:

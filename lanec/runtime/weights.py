@@ -264,6 +264,13 @@ def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
         return np.stack(arrays, axis=params.get("axis", 0))
     if transform.kind == "transpose":
         return np.ascontiguousarray(np.transpose(arrays[0], params.get("axes")))
+    if transform.kind == "reshape":
+        return arrays[0].reshape(tuple(int(n) for n in params["shape"]))
+    if transform.kind == "slice":
+        axis = int(params["axis"])
+        index = [slice(None)] * arrays[0].ndim
+        index[axis] = slice(int(params["start"]), int(params["stop"]))
+        return np.ascontiguousarray(arrays[0][tuple(index)])
     if transform.kind == "interleave":
         rows = int(params["rows"])
         if any(a.shape != arrays[0].shape for a in arrays) or arrays[0].shape[0] % rows:

@@ -53,6 +53,14 @@ class Dense(NamedTuple):
 # name -> how its form is made (None: a shipped form file)
 PLANS: dict[str, Kimi | Dense | None] = {
     "dense-small": None,
+    "kimi-linear-small": None,  # KDA, MLA and the mixture: the seed's model, whole
+    # the first MLA layer (layer 4) behind three KDA layers, dense MLPs: the latent attention alone
+    "kimi-mla-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3"]),
+    "kimi-mla-spec4-b8": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "8", "--spec-tokens", "4"]),
+    # a KDA layer, then the first mixture (layer 1: 256 experts, top 8, the shared expert folded)
+    "kimi-moe-b8": Kimi(["--kda-only", "--layers", "2", "--batch", "8"]),
+    "kimi-moe-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"]),
+    "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
     "dense-small-b8": Dense(["--batch", "8"]),
     "dense-small-b64": Dense(["--batch", "64"]),
     "dense-small-spec4-b8": Dense(["--batch", "8", "--spec-tokens", "4"]),

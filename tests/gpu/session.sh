@@ -15,6 +15,10 @@
 #              plan's step against the per-op chain (bench/step_chain.py, one process a plan)
 #   kda        bench/kda.py against fla, writing $OUT/schedules.json (about 4.5 minutes)
 #   gemv       bench/gemv.py against torch, merging into $OUT/schedules.json
+#   attention  the attention kernels' tests and the plans with attention (dense, Kimi MLA) --check
+#   sanitize   compute-sanitizer memcheck and racecheck on one case of each kernel in SANITIZE
+#              (pytest -k expressions over tests/gpu/test_attention.py and test_mixture.py)
+#   bench-attention  bench/attention.py (carry .anchors too for SGLang's column)
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
@@ -25,6 +29,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
+# one case of each kernel for compute-sanitizer (the sanitize phase)
+SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h16_l512_r64_p32"
+          "combine_matches and r64_h8_d64_s2" ${LANEC_SANITIZE_MORE:-})
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
@@ -53,10 +60,25 @@ for phase in "${phases[@]}"; do
         echo "kda: fla is not importable (carry .whl/: pip download --no-deps fla-core==0.6.0 einops -d .whl)"
         status=1
       fi ;;
+    attention)
+      python3 -m pytest tests/gpu/test_attention.py "tests/gpu/test_plans.py" -k "attention or combine or dense or mla" \
+        -q -rfE 2>&1 | tee "$logs/attention.log" || status=1 ;;
+    sanitize)
+      for case in "${SANITIZE[@]}"; do
+        for tool in memcheck racecheck; do
+          echo "== $tool: $case"
+          compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest \
+            $(ls tests/gpu/test_attention.py tests/gpu/test_mixture.py 2>/dev/null) -q -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|Error" \
+            | tee -a "$logs/sanitize.log"
+          [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        done
+      done ;;
+    bench-attention)
+      python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda or gemv"
+      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda, gemv, attention, sanitize or bench-attention"
       status=2 ;;
   esac
 done

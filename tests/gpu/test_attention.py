@@ -1,8 +1,10 @@
-"""attention and attention_combine on the GPU against the interpreter (lanec.interp.ops.attention,
-fp32), cases from tests/gpu/cases/attention.py and attention_combine.py (built by
-tests/gpu/build.py). Every run draws fresh inputs and caches, spreads the requests' contexts over
-the page table (one as long as it reaches, one at position 0, the others anywhere), shuffles the
-pages they own (the table's other columns are -1: never read) and poisons the outputs. The caches
+"""attention, latent_attention and attention_combine on the GPU against the interpreter
+(lanec.interp.ops.attention, fp32; the latent attention as GQA with one KV head whose key is the
+cache row and whose value its latent part), cases from tests/gpu/cases/attention.py,
+latent_attention.py and attention_combine.py (built by tests/gpu/build.py). Every run draws
+fresh inputs and caches, spreads the requests' contexts over the page table (one as long as it
+reaches, one at position 0, the others anywhere), shuffles the pages they own (the table's other
+columns are -1: never read) and poisons the outputs. The caches
 must come back exactly as the interpreter writes them; a split case's partials are merged by the
 combine case of the same name and the result checked as `out`. The combine is also checked alone,
 on random partials where some chunks hold no keys."""
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from lanec.interp import ops
-from lanec.runtime import driver
+from lanec.runtime import driver, tolerance
 from lanec.runtime.artifact import load_artifact
 from lanec.runtime.dtypes import from_bf16, to_bf16
 from lanec.runtime.tolerance import KERNEL
@@ -32,7 +34,7 @@ def _cases(kernel: str) -> dict:
     return module.CASES
 
 
-ATTENTION, COMBINE = _cases("attention"), _cases("attention_combine")
+ATTENTION, LATENT, COMBINE = _cases("attention"), _cases("latent_attention"), _cases("attention_combine")
 
 
 def attention_inputs(spec: dict, rng) -> dict:
@@ -73,6 +75,46 @@ def attention_reference(spec: dict, inputs: dict) -> dict:
     return {"out": out, "k_cache": to_bf16(caches["k_cache"]), "v_cache": to_bf16(caches["v_cache"])}
 
 
+def latent_inputs(spec: dict, rng) -> dict:
+    """Fresh inputs of a latent_attention case: the absorbed queries, the query projection (its
+    rotated parts read in place), the step's latent and rotated key rows (as wide as their
+    pitch), positions and a shuffled page table as `attention_inputs`, a random latent cache."""
+    batch, tokens, heads, lora, rope = (spec[k] for k in ("batch", "tokens", "heads", "lora", "rope"))
+    unit = spec.get("nope", 0) + rope
+    shared = attention_inputs(dict(spec, kv_heads=1, head=lora + rope), rng)
+    rows = batch * tokens
+    inputs = {"positions": shared["positions"], "pages": shared["pages"]}
+    for name, width, pitch in (("q", heads * lora, None), ("qr", heads * unit, spec.get("qr_pitch")),
+                               ("latent", lora, spec.get("latent_pitch")), ("k_rope", rope, spec.get("k_rope_pitch"))):
+        if width:
+            inputs[name] = to_bf16(rng.standard_normal((rows, pitch or width), dtype=np.float32))
+    inputs["cache"] = to_bf16(rng.standard_normal((spec["cache_pages"], spec["page_size"], lora + rope),
+                                                  dtype=np.float32))
+    return inputs
+
+
+def latent_reference(spec: dict, inputs: dict) -> dict:
+    """{out, cache} by the interpreter's GQA attention with one KV head: head h's query [q_h,
+    qr_h's rotated part], key the cache row, value its latent part."""
+    heads, lora, rope, nope = spec["heads"], spec["lora"], spec["rope"], spec.get("nope", 0)
+    unit = nope + rope
+    q = from_bf16(inputs["q"]).reshape(-1, heads, lora)
+    rows = q.shape[0]
+    latent = from_bf16(inputs["latent"])[:, :lora]
+    if rope:
+        qr = from_bf16(inputs["qr"])[:, : heads * unit].reshape(rows, heads, unit)[:, :, nope:]
+        q = np.concatenate([q, qr], axis=2)
+        latent_row = np.concatenate([latent, from_bf16(inputs["k_rope"])[:, :rope]], axis=1)
+    else:
+        latent_row = latent
+    cache = from_bf16(inputs["cache"])[:, :, None, :]
+    values = np.ascontiguousarray(cache[..., :lora])
+    scale = spec.get("scale", ((nope + rope) or lora) ** -0.5)
+    out = ops.attention(q.reshape(rows, -1), latent_row, latent, cache, values, inputs["pages"],
+                        inputs["positions"], heads, 1, scale, spec["tokens"])
+    return {"out": out, "cache": to_bf16(cache[:, :, 0, :])}
+
+
 def combine_reference(partial: np.ndarray, lse: np.ndarray) -> np.ndarray:
     top = lse.max(axis=0)
     weight = np.exp(lse - top)  # exp(-inf) = 0: a chunk without keys adds nothing
@@ -80,9 +122,9 @@ def combine_reference(partial: np.ndarray, lse: np.ndarray) -> np.ndarray:
     return merged.reshape(partial.shape[1], -1)
 
 
-def _check_close(what: str, got: np.ndarray, want: np.ndarray) -> None:
+def _check_close(what: str, got: np.ndarray, want: np.ndarray, tolerance=KERNEL["bfloat16"]) -> None:
     assert not np.isnan(got).any(), f"{what}: {int(np.isnan(got).sum())} of {got.size} never written"
-    excess = KERNEL["bfloat16"].excess(got, want)
+    excess = tolerance.excess(got, want)
     worst = int(np.argmax(excess))
     assert excess.flat[worst] <= 0, (f"{what}: {int((excess > 0).sum())} of {got.size} outside tolerance; worst at "
                                      f"{np.unravel_index(worst, got.shape)}: got {got.flat[worst]}, "
@@ -120,24 +162,28 @@ class Launched:
             buffer.free()
 
 
-@pytest.mark.parametrize("case", sorted(ATTENTION))
-def test_attention_matches_interpreter(case, stream):
-    spec = ATTENTION[case]
-    inputs = attention_inputs(spec, np.random.default_rng())
-    expected = attention_reference(spec, inputs)
-    launched = Launched("attention", case, spec, inputs, stream)
+@pytest.mark.parametrize(("kernel", "case"), [("attention", c) for c in sorted(ATTENTION)]
+                         + [("latent_attention", c) for c in sorted(LATENT)])
+def test_attention_matches_interpreter(kernel, case, stream):
+    latent = kernel == "latent_attention"
+    spec = (LATENT if latent else ATTENTION)[case]
+    inputs = (latent_inputs if latent else attention_inputs)(spec, np.random.default_rng())
+    expected = (latent_reference if latent else attention_reference)(spec, inputs)
+    launched = Launched(kernel, case, spec, inputs, stream)
     merged = None
     try:
-        for name in ("k_cache", "v_cache"):
+        for name in ("cache",) if latent else ("k_cache", "v_cache"):
             differ = np.flatnonzero(launched.read(name).ravel() != expected[name].ravel())
             assert differ.size == 0, f"{case} {name}: {differ.size} values differ from the interpreter's cache"
         if spec.get("splits", 1) == 1:
-            _check_close(f"{case} out", from_bf16(launched.read("out")), expected["out"])
+            _check_close(f"{case} out", from_bf16(launched.read("out")), expected["out"],
+                         tolerance.ATTENTION["bfloat16"])
             return
         partial, lse = launched.read("partial"), launched.read("lse")
         assert not np.isnan(partial).any() and not np.isnan(lse).any(), f"{case}: partial or lse not all written"
         merged = Launched("attention_combine", case, COMBINE[case], {"partial": partial, "lse": lse}, stream)
-        _check_close(f"{case} combined out", from_bf16(merged.read("out")), expected["out"])
+        _check_close(f"{case} combined out", from_bf16(merged.read("out")), expected["out"],
+                         tolerance.ATTENTION["bfloat16"])
     finally:
         launched.free()
         if merged is not None:

@@ -16,7 +16,11 @@ KERNELS = {
     "kda_split": "lanec.codegen.kernels.kda_split:KdaSplit",
     "attention": "lanec.codegen.kernels.attention:Attention",
     "attention_combine": "lanec.codegen.kernels.attention:AttentionCombine",
+    "latent_attention": "lanec.codegen.kernels.attention:LatentAttention",
     "rope": "lanec.codegen.kernels.rope:Rope",
+    "mixture_router": "lanec.codegen.kernels.mixture:MixtureRouter",
+    "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",
+    "mixture_down": "lanec.codegen.kernels.mixture:MixtureDown",
 }
 
 

@@ -1,24 +1,33 @@
-"""`attention`: GQA decode over a paged KV cache, and `attention_combine`, the merge of its
-split-KV chunks.
+"""Decode attention on tensor cores: `attention` (GQA over a paged KV cache) and
+`latent_attention` (MLA, absorbed: every head attends over the shared latent cache row), and
+`attention_combine`, the merge of their split-KV chunks.
 
-Attention writes every row's k and v into the cache at its position (page `pages[b, pos //
-page_size]`, offset `pos % page_size`), then row r of request b attends to positions
-0..positions[r] of its request: fp32 softmax with a running max, query head h reading KV head
-h // (heads / kv_heads), bf16 out. A request's rows hold consecutive positions p0..p0+tokens-1
-(the runtime guarantees it), so keys at positions >= p0 are this step's rows, read from the k / v
-inputs, and only earlier positions come from the cache: the CTA that writes the cache (split 0)
-never races one that reads it.
+Both write this step's rows into the cache at their positions (page `pages[b, pos // page_size]`,
+offset `pos % page_size`), then query row r of request b attends to positions 0..positions[r] of
+its request: fp32 softmax with a running max, bf16 out. A request's rows hold consecutive
+positions p0..p0+tokens-1 (the runtime guarantees it), so keys at positions >= p0 are this
+step's rows, read from the step's inputs, and only earlier positions come from the cache: the
+CTA that writes the cache (chunk 0, row block 0) never races one that reads it.
 
-One CTA a (chunk of the keys, KV head and row block, request): the KV head's query rows (its
-query heads x the request's tokens, at most 64 of them a CTA, 32 at head 256) share every key
-the CTA reads. Keys and values come in tiles of `tile` positions by `cp.async` 16-byte copies
-into two shared-memory buffers (the next tile lands while this one is used); per tile the
-threads compute the scores (a thread a key, a few query rows each, query rows broadcast from
-shared memory), then one thread a row updates its running max and sum and turns its scores into
-probabilities, then each thread accumulates a 16-byte slice of the values for a few rows in
-registers. With one chunk the CTA writes `out`; with several it writes each row's normalized
-`partial` and its log-sum-exp `lse` (natural log, -inf where the chunk holds none of the row's
-keys), which `AttentionCombine` merges."""
+One CTA a (chunk of the keys, KV head and row block, request). Its query rows (the KV head's
+query heads x the request's tokens; for MLA every head) are the M side of `mma.m16n8k16`, padded
+to whole 16-row tiles; every key and value the CTA reads serves all of them. Tiles of `tile`
+keys stream through `stages` shared-memory buffers by `cp.async` (rows past the chunk
+zero-filled); the cache rows of the first tiles are requested before `griddepcontrol.wait`
+(they do not depend on the predecessor, only the step's rows and the queries do). A tile:
+
+1. S = Q K^T: warp w takes keys [w, w + 1) x tile / warps; K's rows are the MMA's B operand
+   as stored (`ldmatrix`), Q's the A operand; scaled into base 2 and masked (past the chunk, or
+   after the row's own position inside a speculative request).
+2. The tile's row maxima meet in shared memory; every thread updates the running max of its
+   rows (the same in every warp), turns its scores into probabilities (bf16, to shared memory)
+   and rescales its accumulators and its partial row sums.
+3. O += P V: warp w takes columns [w, w + 1) x value width / warps of every row, P from shared
+   memory as the A operand, V's rows transposed by `ldmatrix.trans` as the B operand.
+
+At the end the warps' partial row sums meet in shared memory. With one chunk the CTA writes
+`out`; with several, each row's normalized `partial` and its log-sum-exp `lse` (natural log,
+-inf where the chunk holds none of the row's keys), which `AttentionCombine` merges."""
 
 from __future__ import annotations
 
@@ -30,9 +39,11 @@ from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
     VECTOR,
+    WARP,
     AttentionCombineSpec,
     AttentionSchedule,
     AttentionSpec,
+    LatentAttentionSpec,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
@@ -40,17 +51,26 @@ from lanec.codegen.kernels.primitives import (
     alloc,
     at,
     copy_g2s,
+    copy_g2s_zfill,
+    float_bits,
+    ldmatrix_x4,
     load_f32x4,
+    mma_into,
+    pack_bf16,
     shared_bytes,
-    smem_words,
-    store_f32x4,
-    unpack_bf16,
+    store_global_words,
+    store_shared_word,
+    warp_reduce,
 )
 
-THREADS = 128  # four warps a CTA
-ACCUMULATOR = 64 * THREADS  # output floats of a CTA's rows held in registers (64 a thread)
 LN2 = math.log(2.0)
 NEG_INF = float("-inf")
+MMA_M = 16  # query rows of one MMA tile
+MMA_N = 8  # keys (scores) or value columns (output) of one MMA tile
+MMA_K = 16
+COMBINE_THREADS = 128  # a thread a 16-byte slice of the merged output
+SHARED_LIMIT = 227 * 1024  # shared memory one CTA may use on sm_90
+ACCUMULATOR_FLOATS = 64  # output floats a thread holds: tile rows x columns a warp / 32 lanes
 
 
 def blocks_of(count: int, limit: int) -> tuple[int, int]:
@@ -59,7 +79,237 @@ def blocks_of(count: int, limit: int) -> tuple[int, int]:
     return blocks, -(-count // blocks)
 
 
-class Attention:
+class TileAttention:
+    """What `Attention` and `LatentAttention` share: the tile loop on tensor cores. A subclass
+    sets `key_width` / `value_width` (the scores' K and the output's columns), `group` (query
+    rows a KV head a token), `kv_heads`, `tokens`, `batch`, `page_size`, `splits`, `scale`, and
+    gives `params`, `load_queries`, `load_tile`, `write_cache` and `_views`; `setup` plans
+    the rest."""
+
+    def setup(self, schedule: AttentionSchedule) -> None:
+        self.rows = self.batch * self.tokens
+        self.warps = schedule.warps or (8 if self.value_width >= 512 else 4)
+        self.threads = self.warps * WARP
+        self.tile = schedule.tile or 64
+        self.cols = self.value_width // self.warps  # output columns a warp
+        self.key_tiles = self.tile // self.warps // MMA_N  # score tiles a warp (its keys / 8)
+        self.col_tiles = self.cols // MMA_N
+        most = max(MMA_M, ACCUMULATOR_FLOATS * WARP // self.cols // MMA_M * MMA_M)
+        self.row_blocks, self.block_rows = blocks_of(self.group * self.tokens, min(64, most))
+        self.padded_rows = -(-self.block_rows // MMA_M) * MMA_M
+        self.row_tiles = self.padded_rows // MMA_M
+        self.stages = schedule.stages or self.default_stages()
+        needed = shared_bytes(self.shared_layout())
+        if needed > SHARED_LIMIT:
+            raise ValueError(f"{self.name}: {self.stages} buffers of {self.tile} keys take {needed} bytes of shared "
+                             f"memory, above the SM's {SHARED_LIMIT}")
+
+    def default_stages(self) -> int:
+        """Buffers of `tile` keys: three, or two where three would pass 160 KB with the queries."""
+        three = shared_bytes(self.shared_layout(3))
+        return 3 if three <= 160 * 1024 else 2
+
+    def key_pitch(self) -> int:
+        return self.key_width + VECTOR  # 16 bytes of padding: ldmatrix's 8 rows hit 8 bank groups
+
+    def shared_layout(self, stages: int | None = None) -> list[tuple[int, int]]:
+        """(bytes, alignment) of each shared allocation, in the kernel's order: the queries, the
+        key / value buffers (`buffer_bytes`), the probabilities and the warps' row maxima / sums."""
+        stages = stages or self.stages
+        rows = self.padded_rows
+        return ([(2 * rows * self.key_pitch(), 16)] + [(stages * b, 16) for b in self.buffer_bytes()]
+                + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)])
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.splits, self.kv_heads * self.row_blocks, self.batch),
+                           block=(self.threads, 1, 1), shared_bytes=shared_bytes(self.shared_layout()))
+
+    @cute.jit
+    def attend(self, views, positions, out, partial, lse):
+        """The kernel body: the tile loop around the subclass's loads."""
+        tid, _, _ = cute.arch.thread_idx()
+        split, kv_block, request = cute.arch.block_idx()
+        T: cutlass.Constexpr = self.tokens
+        N: cutlass.Constexpr = self.tile
+        S: cutlass.Constexpr = self.stages
+        R: cutlass.Constexpr = self.padded_rows
+        warp, lane = tid // WARP, tid % WARP
+        g = kv_block // self.row_blocks
+        first_row = (kv_block % self.row_blocks) * self.block_rows
+        smem = cutlass.memory.SmemAllocator()
+        q_s = alloc(smem, BFloat16, (R, self.key_pitch()))
+        buffers = self.alloc_buffers(smem)
+        p_s = alloc(smem, BFloat16, (R, N + VECTOR))
+        red_s = alloc(smem, Float32, (8, R))
+
+        p0 = positions[request * T]  # a step input, written before the step: no wait needed
+        keys = p0 + T  # positions 0..p0+T-1: the request's last row sees them all
+        lo, hi = Int32(0), keys
+        if cutlass.const_expr(self.splits > 1):
+            chunk = (keys + self.splits - 1) // self.splits
+            lo = cutlass.min(split * chunk, keys)
+            hi = cutlass.min(lo + chunk, keys)
+        tiles = (hi - lo + N - 1) // N
+        # the first tiles' cache rows fly while the predecessor finishes
+        for s in cutlass.range_constexpr(S - 1):
+            if s < tiles:
+                self.load_tile(views, buffers, request, g, p0, lo, hi, Int32(s), tid, 1)
+            cute.arch.cp_async_commit_group()
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
+        if (split == 0) & (first_row == 0):  # one CTA a (request, KV head) writes the step's rows
+            self.write_cache(views, request, g, p0, tid)
+        self.load_queries(views, q_s, request, g, first_row, tid)
+        for s in cutlass.range_constexpr(S - 1):  # the step's own rows of the first tiles
+            if s < tiles:
+                self.load_tile(views, buffers, request, g, p0, lo, hi, Int32(s), tid, 2)
+        cute.arch.cp_async_commit_group()
+
+        o = cute.make_rmem_tensor((self.row_tiles, self.col_tiles, 4), Float32)
+        o.fill(0.0)
+        m_run = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
+        m_run.fill(NEG_INF)
+        l_run = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
+        l_run.fill(0.0)
+        for tile in range(tiles):
+            # tile's copies landed: the queries' group, then one group a tile after it
+            if tile < S - 2:
+                for j in cutlass.range_constexpr(S - 2):
+                    if tile == j:
+                        cute.arch.cp_async_wait_group(j)
+            else:
+                cute.arch.cp_async_wait_group(S - 2)
+            cute.arch.sync_threads()  # every thread's copies visible; the oldest buffer free
+            if tile + S - 1 < tiles:
+                self.load_tile(views, buffers, request, g, p0, lo, hi, tile + S - 1, tid, 0)
+            cute.arch.cp_async_commit_group()
+            start = lo + tile * N
+            count = cutlass.min(hi - start, N)
+            s = self.scores(q_s, buffers, tile % S, warp, lane)
+            self.softmax(s, o, m_run, l_run, p_s, red_s, start, count, p0, first_row, warp, lane)
+            self.accumulate(p_s, buffers, o, tile % S, warp, lane)
+        cute.arch.cp_async_wait_group(0)
+        self.store(views, out, partial, lse, o, m_run, l_run, red_s, split, request, g, first_row, warp, lane)
+
+    @cute.jit
+    def scores(self, q_s, buffers, buffer: Int32, warp: Int32, lane: Int32):
+        """This warp's keys' scores for every query row: (row tiles, key tiles, 4) floats in the
+        MMA's C layout (rows lane / 4 and + 8, keys 2 (lane % 4) and + 1)."""
+        k_s = self.key_buffer(buffers)
+        key0 = warp * (self.tile // self.warps)
+        s = cute.make_rmem_tensor((self.row_tiles, self.key_tiles, 4), Float32)
+        s.fill(0.0)
+        a_row = lane % 16
+        a_col = (lane // 16) * VECTOR
+        for kk in cutlass.range_constexpr(self.key_width // (2 * MMA_K)):
+            for kt in cutlass.range_constexpr(self.key_tiles):
+                b = ldmatrix_x4(at(k_s, buffer, key0 + kt * MMA_N + lane % 8, kk * 2 * MMA_K + (lane // 8) * VECTOR))
+                for mt in cutlass.range_constexpr(self.row_tiles):
+                    for half in cutlass.range_constexpr(2):
+                        a = ldmatrix_x4(at(q_s, mt * MMA_M + a_row, (2 * kk + half) * MMA_K + a_col))
+                        mma_into(s[mt, kt, None], a, (b[2 * half], b[2 * half + 1]))
+        return s
+
+    @cute.jit
+    def softmax(self, s, o, m_run, l_run, p_s, red_s, start: Int32, count: Int32, p0: Int32, first_row: Int32,
+                warp: Int32, lane: Int32):
+        """The tile's scores made base-2 probabilities in p_s; the running max / sum of this
+        thread's rows updated and its accumulators rescaled."""
+        T: cutlass.Constexpr = self.tokens
+        key0 = warp * (self.tile // self.warps)
+        scale = Float32(self.scale * LOG2E)
+        for mt in cutlass.range_constexpr(self.row_tiles):
+            for h in cutlass.range_constexpr(2):
+                row = mt * MMA_M + h * 8 + lane // 4
+                limit = p0 + (first_row + row) % T  # the row's own position: it sees no later key
+                top = Float32(NEG_INF)
+                for kt in cutlass.range_constexpr(self.key_tiles):
+                    for e in cutlass.range_constexpr(2):
+                        n = key0 + kt * MMA_N + 2 * (lane % 4) + e
+                        seen = (n < count) & (start + n <= limit)
+                        value = cutlass.select_(seen, s[mt, kt, 2 * h + e] * scale, Float32(NEG_INF))
+                        s[mt, kt, 2 * h + e] = value
+                        top = cutlass.max(top, value)
+                top = warp_reduce(top, cutlass.max, width=4)
+                if lane % 4 == 0:
+                    red_s[warp, row] = top
+        cute.arch.sync_threads()
+        for mt in cutlass.range_constexpr(self.row_tiles):
+            for h in cutlass.range_constexpr(2):
+                row = mt * MMA_M + h * 8 + lane // 4
+                top = m_run[mt, h]
+                for w in cutlass.range_constexpr(self.warps):
+                    top = cutlass.max(top, red_s[w, row])
+                base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)  # no key seen yet
+                alpha = cute.math.exp2(m_run[mt, h] - base, fastmath=True)
+                m_run[mt, h] = top
+                total = Float32(0.0)
+                for kt in cutlass.range_constexpr(self.key_tiles):
+                    p = [cute.math.exp2(s[mt, kt, 2 * h + e] - base, fastmath=True) for e in range(2)]
+                    total += p[0] + p[1]
+                    store_shared_word(at(p_s, row, key0 + kt * MMA_N + 2 * (lane % 4)), pack_bf16(p[0], p[1]))
+                l_run[mt, h] = l_run[mt, h] * alpha + total
+                for ct in cutlass.range_constexpr(self.col_tiles):
+                    o[mt, ct, 2 * h] = o[mt, ct, 2 * h] * alpha
+                    o[mt, ct, 2 * h + 1] = o[mt, ct, 2 * h + 1] * alpha
+        cute.arch.sync_threads()  # the probabilities are in p_s; red_s is free again
+
+    @cute.jit
+    def accumulate(self, p_s, buffers, o, buffer: Int32, warp: Int32, lane: Int32):
+        """o (this warp's columns of every row) += P V over the tile's keys."""
+        v_s, v0 = self.value_buffer(buffers)
+        col0 = v0 + warp * self.cols
+        row = (lane % 8) + 8 * ((lane // 8) % 2)
+        col = (lane // 16) * VECTOR
+        for ks in cutlass.range_constexpr(self.tile // MMA_K):
+            a = [ldmatrix_x4(at(p_s, mt * MMA_M + row, ks * MMA_K + col)) for mt in range(self.row_tiles)]
+            for cp in cutlass.range_constexpr(self.col_tiles // 2):
+                b = ldmatrix_x4(at(v_s, buffer, ks * MMA_K + row, col0 + cp * 2 * MMA_N + col), trans=True)
+                for mt in cutlass.range_constexpr(self.row_tiles):
+                    mma_into(o[mt, 2 * cp, None], a[mt], (b[0], b[1]))
+                    mma_into(o[mt, 2 * cp + 1, None], a[mt], (b[2], b[3]))
+
+    @cute.jit
+    def store(self, views, out, partial, lse, o, m_run, l_run, red_s, split: Int32, request: Int32, g: Int32,
+              first_row: Int32, warp: Int32, lane: Int32):
+        """out = o / sum (one chunk); or partial = o / sum and lse = ln(sum) + max (natural
+        units), 0 and -inf for a row the chunk holds no key of."""
+        T: cutlass.Constexpr = self.tokens
+        DV: cutlass.Constexpr = self.value_width
+        for mt in cutlass.range_constexpr(self.row_tiles):
+            for h in cutlass.range_constexpr(2):
+                total = warp_reduce(l_run[mt, h], lambda a, b: a + b, width=4)
+                if lane % 4 == 0:
+                    red_s[warp, mt * MMA_M + h * 8 + lane // 4] = total
+        cute.arch.sync_threads()
+        for mt in cutlass.range_constexpr(self.row_tiles):
+            for h in cutlass.range_constexpr(2):
+                i = mt * MMA_M + h * 8 + lane // 4
+                total = Float32(0.0)
+                for w in cutlass.range_constexpr(self.warps):
+                    total += red_s[w, i]
+                row = first_row + i
+                if (i < self.block_rows) & (row < self.group * T):
+                    head = g * self.group + row // T
+                    r = request * T + row % T
+                    seen = total > Float32(0.0)
+                    inverse = cutlass.select_(seen, Float32(1.0) / total, Float32(0.0))
+                    for ct in cutlass.range_constexpr(self.col_tiles):
+                        col = warp * self.cols + ct * MMA_N + 2 * (lane % 4)
+                        x0, x1 = o[mt, ct, 2 * h] * inverse, o[mt, ct, 2 * h + 1] * inverse
+                        if cutlass.const_expr(self.splits == 1):
+                            store_global_words(at(out, r, head * DV + col), pack_bf16(x0, x1))
+                        else:
+                            store_global_words(at(partial, split, r, head, col),
+                                               (float_bits(x0), float_bits(x1)))
+                    if cutlass.const_expr(self.splits > 1):
+                        if (warp == 0) & (lane % 4 == 0):
+                            lse[split, r, head] = cutlass.select_(
+                                seen, (m_run[mt, h] + cute.math.log2(total, fastmath=True)) * Float32(LN2),
+                                Float32(NEG_INF))
+
+
+class Attention(TileAttention):
     """GQA over a paged cache for `batch` requests of `tokens` rows; see the module docstring.
     Params: q, k, v, positions, pages, k_cache, v_cache, then out (one split) or partial and lse."""
 
@@ -75,15 +325,9 @@ class Attention:
         self.k_pitch = kv_heads * head if k_pitch is None else int(k_pitch)
         self.v_pitch = kv_heads * head if v_pitch is None else int(v_pitch)
         self.scale = head ** -0.5 if scale is None else float(scale)
-        schedule = AttentionSchedule.of(schedule or {})
-        self.tile = schedule.tile or (32 if head == 256 else 64)
-        self.rows = batch * tokens
+        self.key_width = self.value_width = head
         self.group = heads // kv_heads
-        # the group's query rows (query head-major, token-minor) in row blocks that fit the registers
-        self.row_blocks, self.block_rows = blocks_of(self.group * tokens, min(64, ACCUMULATOR // head))
-        # rows padded to whole groups of every thread-to-row mapping (the accumulation's is the widest)
-        groups = max(self.pv_rows, THREADS // self.tile)
-        self.padded_rows = -(-self.block_rows // groups) * groups
+        self.setup(AttentionSchedule.of(schedule or {}))
 
     def params(self) -> list[TensorParam]:
         rows, heads, kv, d = self.rows, self.heads, self.kv_heads, self.head
@@ -100,17 +344,19 @@ class Attention:
         return params + [TensorParam("partial", (self.splits, rows, heads, d), "float32", written=True),
                          TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
 
-    def shared_layout(self) -> list[tuple[int, int]]:
-        """(bytes, alignment) of each shared allocation, in the kernel's order: the query rows, the
-        key and value buffers (rows padded by 16 bytes: a thread a key reads without bank
-        conflicts), the scores, and each row's rescale, running max and sum."""
-        rows, n, d = self.padded_rows, self.tile, self.head
-        return [(2 * rows * d, 16), (2 * 2 * n * (d + VECTOR), 16), (2 * 2 * n * (d + VECTOR), 16),
-                (4 * rows * (n + 1), 16), (4 * rows, 16), (4 * rows, 16), (4 * rows, 16)]
+    def buffer_bytes(self) -> list[int]:
+        one = 2 * self.tile * self.key_pitch()
+        return [one, one]
 
-    def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.splits, self.kv_heads * self.row_blocks, self.batch), block=(THREADS, 1, 1),
-                           shared_bytes=shared_bytes(self.shared_layout()))
+    def alloc_buffers(self, smem):
+        shape = (self.stages, self.tile, self.key_pitch())
+        return alloc(smem, BFloat16, shape), alloc(smem, BFloat16, shape)
+
+    def key_buffer(self, buffers):
+        return buffers[0]
+
+    def value_buffer(self, buffers):
+        return buffers[1], 0
 
     @cute.jit
     def __call__(self, *, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, positions: cute.Tensor,
@@ -121,78 +367,18 @@ class Attention:
     @cute.kernel
     def kernel(self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor,
                k_cache: cute.Tensor, v_cache: cute.Tensor, out: cute.Tensor, partial: cute.Tensor, lse: cute.Tensor):
-        tid, _, _ = cute.arch.thread_idx()
-        split, kv_block, request = cute.arch.block_idx()
-        T: cutlass.Constexpr = self.tokens
-        D: cutlass.Constexpr = self.head
-        N: cutlass.Constexpr = self.tile
-        R: cutlass.Constexpr = self.padded_rows
-        g = kv_block // self.row_blocks
-        first_row = (kv_block % self.row_blocks) * self.block_rows  # the block's first query row of the group
-        smem = cutlass.memory.SmemAllocator()
-        q_s = alloc(smem, BFloat16, (R, D))
-        k_s = alloc(smem, BFloat16, (2, N, D + VECTOR))
-        v_s = alloc(smem, BFloat16, (2, N, D + VECTOR))
-        s_s = alloc(smem, Float32, (R, N + 1))
-        alpha_s = alloc(smem, Float32, R)
-        max_s = alloc(smem, Float32, R)
-        sum_s = alloc(smem, Float32, R)
-
-        # positions and pages are step inputs, written before the step: but k / v / q come from
-        # predecessors, and every tile may hold this step's keys, so everything waits
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
-        p0 = positions[request * T]
-        keys = p0 + T  # positions 0..p0+T-1: the request's last row sees them all
-        lo, hi = Int32(0), keys
-        if cutlass.const_expr(self.splits > 1):
-            chunk = (keys + self.splits - 1) // self.splits
-            lo = cutlass.min(split * chunk, keys)
-            hi = cutlass.min(lo + chunk, keys)
-        tiles = (hi - lo + N - 1) // N
-
-        if tid < R:
-            max_s[tid] = Float32(NEG_INF)
-            sum_s[tid] = Float32(0.0)
-        if (split == 0) & (first_row == 0):  # one CTA a (request, KV head) writes the step's rows
-            self.write_cache(k, v, pages, k_cache, v_cache, request, g, p0, tid)
-        self.load_queries(q, q_s, request, g, first_row, tid)
-        self.load_tile(k, v, pages, k_cache, v_cache, k_s, v_s, request, g, p0, lo, hi, Int32(0), tid)
-        cute.arch.cp_async_commit_group()
-        acc = cute.make_rmem_tensor((R // self.pv_rows, VECTOR), Float32)
-        acc.fill(0.0)
-        for tile in range(tiles):
-            if tile + 1 < tiles:  # the next tile flies while this one is used
-                self.load_tile(k, v, pages, k_cache, v_cache, k_s, v_s, request, g, p0, lo, hi, tile + 1, tid)
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(1)  # this tile's copies (and the queries) have landed
-            cute.arch.sync_threads()
-            start = lo + tile * N
-            count = cutlass.min(hi - start, N)
-            self.scores(q_s, k_s, s_s, tile % 2, start, count, p0, first_row, tid)
-            cute.arch.sync_threads()
-            self.softmax(s_s, alpha_s, max_s, sum_s, tid)
-            cute.arch.sync_threads()
-            self.accumulate(v_s, s_s, alpha_s, acc, tile % 2, count, tid)
-            cute.arch.sync_threads()  # the buffer is free for the tile after next
-        cute.arch.cp_async_wait_group(0)
-        cute.arch.sync_threads()  # an empty chunk ran no tile: its running max and sum are set above
-        self.store(out, partial, lse, max_s, sum_s, acc, split, request, g, first_row, tid)
-
-    @property
-    def pv_rows(self) -> int:
-        """Row groups of the accumulation: a thread a 16-byte slice of the head, THREADS / slices rows apart."""
-        return THREADS // (self.head // VECTOR)
+        self.attend((q, k, v, pages, k_cache, v_cache), positions, out, partial, lse)
 
     @cute.jit
-    def write_cache(self, k, v, pages, k_cache, v_cache, request: Int32, g: Int32, p0: Int32, tid: Int32):
+    def write_cache(self, views, request: Int32, g: Int32, p0: Int32, tid: Int32):
         """The request's rows of KV head g into the cache at positions p0..p0+tokens-1."""
+        _, k, v, pages, k_cache, v_cache = views
         DV: cutlass.Constexpr = self.head // VECTOR
         copies: cutlass.Constexpr = self.tokens * DV
         sources = (cute.zipped_divide(k, (1, VECTOR)), cute.zipped_divide(v, (1, VECTOR)))
         targets = (cute.zipped_divide(k_cache, (1, 1, 1, VECTOR)), cute.zipped_divide(v_cache, (1, 1, 1, VECTOR)))
-        for j in cutlass.range_constexpr(-(-copies // THREADS)):
-            c = tid + j * THREADS
+        for j in cutlass.range_constexpr(-(-copies // self.threads)):
+            c = tid + j * self.threads
             if c < copies:
                 t, vec = c // DV, c % DV
                 position = p0 + t
@@ -203,141 +389,202 @@ class Attention:
                     cute.autovec_copy(held, targets[which][None, (page, position % self.page_size, g, vec)])
 
     @cute.jit
-    def load_queries(self, q, q_s, request: Int32, g: Int32, first_row: Int32, tid: Int32):
-        """The block's query rows into shared memory by cp.async; rows past the group's are zeros."""
+    def load_queries(self, views, q_s, request: Int32, g: Int32, first_row: Int32, tid: Int32):
+        """The block's query rows into shared memory by cp.async; padding rows are zeros."""
+        q = views[0]
         DV: cutlass.Constexpr = self.head // VECTOR
         R: cutlass.Constexpr = self.padded_rows
         T: cutlass.Constexpr = self.tokens
-        for j in cutlass.range_constexpr(-(-(R * DV) // THREADS)):
-            c = tid + j * THREADS
+        for j in cutlass.range_constexpr(-(-(R * DV) // self.threads)):
+            c = tid + j * self.threads
             i, vec = c // DV, c % DV
             row = first_row + i
-            if (c < R * DV) & (i < self.block_rows) & (row < self.group * T):
-                head = g * self.group + row // T
-                copy_g2s(at(q_s, i, vec * VECTOR), at(q, request * T + row % T, head * self.head + vec * VECTOR))
-            elif c < R * DV:
-                for e in cutlass.range_constexpr(VECTOR):
-                    q_s[i, vec * VECTOR + e] = BFloat16(0.0)
+            if c < R * DV:
+                real = (i < self.block_rows) & (row < self.group * T)
+                head = g * self.group + cutlass.select_(real, row // T, Int32(0))
+                copy_g2s_zfill(at(q_s, i, vec * VECTOR),
+                               at(q, request * T + cutlass.select_(real, row % T, Int32(0)),
+                                  head * self.head + vec * VECTOR), real)
 
     @cute.jit
-    def load_tile(self, k, v, pages, k_cache, v_cache, k_s, v_s, request: Int32, g: Int32, p0: Int32, lo: Int32,
-                  hi: Int32, tile: Int32, tid: Int32):
-        """cp.async of the keys and values at positions lo + tile * N + [0, N) below hi into buffer
-        tile % 2: this step's positions (>= p0) from the k / v rows, earlier ones from the cache."""
+    def load_tile(self, views, buffers, request: Int32, g: Int32, p0: Int32, lo: Int32, hi: Int32, tile: Int32,
+                  tid: Int32, part: cutlass.Constexpr):
+        """cp.async of the keys and values at positions lo + tile * N + [0, N) into buffer
+        tile % stages: earlier positions than p0 from the cache, the step's from k / v, zeros past
+        hi. `part` 1: only cache rows (before the wait); 2: only the others; 0: all."""
+        _, k, v, pages, k_cache, v_cache = views
         DV: cutlass.Constexpr = self.head // VECTOR
         N: cutlass.Constexpr = self.tile
         P: cutlass.Constexpr = self.page_size
-        buffer = tile % 2
-        for j in cutlass.range_constexpr(N * DV // THREADS):
-            c = tid + j * THREADS
+        k_s, v_s = buffers
+        buffer = tile % self.stages
+        for j in cutlass.range_constexpr(-(-(N * DV) // self.threads)):
+            c = tid + j * self.threads
             n, vec = c // DV, c % DV  # neighbouring threads copy neighbouring 16 bytes of one key
             position = lo + tile * N + n
-            if position < p0:
-                page = pages[request, position // P]
-                if position < hi:
-                    copy_g2s(at(k_s, buffer, n, vec * VECTOR), at(k_cache, page, position % P, g, vec * VECTOR))
-                    copy_g2s(at(v_s, buffer, n, vec * VECTOR), at(v_cache, page, position % P, g, vec * VECTOR))
-            elif position < hi:
-                row = request * self.tokens + position - p0
-                copy_g2s(at(k_s, buffer, n, vec * VECTOR), at(k, row, g * self.head + vec * VECTOR))
-                copy_g2s(at(v_s, buffer, n, vec * VECTOR), at(v, row, g * self.head + vec * VECTOR))
-
-    @cute.jit
-    def scores(self, q_s, k_s, s_s, buffer: Int32, start: Int32, count: Int32, p0: Int32, first_row: Int32,
-               tid: Int32):
-        """s_s[i, n] = scale * log2(e) * q_i . k_n for the tile's keys a row may see (the first
-        `count`, at most its own position), -inf for the others. A thread a key; a warp's lanes
-        read one query row (a broadcast) and their own key rows."""
-        DV: cutlass.Constexpr = self.head // VECTOR
-        N: cutlass.Constexpr = self.tile
-        groups: cutlass.Constexpr = THREADS // N
-        per: cutlass.Constexpr = self.padded_rows // groups
-        n, group = tid % N, tid // N
-        dots = cute.make_rmem_tensor(per, Float32)
-        dots.fill(0.0)
-        for c in range(DV):
-            key = [x for w in smem_words(at(k_s, buffer, n, c * VECTOR)) for x in unpack_bf16(w)]
-            for j in cutlass.range_constexpr(per):
-                query = [x for w in smem_words(at(q_s, group + j * groups, c * VECTOR)) for x in unpack_bf16(w)]
-                total = dots[j]
-                for e in cutlass.range_constexpr(VECTOR):
-                    total += query[e] * key[e]
-                dots[j] = total
-        position = start + n
-        for j in cutlass.range_constexpr(per):
-            i = group + j * groups
-            seen = (n < count) & (position <= p0 + (first_row + i) % self.tokens)
-            s_s[i, n] = cutlass.select_(seen, dots[j] * Float32(self.scale * LOG2E), Float32(NEG_INF))
-
-    @cute.jit
-    def softmax(self, s_s, alpha_s, max_s, sum_s, tid: Int32):
-        """One thread a row: the running max and sum over this tile, its scores made probabilities
-        (base 2), and the factor the row's earlier accumulation is rescaled by."""
-        N: cutlass.Constexpr = self.tile
-        if tid < self.padded_rows:
-            previous = max_s[tid]
-            top = previous
-            for n in range(N):
-                top = cutlass.select_(s_s[tid, n] > top, s_s[tid, n], top)
-            base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)  # no key seen yet: exp2(-inf) = 0
-            total = Float32(0.0)
-            for n in range(N):
-                p = cute.math.exp2(s_s[tid, n] - base, fastmath=True)
-                s_s[tid, n] = p
-                total += p
-            alpha = cute.math.exp2(previous - base, fastmath=True)
-            alpha_s[tid] = alpha
-            sum_s[tid] = sum_s[tid] * alpha + total
-            max_s[tid] = top
-
-    @cute.jit
-    def accumulate(self, v_s, s_s, alpha_s, acc, buffer: Int32, count: Int32, tid: Int32):
-        """acc (rows rg + j * pv_rows, slice dv of the head) rescaled, plus the tile's p . v."""
-        DV: cutlass.Constexpr = self.head // VECTOR
-        G: cutlass.Constexpr = self.pv_rows
-        per: cutlass.Constexpr = self.padded_rows // G
-        dv, rg = tid % DV, tid // DV
-        for j in cutlass.range_constexpr(per):
-            alpha = alpha_s[rg + j * G]
-            for e in cutlass.range_constexpr(VECTOR):
-                acc[j, e] = acc[j, e] * alpha
-        for n in range(count):
-            value = [x for w in smem_words(at(v_s, buffer, n, dv * VECTOR)) for x in unpack_bf16(w)]
-            for j in cutlass.range_constexpr(per):
-                p = s_s[rg + j * G, n]
-                for e in cutlass.range_constexpr(VECTOR):
-                    acc[j, e] = acc[j, e] + p * value[e]
-
-    @cute.jit
-    def store(self, out, partial, lse, max_s, sum_s, acc, split: Int32, request: Int32, g: Int32,
-              first_row: Int32, tid: Int32):
-        """out = acc / sum (one chunk); or partial = acc / sum and lse = ln(sum) + max (in natural
-        units), 0 and -inf for a row the chunk holds no key of."""
-        DV: cutlass.Constexpr = self.head // VECTOR
-        G: cutlass.Constexpr = self.pv_rows
-        T: cutlass.Constexpr = self.tokens
-        dv, rg = tid % DV, tid // DV
-        for j in cutlass.range_constexpr(self.padded_rows // G):
-            i = rg + j * G
-            row = first_row + i
-            if (i < self.block_rows) & (row < self.group * T):
-                head = g * self.group + row // T
-                r = request * T + row % T
-                total = sum_s[i]
-                if cutlass.const_expr(self.splits == 1):
-                    scale = Float32(1.0) / total  # every row sees position 0 of its request
-                    held = cute.make_rmem_tensor(VECTOR, BFloat16)
-                    held.store((acc[j, None].load() * scale).to(BFloat16))
-                    cute.autovec_copy(held, cute.zipped_divide(out, (1, VECTOR))[None, (r, head * DV + dv)])
+            if c < N * DV:
+                if position < p0:
+                    if cutlass.const_expr(part != 2):
+                        page = pages[request, position // P]
+                        copy_g2s(at(k_s, buffer, n, vec * VECTOR), at(k_cache, page, position % P, g, vec * VECTOR))
+                        copy_g2s(at(v_s, buffer, n, vec * VECTOR), at(v_cache, page, position % P, g, vec * VECTOR))
                 else:
-                    seen = total > Float32(0.0)
-                    scale = cutlass.select_(seen, Float32(1.0) / total, Float32(0.0))
-                    values = [acc[j, e] * scale for e in range(VECTOR)]
-                    store_f32x4(at(partial, split, r, head, dv * VECTOR), values[:4])
-                    store_f32x4(at(partial, split, r, head, dv * VECTOR + 4), values[4:])
-                    if dv == 0:
-                        lse[split, r, head] = cutlass.select_(
-                            seen, (max_s[i] + cute.math.log2(total, fastmath=True)) * Float32(LN2), Float32(NEG_INF))
+                    if cutlass.const_expr(part != 1):
+                        real = position < hi
+                        row = request * self.tokens + cutlass.select_(real, position - p0, Int32(0))
+                        copy_g2s_zfill(at(k_s, buffer, n, vec * VECTOR), at(k, row, g * self.head + vec * VECTOR), real)
+                        copy_g2s_zfill(at(v_s, buffer, n, vec * VECTOR), at(v, row, g * self.head + vec * VECTOR), real)
+
+
+class LatentAttention(TileAttention):
+    """Absorbed MLA over a paged latent cache for `batch` requests of `tokens` rows. Cache row
+    `lora + rope` wide: the latent, then the shared rotated key. Head h's query is q[:, h's
+    `lora` absorbed values] then qr[:, h x unit + nope : + rope] (its rotated part in the query
+    projection, read in place); its key at a position is the whole cache row, its value the
+    latent part. Every head attends in one CTA's rows (a row block when they do not fit), so the
+    cache row is read once for all of them. Params: q, qr (rope > 0), latent, k_rope (rope > 0),
+    positions, pages, cache, then out [rows, heads x lora] or partial and lse."""
+
+    name = "latent_attention"
+
+    def __init__(self, batch, tokens, heads, lora, rope, page_size, max_pages, cache_pages, splits=1, nope=None,
+                 qr_pitch=None, latent_pitch=None, k_rope_pitch=None, scale=None, schedule=None):
+        LatentAttentionSpec(batch, tokens, heads, lora, rope, page_size, max_pages, cache_pages, splits,
+                            nope, qr_pitch, latent_pitch, k_rope_pitch).check()
+        self.batch, self.tokens, self.heads, self.lora, self.rope = batch, tokens, heads, lora, rope
+        self.page_size, self.max_pages, self.cache_pages, self.splits = page_size, max_pages, cache_pages, splits
+        self.nope = nope or 0
+        self.unit = self.nope + rope
+        self.qr_pitch = heads * self.unit if qr_pitch is None else int(qr_pitch)
+        self.latent_pitch = lora if latent_pitch is None else int(latent_pitch)
+        self.k_rope_pitch = rope if k_rope_pitch is None else int(k_rope_pitch)
+        self.scale = ((self.nope + rope) or lora) ** -0.5 if scale is None else float(scale)
+        self.key_width, self.value_width = lora + rope, lora
+        self.kv_heads, self.group = 1, heads
+        self.setup(AttentionSchedule.of(schedule or {}))
+
+    def params(self) -> list[TensorParam]:
+        rows, heads = self.rows, self.heads
+        params = [TensorParam("q", (rows, heads * self.lora), "bfloat16")]
+        if self.rope:
+            params.append(TensorParam("qr", (rows, heads * self.unit), "bfloat16", (self.qr_pitch, 1)))
+        params.append(TensorParam("latent", (rows, self.lora), "bfloat16", (self.latent_pitch, 1)))
+        if self.rope:
+            params.append(TensorParam("k_rope", (rows, self.rope), "bfloat16", (self.k_rope_pitch, 1)))
+        params += [TensorParam("positions", (rows,), "int32"),
+                   TensorParam("pages", (self.batch, self.max_pages), "int32"),
+                   TensorParam("cache", (self.cache_pages, self.page_size, self.key_width), "bfloat16",
+                               written=True)]
+        if self.splits == 1:
+            return params + [TensorParam("out", (rows, heads * self.lora), "bfloat16", written=True)]
+        return params + [TensorParam("partial", (self.splits, rows, heads, self.lora), "float32", written=True),
+                         TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
+
+    def buffer_bytes(self) -> list[int]:
+        return [2 * self.tile * self.key_pitch()]
+
+    def alloc_buffers(self, smem):
+        return alloc(smem, BFloat16, (self.stages, self.tile, self.key_pitch()))
+
+    def key_buffer(self, buffers):
+        return buffers
+
+    def value_buffer(self, buffers):
+        return buffers, 0  # the values are the row's first lora values: read in place
+
+    @cute.jit
+    def __call__(self, *, q: cute.Tensor, latent: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor,
+                 cache: cute.Tensor, qr: cute.Tensor = None, k_rope: cute.Tensor = None, out: cute.Tensor = None,
+                 partial: cute.Tensor = None, lse: cute.Tensor = None):
+        launch(self, q, qr, latent, k_rope, positions, pages, cache, out, partial, lse)
+
+    @cute.kernel
+    def kernel(self, q: cute.Tensor, qr: cute.Tensor, latent: cute.Tensor, k_rope: cute.Tensor,
+               positions: cute.Tensor, pages: cute.Tensor, cache: cute.Tensor, out: cute.Tensor,
+               partial: cute.Tensor, lse: cute.Tensor):
+        self.attend((q, qr, latent, k_rope, pages, cache), positions, out, partial, lse)
+
+    @cute.jit
+    def write_cache(self, views, request: Int32, g: Int32, p0: Int32, tid: Int32):
+        """The request's cache rows [latent, k_rope] at positions p0..p0+tokens-1."""
+        _, _, latent, k_rope, pages, cache = views
+        LV: cutlass.Constexpr = self.lora // VECTOR
+        RV: cutlass.Constexpr = self.rope // VECTOR
+        copies: cutlass.Constexpr = self.tokens * (LV + RV)
+        target = cute.zipped_divide(cache, (1, 1, VECTOR))
+        for j in cutlass.range_constexpr(-(-copies // self.threads)):
+            c = tid + j * self.threads
+            if c < copies:
+                t, vec = c // (LV + RV), c % (LV + RV)
+                position = p0 + t
+                page = pages[request, position // self.page_size]
+                held = cute.make_rmem_tensor(VECTOR, BFloat16)
+                r = request * self.tokens + t
+                if cutlass.const_expr(self.rope == 0):
+                    cute.autovec_copy(cute.zipped_divide(latent, (1, VECTOR))[None, (r, vec)], held)
+                elif vec < LV:
+                    cute.autovec_copy(cute.zipped_divide(latent, (1, VECTOR))[None, (r, vec)], held)
+                else:
+                    cute.autovec_copy(cute.zipped_divide(k_rope, (1, VECTOR))[None, (r, vec - LV)], held)
+                cute.autovec_copy(held, target[None, (page, position % self.page_size, vec)])
+
+    @cute.jit
+    def load_queries(self, views, q_s, request: Int32, g: Int32, first_row: Int32, tid: Int32):
+        """Row i of the block: [q's absorbed values, qr's rotated part] of its head and token."""
+        q, qr = views[0], views[1]
+        LV: cutlass.Constexpr = self.lora // VECTOR
+        RV: cutlass.Constexpr = self.rope // VECTOR
+        R: cutlass.Constexpr = self.padded_rows
+        T: cutlass.Constexpr = self.tokens
+        per: cutlass.Constexpr = LV + RV
+        for j in cutlass.range_constexpr(-(-(R * per) // self.threads)):
+            c = tid + j * self.threads
+            i, vec = c // per, c % per
+            row = first_row + i
+            if c < R * per:
+                real = (i < self.block_rows) & (row < self.group * T)
+                head = cutlass.select_(real, row // T, Int32(0))
+                r = request * T + cutlass.select_(real, row % T, Int32(0))
+                if cutlass.const_expr(self.rope == 0):
+                    copy_g2s_zfill(at(q_s, i, vec * VECTOR), at(q, r, head * self.lora + vec * VECTOR), real)
+                elif vec < LV:
+                    copy_g2s_zfill(at(q_s, i, vec * VECTOR), at(q, r, head * self.lora + vec * VECTOR), real)
+                else:
+                    copy_g2s_zfill(at(q_s, i, vec * VECTOR),
+                                   at(qr, r, head * self.unit + self.nope + (vec - LV) * VECTOR), real)
+
+    @cute.jit
+    def load_tile(self, views, buffers, request: Int32, g: Int32, p0: Int32, lo: Int32, hi: Int32, tile: Int32,
+                  tid: Int32, part: cutlass.Constexpr):
+        """cp.async of the cache rows at positions lo + tile * N + [0, N) into buffer tile %
+        stages: earlier positions than p0 from the cache, the step's from latent / k_rope, zeros
+        past hi. `part` as `Attention.load_tile`."""
+        _, _, latent, k_rope, pages, cache = views
+        LV: cutlass.Constexpr = self.lora // VECTOR
+        per: cutlass.Constexpr = self.key_width // VECTOR
+        N: cutlass.Constexpr = self.tile
+        P: cutlass.Constexpr = self.page_size
+        buffer = tile % self.stages
+        for j in cutlass.range_constexpr(-(-(N * per) // self.threads)):
+            c = tid + j * self.threads
+            n, vec = c // per, c % per
+            position = lo + tile * N + n
+            if c < N * per:
+                if position < p0:
+                    if cutlass.const_expr(part != 2):
+                        page = pages[request, position // P]
+                        copy_g2s(at(buffers, buffer, n, vec * VECTOR), at(cache, page, position % P, vec * VECTOR))
+                else:
+                    if cutlass.const_expr(part != 1):
+                        real = position < hi
+                        r = request * self.tokens + cutlass.select_(real, position - p0, Int32(0))
+                        if cutlass.const_expr(self.rope == 0):
+                            copy_g2s_zfill(at(buffers, buffer, n, vec * VECTOR), at(latent, r, vec * VECTOR), real)
+                        elif vec < LV:
+                            copy_g2s_zfill(at(buffers, buffer, n, vec * VECTOR), at(latent, r, vec * VECTOR), real)
+                        else:
+                            copy_g2s_zfill(at(buffers, buffer, n, vec * VECTOR),
+                                           at(k_rope, r, (vec - LV) * VECTOR), real)
 
 
 class AttentionCombine:
@@ -358,7 +605,7 @@ class AttentionCombine:
                 TensorParam("out", (self.rows, self.heads * self.head), "bfloat16", written=True)]
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.rows, -(-self.slices // THREADS), 1), block=(THREADS, 1, 1))
+        return LaunchShape(grid=(self.rows, -(-self.slices // COMBINE_THREADS), 1), block=(COMBINE_THREADS, 1, 1))
 
     @cute.jit
     def __call__(self, *, partial: cute.Tensor, lse: cute.Tensor, out: cute.Tensor):
@@ -371,7 +618,7 @@ class AttentionCombine:
         DV: cutlass.Constexpr = self.head // VECTOR
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read out
-        index = block * THREADS + tid
+        index = block * COMBINE_THREADS + tid
         if index < self.slices:
             head, dv = index // DV, index % DV
             top = Float32(NEG_INF)

@@ -248,6 +248,26 @@ def push_float(destination, value, barrier, rank, when, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def load_dsmem_f32(source, rank, *, loc=None, ip=None):
+    """The float at ``source`` (an address of this CTA's shared memory) in CTA ``rank`` of the
+    cluster (order it after the peer's writes with a cluster barrier)."""
+    return Float32(llvm.inline_asm(
+        T.f32(), [_address(source, loc, ip), Int32(rank).ir_value(loc=loc, ip=ip)],
+        "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $1, $2; ld.shared::cluster.f32 $0, [ra]; }",
+        "=f,r,r", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def load_dsmem_f32x4(source, rank, *, loc=None, ip=None):
+    """Four floats at ``source`` (16-byte aligned, this CTA's shared memory) in CTA ``rank`` of
+    the cluster (order it after the peer's writes with a cluster barrier)."""
+    result = _asm(_struct(4, "f"), [_address(source, loc, ip), Int32(rank).ir_value(loc=loc, ip=ip)],
+                  "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $4, $5;\n"
+                  "ld.shared::cluster.v4.f32 {$0, $1, $2, $3}, [ra]; }", "=f,=f,=f,=f,r,r", loc, ip)
+    return _fields(result, 4, "f", loc, ip)
+
+
+@dsl_user_op
 def store_shared(destination, words, when=None, barrier=None, *, loc=None, ip=None):
     """A CTA's own stand-in for ``st.async`` (a launch without clusters has no DSMEM): one
     or four words to shared memory, then (``barrier`` given) one arrival with release on
@@ -437,3 +457,50 @@ def mma_into(acc, a, b, bf16=True, *, loc=None, ip=None):
         asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
     for i, value in enumerate(_fields(result, 4, "f", loc, ip)):
         acc[i] = value
+
+
+# --- tensor-core fragments -----------------------------------------------------------------
+
+
+@dsl_user_op
+def ldmatrix_x4(pointer, trans=False, *, loc=None, ip=None):
+    """Four 8x8 bf16 matrices from shared memory (lanes 8j..8j+7 give matrix j's row
+    addresses, 16 bytes each): a thread receives word j of matrix j's fragment (row lane / 4,
+    columns 2 (lane % 4) and the next; ``trans``: the transposed matrix's)."""
+    text = f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0, $1, $2, $3}}, [$4];"
+    result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)], text, "=r,=r,=r,=r,r", loc, ip)
+    return _fields(result, 4, "r", loc, ip)
+
+
+@dsl_user_op
+def pack_bf16(low, high, *, loc=None, ip=None):
+    """Two floats rounded to bf16 (to nearest even) in one word, ``low`` in the low half."""
+    return Uint32(llvm.inline_asm(T.i32(), [_f(high, loc, ip), _f(low, loc, ip)], "cvt.rn.bf16x2.f32 $0, $1, $2;",
+                                  "=r,f,f", has_side_effects=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+                                  loc=loc, ip=ip))
+
+
+@dsl_user_op
+def store_shared_word(pointer, word, *, loc=None, ip=None):
+    """One 32-bit word to shared memory."""
+    _asm(None, [_address(pointer, loc, ip), _u(word, loc, ip)], "st.shared.b32 [$0], $1;", "r,r", loc, ip)
+
+
+@dsl_user_op
+def store_global_words(pointer, words, *, loc=None, ip=None):
+    """One or two 32-bit words to global memory (aligned to their size)."""
+    words = words if isinstance(words, tuple) else (words,)
+    if len(words) == 1:
+        _asm(None, [_address(pointer, loc, ip), _u(words[0], loc, ip)], "st.global.b32 [$0], $1;", "l,r", loc, ip)
+        return
+    _asm(None, [_address(pointer, loc, ip)] + [_u(w, loc, ip) for w in words], "st.global.v2.b32 [$0], {$1, $2};",
+         "l,r,r", loc, ip)
+
+
+@dsl_user_op
+def copy_g2s_zfill(destination, source, keep, *, loc=None, ip=None):
+    """16 bytes global to shared by ``cp.async`` where ``keep``, else 16 zero bytes written by
+    the same copy (source size 0: nothing is read)."""
+    size = cutlass.select_(keep, Int32(16), Int32(0))
+    _asm(None, [_address(destination, loc, ip), _address(source, loc, ip), size.ir_value(loc=loc, ip=ip)],
+         "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", loc, ip)

@@ -11,7 +11,7 @@
 
 // -----
 
-// CHECK: Operation does not verify: a transform's kind must be one of none, concatenate, stack, interleave, transpose, quantize_q8_0
+// CHECK: Operation does not verify: a transform's kind must be one of none, concatenate, stack, interleave, transpose, reshape, slice, quantize_q8_0
 %w = lane.buffer {name = "w", role = "weight", sources = ["a"], transforms = [{kind = "shuffle"}]} : memref<4x4xbf16>
 
 // -----

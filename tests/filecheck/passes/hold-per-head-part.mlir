@@ -77,7 +77,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-per-head-part", op = "latent_attention %o (kv_b)", taken = true, reason = "absorbed: each head's nope part (0, 32) of its 64 query values read in place (for the attention kernels, not built yet: no launch today)"
+// CHECK: rule = "hold-per-head-part", op = "latent_attention %o (kv_b)", taken = true, reason = "absorbed: each head's nope part (0, 32) of its 64 query values read in place"
 // CHECK-SAME: rule = "hold-per-head-part", op = "latent_attention %o2 (kv_b2)", taken = false, reason = "absorbed latent attention run expanded: each head's nope part: the part's length 48 is not a whole number of 32-value blocks; the unit 80 is not a whole number of 32-value blocks (head 1's part starts at 80)"
 // CHECK: %o = form.latent_attention {{.*}} path = "absorbed"
 // CHECK: %o2 = form.latent_attention {{.*}} path = "expanded"

@@ -29,7 +29,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-values-in-place", op = "latent_attention %o (kv_b)", taken = true, reason = "values read in place at 0, pitch 160: both even (for the attention kernels, not built yet: no launch today)", layer = 9 : i64
+// CHECK: rule = "hold-values-in-place", op = "latent_attention %o (kv_b)", taken = true, reason = "values read in place at 0, pitch 160: both even", layer = 9 : i64
 // CHECK-SAME: rule = "hold-values-in-place", op = "latent_attention %o2 (kv_b)", taken = false, reason = "absorbed latent attention run expanded (cache rows of 128 + 15 values): the pitch 143 of the cache row is odd", layer = 10 : i64
 // CHECK: %o = form.latent_attention {{.*}} path = "absorbed"
 // CHECK: %o2 = form.latent_attention {{.*}} path = "expanded"

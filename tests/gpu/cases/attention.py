@@ -1,10 +1,10 @@
 """attention specializations the GPU tests check (tests/gpu/test_attention.py): odd shapes (3
 requests of 3 tokens, 12 query heads over 4 KV heads) and round ones (Llama-3-8B's 32 / 8 x 128
-and its 8 / 2 tensor-parallel shard), every head size and page size, groups of 1, 4 and 16 query
-heads, query rows past one CTA's (16 heads x 8 tokens), one chunk and several (their partials
-merged by the attention_combine case of the same name), and q / k / v read in place from wider
-rows. Every case's page table reaches a few thousand positions; the test spreads the requests'
-contexts over it."""
+and its 8 / 2 tensor-parallel shard), every head size and page size, groups of 1, 2, 4 and 16
+query heads, 1 to 32 KV heads and 4 to 128 query heads, query rows past one CTA's (16 heads x 8
+tokens), one chunk and several (their partials merged by the attention_combine case of the same
+name), and q / k / v read in place from wider rows. Every case's page table reaches a few
+thousand positions, two reach 32k; the test spreads the requests' contexts over it."""
 
 KERNEL = "attention"
 
@@ -28,6 +28,11 @@ CASES = {
                                       max_pages=128, cache_pages=300, splits=2),
     "b3_t2_h32_kv2_d256_p32": dict(batch=3, tokens=2, heads=32, kv_heads=2, head=256, page_size=32,
                                    max_pages=64, cache_pages=250, scale=0.1),
+    # contexts to 32k positions; 32 KV heads; 128 query heads (16 a KV head, 2 tokens: two row blocks)
+    "b2_t1_h64_kv32_d64_p64_32k_s16": dict(batch=2, tokens=1, heads=64, kv_heads=32, head=64, page_size=64,
+                                           max_pages=512, cache_pages=1100, splits=16),
+    "b1_t2_h128_kv8_d128_p32_32k_s32": dict(batch=1, tokens=2, heads=128, kv_heads=8, head=128, page_size=32,
+                                            max_pages=1024, cache_pages=1100, splits=32),
     "b5_t1_h8_kv8_d64_p64_s5": dict(batch=5, tokens=1, heads=8, kv_heads=8, head=64, page_size=64,
                                     max_pages=40, cache_pages=256, splits=5),
 }

@@ -1,6 +1,6 @@
-"""attention_combine specializations: one for every split attention case of attention.py (named
-as it: tests/gpu/test_attention.py merges that case's partials with it), and merges of random
-partials with chunks that hold no keys (lse = -inf), up to 64 chunks."""
+"""attention_combine specializations: one for every split case of attention.py and
+latent_attention.py (named as it: tests/gpu/test_attention.py merges that case's partials with
+it), and merges of random partials with chunks that hold no keys (lse = -inf), up to 64 chunks."""
 
 import importlib.util
 from pathlib import Path
@@ -8,9 +8,9 @@ from pathlib import Path
 KERNEL = "attention_combine"
 
 
-def _attention_cases() -> dict:
-    path = Path(__file__).resolve().parent / "attention.py"
-    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_attention_for_combine", path)
+def _cases(kernel: str) -> dict:
+    path = Path(__file__).resolve().parent / f"{kernel}.py"
+    spec = importlib.util.spec_from_file_location(f"lanec_gpu_cases_{kernel}_for_combine", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.CASES
@@ -20,11 +20,13 @@ CASES = {
     "r7_h12_d128_s64": dict(rows=7, heads=12, head=128, splits=64),
     "r64_h8_d64_s2": dict(rows=64, heads=8, head=64, splits=2),
     "r3_h40_d256_s13": dict(rows=3, heads=40, head=256, splits=13),
+    "r5_h32_d512_s40": dict(rows=5, heads=32, head=512, splits=40),
 }
-for _name, _case in _attention_cases().items():
-    if _case.get("splits", 1) > 1:
-        CASES[_name] = dict(rows=_case["batch"] * _case["tokens"], heads=_case["heads"], head=_case["head"],
-                            splits=_case["splits"])
+for _kernel in ("attention", "latent_attention"):
+    for _name, _case in _cases(_kernel).items():
+        if _case.get("splits", 1) > 1:
+            CASES[_name] = dict(rows=_case["batch"] * _case["tokens"], heads=_case["heads"],
+                                head=_case.get("head", _case.get("lora")), splits=_case["splits"])
 
 
 def make(spec: dict):

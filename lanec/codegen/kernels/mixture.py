@@ -1,0 +1,438 @@
+"""The mixture of experts at a decode step's rows (form.mixture without its scatter) as three
+launches, bf16 weights and activations, fp32 math; only the experts a row chose are read:
+
+- `mixture_router`: a cluster of `split` CTAs a row (up to 8: the router, 1.2 MB at Kimi Linear's
+  shape, streams through 8 SMs rather than one). Their warps split the router rows (every lane
+  dotting its 16-byte vectors), each CTA keeps its logits in its shared memory; after a cluster
+  barrier the first CTA gathers them all (DSMEM), and its first warp scores them
+  (sigmoid, or a softmax over all experts), adds the correction bias for choosing only, keeps the
+  best `topk_groups` groups (grouped top-k: a lane ranks a group by the sum of its two largest),
+  and picks `top_k` experts one at a time by a warp argmax (the larger value, else the lower
+  index: ties go as the interpreter's stable sort sends them). Writes the ids [rows, top_k] int32
+  and the routing weights [rows, top_k] fp32: the chosen uncorrected scores, optionally
+  renormalised, times routed_scaling.
+- `mixture_gated`: one CTA a (block of hidden units, row), a block of kept experts, a warp each:
+  the row's top_k routed experts, then the folded shared expert. Warp k dots expert ids[row, k]'s
+  gate and up rows of the block's units with x[row] and writes their SwiGLU to
+  hidden[row, k * I + unit] (bf16; the shared expert's units after the routed ones').
+- `mixture_down`: one CTA a (block of outputs, row), the same block of warps: warp k dots expert
+  k's down rows with its hidden values and multiplies by its routing weight (the shared expert's
+  by sigmoid(x[row] . gate row), where it has one); the CTA sums its warps in slot order (fp32) and
+  writes out[row] (bf16). The sum over experts is one pass: no partial results leave the CTA.
+
+Which rows a CTA reads depends on the router's ids, a predecessor's output, so no weight load can
+be issued before the PDL wait: the expert kernels wait first and release their dependents at
+once. Every row is its own CTA, so one launch serves any row count; rows that chose the same
+expert read it again (mostly from L2): grouping rows by expert, one read for all of them (a count,
+a prefix sum and a permutation), is the larger batches' kernel, not built yet."""
+
+from __future__ import annotations
+
+import operator
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32, Int64, Uint32
+
+from lanec.codegen.facts import VECTOR, WARP, MixtureExpertsSpec, MixtureRouterSpec
+from lanec.codegen.kernels.argmax import first_largest
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.primitives import (
+    alloc,
+    at,
+    load_activation_bf16x8,
+    load_dsmem_f32,
+    load_weight_bf16x8,
+    shared_bytes,
+    sigmoid,
+    unpack_bf16,
+    warp_reduce,
+    warp_reduce_interleaved,
+)
+
+UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
+UNITS_DOWN = 4  # outputs a warp of mixture_down
+VECTORS_IN_FLIGHT = 16  # weight vectors a lane issues before it multiplies any (4 registers each)
+
+
+def expert_rows(weights, expert, rows: int, width: int):
+    """Expert `expert`'s [rows, width] matrix of a stacked [experts, rows, width] tensor (a 64-bit
+    offset: a layer's experts hold more than 2^31 values)."""
+    start = weights.iterator + Int64(expert) * (rows * width)
+    return cute.make_tensor(start, cute.make_layout((rows, width), stride=(width, 1)))
+
+
+@cute.jit
+def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_row: Int32,
+             act_base: Int32, width: cutlass.Constexpr, lane: Int32):
+    """A warp's sums[m * units + u] = matrices[m][first + u] . act[act_row, act_base:][:width], every
+    lane holding them all (rows past `outputs` re-read the last: their sums are never used). Lane
+    l takes the 16-byte vectors l, l + 32, ...; a chunk's weight vectors are all issued before
+    the first multiply."""
+    count: cutlass.Constexpr = len(matrices) * units
+    per_chunk: cutlass.Constexpr = max(1, VECTORS_IN_FLIGHT // count)
+    vectors: cutlass.Constexpr = width // VECTOR
+    chunks: cutlass.Constexpr = -(-vectors // (WARP * per_chunk))
+    sums = cute.make_rmem_tensor(count, Float32)
+    sums.fill(0.0)
+    for c in cutlass.range(chunks):
+        xs = cute.make_rmem_tensor((4, per_chunk), Uint32)
+        ws = cute.make_rmem_tensor((4, per_chunk * count), Uint32)
+        xs.fill(0)  # past the row: zero words add nothing
+        ws.fill(0)
+        for s in cutlass.range_constexpr(per_chunk):
+            vector = (c * per_chunk + s) * WARP + lane
+            if vector < vectors:
+                words = load_activation_bf16x8(at(act, act_row, act_base + vector * VECTOR))
+                for e in cutlass.range_constexpr(4):
+                    xs[e, s] = words[e]
+                for m in cutlass.range_constexpr(len(matrices)):
+                    for u in cutlass.range_constexpr(units):
+                        row = cutlass.min(first + u, outputs - 1)
+                        words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR))
+                        for e in cutlass.range_constexpr(4):
+                            ws[e, s * count + m * units + u] = words[e]
+        for s in cutlass.range_constexpr(per_chunk):
+            for e in cutlass.range_constexpr(4):
+                x_low, x_high = unpack_bf16(xs[e, s])
+                for i in cutlass.range_constexpr(count):
+                    w_low, w_high = unpack_bf16(ws[e, s * count + i])
+                    sums[i] = sums[i] + w_low * x_low + w_high * x_high
+    warp_reduce_interleaved(sums, range(count), operator.add)
+    return sums
+
+
+class MixtureRouter:
+    """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
+    [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
+    ``split``: the CTAs (a cluster) that share a row's router rows; None: `split_for(experts)`."""
+
+    name = "mixture_router"
+
+    def __init__(self, rows: int, width: int, experts: int, top_k: int, *, scoring: str = "sigmoid",
+                 renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
+                 groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
+                 split: int | None = None):
+        split = split_for(experts) if split is None else split
+        MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split).check()
+        self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
+        self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
+        self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
+        self.split, self.per_cta = split, experts // split  # router rows a CTA dots
+        self.per_warp = -(-self.per_cta // WARP)  # and a warp
+        self.warps = -(-self.per_cta // self.per_warp)
+        self.held = -(-experts // WARP)  # experts a lane of the choosing warp holds: lane + 32 i
+
+    def params(self) -> list[TensorParam]:
+        params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+                  TensorParam("router", (self.experts, self.width), "bfloat16")]
+        if self.correction:
+            params.append(TensorParam("correction", (self.experts,), "float32"))
+        return params + [TensorParam("ids", (self.rows, self.top_k), "int32", written=True),
+                         TensorParam("weights", (self.rows, self.top_k), "float32", written=True)]
+
+    def shared_bytes(self) -> int:
+        return shared_bytes([(4 * self.experts, 16), (4 * self.experts, 16), (4 * WARP, 16)])
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.split, self.rows, 1), block=(WARP * self.warps, 1, 1),
+                           cluster=(self.split, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, router: cute.Tensor, correction=None, ids: cute.Tensor,
+                 weights: cute.Tensor):
+        launch(self, x, router, correction, ids, weights)
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, router: cute.Tensor, correction, ids: cute.Tensor, weights: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        rank, row, _ = cute.arch.block_idx()  # a row's CTAs are one cluster: rank in it
+        lane, warp = thread % WARP, thread // WARP
+        smem = cutlass.memory.SmemAllocator()
+        scores = alloc(smem, Float32, self.experts)  # the logits (each CTA its own), then the scores
+        choice = alloc(smem, Float32, self.experts)  # the corrected scores, for ranking groups
+        kept = alloc(smem, Int32, WARP)  # whether group g is kept
+        cute.arch.griddepcontrol_wait()  # x is the predecessor's output
+        cute.arch.griddepcontrol_launch_dependents()
+        first = rank * self.per_cta + warp * self.per_warp
+        sums = row_dots([router], first, self.experts, self.per_warp, x, row, Int32(0), self.width, lane)
+        if lane == 0:
+            for j in cutlass.range_constexpr(self.per_warp):
+                if warp * self.per_warp + j < self.per_cta:
+                    scores[first + j] = sums[j]
+        cute.arch.sync_threads()
+        if cutlass.const_expr(self.split > 1):
+            cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
+            cute.arch.cluster_wait()
+            if rank == 0:
+                for i in cutlass.range_constexpr(-(-self.experts // (WARP * self.warps))):
+                    e = thread + i * WARP * self.warps
+                    if e < self.experts:
+                        scores[e] = load_dsmem_f32(scores.iterator + e, e // self.per_cta)
+            cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
+            cute.arch.cluster_wait()
+        if (rank == 0) & (warp == 0):
+            self.choose(scores, choice, kept, correction, ids, weights, row, lane)
+
+    @cute.jit
+    def choose(self, scores, choice, kept, correction, ids, weights, row: Int32, lane: Int32):
+        """The first warp: scores, the choice values, the kept groups, the top_k, the weights."""
+        E: cutlass.Constexpr = self.experts
+        value = cute.make_rmem_tensor(self.held, Float32)
+        taken = cute.make_rmem_tensor(self.held, Int32)  # 1: chosen already, or no expert
+        for i in cutlass.range_constexpr(self.held):
+            e = lane + WARP * i
+            taken[i] = cutlass.select_(e < E, Int32(0), Int32(1))
+            value[i] = scores[cutlass.min(e, E - 1)]
+        if cutlass.const_expr(self.scoring == "softmax"):
+            top = -Float32.inf
+            for i in cutlass.range_constexpr(self.held):
+                top = cutlass.select_(taken[i] == 0, cutlass.max(top, value[i]), top)
+            top = warp_reduce(top, lambda a, b: cutlass.max(a, b))
+            spread = Float32(0.0)
+            for i in cutlass.range_constexpr(self.held):
+                value[i] = cute.math.exp(value[i] - top)
+                spread += cutlass.select_(taken[i] == 0, value[i], Float32(0.0))
+            spread = warp_reduce(spread, operator.add)
+            for i in cutlass.range_constexpr(self.held):
+                value[i] = value[i] / spread
+        else:
+            for i in cutlass.range_constexpr(self.held):
+                value[i] = sigmoid(value[i])
+        for i in cutlass.range_constexpr(self.held):
+            e = lane + WARP * i
+            if e < E:
+                scores[e] = value[i]  # the weights are the uncorrected scores
+        if cutlass.const_expr(correction is not None):
+            for i in cutlass.range_constexpr(self.held):
+                value[i] = value[i] + correction[cutlass.min(lane + WARP * i, E - 1)]
+        if cutlass.const_expr(self.groups is not None):
+            self.keep_groups(value, choice, kept, lane)
+        chosen = cute.make_rmem_tensor(self.top_k, Int32)
+        for k in cutlass.range_constexpr(self.top_k):
+            best, where = -Float32.inf, Int32(E)
+            for i in cutlass.range_constexpr(self.held):
+                # strict: a lane's experts ascend, so its first of equal values stays
+                take = (taken[i] == 0) & ((value[i] > best) | (where == E))
+                best = cutlass.select_(take, value[i], best)
+                where = cutlass.select_(take, lane + WARP * i, where)
+            best, where = warp_reduce((best, where), first_largest)
+            for i in cutlass.range_constexpr(self.held):
+                taken[i] = cutlass.select_(lane + WARP * i == where, Int32(1), taken[i])
+            chosen[k] = where
+        cute.arch.sync_warp()  # every lane's scores are in shared memory
+        if lane == 0:
+            picked = cute.make_rmem_tensor(self.top_k, Float32)
+            total = Float32(0.0)
+            for k in cutlass.range_constexpr(self.top_k):
+                picked[k] = scores[chosen[k]]
+                total += picked[k]
+            for k in cutlass.range_constexpr(self.top_k):
+                weight = picked[k]
+                if cutlass.const_expr(self.renormalize):
+                    weight = weight / total
+                ids[row, k] = chosen[k]
+                weights[row, k] = weight * Float32(self.routed_scaling)
+
+    @cute.jit
+    def keep_groups(self, value, choice, kept, lane: Int32):
+        """Grouped top-k: lane g ranks group g by the sum of its two largest choice values
+        (equal values count twice, as a sort keeps them); the best topk_groups groups are kept
+        (among equal ranks the lower group), every other expert's value becomes -inf."""
+        E: cutlass.Constexpr = self.experts
+        G: cutlass.Constexpr = self.groups
+        size: cutlass.Constexpr = E // G
+        for i in cutlass.range_constexpr(self.held):
+            e = lane + WARP * i
+            if e < E:
+                choice[e] = value[i]
+        cute.arch.sync_warp()
+        group = cutlass.min(lane, G - 1)  # lanes past the groups rank a copy, then drop it
+        largest, second = -Float32.inf, -Float32.inf
+        for j in cutlass.range(size):
+            v = choice[group * size + j]
+            second = cutlass.select_(v > largest, largest, cutlass.max(second, v))
+            largest = cutlass.max(largest, v)
+        rank = second + largest
+        done = cutlass.select_(lane < G, Int32(0), Int32(1))  # 1: kept already, or no group
+        for _ in cutlass.range_constexpr(self.topk_groups):
+            best = cutlass.select_(done == 0, rank, -Float32.inf)
+            where = cutlass.select_(done == 0, lane, Int32(WARP))
+            best, where = warp_reduce((best, where), first_largest)
+            done = cutlass.select_(lane == where, Int32(1), done)
+        kept[lane] = cutlass.select_(lane < G, done, Int32(0))
+        cute.arch.sync_warp()
+        for i in cutlass.range_constexpr(self.held):
+            owner = cutlass.min(lane + WARP * i, E - 1) // size
+            value[i] = cutlass.select_(kept[owner] != 0, value[i], -Float32.inf)
+
+
+def split_for(experts: int) -> int:
+    """CTAs a row's router rows are split over: up to 8 (a portable cluster), each at least 32 rows
+    (a row a warp), dividing the experts."""
+    split = 1
+    while split < 8 and experts % (2 * split) == 0 and experts // (2 * split) >= WARP:
+        split *= 2
+    return split
+
+
+class KeptExperts:
+    """What mixture_gated and mixture_down share: `rows` of `width` values, `experts` of `hidden`
+    units, `top_k` a row and the folded shared expert of `shared_hidden` units (0: none), as one
+    block of warps a CTA, a warp a kept expert (`slots`), each CTA a block of `units` a warp for
+    one row. The hidden values of a row are every slot's side by side: [rows, top_k * hidden +
+    shared_hidden]."""
+
+    name: str
+    units: int
+
+    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
+                 x_pitch: int | None = None):
+        MixtureExpertsSpec(self.name, rows, width, hidden, experts, top_k, shared_hidden, x_pitch).check()
+        self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
+        self.shared_hidden, self.x_pitch = shared_hidden, x_pitch
+        self.slots = top_k + (1 if shared_hidden else 0)
+        self.hidden_width = top_k * hidden + shared_hidden
+
+    def x_param(self) -> TensorParam:
+        return TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1))
+
+    def hidden_param(self, written: bool) -> TensorParam:
+        return TensorParam("hidden", (self.rows, self.hidden_width), "bfloat16", written=written)
+
+    def blocks(self, outputs: int) -> int:
+        return -(-outputs // self.units)
+
+
+class MixtureGated(KeptExperts):
+    """Params: x [rows, width], ids [rows, top_k] int32, gate and up [experts, hidden, width],
+    shared_gate and shared_up [shared_hidden, width] (where folded), hidden [rows, top_k * hidden
+    + shared_hidden] bf16."""
+
+    name = "mixture_gated"
+    units = UNITS_GATED
+
+    def params(self) -> list[TensorParam]:
+        stacked = (self.experts, self.hidden, self.width)
+        params = [self.x_param(), TensorParam("ids", (self.rows, self.top_k), "int32"),
+                  TensorParam("gate", stacked, "bfloat16"), TensorParam("up", stacked, "bfloat16")]
+        if self.shared_hidden:
+            params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
+                       for name in ("shared_gate", "shared_up")]
+        return params + [self.hidden_param(written=True)]
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.blocks(max(self.hidden, self.shared_hidden)), self.rows, 1),
+                           block=(WARP * self.slots, 1, 1))
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate=None,
+                 shared_up=None, hidden: cute.Tensor):
+        launch(self, x, ids, gate, up, shared_gate, shared_up, hidden)
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate, shared_up,
+               hidden: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        block, row, _ = cute.arch.block_idx()
+        lane, slot = thread % WARP, thread // WARP
+        first = block * self.units
+        cute.arch.griddepcontrol_wait()  # every weight row read depends on the router's ids
+        cute.arch.griddepcontrol_launch_dependents()
+        if slot < self.top_k:
+            expert = ids[row, slot]
+            pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
+            self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden)
+        else:
+            if cutlass.const_expr(self.shared_hidden > 0):
+                self.swiglu(x, row, [shared_gate, shared_up], first, self.shared_hidden, self.top_k * self.hidden,
+                            lane, hidden)
+
+    @cute.jit
+    def swiglu(self, x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, base: Int32, lane: Int32,
+               hidden):
+        """This warp's units first.. of one expert (`pair`: its gate and up rows, `outputs` of them):
+        silu(x . gate) * (x . up) to hidden[row, base + unit]."""
+        if first < outputs:  # the routed and the shared expert may have different widths
+            sums = row_dots(pair, first, outputs, self.units, x, row, Int32(0), self.width, lane)
+            if lane == 0:
+                for u in cutlass.range_constexpr(self.units):
+                    if first + u < outputs:
+                        g = sums[u]
+                        hidden[row, base + first + u] = BFloat16(g * sigmoid(g) * sums[self.units + u])
+
+
+class MixtureDown(KeptExperts):
+    """Params: x [rows, width] (only with the shared expert's gate row), hidden [rows, top_k *
+    hidden + shared_hidden], ids [rows, top_k] int32, weights [rows, top_k] fp32, down [experts,
+    width, hidden], shared_down [width, shared_hidden] (where folded), shared_gate_row [1, width]
+    (where `shared_gate`), out [rows, width] bf16."""
+
+    name = "mixture_down"
+    units = UNITS_DOWN
+
+    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
+                 shared_gate: bool = False, x_pitch: int | None = None):
+        super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch)
+        if shared_gate and not shared_hidden:
+            raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
+        self.shared_gate = shared_gate
+
+    def params(self) -> list[TensorParam]:
+        params = [self.x_param()] if self.shared_gate else []
+        params += [self.hidden_param(written=False), TensorParam("ids", (self.rows, self.top_k), "int32"),
+                   TensorParam("weights", (self.rows, self.top_k), "float32"),
+                   TensorParam("down", (self.experts, self.width, self.hidden), "bfloat16")]
+        if self.shared_hidden:
+            params.append(TensorParam("shared_down", (self.width, self.shared_hidden), "bfloat16"))
+        if self.shared_gate:
+            params.append(TensorParam("shared_gate_row", (1, self.width), "bfloat16"))
+        return params + [TensorParam("out", (self.rows, self.width), "bfloat16", written=True)]
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.blocks(self.width), self.rows, 1), block=(WARP * self.slots, 1, 1),
+                           shared_bytes=4 * self.slots * self.units)
+
+    @cute.jit
+    def __call__(self, *, x=None, hidden: cute.Tensor, ids: cute.Tensor, weights: cute.Tensor, down: cute.Tensor,
+                 shared_down=None, shared_gate_row=None, out: cute.Tensor):
+        launch(self, x, hidden, ids, weights, down, shared_down, shared_gate_row, out)
+
+    @cute.kernel
+    def kernel(self, x, hidden: cute.Tensor, ids: cute.Tensor, weights: cute.Tensor, down: cute.Tensor, shared_down,
+               shared_gate_row, out: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        block, row, _ = cute.arch.block_idx()
+        lane, slot = thread % WARP, thread // WARP
+        first = block * self.units
+        smem = cutlass.memory.SmemAllocator()
+        partial = alloc(smem, Float32, (self.slots, self.units))
+        cute.arch.griddepcontrol_wait()  # the hidden values, ids and weights are predecessors' outputs
+        cute.arch.griddepcontrol_launch_dependents()
+        if slot < self.top_k:
+            rows = expert_rows(down, ids[row, slot], self.width, self.hidden)
+            sums = row_dots([rows], first, self.width, self.units, hidden, row, slot * self.hidden, self.hidden, lane)
+            self.keep(partial, slot, sums, weights[row, slot], lane)
+        else:
+            if cutlass.const_expr(self.shared_hidden > 0):
+                sums = row_dots([shared_down], first, self.width, self.units, hidden, row, self.top_k * self.hidden,
+                                self.shared_hidden, lane)
+                scale = Float32(1.0)
+                if cutlass.const_expr(self.shared_gate):
+                    gate = row_dots([shared_gate_row], Int32(0), 1, 1, x, row, Int32(0), self.width, lane)
+                    scale = sigmoid(gate[0])
+                self.keep(partial, slot, sums, scale, lane)
+        cute.arch.sync_threads()
+        if thread < self.units:
+            column = first + thread
+            if column < self.width:
+                total = Float32(0.0)
+                for s in cutlass.range_constexpr(self.slots):  # slot order: the same sum every run
+                    total += partial[s, thread]
+                out[row, column] = BFloat16(total)
+
+    @cute.jit
+    def keep(self, partial, slot: Int32, sums, scale: Float32, lane: Int32):
+        if lane == 0:
+            for u in cutlass.range_constexpr(self.units):
+                partial[slot, u] = sums[u] * scale

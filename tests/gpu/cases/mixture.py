@@ -1,0 +1,62 @@
+"""The mixture shapes the GPU tests check (tests/gpu/test_mixture.py), each as its three launches:
+mixture_router.py, mixture_gated.py and mixture_down.py build every shape's router, gated and
+down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..2048 (one x read in
+place from a wider row), batch 1, 2, 7 and 64, sigmoid and softmax scores, with and without the
+correction bias, grouped and flat top-k, the shared expert folded (with and without its sigmoid
+gate row, narrower and wider than a routed expert) and apart (a routed-only mixture). `inputs`
+says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
+in fp32 and each router row repeated four times: equal scores at every boundary, broken by the
+lowest index); "same" (one expert scores far above the rest for every row)."""
+
+SHAPES = {
+    "b1_e256_k8_sigmoid_correction_shared": dict(
+        rows=1, width=2048, hidden=512, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=512),
+    "b2_e64_k6_g8_softmax_apart": dict(
+        rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, groups=8, topk_groups=3),
+    "b7_e256_k8_g8_sigmoid_correction_shared": dict(
+        rows=7, width=1024, hidden=768, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768),
+    "b64_e64_k4_softmax_shared_gate_row": dict(
+        rows=64, width=512, hidden=512, experts=64, top_k=4, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=512, shared_gate=True),
+    "b1_e512_k10_softmax_apart": dict(  # Qwen3-Next's router
+        rows=1, width=1024, hidden=512, experts=512, top_k=10, scoring="softmax", renormalize=True,
+        routed_scaling=1.0),
+    "b1_e8_k1_sigmoid_apart": dict(
+        rows=1, width=512, hidden=2048, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0),
+    "b2_e16_k2_softmax_ties_shared": dict(
+        rows=2, width=512, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=256, inputs="ties"),
+    "b7_e32_k8_g4_sigmoid_correction_ties_apart": dict(
+        rows=7, width=768, hidden=384, experts=32, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.5, correction=True, groups=4, topk_groups=2, inputs="ties"),
+    "b64_e128_k8_sigmoid_correction_same_shared": dict(
+        rows=64, width=1024, hidden=512, experts=128, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=512, inputs="same"),
+    "b2_e256_k8_sigmoid_one_cta_router_apart": dict(  # the router without a cluster: 8 rows a warp
+        rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, split=1),
+    "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
+        rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
+}
+
+ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
+          "topk_groups", "x_pitch", "split")
+EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch")
+
+
+def router_spec(shape: dict) -> dict:
+    return {k: shape[k] for k in ROUTER if k in shape}
+
+
+def gated_spec(shape: dict) -> dict:
+    return {k: shape[k] for k in EXPERTS if k in shape}
+
+
+def down_spec(shape: dict) -> dict:
+    return {**gated_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {})}
+

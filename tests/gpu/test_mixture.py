@@ -1,0 +1,226 @@
+"""The mixture's three kernels on the GPU against the interpreter (lanec.interp.ops.mixture, fp32),
+every shape of tests/gpu/cases/mixture.py (built by tests/gpu/build.py as its mixture_router,
+mixture_gated and mixture_down cases). Every run draws fresh inputs (again where a row's choice
+would hang on a difference below fp32 summation noise, which no two correct sums agree on; exact
+ties stay: they must go to the lowest index) and poisons every output. The experts no row chose
+hold NaN: a kernel that reads one fails. Each launch is checked on its own inputs (the router's
+ids exactly, its weights, the hidden values of the chosen ids, the sum of the chosen experts from
+the gated launch's hidden values), then the three as one mixture against `ops.mixture`."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lanec.interp import ops
+from lanec.runtime import driver
+from lanec.runtime.artifact import load_artifact
+from lanec.runtime.dtypes import from_bf16, to_bf16
+from lanec.runtime.tolerance import KERNEL, STEP
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE.parents[1] / "build" / "gpu"
+F32 = np.float32
+NEAR = 1e-5  # choice values closer than this (and not equal) may order either way in fp32
+POISON = 0xFFFF  # a bf16 NaN: the unchosen experts' weights
+
+
+def _shapes() -> dict:
+    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_mixture", HERE / "cases" / "mixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SHAPES
+
+
+SHAPES = _shapes()
+
+
+def route(shape: dict, x, router, correction) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The interpreter's choice (ops.mixture's first half): ids [rows, top_k], weights, and whether
+    a row's choice hangs on a near tie (of groups at the kept boundary, of experts at the boundary
+    or in the chosen order)."""
+    top_k = shape["top_k"]
+    logits = ops.product(x, router)
+    scores = ops.sigmoid(logits) if shape["scoring"] == "sigmoid" else ops.softmax(logits)
+    choice = scores if correction is None else scores + correction
+    near = False
+    if shape.get("groups"):
+        groups, kept = shape["groups"], shape["topk_groups"]
+        rank = np.sort(choice.reshape(len(x), groups, -1), axis=-1)[:, :, -2:].sum(axis=-1, dtype=F32)
+        if kept < groups:
+            ordered = -np.sort(-rank, axis=-1)
+            gap = ordered[:, kept - 1] - ordered[:, kept]
+            near |= bool(((gap > 0) & (gap < NEAR)).any())
+        choice = ops.grouped_choice(choice, groups, kept, top_k)
+    ordered = -np.sort(-choice, axis=-1)[:, : top_k + 1]  # the chosen in order, and the first left out
+    gaps = ordered[:, :-1] - ordered[:, 1:]
+    near |= bool(((gaps > 0) & (gaps < NEAR)).any())
+    chosen = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]
+    weights = np.take_along_axis(scores, chosen, axis=-1)
+    if shape["renormalize"]:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    return chosen.astype(np.int32), (weights * F32(shape["routed_scaling"])).astype(F32), near
+
+
+def draw_routing(shape: dict, rng) -> dict:
+    """x (as wide as its pitch), the router and the correction bias, as the device stores them."""
+    rows, width, experts = shape["rows"], shape["width"], shape["experts"]
+    pitch = shape.get("x_pitch") or width
+    kind = shape.get("inputs", "random")
+    if kind == "ties":  # integers and sixteenths: every dot exact in fp32, whatever the order
+        x = rng.integers(-1, 2, size=(rows, pitch)).astype(F32)
+        router = np.repeat(rng.integers(-2, 3, size=(experts // 4, width)) / F32(16), 4, axis=0).astype(F32)
+        correction = np.repeat(rng.integers(-2, 3, size=experts // 4) / F32(8), 4).astype(F32)
+    else:
+        x = rng.standard_normal((rows, pitch), dtype=F32)
+        router = rng.standard_normal((experts, width), dtype=F32) / F32(np.sqrt(width))
+        correction = F32(0.1) * rng.standard_normal(experts, dtype=F32)
+        if kind == "same":  # expert 5 far above every other for every row
+            x = np.abs(x)
+            router[5] = F32(4 / np.sqrt(width))
+    drawn = {"x": to_bf16(x), "router": to_bf16(router)}
+    if shape.get("correction"):
+        drawn["correction"] = correction
+    return drawn
+
+
+def draw_experts(shape: dict, chosen: np.ndarray, rng) -> dict:
+    """The experts' weights (NaN but for the chosen ones) and the shared expert's, as stored."""
+    experts, hidden, width = shape["experts"], shape["hidden"], shape["width"]
+    drawn = {}
+    for name, rows, cols in (("gate", hidden, width), ("up", hidden, width), ("down", width, hidden)):
+        stacked = np.full((experts, rows, cols), POISON, dtype=np.uint16)
+        for e in np.unique(chosen):
+            stacked[e] = to_bf16(rng.standard_normal((rows, cols), dtype=F32) / F32(np.sqrt(cols)))
+        drawn[name] = stacked
+    shared = shape.get("shared_hidden", 0)
+    if shared:
+        for name, rows, cols in (("shared_gate", shared, width), ("shared_up", shared, width),
+                                 ("shared_down", width, shared)):
+            drawn[name] = to_bf16(rng.standard_normal((rows, cols), dtype=F32) / F32(np.sqrt(cols)))
+        if shape.get("shared_gate"):
+            drawn["shared_gate_row"] = to_bf16(rng.standard_normal((1, width), dtype=F32) / F32(np.sqrt(width)))
+    return drawn
+
+
+def draw(shape: dict, rng, attempts: int = 50) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fresh inputs whose choice no near tie decides, the interpreter's ids and weights."""
+    for _ in range(attempts):
+        inputs = draw_routing(shape, rng)
+        x = from_bf16(inputs["x"])[:, : shape["width"]]
+        chosen, weights, near = route(shape, x, from_bf16(inputs["router"]), inputs.get("correction"))
+        if not near:
+            return {**inputs, **draw_experts(shape, chosen, rng)}, chosen, weights
+    raise AssertionError(f"{attempts} draws of routing inputs each held a near tie")
+
+
+def decoded(shape: dict, inputs: dict) -> dict:
+    """The inputs' values as the interpreter reads them (fp32; x without its pitch's tail)."""
+    values = {name: from_bf16(stored) if stored.dtype == np.uint16 else stored for name, stored in inputs.items()}
+    values["x"] = values["x"][:, : shape["width"]]
+    return values
+
+
+def hidden_reference(shape: dict, v: dict, ids: np.ndarray) -> np.ndarray:
+    """[rows, top_k * hidden + shared_hidden]: each slot's SwiGLU of its chosen expert."""
+    x, gate, up = v["x"], v["gate"], v["up"]
+    slots = [np.stack([ops.swiglu(gate[e] @ x[r], up[e] @ x[r]) for e in row]).reshape(-1)
+             for r, row in enumerate(ids)]
+    hidden = np.stack(slots)
+    if shape.get("shared_hidden"):
+        shared = ops.swiglu(ops.product(x, v["shared_gate"]), ops.product(x, v["shared_up"]))
+        hidden = np.concatenate([hidden, shared], axis=1)
+    return hidden
+
+
+def down_reference(shape: dict, v: dict, hidden: np.ndarray, ids: np.ndarray, weights: np.ndarray):
+    """The weighted sum of the chosen experts' down products of `hidden` (+ the shared expert's)."""
+    top_k, width, inner = shape["top_k"], shape["width"], shape["hidden"]
+    down = v["down"]
+    out = np.zeros((len(ids), width), F32)
+    for r, row in enumerate(ids):
+        for k, e in enumerate(row):
+            out[r] += weights[r, k] * (down[e] @ hidden[r, k * inner:(k + 1) * inner])
+    if shape.get("shared_hidden"):
+        shared = ops.product(hidden[:, top_k * inner:], v["shared_down"])
+        if shape.get("shared_gate"):
+            shared = shared * ops.sigmoid(ops.product(v["x"], v["shared_gate_row"]))
+        out = out + shared
+    return out
+
+
+def mixture_reference(shape: dict, v: dict) -> np.ndarray:
+    shared = [v[n] for n in ("shared_gate", "shared_up", "shared_down", "shared_gate_row") if n in v]
+    return ops.mixture(v["x"], v["router"], v["gate"], v["up"], v["down"], shape["top_k"], shape["scoring"],
+                       shape["renormalize"], shape["routed_scaling"], v.get("correction"), shared,
+                       groups=shape.get("groups"), topk_groups=shape.get("topk_groups"))
+
+
+def check_close(what: str, dtype: str, got: np.ndarray, want: np.ndarray, table=KERNEL) -> None:
+    assert not np.isnan(got).any(), f"{what}: {int(np.isnan(got).sum())} of {got.size} never written (or NaN read)"
+    excess = table[dtype].excess(got, want)
+    worst = int(np.argmax(excess))
+    assert excess.flat[worst] <= 0, (f"{what}: {int((excess > 0).sum())} of {got.size} outside tolerance; worst at "
+                                     f"{np.unravel_index(worst, got.shape)}: got {got.flat[worst]}, "
+                                     f"want {want.flat[worst]}")
+
+
+class Launched:
+    """One built case: its inputs uploaded, its outputs poisoned with 0xFF bytes (NaN, or -1 ids)."""
+
+    def __init__(self, kernel: str, case: str, inputs: dict, stream):
+        artifact = load_artifact(BUILD / kernel, case)
+        assert artifact.params and artifact.launch, f"{kernel}/{case}: no artifact; run tests/gpu/build.py"
+        self.params = {p.name: p for p in artifact.params}
+        self.buffers = {}
+        for param in artifact.params:
+            if param.written:
+                itemsize = 2 if param.dtype == "bfloat16" else 4
+                self.buffers[param.name] = driver.Buffer.empty(int(np.prod(param.shape)) * itemsize)
+                self.buffers[param.name].fill(0xFF)
+            else:
+                self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
+        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        driver.launch(function, artifact.launch, [self.buffers[p.name].ptr for p in artifact.params], stream)
+        stream.synchronize()
+
+    def read(self, name: str) -> np.ndarray:
+        param = self.params[name]
+        return self.buffers[name].to_array(np.uint16 if param.dtype == "bfloat16" else np.dtype(param.dtype),
+                                           param.shape)
+
+    def free(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.free()
+
+
+@pytest.mark.parametrize("case", sorted(SHAPES))
+def test_mixture_matches_interpreter(case, stream):
+    shape = SHAPES[case]
+    inputs, chosen, routing = draw(shape, np.random.default_rng())
+    v = decoded(shape, inputs)
+    launched = []
+    try:
+        router = Launched("mixture_router", case, inputs, stream)
+        launched.append(router)
+        ids, weights = router.read("ids"), router.read("weights")
+        differ = np.flatnonzero((ids != chosen).any(axis=1))
+        assert differ.size == 0, (f"{case} ids: rows {differ.tolist()} differ; first got {ids[differ[0]].tolist()}, "
+                                  f"want {chosen[differ[0]].tolist()}")
+        check_close(f"{case} routing weights", "float32", weights, routing)
+        gated = Launched("mixture_gated", case, {**inputs, "ids": ids}, stream)
+        launched.append(gated)
+        hidden = gated.read("hidden")
+        check_close(f"{case} hidden", "bfloat16", from_bf16(hidden), hidden_reference(shape, v, ids))
+        down = Launched("mixture_down", case, {**inputs, "ids": ids, "weights": weights, "hidden": hidden}, stream)
+        launched.append(down)
+        out = from_bf16(down.read("out"))
+        check_close(f"{case} out", "bfloat16", out, down_reference(shape, v, from_bf16(hidden), ids, weights))
+        # the three launches as one mixture: the hidden values' bf16 store is the one difference
+        check_close(f"{case} mixture", "bfloat16", out, mixture_reference(shape, v), table=STEP)
+    finally:
+        for done in launched:
+            done.free()

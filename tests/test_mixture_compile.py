@@ -1,0 +1,240 @@
+"""The mixture's kernels (mixture_router, mixture_gated, mixture_down) compile for sm_90a (CPU
+only): their PTX has the PDL pair, no local memory (a register indexed at run time would spill
+there) and the expert offset computed in 64 bits; their params and launches follow the
+specialization; bad specializations raise one line naming the fact. And the lowering: a mixture
+is the three launches, the folded shared expert a warp of their block, the ids and routing
+weights plan buffers; a scatter stays refused; a form with a mixture compiles to a plan."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lanec.codegen.compile import compile_kernel, entry_signature
+from lanec.codegen.kernels import kernel_class
+from lanec.codegen.kernels.mixture import MixtureDown, MixtureGated, MixtureRouter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+KERNELS = {
+    "router_e256_k8_sigmoid_correction": lambda: MixtureRouter(2, 2304, 256, 8, correction=True, routed_scaling=2.446),
+    "router_e256_k8_g8_softmax": lambda: MixtureRouter(1, 1024, 256, 8, scoring="softmax", groups=8, topk_groups=4,
+                                                       renormalize=False),
+    "router_e8_k1_pitched": lambda: MixtureRouter(3, 512, 8, 1, x_pitch=1024),
+    "router_e256_k8_one_cta": lambda: MixtureRouter(2, 2304, 256, 8, correction=True, split=1),
+    "router_e72_k6_g24": lambda: MixtureRouter(7, 768, 72, 6, groups=24, topk_groups=3, correction=True),
+    "router_e512_k10_softmax": lambda: MixtureRouter(1, 2048, 512, 10, scoring="softmax"),  # Qwen3-Next
+    "gated_k8_shared": lambda: MixtureGated(2, 2304, 1024, 256, 8, shared_hidden=1024),
+    "gated_k2_apart": lambda: MixtureGated(7, 512, 520, 16, 2),
+    "gated_k31_shared_wider": lambda: MixtureGated(1, 1024, 256, 64, 31, shared_hidden=512),
+    "down_k8_shared_gate_row": lambda: MixtureDown(2, 2304, 1024, 256, 8, shared_hidden=1024, shared_gate=True),
+    "down_k1_apart": lambda: MixtureDown(64, 2048, 512, 8, 1),
+    "down_k4_shared_narrower": lambda: MixtureDown(3, 1000, 768, 32, 4, shared_hidden=256),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNELS))
+def test_compiles_for_sm90a(case):
+    kernel = KERNELS[case]()
+    compiled = compile_kernel(kernel, cache_dir=None, use_cache=False)
+    ptx = compiled.ptx
+    assert re.search(r"^\.target sm_90a", ptx, re.M)
+    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
+    assert "ld.global.nc.L1::no_allocate.v4.b32" in ptx  # weights as 16-byte vectors, read-only path
+    split = getattr(kernel, "split", 1)  # a router's cluster: its first CTA reads the others' logits
+    assert ("barrier.cluster.wait" in ptx) == ("ld.shared::cluster.f32" in ptx) == (split > 1)
+    if not isinstance(kernel, MixtureRouter):  # the chosen expert's rows: id x expert bytes, 64-bit
+        assert "mul.wide.s32" in ptx and str(kernel.hidden * kernel.width * 2) in ptx
+    entry, sizes = entry_signature(ptx)
+    assert sizes == [8] * len(kernel.params())
+    assert compiled.launch == kernel.launch() and compiled.launch.shared_bytes <= 227 * 1024
+
+
+def test_params_follow_the_specialization():
+    router = MixtureRouter(3, 512, 64, 4, correction=True, x_pitch=1024)
+    assert [p.name for p in router.params()] == ["x", "router", "correction", "ids", "weights"]
+    assert router.params()[0].strides == (1024, 1)
+    assert [(p.name, p.dtype) for p in router.params() if p.written] == [("ids", "int32"), ("weights", "float32")]
+    assert [p.name for p in MixtureRouter(3, 512, 64, 4).params()] == ["x", "router", "ids", "weights"]
+    gated = MixtureGated(2, 512, 256, 16, 3, shared_hidden=128)
+    assert [p.name for p in gated.params()] == ["x", "ids", "gate", "up", "shared_gate", "shared_up", "hidden"]
+    assert gated.params()[2].shape == (16, 256, 512) and gated.params()[-1].shape == (2, 3 * 256 + 128)
+    assert [p.name for p in MixtureGated(2, 512, 256, 16, 3).params()] == ["x", "ids", "gate", "up", "hidden"]
+    down = MixtureDown(2, 512, 256, 16, 3, shared_hidden=128, shared_gate=True)
+    assert [p.name for p in down.params()] == ["x", "hidden", "ids", "weights", "down", "shared_down",
+                                               "shared_gate_row", "out"]
+    assert down.params()[4].shape == (16, 512, 256) and down.params()[5].shape == (512, 128)
+    assert [p.name for p in MixtureDown(2, 512, 256, 16, 3).params()] == ["hidden", "ids", "weights", "down", "out"]
+    for name, cls in (("mixture_router", MixtureRouter), ("mixture_gated", MixtureGated),
+                      ("mixture_down", MixtureDown)):
+        assert kernel_class(name) is cls
+
+
+@pytest.mark.parametrize(("make", "grid", "block"), [
+    # a cluster of CTAs a row, each dotting a share of the router rows, a warp a row (or two)
+    (lambda: MixtureRouter(5, 2304, 256, 8), (8, 5, 1), 1024),
+    (lambda: MixtureRouter(1, 2048, 512, 10), (8, 1, 1), 1024),
+    (lambda: MixtureRouter(1, 2304, 72, 8), (2, 1, 1), 576),
+    (lambda: MixtureRouter(1, 2304, 8, 2), (1, 1, 1), 256),
+    (lambda: MixtureRouter(3, 2304, 256, 8, split=1), (1, 3, 1), 1024),  # one CTA: 8 rows a warp
+    # a block of kept experts a warp each (the folded shared expert the last), 2 units / 4 outputs a warp
+    (lambda: MixtureGated(7, 2304, 1024, 256, 8, shared_hidden=1024), (512, 7, 1), 288),
+    (lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=2048), (1024, 1, 1), 288),
+    (lambda: MixtureGated(64, 2304, 1024, 256, 8), (512, 64, 1), 256),
+    (lambda: MixtureDown(2, 2304, 1024, 256, 8, shared_hidden=1024), (576, 2, 1), 288),
+    (lambda: MixtureDown(1, 1000, 1024, 256, 31, shared_hidden=1024), (250, 1, 1), 1024),
+])
+def test_launch_is_a_block_of_kept_experts_a_row(make, grid, block):
+    kernel = make()
+    shape = kernel.launch()
+    assert shape.grid == grid and shape.block == (block, 1, 1) and shape.pdl
+    assert shape.cluster == ((grid[0], 1, 1) if isinstance(kernel, MixtureRouter) else (1, 1, 1))
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: MixtureRouter(1, 512, 1024, 8), "mixture_router experts 1024: 1-512"),
+    (lambda: MixtureRouter(1, 512, 64, 33), "top_k 33: 1 to the experts, at most 32"),
+    (lambda: MixtureRouter(1, 500, 64, 4), "width 500 must be a positive multiple of 8"),
+    (lambda: MixtureRouter(1, 512, 64, 4, scoring="relu"), "scoring 'relu': sigmoid or softmax"),
+    (lambda: MixtureRouter(1, 512, 128, 4, groups=64, topk_groups=4), "groups 64: 1-32 (a lane ranks a group)"),
+    (lambda: MixtureRouter(1, 512, 64, 9, groups=8, topk_groups=1), "topk_groups 1: 1-8 groups, holding the top_k 9"),
+    (lambda: MixtureRouter(1, 512, 64, 8, groups=8), "grouped top-k needs both groups and topk_groups"),
+    (lambda: MixtureRouter(1, 512, 72, 8, split=16), "split 16: 1, 2, 4 or 8 CTAs (a portable cluster)"),
+    (lambda: MixtureGated(1, 512, 256, 64, 32, shared_hidden=256),
+     "mixture_gated a block of 33 kept experts (32 routed + 1 shared, a warp each) is above 32 warps"),
+    (lambda: MixtureDown(1, 512, 256, 64, 40), "a block of 40 kept experts (40 routed, a warp each)"),
+    (lambda: MixtureGated(1, 512, 260, 64, 4), "expert width 260 must be a positive multiple of 8"),
+    (lambda: MixtureDown(1, 512, 256, 64, 4, shared_hidden=100), "shared expert width 100 must be"),
+    (lambda: MixtureDown(1, 512, 256, 64, 4, shared_gate=True), "the gate row scales a shared expert; there is none"),
+    (lambda: MixtureGated(1, 512, 256, 64, 4, x_pitch=500), "x pitch 500: at least the row's 512 values"),
+])
+def test_invalid_specializations_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
+
+
+# -- lowering ----------------------------------------------------------------------------------
+
+MIXTURE = """
+builtin.module {
+  form.step batch 3 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<3xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x256xbf16>
+    %router = form.weight {name = "model.layers.1.moe.gate.weight", format = "bf16"} : tensor<16x256xbf16>
+    %bias = form.weight {name = "model.layers.1.moe.gate.e_score_correction_bias", format = "bf16"} : tensor<16xf32>
+    %eg = form.weight {name = "model.layers.1.moe.experts.*.w1.weight", format = "bf16"} : tensor<16x128x256xbf16>
+    %eu = form.weight {name = "model.layers.1.moe.experts.*.w3.weight", format = "bf16"} : tensor<16x128x256xbf16>
+    %ed = form.weight {name = "model.layers.1.moe.experts.*.w2.weight", format = "bf16"} : tensor<16x256x128xbf16>
+    %sg = form.weight {name = "model.layers.1.moe.shared.gate_proj.weight", format = "bf16"} : tensor<64x256xbf16>
+    %su = form.weight {name = "model.layers.1.moe.shared.up_proj.weight", format = "bf16"} : tensor<64x256xbf16>
+    %sd = form.weight {name = "model.layers.1.moe.shared.down_proj.weight", format = "bf16"} : tensor<256x64xbf16>
+    %x = form.embed %t, %e : (tensor<3xi32>, tensor<32x256xbf16>) -> tensor<3x256xbf16>
+    %m = form.mixture %x, %router, %eg, %eu, %ed correction %bias : tensor<16xf32> {top_k = TOP_K : i64, scoring = "sigmoid", renormalize = 1 : i64, routed_scaling = 2.5 : f64, groups = 4 : i64, topk_groups = 2 : i64} : tensor<3x256xbf16>, tensor<16x256xbf16>, tensor<16x128x256xbf16>, tensor<16x128x256xbf16>, tensor<16x256x128xbf16> -> tensor<3x256xbf16>
+    %g = form.product %x, %sg : (tensor<3x256xbf16>, tensor<64x256xbf16>) -> tensor<3x64xbf16>
+    %u = form.product %x, %su : (tensor<3x256xbf16>, tensor<64x256xbf16>) -> tensor<3x64xbf16>
+    %h = form.swiglu %g, %u : (tensor<3x64xbf16>, tensor<3x64xbf16>) -> tensor<3x64xbf16>
+    %s = form.product %h, %sd : (tensor<3x64xbf16>, tensor<256x64xbf16>) -> tensor<3x256xbf16>
+    %o = form.add %m, %s : (tensor<3x256xbf16>, tensor<3x256xbf16>) -> tensor<3x256xbf16>
+    form.return %o : tensor<3x256xbf16>
+  }
+}
+"""
+
+
+def lowered(tmp_path: Path, text: str):
+    from lanec.codegen.lower import lower_module
+    from lanec.pipeline import fuse, parse_verify
+    from lanec.shim import LaneShim
+
+    source = tmp_path / "mixture.mlir"
+    source.write_text(text)
+    module, where = parse_verify(source)
+    fuse(module, LaneShim(), where)
+    step = next(iter(lower_module(module).ops))
+    step.verify()
+    return list(step.body.block.ops)
+
+
+def test_a_mixture_is_router_gated_and_down_with_the_shared_expert_folded(tmp_path):
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    ops = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"))
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launched] == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+    router, gated, down = (spec_of(op) for op in launched[1:])
+    assert router == {"rows": 3, "width": 256, "experts": 16, "top_k": 4, "scoring": "sigmoid", "renormalize": True,
+                      "routed_scaling": 2.5, "correction": True, "groups": 4, "topk_groups": 2}
+    experts = {"rows": 3, "width": 256, "hidden": 128, "experts": 16, "top_k": 4, "shared_hidden": 64}
+    assert gated == experts and down == {**experts, "shared_gate": False}
+    assert tuple(launched[2].block.get_values()) == (5 * 32, 1, 1)  # 4 routed + the shared expert, a warp each
+    buffers = {op.buffer_name.data: op for op in ops if isinstance(op, lane.BufferOp)}
+    assert str(buffers["model.layers.1.moe.gate.weight.ids"].result.type) == "memref<3x4xi32>"  # routing_buffer
+    assert str(buffers["model.layers.1.moe.routing"].result.type) == "memref<3x4xf32>"
+    assert str(buffers["model.layers.1.moe.hidden"].result.type) == "memref<3x576xbf16>"  # 4 x 128 + 64
+    assert buffers["model.layers.1.moe.experts.*.w1.weight"].role.data == "weight"
+    assert str(buffers["model.layers.1.moe.experts.*.w2.weight"].result.type) == "memref<16x256x128xbf16>"
+
+
+def test_a_shared_expert_past_the_block_runs_apart(tmp_path):
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    text = MIXTURE.replace("TOP_K", "32").replace("16x", "64x").replace("<16xf32>", "<64xf32>")
+    text = text.replace("groups = 4 : i64, topk_groups = 2 : i64", "groups = 8 : i64, topk_groups = 8 : i64")
+    launched = [op for op in lowered(tmp_path, text) if isinstance(op, lane.LaunchOp)]
+    kinds = [op.kernel.data for op in launched]
+    assert kinds[:4] == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+    assert spec_of(launched[2])["shared_hidden"] == 0 and tuple(launched[2].block.get_values()) == (1024, 1, 1)
+    # the shared expert (gate, up, the swiglu, down), then the add
+    assert kinds[4:] == ["gemv", "gemv", "elementwise", "gemv", "elementwise"]
+
+
+def test_a_scattering_mixture_stays_refused(tmp_path):
+    from lanec.diagnostics import FormError
+
+    text = MIXTURE.replace("TOP_K", "4").replace(
+        "%x = form.embed", '%rows = form.input {role = "slots"} : tensor<3xi32>\n    %x = form.embed').replace(
+        "correction %bias : tensor<16xf32> {", "correction %bias : tensor<16xf32> rows %rows : tensor<3xi32> {")
+    with pytest.raises(FormError, match="held-back: .* scatters its result to rows a parameter names") as raised:
+        lowered(tmp_path, text)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_mixture_form_compiles_to_a_plan_and_explains(tmp_path):
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    source = tmp_path / "mixture.mlir"
+    source.write_text(MIXTURE.replace("TOP_K", "2"))
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m.plan")])
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["show", str(tmp_path / "m.plan")])
+    assert shown.exit_code == 0, shown.output
+    for kernel in ("mixture_router", "mixture_gated", "mixture_down"):
+        assert kernel in shown.output
+    explained = CliRunner().invoke(main, ["explain", str(source)])
+    assert explained.exit_code == 0, explained.output
+    assert "shared expert in a block of 3 warps, no scatter" in explained.output
+
+
+def test_the_kimi_example_lowers_its_mixtures():
+    from lanec.codegen.lower import Lowering, LoweringError
+    from lanec.dialects import form, lane
+    from lanec.pipeline import fuse, parse_verify
+    from lanec.shim import LaneShim
+
+    module, where = parse_verify(ROOT / "examples" / "kimi-linear-small.mlir")
+    fuse(module, LaneShim(), where)
+    lowering = Lowering(next(op for op in module.ops if isinstance(op, form.StepOp)))
+    try:
+        lowering.run()
+    except LoweringError as error:  # the latent attention, until its kernel lands
+        assert "form.mixture" not in str(error)
+    kinds = [op.kernel.data for op in lowering.block.ops if isinstance(op, lane.LaunchOp)]
+    assert kinds.count("mixture_router") == kinds.count("mixture_gated") == kinds.count("mixture_down") == 3
