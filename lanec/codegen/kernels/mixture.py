@@ -199,6 +199,7 @@ class MixtureRouter:
         else:
             for i in cutlass.range_constexpr(self.held):
                 value[i] = sigmoid(value[i])
+        cute.arch.sync_warp()  # every lane has read its logits (lanes past E read expert E - 1's)
         for i in cutlass.range_constexpr(self.held):
             e = lane + WARP * i
             if e < E:
