@@ -58,6 +58,11 @@ PLANS: dict[str, Kimi | Dense | None] = {
     "kimi-mla-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3"]),
     "kimi-mla-spec4-b8": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "8", "--spec-tokens", "4"]),
     # a KDA layer, then the first mixture (layer 1: 256 experts, top 8, the shared expert folded)
+    # the whole model's first four layers (three KDA, one MLA, each with its mixture but the first
+    # dense one) at the batches users serve and with speculative tokens
+    "kimi-b8": Kimi(["--layers", "4", "--batch", "8"]),
+    "kimi-b64": Kimi(["--layers", "4", "--batch", "64"]),
+    "kimi-spec3-b2": Kimi(["--layers", "4", "--batch", "2", "--spec-tokens", "3"]),
     "kimi-moe-b8": Kimi(["--kda-only", "--layers", "2", "--batch", "8"]),
     "kimi-moe-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"]),
     "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
