@@ -38,9 +38,10 @@ import sys
 import time
 from pathlib import Path
 
+import measure  # bench/measure.py: this script's directory is on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "bench-attention"
-ANCHORS = ROOT / ".anchors"
+OUT = ROOT / "build" / ("bench-attention-sweep" if os.environ.get("LANEC_ATTN_SWEEP") == "1" else "bench-attention")
 
 PAGE = 16
 HEAD = 128
@@ -51,6 +52,10 @@ CONTEXTS = [4096, 32768]
 BATCHES = [1, 8, 64]
 VERIFY = (32768, 8, 4)  # (context, batch, q): the speculative-verify rows
 FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})
+# LANEC_ATTN_SWEEP=1: the split sweep `attention_splits` is fitted to: one query row, batch 1 and 8,
+# splits 1 to 128, ours only (no anchors)
+SWEEP = os.environ.get("LANEC_ATTN_SWEEP") == "1"
+SWEEP_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
 
@@ -66,10 +71,13 @@ def problems() -> list[dict]:
                for label, h, lora, rope in MLA]
     for shape in shapes:
         grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + [VERIFY]
+        if SWEEP:
+            grid = [(c, b, 1) for c in CONTEXTS for b in (1, 8)]
         for context, batch, q in grid:
-            chosen = attention_splits(batch, shape["heads"], shape["kv"], context)
+            chosen = attention_splits(batch, shape["heads"], shape["kv"], context, latent=shape["kind"] == "mla")
+            fixed = SWEEP_SPLITS if SWEEP else FIXED_SPLITS
             found.append(dict(shape, context=context, batch=batch, q=q, chosen=chosen,
-                              splits=sorted({chosen, *FIXED_SPLITS})))
+                              splits=sorted({chosen, *fixed})))
     return found
 
 
@@ -125,17 +133,6 @@ def build() -> None:
     print(f"{len(jobs)} kernels for {len(listing)} problems in {OUT.relative_to(ROOT)}")
 
 
-def load_anchors():
-    """The anchors probe (SGLang's Triton kernels and its timing), or None where .anchors is absent."""
-    if not (ANCHORS / "vendor" / "decode_attention.py").is_file():
-        print("SGLang anchors: .anchors/vendor missing (python .anchors/make_vendor.py): column left empty")
-        return None
-    sys.path[:0] = [str(ANCHORS / "vendor"), str(ANCHORS)]
-    import bench_anchors
-
-    return bench_anchors
-
-
 def run() -> None:
     import torch
     import torch.nn.functional as F
@@ -146,7 +143,7 @@ def run() -> None:
 
     device = driver.Device(0)
     torch.cuda.init()
-    anchors = load_anchors()
+    anchors = None if SWEEP else measure.load_anchors("decode_attention.py")
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     listing = json.loads((OUT / "manifest.json").read_text())
@@ -154,33 +151,9 @@ def run() -> None:
     ours_stream = driver.Stream()
 
     def events_us(fn, repeats=REPEATS) -> float:
-        times = []
-        with torch.cuda.stream(torch_stream):
-            for _ in range(repeats):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1000.0)
-        return sorted(times)[len(times) // 2]
+        return measure.events_us(torch, torch_stream, fn, repeats)
 
-    # warm the clocks (the card idles at 345 MHz), then the copy ceiling and the tensor peak
-    held = {"a": torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")}
-    warm_until = time.perf_counter() + 3.0
-    while time.perf_counter() < warm_until:
-        for _ in range(20):
-            held["a"] @ held["a"]
-        torch.cuda.synchronize()
-    peak = 2 * 8192**3 / (events_us(lambda: held["a"] @ held["a"], repeats=20) * 1e-6)
-    held = {"src": torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)}
-    held["dst"] = torch.empty_like(held["src"])
-    copy_us = events_us(lambda: held["dst"].copy_(held["src"]), repeats=20)
-    copy_bw = 2 * 2**30 / (copy_us * 1e-6)
-    held.clear()
-    torch.cuda.empty_cache()
-    print(f"{device.name}: copy {copy_bw / 1e12:.2f} TB/s (1 GiB, read + write), bf16 tensor peak "
-          f"{peak / 1e12:.0f} TFLOP/s", flush=True)
+    copy_bw, peak = measure.ceilings(torch, torch_stream, device.name)
 
     def time_ours(p: dict, copies: int, step: dict, stores: dict) -> dict:
         """Our kernel (and its combine) a copy each of the `stores` (name -> [copies, ...]) in one
@@ -256,6 +229,8 @@ def run() -> None:
             ks = [k_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
             vs = [v_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
             try:
+                if SWEEP:
+                    raise RuntimeError("a split sweep: no anchors")
                 with torch.cuda.stream(torch_stream):
                     for c in range(copies):
                         F.scaled_dot_product_attention(q4, ks[c], vs[c], enable_gqa=True)
@@ -270,7 +245,8 @@ def run() -> None:
                 sdpa_us = events_us(torch_graph.replay) / copies
                 del torch_graph
             except Exception as exc:
-                print(f"  SDPA failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
+                if not SWEEP:
+                    print(f"  SDPA failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
             del k_store, v_store, ks, vs
             torch.cuda.empty_cache()
             if q == 1 and anchors is not None:  # SGLang's decode kernel takes one query row a request

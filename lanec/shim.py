@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK, SM_COUNT
+from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:
@@ -215,60 +215,71 @@ class Latent:
 # (`attention_splits`, fitted to bench/attention.py's sweep of the `attention` kernel)
 
 
-def head_blocks(*, batch: int, heads: int, kv_heads: int) -> int:
+def head_blocks(*, batch: int, heads: int, kv_heads: int, latent: bool = False) -> int:
     """Blocks of an unsplit decode attention: one per request and KV head group, the group's
-    query heads sharing the block (and each key and value read once), 64 query rows a block."""
+    query heads sharing the block (each key and value read once), at most ROWS_A_BLOCK query rows
+    a block (LATENT_ROWS_A_BLOCK for a latent attention: its 512-wide rows fill the registers
+    sooner). A latent attention has one KV head, its latent row."""
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"{heads} query heads do not share {kv_heads} KV heads evenly")
-    return batch * kv_heads * ceil(heads // kv_heads / ROWS_A_BLOCK)
+    rows = LATENT_ROWS_A_BLOCK if latent else ROWS_A_BLOCK
+    return batch * kv_heads * ceil(heads // kv_heads / rows)
 
 
-# Blocks a SM needs to hide the attention kernel's latency: measured on the H200 (2026-11-29,
-# bench/attention.py), its time kept falling until the blocks reached about four waves of the SMs
-# (32/8 heads, 32k keys, batch 64: 512 blocks unsplit 5648 us, x4 chunks 4953, x16 4699 us).
-WAVES = 4
+# Measured on the H200 (2026-11-29, `LANEC_ATTN_SWEEP=1 python3 bench/attention.py`: GQA 32/8 and
+# 8/2 x 128, MLA with 16, 32 and 128 heads, contexts 4k and 32k, batch 1 and 8, splits 1-128): the
+# tensor-core attention is fastest when its blocks x chunks first reach about 96 (less than one
+# block a SM: a chunk's blocks each stream their keys at full speed; more chunks only add partials
+# and the combine's reads). 32/8, 4k, b1: 8 blocks x 16 chunks 12.6 us, x 32 15.6 us.
+TARGET_BLOCKS = 96
 # Chunks shorter than this cost more in the partial's store and the combine's read than their
-# blocks save (4k keys, 32/8 heads, batch 1: 32 chunks of 128 keys 23.1 us, 64 of 64 keys 36.0 us).
-MIN_CHUNK_KEYS = 128
-# The split counts the sweep measured; the choice is one of them (others are not known to pay).
-MEASURED_SPLITS = (1, 4, 16, 32, 64)
+# blocks save: 256 keys for GQA (8/2, 4k, b1: 16 chunks of 256 keys 9.9 us, 32 of 128 10.8 us),
+# 128 for a latent attention, whose keys each cost 32 rows x 1088 multiply-adds (32 heads, 4k,
+# b1: 32 chunks of 128 keys 17.8 us, 16 of 256 23.1 us).
+MIN_CHUNK_KEYS = 256
+LATENT_MIN_CHUNK_KEYS = 128
+# The split counts the sweep measured; the choice is one of them.
+MEASURED_SPLITS = (1, 4, 8, 16, 32, 64, 128)
+LATENT_ROWS_A_BLOCK = 32  # query rows a latent attention block holds (8 warps, 512 value columns)
 
 
-def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, sms: int = SM_COUNT) -> bool:
+def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: bool = False) -> bool:
     """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
-    flash-decoding): where its rows' head blocks alone leave the chip idle, fewer than WAVES blocks
-    a SM. The blocks are counted a KV head group (FlashAttention's num_splits_heuristic counts
-    query heads, so GQA decode at batch 1 looks like it fills 32 SMs when it fills 8)."""
+    flash-decoding): where its rows' head blocks alone are fewer than TARGET_BLOCKS. The blocks are
+    counted a KV head group (FlashAttention's num_splits_heuristic counts query heads, so GQA
+    decode at batch 1 looks like it fills 32 SMs when it fills 8)."""
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
-    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads) < WAVES * sms
+    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent) < TARGET_BLOCKS
 
 
-def attention_splits(batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> int:
-    """The chunks an attention's keys are cut into (the `attention` kernel's `splits`): the fewest
-    of MEASURED_SPLITS whose blocks reach WAVES waves of the `sms`, stopping before a chunk of the
-    `context` (the cache positions a request may reach) would be shorter than MIN_CHUNK_KEYS. On
-    the sweep's 12 shapes it is within 5% of the best measured split on 9 and 30% at worst (8/2
-    heads, 4k keys, batch 8), where the first heuristic (fill the SMs once) was 74% off."""
-    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> int:
+    """The chunks an attention's keys are cut into (the kernel's `splits`): the fewest of
+    MEASURED_SPLITS whose blocks reach TARGET_BLOCKS, stopping before a chunk of the `context`
+    (the cache positions a request may reach) would be shorter than the minimum chunk. On the
+    sweep's 20 shapes it is within 5% of the best split on 16, 20% at worst (8/2 heads, 32k keys,
+    batch 8), and 1.8% over the best in total (a fixed 16 chunks: 17%; the previous rule: 19%)."""
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
     chosen = 1
     for splits in MEASURED_SPLITS:
-        if context < splits * MIN_CHUNK_KEYS or not (splits == 1 or chunks_apart(
-                splits, batch=batch, heads=heads, kv_heads=kv_heads, sms=sms)):
+        if context < splits * shortest or not (splits == 1 or chunks_apart(
+                splits, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)):
             break
         chosen = splits
-        if blocks * splits >= WAVES * sms:
+        if blocks * splits >= TARGET_BLOCKS:
             break
     return chosen
 
 
-def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, sms: int = SM_COUNT) -> str:
+def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> str:
     """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
-    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    if blocks >= WAVES * sms:
-        return f"{blocks} head blocks make {WAVES} waves of the {sms} SMs unsplit"
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    if blocks >= TARGET_BLOCKS:
+        return f"{blocks} head blocks reach {TARGET_BLOCKS} unsplit"
     chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
-    if blocks * splits >= WAVES * sms:
-        return f"{chunked} make {WAVES} waves of the {sms} SMs (measured: bench/attention.py)"
-    return (f"{chunked} on {sms} SMs: the next measured split would make chunks shorter than "
-            f"{MIN_CHUNK_KEYS} keys (measured: bench/attention.py)")
+    if blocks * splits >= TARGET_BLOCKS:
+        return f"{chunked} reach {TARGET_BLOCKS} blocks (measured: bench/attention.py)"
+    shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
+    return (f"{chunked}: the next measured split would make chunks shorter than {shortest} keys "
+            "(measured: bench/attention.py)")

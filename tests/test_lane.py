@@ -11,9 +11,10 @@ from lanec.diagnostics import load_module
 from lanec.dialects.form import LatentAttentionOp
 from lanec.passes.table import HELD_BACK
 from lanec.shim import (
+    LATENT_MIN_CHUNK_KEYS,
     MEASURED_SPLITS,
     MIN_CHUNK_KEYS,
-    WAVES,
+    TARGET_BLOCKS,
     KnobError,
     LaneShim,
     Latent,
@@ -104,10 +105,11 @@ def test_blocks_are_counted_a_kv_group_not_a_query_head() -> None:
     assert chunks_apart(2, batch=1, heads=132, kv_heads=4)
 
 
-@pytest.mark.parametrize("batch, apart", [(65, True), (66, False)])
-def test_four_waves_keep_their_chunks_together(batch: int, apart: bool) -> None:
-    """Both sides of the boundary: 65 x 8 KV groups = 520 blocks < 4 waves of 132 SMs (528);
-    66 x 8 = 528 make them."""
+@pytest.mark.parametrize("batch, apart", [(11, True), (12, False)])
+def test_enough_head_blocks_keep_their_chunks_together(batch: int, apart: bool) -> None:
+    """Both sides of the boundary: 11 x 8 KV groups = 88 blocks < TARGET_BLOCKS (96); 12 x 8 = 96
+    reach it."""
+    assert TARGET_BLOCKS == 96
     assert chunks_apart(4, batch=batch, heads=32, kv_heads=8) is apart
 
 
@@ -120,21 +122,27 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
 
 
 
-@pytest.mark.parametrize("batch, heads, kv_heads, context, splits", [
-    (1, 32, 8, 32768, 64),  # 8 blocks: 64 chunks make 512, short of 4 waves; 128 is not a measured split
-    (8, 32, 8, 4096, 16),  # 64 blocks x 16 = 1024: four waves of 132 SMs
-    (64, 32, 8, 32768, 4),  # 512 blocks x 4
-    (1, 16, 4, 2048, 16),  # 32 chunks would hold 64 keys each, under 128
-    (1, 16, 4, 300, 1),  # no four chunks of 128 keys
-    (133, 32, 8, 32768, 1),  # 1064 blocks make four waves unsplit
+@pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [
+    (1, 32, 8, 32768, False, 16),  # 8 blocks x 16 = 128 reach 96
+    (1, 32, 8, 4096, False, 16),
+    (8, 32, 8, 4096, False, 4),  # 64 blocks x 4 = 256
+    (1, 8, 2, 32768, False, 64),  # 2 blocks x 64 = 128
+    (1, 8, 2, 4096, False, 16),  # 32 chunks would hold 128 keys each, under 256
+    (1, 16, 4, 300, False, 1),  # no four chunks of 256 keys
+    (12, 32, 8, 32768, False, 1),  # 96 blocks unsplit
+    (1, 32, 1, 4096, True, 32),  # a latent attention: one block, chunks down to 128 keys
+    (1, 128, 1, 32768, True, 32),  # 128 heads: 4 row blocks x 32
+    (8, 16, 1, 32768, True, 16),
 ])
-def test_attention_splits_reach_four_waves_with_chunks_of_at_least_128_keys(batch, heads, kv_heads, context, splits):
-    assert attention_splits(batch, heads, kv_heads, context) == splits
-    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    assert splits in MEASURED_SPLITS and (splits == 1 or context // splits >= MIN_CHUNK_KEYS)
+def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch, heads, kv_heads, context, latent,
+                                                                         splits):
+    assert attention_splits(batch, heads, kv_heads, context, latent=latent) == splits
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
+    assert splits in MEASURED_SPLITS and (splits == 1 or context // splits >= shortest)
     earlier = [s for s in MEASURED_SPLITS if s < splits]
-    assert all(blocks * s < WAVES * 132 for s in earlier)  # every fewer measured split leaves waves short
-    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+    assert all(blocks * s < TARGET_BLOCKS for s in earlier)  # every fewer measured split leaves blocks short
+    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
 
 

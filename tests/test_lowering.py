@@ -59,7 +59,7 @@ def test_the_kda_layer_is_four_launches_between_its_norms(kda_launches):
     assert parts == (4096, 4096, 4096, 128, 32, 128)
 
 
-def test_rows_beyond_a_gemv_are_split_into_launches(tmp_path):
+def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
     from click.testing import CliRunner
 
     from lanec.cli import main
@@ -73,11 +73,40 @@ def test_rows_beyond_a_gemv_are_split_into_launches(tmp_path):
     fuse(module, LaneShim(), where)
     step = next(iter(lower_module(module).ops))
     ops = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
-    o_proj = [op for op in ops if op.kernel.data == "gemv" and spec_of(op)["parts"] == (2304,)
-              and spec_of(op)["width"] == 4096]
-    assert [spec_of(op)["rows"] for op in o_proj] == [32, 32]
+    products = [op for op in ops if op.kernel.data in ("gemv", "gemm_tc")]
+    # every product of the 64 rows reads its weight once: one gemm_tc launch each, no 32-row gemv
+    assert products and all(op.kernel.data == "gemm_tc" for op in products)
+    o_proj = [spec_of(op) for op in products if spec_of(op)["parts"] == (2304,) and spec_of(op)["width"] == 4096]
+    assert [spec["rows"] for spec in o_proj] == [64]
+    merged = [spec_of(op) for op in products if len(spec_of(op)["parts"]) > 1]
+    assert [(spec["rows"], spec["parts"]) for spec in merged] == [(64, (4096, 4096, 4096))]
+    # the dense MLP's gated pair: gate and up by gemm_tc, each weight read once, then SwiGLU
+    kinds = [op.kernel.data for op in ops]
+    assert "gated_gemv" not in kinds
+    swiglu = next(i for i, op in enumerate(ops) if spec_of(op).get("op") == "swiglu")
+    assert kinds[swiglu - 2: swiglu + 1] == ["gemm_tc", "gemm_tc", "elementwise"]
+    assert [spec_of(op)["parts"] for op in ops[swiglu - 2: swiglu]] == [(9216,), (9216,)]
     kda = [op for op in ops if op.kernel.data == "kda_split"]
     assert len(kda) == 1 and spec_of(kda[0])["batch"] == 64
+
+
+def test_rows_beyond_a_gemm_tc_launch_are_split_into_launches_of_256(tmp_path):
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    out = tmp_path / "b300.mlir"
+    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
+                                       "--kda-only", "--dense-mlp", "9216", "--layers", "1", "--batch", "300",
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    module, where = parse_verify(out)
+    fuse(module, LaneShim(), where)
+    step = next(iter(lower_module(module).ops))
+    ops = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    o_proj = [spec_of(op) for op in ops if op.kernel.data == "gemm_tc" and spec_of(op)["parts"] == (2304,)
+              and spec_of(op)["width"] == 4096]
+    assert [spec["rows"] for spec in o_proj] == [256, 44]
 
 
 def test_the_whole_kimi_example_lowers_its_latent_attention_absorbed():
@@ -210,11 +239,12 @@ def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from rope's rows
     assert spec["v_pitch"] == 3072 and "q_pitch" not in spec and "k_pitch" not in spec
     assert (spec["batch"], spec["tokens"], spec["heads"], spec["kv_heads"], spec["head"]) == (1, 1, 16, 4, 128)
-    assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 16)
-    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 16}
+    # 4 KV groups x 8 chunks of 256 keys (16 would make chunks of 128, under MIN_CHUNK_KEYS)
+    assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 8)
+    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 8}
 
 
-@pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 4), (8, 4, 16)])
+@pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 1), (8, 4, 4), (2, 1, 8)])
 def test_attention_splits_where_its_head_blocks_leave_the_chip_idle(tmp_path, batch, tokens, splits):
     found = dense_launches(tmp_path, "dense", batch=batch, tokens=tokens, shape={"layers": 1})
     kinds = [op.kernel.data for op in found]
@@ -290,4 +320,5 @@ def test_explain_shows_each_attentions_split_count_and_why():
     result = CliRunner().invoke(main, ["explain", str(ROOT / "examples" / "dense-small.mlir")])
     assert result.exit_code == 0, result.output
     (line,) = [line for line in result.output.splitlines() if line.strip().startswith("attention ")]
-    assert "x2" in line and "splits 16: 4 head blocks x 16 chunks of 128 keys on 132 SMs" in line
+    assert "x2" in line and "splits 8: 4 head blocks x 8 chunks of 256 keys: the next measured split would make " \
+                            "chunks shorter than 256 keys" in line

@@ -264,9 +264,10 @@ def test_explain_names_only_kernels_the_plan_launches(example: Path, knobs: list
             assert named_kernels(decision["reason"]) <= launched, (decision, launched)
 
 
-def test_a_pair_kept_for_the_tensor_cores_runs_as_gated_gemv_launches(tmp_path: Path) -> None:
+def test_a_pair_kept_for_the_tensor_cores_runs_as_gemm_tc_launches(tmp_path: Path) -> None:
     """64 rows under quantized numerics, bf16 rows, 128 hidden values: the pair is kept for the
-    tensor cores' GEMM, which is not built: explain says gated_gemv, and the plan launches two."""
+    tensor cores' side-by-side GEMM, which is not built: explain says gate and up run by gemm_tc,
+    and the plan launches two (each weight read once) and a swiglu."""
     step = tmp_path / "pair.mlir"
     step.write_text("""builtin.module {
   form.step batch 64 tokens 1 {
@@ -283,6 +284,7 @@ def test_a_pair_kept_for_the_tensor_cores_runs_as_gated_gemv_launches(tmp_path: 
 """)
     data = json.loads(explain(str(step), "--json", "--numerics", "quantized"))
     (pair,) = [d for d in data["decisions"] if d["rule"] == "hold-gated-pair"]
-    assert pair["taken"] and "gated_gemv, 32 rows a launch" in pair["reason"]
-    (gated,) = [k for k in data["schedules"]["kernels"] if k["kernel"] == "gated_gemv"]
-    assert gated["launches"] == 2
+    assert pair["taken"] and "gate and up by gemm_tc" in pair["reason"]
+    (gemm,) = [k for k in data["schedules"]["kernels"] if k["kernel"] == "gemm_tc"]
+    assert gemm["launches"] == 2
+    assert not [k for k in data["schedules"]["kernels"] if k["kernel"] == "gated_gemv"]

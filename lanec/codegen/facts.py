@@ -23,6 +23,7 @@ WARP = 32  # threads a warp
 VECTOR_BYTES = 16  # kernels move values as 16-byte vectors: rows and bases start 16-byte aligned
 VECTOR = 8  # bf16 values in one 16-byte vector
 SM_COUNT = 132  # streaming multiprocessors of an H100 / H200 SXM: grid heuristics size work for them
+SHARED_LIMIT = 227 * 1024  # shared memory one CTA may use on sm_90 (bytes)
 
 
 def vector_width(what: str, width: int, per_vector: int = VECTOR, dtype: str = "bf16") -> str | None:
@@ -223,6 +224,67 @@ class RowProductsSpec(Spec):
                 found.append(f"per-head read: offset {offset} + width {self.width} runs past the head's unit {unit}")
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
+        return found
+
+
+# ----------------------------------------------------------------------------------------------
+# gemm_tc: a batch's rows against a weight read once, on tensor cores
+
+GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
+GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
+GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
+
+
+@dataclass(frozen=True)
+class GemmSchedule(Schedule):
+    """gemm_tc's knobs: weight rows (outputs) a CTA `tile_n` (64 or 128), shared-memory `stages`
+    of 64 K values (2-8) and `splits` of K over a cluster (1-8); None leaves the kernel's choice."""
+
+    tile_n: int | None = None
+    stages: int | None = None
+    splits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tile_n is not None:
+            _choice("GemmTc", "tile_n", self.tile_n, (64, 128), "64 or 128 weight rows a CTA")
+        if self.stages is not None:
+            _choice("GemmTc", "stages", self.stages, tuple(range(2, 9)), "2-8 shared-memory buffers")
+        if self.splits is not None:
+            _choice("GemmTc", "splits", self.splits, tuple(range(1, GEMM_MAX_SPLITS + 1)),
+                    f"1-{GEMM_MAX_SPLITS} CTAs of a cluster splitting K")
+
+
+@dataclass(frozen=True)
+class GemmSpec(Spec):
+    """A launch of gemm_tc: y[rows, outputs] = x[rows, width] @ w[outputs, width]^T, `parts` the
+    outputs of several products of one activation side by side, x rows `x_pitch` apart."""
+
+    kernel: ClassVar[str] = "gemm_tc"
+    rows: int
+    width: int
+    parts: tuple[int, ...]
+    per_head: tuple[int, int, int] | None = None
+    x_pitch: int | None = None
+
+    @property
+    def outputs(self) -> int:
+        return sum(self.parts)
+
+    def problems(self) -> list[str]:
+        found = []
+        if not 1 <= self.rows <= GEMM_MAX_ROWS:
+            found.append(f"takes 1-{GEMM_MAX_ROWS} rows a launch (two blocks of {GEMM_BLOCK_ROWS}); got {self.rows}")
+        found += filter(None, [vector_width("width", self.width)])
+        if not self.parts or min(self.parts) < 1:
+            found.append(f"parts {list(self.parts)}: each part needs at least one output row")
+        elif self.outputs % VECTOR:
+            found.append(f"outputs {self.outputs} must be a multiple of {VECTOR}: a thread stores 4 outputs of a "
+                         "row as 8 bytes, rows 16-byte aligned")
+        if self.per_head is not None:
+            found.append("reads no per-head part (each head would need its own activation tile): the lowering "
+                         "keeps gemv for it")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
         return found
 
 

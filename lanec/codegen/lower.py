@@ -31,7 +31,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.facts import GEMV_ROWS, AttentionSpec, RopeSpec
+from lanec.codegen.facts import GEMM_MAX_ROWS, GEMV_ROWS, AttentionSpec, GemmSpec, RopeSpec
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
@@ -309,11 +309,26 @@ class Lowering:
             self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
             start += place
 
+    @staticmethod
+    def gemm_takes(rows: int, spec: dict) -> bool:
+        """Whether gemm_tc's facts take a product of `rows` rows (`spec`: gemv's)."""
+        return not GemmSpec(rows, spec["width"], tuple(spec["parts"]), spec.get("per_head"),
+                            spec.get("x_pitch")).problems()
+
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict) -> None:
-        """y = x @ weight^T as gemv launches of at most GEMV_ROWS rows each, under the schedule
-        table's entry for each launch's shape (`spec`: width, parts, maybe per_head)."""
+        """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
+        entry for each launch's shape: above GEMV_ROWS rows gemm_tc launches of at most
+        GEMM_MAX_ROWS rows (one for a batch's, each reading the weight once) where its facts take
+        the shape; otherwise gemv launches of at most GEMV_ROWS rows each."""
         rows, outputs = out.shape
         spec = {**spec, **pitch_of(x)}
+        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), spec):
+            for first in range(0, rows, GEMM_MAX_ROWS):
+                count = min(GEMM_MAX_ROWS, rows - first)
+                tuned = self.tuned("gemm_tc", {"rows": count, "width": spec["width"], "outputs": outputs})
+                self.launch("gemm_tc", {"rows": count, **spec, **tuned},
+                            [x.rows(first, count), weight, out.rows(first, count)])
+            return
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": outputs})
@@ -329,6 +344,16 @@ class Lowering:
         name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
         out = self.activation(f"{name}.swiglu", (rows, hidden))
         x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
+        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {"width": width, "parts": (hidden,),
+                                                                            **pitch_of(x)}):
+            # each weight read once by gemm_tc (gated_gemv would re-read both every 32 rows), then SwiGLU
+            halves = []
+            for which, weight in (("gate", gate), ("up", up)):
+                halves.append(self.activation(f"{name}.{which}", (rows, hidden)))
+                self.gemv(x, weight, halves[-1], {"width": width, "parts": (hidden,)})
+            self.launch("elementwise", {"op": "swiglu", "rows": rows, "width": hidden}, [*halves, out])
+            self.windows[op.result] = out
+            return
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
@@ -552,8 +577,8 @@ class Lowering:
         absorbed = self.activation("latent_attention.query", (rows, heads * lora))
         self.gemv(qr, key, absorbed, {"width": nope, "parts": (heads * lora,), "per_head": (heads, nope + rope, 0)})
         context = max_pages * page_size
-        splits = attention_splits(batch, heads, 1, context)
-        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context)
+        splits = attention_splits(batch, heads, 1, context, latent=True)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
         self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
                                                   "rope": rope, "context": context}, {"splits": splits, "why": why}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,

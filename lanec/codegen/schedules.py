@@ -16,10 +16,10 @@ import json
 from functools import cache
 from pathlib import Path
 
-from lanec.codegen.facts import KdaSchedule, RowSchedule
+from lanec.codegen.facts import GemmSchedule, KdaSchedule, RowSchedule
 
 TABLE = Path(__file__).with_name("schedules.json")
-SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule}
+SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule}
 
 
 @cache

@@ -1,11 +1,13 @@
-"""Facts of kernels not built yet: the tensor-core GEMM (`gemm_tc`) and the conv with an L2 norm
-epilogue (`conv_l2norm`).
+"""Facts of kernels not built yet: the wgmma GEMM in parts and with side-by-side gated pairs (the
+seed's `gemm_tc` facts; the `gemm_tc` built today is an mma.sync GEMM that takes any parts and
+runs a gated pair as two products and a SwiGLU) and the conv with an L2 norm epilogue
+(`conv_l2norm`).
 
 The held-back rules compare against these, so the fusions they keep are the ones these kernels
 will launch. Until a kernel is built, the plan launches what the lowering gives the op today, and
 every decision says which: a product in parts or a gated pair kept for the tensor cores runs on
-the GEMV kernels (`gemv`, `gated_gemv`, `GEMV_ROWS` rows a launch); an op no built kernel runs
-(a conv) is named by `lanec compile`. When a kernel is built, its facts move
+`gemm_tc` above `GEMV_ROWS` rows (on the GEMV kernels below); an op no built kernel runs (a conv)
+is named by `lanec compile`. When a kernel is built, its facts move
 beside it into `facts.py` (a spec whose `check()` its `__init__` calls too) and the rule calls
 that, as the mixture's and the attentions' have.
 

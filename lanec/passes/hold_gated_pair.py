@@ -3,7 +3,8 @@ run as one gated GEMV (`gated_gemv`) for a decode step's rows, a batch's rows, o
 numerics. Otherwise the pair is kept for the tensor cores' GEMM of gate and up tiles side by side
 (not built yet: `unbuilt.gated_pair_problems`) only where their formats agree and the hidden width
 is whole pair tiles of 128 hidden values (a 256-wide tile); until that GEMM is built the plan runs
-a kept pair as `gated_gemv` launches of 32 rows. Held back: two products and a swiglu (which
+a kept pair as two `gemm_tc` launches (gate, up) and a swiglu, or `gated_gemv` launches of 32 rows
+where gemm_tc's facts refuse the shape. Held back: two products and a swiglu (which
 takes the pair's quantize epilogue, if any)."""
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ class HoldGatedPair(Judge):
         failed = gated_pair_problems(hidden, weight_format(op.gate), weight_format(op.up))
         if not failed:
             self.decide(op, True, f"gated pair kept for the tensor cores ({rows} rows, {hidden // PAIR_TILE} pair "
-                                  f"tiles of {PAIR_TILE}); their GEMM is not built yet: gated_gemv, {GEMV_ROWS} rows "
-                                  "a launch")
+                                  f"tiles of {PAIR_TILE}); their side-by-side GEMM is not built yet: gate and up by "
+                                  f"gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, {GEMV_ROWS} rows "
+                                  "a launch), then a swiglu")
             return
         made = unpair(op)
         self.split_back(op, "gated pair split into gate and up products (gemv) and a swiglu (elementwise): "

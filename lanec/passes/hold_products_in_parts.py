@@ -2,10 +2,10 @@
 one activation are one GEMV in parts (`gemv`, which takes any parts) for a decode step's rows
 (at most a gemv launch's) or a batch's. Above those rows they are kept for the tensor cores' GEMM
 in parts (not built yet: `unbuilt.gemm_parts_problems`) only with at most four parts, one format,
-each a whole number of 128-output tiles; until that GEMM is built the plan runs a kept product
-in parts as `gemv` launches of 32 rows. Held back: one product a part, except that a kda's q, k
-and v stay one product in parts where they alone meet the conditions (KdaSplit reads them as one
-[rows, 3 dim] buffer)."""
+each a whole number of 128-output tiles; the plan runs a kept product in parts as one `gemm_tc`
+launch (or `gemv` launches of 32 rows where gemm_tc's facts refuse the shape). Held back: one
+product a part, except that a kda's q, k and v stay one product in parts where they alone meet the
+conditions (KdaSplit reads them as one [rows, 3 dim] buffer)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ class HoldProductsInParts(Judge):
             return
         failed = gemm_problems(list(op.weights))
         if not failed:
-            self.decide(op, True, f"{len(op.weights)} parts kept for the tensor cores' GEMM in parts ({rows} rows); "
-                                  f"it is not built yet: one GEMV in parts (gemv), {GEMV_ROWS} rows a launch")
+            self.decide(op, True, f"{len(op.weights)} parts kept for the tensor cores' GEMM in parts ({rows} rows): "
+                                  f"one gemm_tc launch (gemv launches of {GEMV_ROWS} rows where its facts refuse the "
+                                  "shape)")
             return
         groups = kda_groups(op)
         kept = {i for group in groups for i in group}

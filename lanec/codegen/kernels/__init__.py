@@ -9,6 +9,7 @@ import importlib
 KERNELS = {
     "gemv": "lanec.codegen.kernels.gemv:Gemv",
     "gated_gemv": "lanec.codegen.kernels.gated_gemv:GatedGemv",
+    "gemm_tc": "lanec.codegen.kernels.gemm_tc:GemmTc",
     "rmsnorm": "lanec.codegen.kernels.rmsnorm:RmsNorm",
     "elementwise": "lanec.codegen.kernels.elementwise:Elementwise",
     "embed": "lanec.codegen.kernels.embed:Embed",

@@ -38,6 +38,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
+    SHARED_LIMIT,
     VECTOR,
     WARP,
     AttentionCombineSpec,
@@ -60,6 +61,7 @@ from lanec.codegen.kernels.primitives import (
     shared_bytes,
     store_global_words,
     store_shared_word,
+    wait_stage,
     warp_reduce,
 )
 
@@ -69,7 +71,6 @@ MMA_M = 16  # query rows of one MMA tile
 MMA_N = 8  # keys (scores) or value columns (output) of one MMA tile
 MMA_K = 16
 COMBINE_THREADS = 128  # a thread a 16-byte slice of the merged output
-SHARED_LIMIT = 227 * 1024  # shared memory one CTA may use on sm_90
 ACCUMULATOR_FLOATS = 64  # output floats a thread holds: tile rows x columns a warp / 32 lanes
 
 
@@ -172,13 +173,7 @@ class TileAttention:
         l_run = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
         l_run.fill(0.0)
         for tile in range(tiles):
-            # tile's copies landed: the queries' group, then one group a tile after it
-            if tile < S - 2:
-                for j in cutlass.range_constexpr(S - 2):
-                    if tile == j:
-                        cute.arch.cp_async_wait_group(j)
-            else:
-                cute.arch.cp_async_wait_group(S - 2)
+            wait_stage(tile, S)  # this tile's copies (and the first group's) have landed
             cute.arch.sync_threads()  # every thread's copies visible; the oldest buffer free
             if tile + S - 1 < tiles:
                 self.load_tile(views, buffers, request, g, p0, lo, hi, tile + S - 1, tid, 0)

@@ -459,6 +459,23 @@ def mma_into(acc, a, b, bf16=True, *, loc=None, ip=None):
         acc[i] = value
 
 
+# --- a cp.async pipeline --------------------------------------------------------------------
+
+
+@cute.jit
+def wait_stage(stage: Int32, stages: cutlass.Constexpr):
+    """Wait until stage `stage`'s cp.async copies have landed, in a pipeline of `stages` buffers
+    that committed one group for the first `stages - 1` stages' late copies (after the PDL wait)
+    and then one group a stage, each `stages - 1` ahead of the stage in use: the stages before
+    `stages - 2` wait for the first group, the others leave `stages - 2` groups in flight."""
+    if stage < stages - 2:
+        for j in cutlass.range_constexpr(stages - 2):
+            if stage == j:
+                cute.arch.cp_async_wait_group(j)
+    else:
+        cute.arch.cp_async_wait_group(stages - 2)
+
+
 # --- tensor-core fragments -----------------------------------------------------------------
 
 

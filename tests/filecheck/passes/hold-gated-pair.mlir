@@ -69,7 +69,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: reason = "gated pair kept for the tensor cores (64 rows, 4 pair tiles of 128); their GEMM is not built yet: gated_gemv, 32 rows a launch"
+// CHECK: reason = "gated pair kept for the tensor cores (64 rows, 4 pair tiles of 128); their side-by-side GEMM is not built yet: gate and up by gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, 32 rows a launch), then a swiglu"
 // CHECK: %h = form.gated_product
 
 // -----
@@ -130,7 +130,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair kept for the tensor cores (33 rows, 3 pair tiles of 128); their GEMM is not built yet: gated_gemv, 32 rows a launch", layer = 1 : i64
+// CHECK: op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair kept for the tensor cores (33 rows, 3 pair tiles of 128); their side-by-side GEMM is not built yet: gate and up by gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, 32 rows a launch), then a swiglu", layer = 1 : i64
 // CHECK-SAME: op = "gated_product %h2 (mlp.gate_proj, mlp.up_proj)", taken = false, reason = "gated pair split into gate and up products (gemv) and a swiglu (elementwise): hidden width 448 is not whole pair tiles (128 gate beside 128 up, 256 wide)", layer = 2 : i64
 // CHECK: %h = form.gated_product %x, %wg, %wu
 // CHECK: %h2 = form.swiglu %h2_gate, %h2_up

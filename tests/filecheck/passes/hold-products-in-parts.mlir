@@ -36,7 +36,7 @@ builtin.module {
   }
 }
 
-// CHECK: reason = "2 parts kept for the tensor cores' GEMM in parts (33 rows); it is not built yet: one GEMV in parts (gemv), 32 rows a launch"
+// CHECK: reason = "2 parts kept for the tensor cores' GEMM in parts (33 rows): one gemm_tc launch (gemv launches of 32 rows where its facts refuse the shape)"
 // CHECK: %p0, %p1 = form.product
 
 // -----
@@ -177,5 +177,5 @@ builtin.module {
   }
 }
 
-// CHECK: reason = "4 parts kept for the tensor cores' GEMM in parts (33 rows); it is not built yet: one GEMV in parts (gemv), 32 rows a launch"
+// CHECK: reason = "4 parts kept for the tensor cores' GEMM in parts (33 rows): one gemm_tc launch (gemv launches of 32 rows where its facts refuse the shape)"
 // CHECK: %p0, %p1, %p2, %p3 = form.product

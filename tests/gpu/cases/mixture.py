@@ -1,7 +1,7 @@
 """The mixture shapes the GPU tests check (tests/gpu/test_mixture.py), each as its three launches:
 mixture_router.py, mixture_gated.py and mixture_down.py build every shape's router, gated and
 down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..2048 (one x read in
-place from a wider row), batch 1, 2, 7 and 64, sigmoid and softmax scores, with and without the
+place from a wider row), batch 1, 2, 7, 64 and 256, sigmoid and softmax scores, with and without the
 correction bias, grouped and flat top-k, the shared expert folded (with and without its sigmoid
 gate row, narrower and wider than a routed expert) and apart (a routed-only mixture). `inputs`
 says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
@@ -39,6 +39,9 @@ SHAPES = {
     "b2_e256_k8_sigmoid_one_cta_router_apart": dict(  # the router without a cluster: 8 rows a warp
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, split=1),
+    "b256_e256_k8_g8_sigmoid_correction_shared": dict(  # DeepSeek-V3's router at a serving batch
+        rows=256, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=256),
     "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),

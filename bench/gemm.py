@@ -1,0 +1,241 @@
+"""gemm_tc (a batch's rows against a weight read once) against torch's matmul (cuBLAS) and against
+the gemv launches it replaces (one per 32 rows, each reading the whole weight), at Kimi Linear's and
+Llama-3-8B's product shapes, rows 16 to 256, with the copy bandwidth and the bf16 tensor peak
+measured in the same run. Two steps:
+
+    python bench/gemm.py build           # CPU machine: compile into build/bench/gemm/
+    PYTHONPATH=. python3 bench/gemm.py   # GPU machine (carry build/bench/gemm; torch for the anchor)
+    PYTHONPATH=. python3 bench/gemm.py --write-table PATH   # and the fastest schedules, as schedules.json
+
+Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (eager, read + write
+counted) and the bf16 tensor peak (an 8192^3 matmul). Each product's weights rotate over enough
+copies to pass 256 MB (4x the L2), so every launch reads its weights from HBM; a CUDA graph holds
+one step per copy (ours: one gemm_tc launch with PDL; gemv: its 32-row launches with PDL, as the
+lowering ran them before gemm_tc; torch: matmul into the same output), and a step's time is the
+median graph replay / the copies. "% copy": weight bytes a second over the copy bandwidth;
+"% roof": the roofline max(weight bytes / copy bandwidth, 2 rows K N / tensor peak) over our
+time. "x" columns: that anchor's time / ours (> 1: ours is faster). Beside the default schedule
+every weight tile (64, 128) and power-of-two K split, and the default with 3 and 4 stages, is timed
+("best"), to tune the default."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import measure  # bench/measure.py: this script's directory is on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench" / "gemm"
+
+PRODUCTS = [  # (label, K, parts)
+    ("kimi qkv", 2304, [4096, 4096, 4096]),
+    ("kimi kda merged", 2304, [4096, 4096, 4096, 128, 32, 128]),
+    ("kimi q proj", 2304, [4096]),
+    ("kimi o proj", 4096, [2304]),
+    ("kimi dense gate", 2304, [9216]),
+    ("kimi dense down", 9216, [2304]),
+    ("kimi expert gate+up", 2304, [2048]),
+    ("kimi lm head", 2304, [163840]),
+    ("llama qkv", 4096, [4096, 1024, 1024]),
+    ("llama o proj", 4096, [4096]),
+    ("llama gate+up", 4096, [28672]),
+    ("llama down", 14336, [4096]),
+    ("llama lm head", 4096, [128256]),
+]
+ROWS = [16, 33, 64, 128, 256]
+GEMV_ROWS = 32
+ROTATE_BYTES = 256 * 2**20
+REPEATS = 15
+
+
+def slug(label: str) -> str:
+    return label.replace(" ", "_").replace("+", "")
+
+
+def variants(make) -> list[dict]:
+    """The schedules timed beside the default, to tune it: every weight tile and power-of-two split
+    the kernel takes, where the grid stays within 8 waves of the SMs; and the default's tile and
+    split with 3 and 4 stages (two CTAs an SM where their shared memory fits)."""
+    from lanec.codegen.facts import SM_COUNT
+
+    default = make(None)
+    found = [{"tile_n": default.tile_n, "splits": default.splits, "stages": stages} for stages in (3, 4)
+             if stages < default.stages]
+    for tile_n in (128, 64):
+        for splits in (1, 2, 4, 8):
+            try:
+                kernel = make({"tile_n": tile_n, "splits": splits})
+            except ValueError:
+                continue
+            if kernel.splits * kernel.row_blocks * kernel.n_tiles <= 8 * SM_COUNT:
+                found.append({"tile_n": tile_n, "splits": splits})
+    return found
+
+
+def build() -> None:
+    sys.path.insert(0, str(ROOT))
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+    from lanec.codegen.kernels.gemv import Gemv
+    from lanec.codegen.schedules import schedule_for
+
+    entries, built = [], set()
+
+    def add(kernel, stem: str) -> None:
+        if stem not in built:
+            compile_kernel(kernel).save(OUT, stem)
+            built.add(stem)
+
+    for label, k, parts in PRODUCTS:
+        n = sum(parts)
+        for rows in ROWS:
+            def make(schedule, rows=rows, k=k, parts=parts):
+                return GemmTc(rows, k, parts, schedule=schedule)
+
+            default = make(None)
+            schedules = []
+            for schedule in [None, *variants(make)]:
+                kernel = make(schedule)
+                knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages}
+                if schedule is not None and knobs == schedules[0]["schedule"]:
+                    continue  # the default's own
+                stem = f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}"
+                add(kernel, stem)
+                schedules.append({"stem": stem, "schedule": knobs, "grid": list(kernel.launch().grid)})
+            # the gemv launches the lowering made before gemm_tc: 32 rows each, the rest in the last
+            chunks = []
+            for first in range(0, rows, GEMV_ROWS):
+                count = min(GEMV_ROWS, rows - first)
+                tuned = schedule_for("gemv", {"rows": count, "width": k, "outputs": n})
+                chunk = f"gemv_{slug(label)}_r{count}"
+                add(Gemv(count, k, parts, **tuned), chunk)
+                chunks.append({"stem": chunk, "first": first})
+            entries.append({"label": label, "k": k, "n": n, "rows": rows, "schedules": schedules, "gemv": chunks})
+            print(f"{label:20s} r{rows:<4d} default grid {default.launch().grid} tile {default.tile_n} splits "
+                  f"{default.splits} stages {default.stages}; {len(schedules) - 1} variants", flush=True)
+    (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+    print(f"{len(entries)} shapes, {len(built)} kernels in {OUT.relative_to(ROOT)}")
+
+
+def run() -> list:
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from lanec.runtime import driver
+    from lanec.runtime.artifact import load_artifact
+
+    device = driver.Device(0)
+    torch.cuda.init()
+    entries = json.loads((OUT / "manifest.json").read_text())
+    torch_stream = torch.cuda.Stream()
+    ours_stream = driver.Stream()
+
+    def events_us(fn, repeats=REPEATS) -> float:
+        return measure.events_us(torch, torch_stream, fn, repeats)
+
+    copy_bw, peak = measure.ceilings(torch, torch_stream, device.name)
+
+    functions: dict[str, tuple] = {}
+
+    def function(stem: str):
+        if stem not in functions:
+            art = load_artifact(OUT, stem)
+            functions[stem] = (driver.Module(art.cubin).function(art.entry, art.launch), art.launch)
+        return functions[stem]
+
+    def graph_us(launches: list, copies: int) -> float:
+        graph = driver.Graph.capture(ours_stream, lambda: [launch.enqueue() for launch in launches])
+        for _ in range(3):
+            graph.replay(ours_stream)
+        us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=REPEATS) / copies
+        graph.destroy()
+        return us
+
+    results, weights_key, weights = [], None, None
+    for e in entries:
+        k, n, rows = e["k"], e["n"], e["rows"]
+        weight_bytes = 2 * n * k
+        copies = max(1, math.ceil(ROTATE_BYTES / weight_bytes))
+        if weights_key != (k, n):
+            weights = None
+            torch.cuda.empty_cache()
+            weights = torch.empty(copies, n, k, dtype=torch.bfloat16, device="cuda").normal_()
+            weights_key = (k, n)
+        x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+        y = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+        torch.cuda.synchronize()
+
+        timed = []  # (us, schedule entry), the default first
+        for variant in e["schedules"]:
+            fn, shape = function(variant["stem"])
+            timed.append((graph_us([driver.Launch(fn, shape, [x.data_ptr(), weights[c].data_ptr(), y.data_ptr()],
+                                                  ours_stream) for c in range(copies)], copies), variant))
+        ours = timed[0][0]
+        best = min(timed, key=lambda item: item[0])
+        gemv_launches = []
+        for c in range(copies):
+            for chunk in e["gemv"]:
+                gfn, gshape = function(chunk["stem"])
+                first = chunk["first"]
+                gemv_launches.append(driver.Launch(gfn, gshape, [x[first:].data_ptr(), weights[c].data_ptr(),
+                                                                 y[first:].data_ptr()], ours_stream))
+        gemv = graph_us(gemv_launches, copies)
+
+        with torch.cuda.stream(torch_stream):
+            for c in range(copies):  # warm cuBLAS's choice outside the capture
+                torch.matmul(x, weights[c].t(), out=y)
+            torch_stream.synchronize()
+            torch_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(torch_graph, stream=torch_stream):
+                for c in range(copies):
+                    torch.matmul(x, weights[c].t(), out=y)
+        torch.cuda.synchronize()
+        for _ in range(3):
+            torch_graph.replay()
+        cublas = events_us(torch_graph.replay) / copies
+        del torch_graph
+
+        roof_us = max(weight_bytes / copy_bw, 2 * rows * k * n / peak) * 1e6
+        results.append((e, ours, best, gemv, cublas, roof_us))
+        print(f"  {e['label']:20s} r{rows:<4d} ours {ours:9.2f} us (best {best[0]:9.2f} at {best[1]['schedule']})"
+              f"  gemv {gemv:9.2f} us  cublas {cublas:9.2f} us", flush=True)
+
+    print()
+    print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s; bf16 tensor peak {peak / 1e12:.0f} TFLOP/s")
+    print("| product | K -> N | rows | weights MB | default tile / splits / stages | ours us | % copy | % roof "
+          "| cuBLAS us | x cuBLAS | gemv us | x gemv | best tile / splits / stages | best us |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for e, ours, best, gemv, cublas, roof_us in results:
+        weight_bytes = 2 * e["n"] * e["k"]
+        share = weight_bytes / (ours * 1e-6) / copy_bw
+        default, fastest = e["schedules"][0]["schedule"], best[1]["schedule"]
+        print(f"| {e['label']} | {e['k']} -> {e['n']} | {e['rows']} | {weight_bytes / 1e6:.1f} "
+              f"| {default['tile_n']} / {default['splits']} / {default['stages']} | {ours:.2f} | {100 * share:.0f}% "
+              f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
+              f"| {fastest['tile_n']} / {fastest['splits']} / {fastest['stages']} | {best[0]:.2f} |")
+    return results
+
+
+def write_table(path: Path, results) -> None:
+    """The fastest schedule timed per (rows, width, outputs), as lanec/codegen/schedules.py reads
+    it, merged into what `path` holds (copy it to lanec/codegen/schedules.json once tests/gpu has
+    checked those specializations)."""
+    table = json.loads(path.read_text()) if path.is_file() else {}
+    for e, _, (us, variant), *_ in results:
+        key = f"outputs={e['n']},rows={e['rows']},width={e['k']}"
+        table.setdefault("gemm_tc", {})[key] = {"schedule": variant["schedule"], "us": round(us, 2)}
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"wrote the fastest gemm_tc schedules of {len(results)} shapes to {path}")
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["build"]:
+        build()
+    elif not sys.argv[1:]:
+        run()
+    elif len(sys.argv) == 3 and sys.argv[1] == "--write-table":
+        write_table(Path(sys.argv[2]), run())
+    else:
+        sys.exit("usage: python bench/gemm.py [build | --write-table PATH]")

@@ -1,0 +1,59 @@
+"""What the benchmarks share on the GPU machine: CUDA-event timing on a torch stream, the
+ceilings every table is a share of (the clocks warmed by a few seconds of matmuls, then the bf16
+tensor peak of an 8192^3 matmul and the device-to-device copy bandwidth of 1 GiB, read + write
+counted), and the SGLang anchors probe (`.anchors/`, built by `.anchors/make_vendor.py`, never
+committed). Imported by the bench scripts as `measure` (their own directory is on sys.path)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ANCHORS = Path(__file__).resolve().parents[1] / ".anchors"
+
+
+def events_us(torch, stream, fn, repeats: int = 15) -> float:
+    """Median microseconds of `fn` on `stream`, between two CUDA events, over `repeats` runs."""
+    times = []
+    with torch.cuda.stream(stream):
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0)
+    return sorted(times)[len(times) // 2]
+
+
+def ceilings(torch, stream, name: str) -> tuple[float, float]:
+    """(copy bandwidth in bytes/s, bf16 tensor peak in FLOP/s), measured now, printed once."""
+    held = {"a": torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")}
+    warm_until = time.perf_counter() + 3.0  # the card idles at 345 MHz
+    while time.perf_counter() < warm_until:
+        for _ in range(20):
+            held["a"] @ held["a"]
+        torch.cuda.synchronize()
+    peak = 2 * 8192**3 / (events_us(torch, stream, lambda: held["a"] @ held["a"], repeats=20) * 1e-6)
+    held = {"src": torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)}
+    held["dst"] = torch.empty_like(held["src"])
+    copy_us = events_us(torch, stream, lambda: held["dst"].copy_(held["src"]), repeats=20)
+    held.clear()
+    torch.cuda.empty_cache()
+    copy_bw = 2 * 2**30 / (copy_us * 1e-6)
+    print(f"{name}: copy {copy_bw / 1e12:.2f} TB/s (1 GiB, read + write), bf16 tensor peak {peak / 1e12:.0f} "
+          "TFLOP/s", flush=True)
+    return copy_bw, peak
+
+
+def load_anchors(needs: str):
+    """The anchors probe (SGLang's Triton kernels, called as SGLang serves them, and its timing),
+    or None where `.anchors/vendor/<needs>` is absent (the anchor's column stays empty)."""
+    if not (ANCHORS / "vendor" / needs).is_file():
+        print("SGLang anchors: .anchors/vendor missing (python .anchors/make_vendor.py): column left empty")
+        return None
+    sys.path[:0] = [str(ANCHORS / "vendor"), str(ANCHORS)]
+    import bench_anchors
+
+    return bench_anchors

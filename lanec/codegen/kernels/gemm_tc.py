@@ -1,0 +1,277 @@
+"""`gemm_tc`: a batch's products on tensor cores, y[rows, N] = x[rows, K] @ w[N, K]^T, bf16 in,
+fp32 accumulation, bf16 out, the weight read from memory once for all rows (gemv re-reads it for
+every 32 rows). `parts`: the outputs of several products of one activation, their weight rows back
+to back in `w`, their outputs side by side in `y` (to the kernel one product of sum(parts) outputs).
+
+One CTA of 8 warps a (K split, row block, weight tile): `tile_n` weight rows (outputs) against a
+block of at most 128 activation rows, padded inside the kernel to whole 16-row MMA tiles (rows past
+the block are zero-filled copies: never stored, never read from memory). `mma.m16n8k16`: the
+activation rows are its M side (A, `ldmatrix` from the rows as stored), the weight rows its N side
+(B, `ldmatrix` of the weight rows as stored: K-major is what the B operand reads), so a thread's
+accumulators are two adjacent outputs of a row and store as one word. Warps split the tile two ways
+(rows x weight rows) where the rows make whole pairs of 2+ MMA tiles, else only over weight rows.
+
+Stages of 64 K values (weight rows and activation rows of a stage in one shared buffer, rows padded
+by 16 bytes so that ldmatrix's 8 rows fall in 8 bank groups) stream through `stages` buffers by
+`cp.async` commit groups; the tail of K, the weight rows past N and the padding rows are zero-filled
+by the same copies. PDL: the weights of the first stages - 1 stages are requested before
+`griddepcontrol.wait` (weights never depend on the predecessor), the activation rows after it.
+
+Split-K: where the tiles alone leave SMs idle, `splits` CTAs of one cluster take consecutive
+ranges of K; each writes its fp32 partial tile into its own (now idle) stage buffers, and after a
+cluster barrier rank r sums the r-th share of the tile's values over every rank's shared memory
+(DSMEM, ranks in order: deterministic) and stores it as bf16: no workspace, no second launch."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+
+from lanec.codegen.facts import GEMM_BLOCK_ROWS, SHARED_LIMIT, SM_COUNT, VECTOR, WARP, GemmSchedule, GemmSpec
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.primitives import (
+    at,
+    copy_g2s_zfill,
+    ldmatrix_x4,
+    load_dsmem_f32x4,
+    mma_into,
+    pack_bf16,
+    store_global_words,
+    wait_stage,
+)
+
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+TILE_K = 64  # K values a stage: 8 16-byte vectors of every row
+PITCH = TILE_K + VECTOR  # a shared row's values: 16 bytes of padding keep ldmatrix free of bank conflicts
+WARPS = 8
+THREADS = WARPS * WARP
+STAGE_BUDGET = 192 * 1024  # the default stages fill at most this much
+MAX_STAGES = 6
+SPLIT_MIN_TILES = 4  # K stages a split keeps at least: fewer would not cover the pipeline's fill
+FILL_STAGES = 2  # the pipeline's fill (the first loads' latency) in stages' time, for the grid's model
+
+
+def blocks_of(count: int, limit: int) -> tuple[int, int]:
+    """(blocks, per block): `count` split into the fewest blocks of at most `limit`, evenly."""
+    blocks = -(-count // limit)
+    return blocks, -(-count // blocks)
+
+
+class GemmTc:
+    """y[b, n] = sum_k x[b, k] w[n, k] for the concatenated parts' rows n; see the module
+    docstring. Same constructor as `Gemv` (``per_head`` is refused by `GemmSpec`); ``schedule``
+    a `GemmSchedule` (or a mapping of its fields): what it leaves out the kernel picks."""
+
+    name = "gemm_tc"
+
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
+        parts = tuple(int(p) for p in parts)
+        GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch).check()
+        schedule = GemmSchedule.of(schedule or {})
+        self.rows, self.width, self.parts, self.outputs = rows, width, parts, sum(parts)
+        self.x_pitch = x_pitch
+        self.row_blocks, self.block_rows = blocks_of(rows, GEMM_BLOCK_ROWS)
+        self.padded_rows = -(-self.block_rows // MMA_M) * MMA_M
+        self.row_tiles = self.padded_rows // MMA_M
+        self.k_tiles = -(-width // TILE_K)
+        tile_n, splits = self.default_grid()
+        self.tile_n = schedule.tile_n or tile_n
+        self.splits = schedule.splits or (splits if schedule.tile_n in (None, tile_n) else 1)
+        if self.splits > self.k_tiles:
+            raise ValueError(f"gemm_tc splits {self.splits}: K {width} has only {self.k_tiles} stages of {TILE_K} "
+                             "to split")
+        self.n_tiles = -(-self.outputs // self.tile_n)
+        self.per_split = -(-self.k_tiles // self.splits)  # K stages a split (the last may have fewer)
+        # two warp rows where the row tiles pair up (an A fragment then serves 4 weight tiles)
+        self.warps_m = 2 if self.row_tiles % 2 == 0 and self.row_tiles >= 4 else 1
+        self.warps_n = WARPS // self.warps_m
+        self.warp_row_tiles = self.row_tiles // self.warps_m
+        self.warp_col_tiles = self.tile_n // MMA_N // self.warps_n
+        self.stages = schedule.stages or max(2, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
+        if self.shared_bytes() > SHARED_LIMIT:
+            raise ValueError(f"gemm_tc: {self.stages} stages of {self.tile_n} weight rows and {self.padded_rows} "
+                             f"activation rows take {self.shared_bytes()} bytes of shared memory, above the SM's "
+                             f"{SHARED_LIMIT}")
+
+    def default_grid(self) -> tuple[int, int]:
+        """(tile_n, splits) of the least modelled time: waves of one CTA an SM, each CTA's time its
+        pipeline fill, its K stages and a split's reduce, a stage's cost its shared-memory bytes
+        (weight and activation rows). Splits are powers of two (clusters that pack a GPC's SMs); a tie
+        takes the later candidate: more splits, then the smaller tile (more SMs busy)."""
+        best, choice = None, (128, 1)
+        for tile_n in (128, 64):
+            ctas = self.row_blocks * -(-self.outputs // tile_n)
+            for splits in (1, 2, 4, 8):
+                if splits > 1 and self.k_tiles < SPLIT_MIN_TILES * splits:
+                    break
+                waves = -(-ctas * splits // SM_COUNT)
+                stages = FILL_STAGES + -(-self.k_tiles // splits) + (splits > 1)  # a split's reduce: ~1 stage
+                cost = waves * stages * (tile_n + self.padded_rows)
+                if best is None or cost <= best:  # a tie: the grid with more CTAs (more SMs busy)
+                    best, choice = cost, (tile_n, splits)
+        return choice
+
+    def stage_bytes(self) -> int:
+        return 2 * (self.tile_n + self.padded_rows) * PITCH
+
+    def partial_pitch(self) -> int:
+        return self.tile_n + 4  # fp32 partial tile rows: 16 bytes of padding
+
+    def shared_bytes(self) -> int:
+        pipeline = self.stages * self.stage_bytes()
+        if self.splits == 1:
+            return pipeline
+        return max(pipeline, 4 * self.padded_rows * self.partial_pitch())
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.splits, self.row_blocks, self.n_tiles), block=(THREADS, 1, 1),
+                           cluster=(self.splits, 1, 1), shared_bytes=self.shared_bytes())
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+                TensorParam("w", (self.outputs, self.width), "bfloat16"),
+                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        launch(self, x, w, y)
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        tid, _, _ = cute.arch.thread_idx()
+        split, block, n_tile = cute.arch.block_idx()
+        S: cutlass.Constexpr = self.stages
+        warp, lane = tid // WARP, tid % WARP
+        smem = cutlass.memory.SmemAllocator()
+        # a stage's buffer: the tile's weight rows, then the block's activation rows
+        rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
+        layout = cute.make_layout((S, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
+        buffers = smem.allocate_tensor(BFloat16, layout, 128)
+        n0 = n_tile * self.tile_n
+        first_row = block * self.block_rows
+        k_first = split * self.per_split
+        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+
+        for s in cutlass.range_constexpr(S - 1):  # the first weights fly while the predecessor finishes
+            if s < tiles:
+                self.load_weights(w, buffers, n0, k_first + s, s, tid)
+            cute.arch.cp_async_commit_group()
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        for s in cutlass.range_constexpr(S - 1):
+            if s < tiles:
+                self.load_rows(x, buffers, first_row, k_first + s, s, tid)
+        cute.arch.cp_async_commit_group()
+
+        acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
+        acc.fill(0.0)
+        for tile in range(tiles):
+            wait_stage(tile, S)  # this tile's copies (and the first group's) have landed
+            cute.arch.sync_threads()  # every thread's copies visible; the previous stage's buffer free
+            ahead = tile + S - 1
+            if ahead < tiles:
+                self.load_weights(w, buffers, n0, k_first + ahead, ahead % S, tid)
+                self.load_rows(x, buffers, first_row, k_first + ahead, ahead % S, tid)
+            cute.arch.cp_async_commit_group()
+            self.multiply(buffers, acc, tile % S, warp, lane)
+        cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(self.splits == 1):
+            self.put_fragments(y, acc, n0, first_row, warp, lane)
+        else:
+            self.reduce(y, buffers, acc, split, n0, first_row, tid, warp, lane)
+
+    @cute.jit
+    def load_weights(self, w, buffers, n0: Int32, k_tile: Int32, buffer, tid: Int32):
+        """cp.async of weight rows n0 + [0, tile_n) at K stage `k_tile` into `buffer`; zeros past
+        N and past K."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
+            c = tid + j * THREADS
+            r, v = c // V, c % V
+            n = n0 + r
+            col = k_tile * TILE_K + v * VECTOR
+            keep = (n < self.outputs) & (col < self.width)
+            source = at(w, cutlass.min(n, self.outputs - 1), cutlass.min(col, self.width - VECTOR))
+            copy_g2s_zfill(at(buffers, buffer, r, v * VECTOR), source, keep)
+
+    @cute.jit
+    def load_rows(self, x, buffers, first_row: Int32, k_tile: Int32, buffer, tid: Int32):
+        """cp.async of the block's activation rows at K stage `k_tile` into `buffer` after the
+        weight rows; zeros past K and in the padding rows."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        copies: cutlass.Constexpr = self.padded_rows * V
+        for j in cutlass.range_constexpr(-(-copies // THREADS)):
+            c = tid + j * THREADS
+            i, v = c // V, c % V
+            row = first_row + i
+            col = k_tile * TILE_K + v * VECTOR
+            if c < copies:
+                keep = (i < self.block_rows) & (row < self.rows) & (col < self.width)
+                source = at(x, cutlass.min(row, self.rows - 1), cutlass.min(col, self.width - VECTOR))
+                copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, v * VECTOR), source, keep)
+
+    @cute.jit
+    def multiply(self, buffers, acc, buffer: Int32, warp: Int32, lane: Int32):
+        """acc += this warp's rows x weight rows over one stage's 64 K values."""
+        row0 = self.tile_n + (warp // self.warps_n) * self.warp_row_tiles * MMA_M
+        col0 = (warp % self.warps_n) * self.warp_col_tiles * MMA_N
+        for kk in cutlass.range_constexpr(TILE_K // (2 * MMA_K)):
+            # one x4 a weight tile: its 8 rows x 32 K values, the B words of both k halves
+            b = [ldmatrix_x4(at(buffers, buffer, col0 + ct * MMA_N + lane % 8, kk * 2 * MMA_K + (lane // 8) * VECTOR))
+                 for ct in range(self.warp_col_tiles)]
+            for half in cutlass.range_constexpr(2):
+                for rt in cutlass.range_constexpr(self.warp_row_tiles):
+                    a = ldmatrix_x4(at(buffers, buffer, row0 + rt * MMA_M + lane % 16,
+                                       (2 * kk + half) * MMA_K + (lane // 16) * VECTOR))
+                    for ct in cutlass.range_constexpr(self.warp_col_tiles):
+                        mma_into(acc[rt, ct, None], a, (b[ct][2 * half], b[ct][2 * half + 1]))
+
+    @cute.jit
+    def put_fragments(self, target, acc, n0: Int32, first_row: Int32, warp: Int32, lane: Int32):
+        """Each accumulator pair (outputs c and c + 1 of block row i): with one split, a real row's
+        pair into `target` = y as one bf16 word; split, into `target` = the fp32 partial tile."""
+        row0 = (warp // self.warps_n) * self.warp_row_tiles * MMA_M
+        col0 = (warp % self.warps_n) * self.warp_col_tiles * MMA_N
+        for rt in cutlass.range_constexpr(self.warp_row_tiles):
+            for h in cutlass.range_constexpr(2):
+                i = row0 + rt * MMA_M + h * 8 + lane // 4
+                for ct in cutlass.range_constexpr(self.warp_col_tiles):
+                    c = col0 + ct * MMA_N + 2 * (lane % 4)
+                    low, high = acc[rt, ct, 2 * h], acc[rt, ct, 2 * h + 1]
+                    if cutlass.const_expr(self.splits == 1):
+                        row, col = first_row + i, n0 + c
+                        if (i < self.block_rows) & (row < self.rows) & (col < self.outputs):
+                            store_global_words(at(target, row, col), pack_bf16(low, high))
+                    else:
+                        target[i, c] = low
+                        target[i, c + 1] = high
+
+    @cute.jit
+    def reduce(self, y, buffers, acc, split: Int32, n0: Int32, first_row: Int32, tid: Int32, warp: Int32,
+               lane: Int32):
+        """Split K: the partial tile into this CTA's shared memory, then rank `split` sums its share
+        of the tile's 4-value vectors over the cluster's ranks (in rank order) and stores it."""
+        P: cutlass.Constexpr = self.partial_pitch()
+        partial = cute.make_tensor(cute.recast_ptr(buffers.iterator, dtype=Float32),
+                                   cute.make_layout((self.padded_rows, P), stride=(P, 1)))
+        cute.arch.sync_threads()  # every warp is done with the stage buffers the partial tile reuses
+        self.put_fragments(partial, acc, n0, first_row, warp, lane)
+        cute.arch.cluster_arrive()  # release: every rank's partial tile is in its shared memory
+        cute.arch.cluster_wait()
+        Q: cutlass.Constexpr = self.tile_n // 4
+        vectors: cutlass.Constexpr = self.block_rows * Q
+        share: cutlass.Constexpr = -(-vectors // self.splits)
+        for j in cutlass.range_constexpr(-(-share // THREADS)):
+            local = tid + j * THREADS
+            v = split * share + local
+            i, q = v // Q, v % Q
+            row, col = first_row + i, n0 + 4 * q
+            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.outputs):
+                sums = [Float32(0.0)] * 4
+                for rank in cutlass.range_constexpr(self.splits):
+                    values = load_dsmem_f32x4(at(partial, i, 4 * q), rank)
+                    sums = [sums[e] + values[e] for e in range(4)]
+                store_global_words(at(y, row, col), (pack_bf16(sums[0], sums[1]), pack_bf16(sums[2], sums[3])))
+        cute.arch.cluster_arrive()  # no rank leaves while a peer still reads its partial tile
+        cute.arch.cluster_wait()

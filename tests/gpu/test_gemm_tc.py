@@ -1,0 +1,53 @@
+"""gemm_tc on the GPU against the interpreter's product (lanec.interp.ops.product, fp32 sums of the
+bf16 inputs), cases from tests/gpu/cases/gemm_tc.py (built by `python tests/gpu/build.py --only
+gemm_tc`). Every run draws fresh inputs (the activation as wide as its pitch: the kernel must read
+only its part), poisons y with 0xFF bytes (NaN: every output must be written) and holds y to the
+kernel tolerance of bf16 (lanec/runtime/tolerance.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lanec.interp import ops
+from lanec.runtime.dtypes import from_bf16, to_bf16
+from lanec.runtime.tolerance import KERNEL
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _load("lanec_gpu_cases_gemm_tc", HERE / "cases" / "gemm_tc.py").CASES
+Launched = _load("lanec_gpu_attention_launched", HERE / "test_attention.py").Launched  # one helper for both
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gemm_tc_matches_interpreter(case, stream):
+    spec = CASES[case]
+    rows, width, outputs = spec["rows"], spec["width"], sum(spec["parts"])
+    rng = np.random.default_rng()
+    x = to_bf16(rng.standard_normal((rows, spec.get("x_pitch") or width), dtype=np.float32))
+    w = to_bf16(rng.standard_normal((outputs, width), dtype=np.float32))
+    want = ops.product(from_bf16(x)[:, :width], from_bf16(w))
+    launched = Launched("gemm_tc", case, spec, {"x": x, "w": w}, stream)
+    try:
+        got = from_bf16(launched.read("y"))
+    finally:
+        launched.free()
+    unwritten = np.isnan(got)
+    assert not unwritten.any(), (f"{case}: {int(unwritten.sum())} of {got.size} outputs never written (first at "
+                                 f"{np.argwhere(unwritten)[0].tolist()})")
+    excess = KERNEL["bfloat16"].excess(got, want)
+    worst = int(np.argmax(excess))
+    assert excess.flat[worst] <= 0, (f"{case}: {int((excess > 0).sum())} of {got.size} outside tolerance; worst at "
+                                     f"{np.unravel_index(worst, got.shape)}: got {got.flat[worst]}, "
+                                     f"want {want.flat[worst]}")

@@ -1,0 +1,83 @@
+"""gemm_tc compiles for sm_90a (CPU only): its PTX has the PDL pair, the cp.async pipeline with
+zero-filled copies, the bf16 MMA fed by ldmatrix, the cluster barriers and DSMEM reads of a split
+K (only there) and no local memory; its launch and params follow the specialization; bad
+specializations raise one line naming the fact."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lanec.codegen.compile import compile_kernel, entry_signature
+from lanec.codegen.kernels import kernel_class
+from lanec.codegen.kernels.gemm_tc import GemmTc
+
+KIMI_MERGED = [4096, 4096, 4096, 128, 32, 128]  # q, k, v, f_a, b, g_a of a KDA layer: 12576 outputs
+
+KERNELS = {
+    "r33_k1000_n1008": lambda: GemmTc(33, 1000, [1008]),
+    "r64_k2304_n4096": lambda: GemmTc(64, 2304, [4096]),
+    "r100_k2304_merged_pitch": lambda: GemmTc(100, 2304, KIMI_MERGED, x_pitch=2312),
+    "r256_k7168_n4096": lambda: GemmTc(256, 7168, [4096]),
+    "r256_k2304_n16384": lambda: GemmTc(256, 2304, [16384]),
+    "r128_k4096_n2304_t64_s3_k4": lambda: GemmTc(128, 4096, [2304], schedule={"tile_n": 64, "stages": 3,
+                                                                              "splits": 4}),
+    "r1_k128_n4096": lambda: GemmTc(1, 128, [4096]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNELS))
+def test_compiles_for_sm90a(case):
+    kernel = KERNELS[case]()
+    compiled = compile_kernel(kernel, cache_dir=None, use_cache=False)
+    ptx = compiled.ptx
+    assert re.search(r"^\.target sm_90a", ptx, re.M)
+    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx), "no zero-fill copy"
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    split = kernel.splits > 1
+    assert ("barrier.cluster.arrive" in ptx) == split and ("ld.shared::cluster.v4.f32" in ptx) == split
+    entry, sizes = entry_signature(ptx)
+    assert sizes == [8] * len(kernel.params())
+    assert compiled.launch == kernel.launch() and compiled.launch.shared_bytes <= 227 * 1024
+
+
+def test_params_are_gemvs():
+    kernel = GemmTc(40, 2304, [4096, 128], x_pitch=2312)
+    assert [(p.name, p.shape, p.written) for p in kernel.params()] == [
+        ("x", (40, 2304), False), ("w", (4224, 2304), False), ("y", (40, 4224), True)]
+    assert kernel.params()[0].strides == (2312, 1)
+    assert kernel_class("gemm_tc") is GemmTc
+
+
+@pytest.mark.parametrize(("make", "grid", "cluster", "block_rows", "padded"), [
+    (lambda: GemmTc(256, 2304, [163840]), (1, 2, 1280), (1, 1, 1), 128, 128),  # many tiles: no split
+    (lambda: GemmTc(200, 2304, [16384]), (1, 2, 128), (1, 1, 1), 100, 112),  # rows split evenly, padded to 16
+    (lambda: GemmTc(33, 7168, [4096]), (4, 1, 32), (4, 1, 1), 33, 48),  # 32 tiles: K split over 4
+    (lambda: GemmTc(64, 4096, [2304], schedule={"tile_n": 128, "splits": 7}), (7, 1, 18), (7, 1, 1), 64, 64),
+])
+def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows, padded):
+    kernel = make()
+    shape = kernel.launch()
+    assert (shape.grid, shape.cluster) == (grid, cluster)
+    assert (kernel.block_rows, kernel.padded_rows) == (block_rows, padded)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: GemmTc(257, 2304, [4096]), "gemm_tc takes 1-256 rows a launch"),
+    (lambda: GemmTc(64, 1001, [4096]), "width 1001 must be a positive multiple of 8"),
+    (lambda: GemmTc(64, 2304, [1000, 3]), "outputs 1003 must be a multiple of 8"),
+    (lambda: GemmTc(64, 128, [512], per_head=(8, 192, 64)), "reads no per-head part"),
+    (lambda: GemmTc(64, 2304, [4096], x_pitch=2300), "x pitch 2300: at least the row's 2304 values"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"tile_n": 96}), "GemmTc tile_n is 64 or 128"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"splits": 9}), "GemmTc splits is 1-8"),
+    (lambda: GemmTc(64, 128, [4096], schedule={"splits": 4}), "splits 4: K 128 has only 2 stages"),
+    (lambda: GemmTc(128, 2304, [4096], schedule={"tile_n": 128, "stages": 8}), "above the SM's 232448"),
+])
+def test_invalid_specializations_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
