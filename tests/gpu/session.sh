@@ -19,6 +19,8 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on one case of each kernel in SANITIZE
 #              (pytest -k expressions over tests/gpu/test_attention.py and test_mixture.py)
 #   bench-attention  bench/attention.py (carry .anchors too for SGLang's column)
+#   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
+#   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
@@ -75,10 +77,14 @@ for phase in "${phases[@]}"; do
       done ;;
     bench-attention)
       python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
+    bench-mixture)
+      python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
+    bench-gemm)
+      python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda, gemv, attention, sanitize or bench-attention"
+      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture or bench-gemm"
       status=2 ;;
   esac
 done
