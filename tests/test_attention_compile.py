@@ -84,6 +84,13 @@ def test_grid_covers_chunks_kv_heads_and_requests(make, grid, rows):
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, v_pitch=260), "v pitch 260: at least the row's 256 values and a "
                                                                 "multiple of 8"),
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 48}), "Attention tile is 32, 64 or 128"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 128, "stages": 4}),
+     "attention: 4 buffers of 128 keys take 287744 bytes of shared memory, above the SM's 232448"),
+    (lambda: Attention(1, 1, 8, 2, 64, 16, 4, 4, schedule={"warps": 8}),
+     "attention: 8 warps take whole 8-key score tiles of a 64-key tile and whole pairs of 8-column output tiles "
+     "of 64 values; they do not divide"),
+    (lambda: LatentAttention(1, 1, 8, 384, 64, 16, 4, 4, nope=128), "latent width 384: one of 256, 512"),
+    (lambda: LatentAttention(1, 1, 8, 512, 64, 16, 4, 4, nope=100), "unrotated part (100) must be whole"),
     (lambda: AttentionCombine(3, 8, 128, 1), "splits 1: a combine merges at least 2 chunks"),
     (lambda: AttentionCombine(3, 8, 100, 4), "head size 100"),
 ])

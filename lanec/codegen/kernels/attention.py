@@ -84,14 +84,18 @@ class TileAttention:
     """What `Attention` and `LatentAttention` share: the tile loop on tensor cores. A subclass
     sets `key_width` / `value_width` (the scores' K and the output's columns), `group` (query
     rows a KV head a token), `kv_heads`, `tokens`, `batch`, `page_size`, `splits`, `scale`, and
-    gives `params`, `load_queries`, `load_tile`, `write_cache` and `_views`; `setup` plans
-    the rest."""
+    gives `params`, its shared buffers (`buffer_bytes`, `alloc_buffers`, `key_buffer`,
+    `value_buffer`), `load_queries`, `load_tile` and `write_cache`; `setup` plans the rest."""
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
         self.warps = schedule.warps or (8 if self.value_width >= 512 else 4)
         self.threads = self.warps * WARP
         self.tile = schedule.tile or 64
+        if self.tile % (self.warps * MMA_N) or self.value_width % (self.warps * 2 * MMA_N):
+            raise ValueError(f"{self.name}: {self.warps} warps take whole 8-key score tiles of a {self.tile}-key tile "
+                             f"and whole pairs of 8-column output tiles of {self.value_width} values; they do not "
+                             "divide")
         self.cols = self.value_width // self.warps  # output columns a warp
         self.key_tiles = self.tile // self.warps // MMA_N  # score tiles a warp (its keys / 8)
         self.col_tiles = self.cols // MMA_N
