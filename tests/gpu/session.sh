@@ -8,8 +8,12 @@
 #   there: bash tests/gpu/session.sh [PHASE ...]        # default: check; logs under $OUT
 #
 # Phases, with what they took on the H200 (2026-11-29):
-#   check      every GPU test at its defaults: driver, kernels, KdaSplit quick + cluster1 + tuned,
-#              the whole plans with --check (about 4 minutes)
+#   check      every kernel's GPU tests at their defaults: driver, gemv / norms / elementwise,
+#              KdaSplit quick + cluster1 + tuned, attention / latent attention / combine (cases to
+#              32k keys: the interpreter's reference takes most of the 2.5 minutes), the mixture,
+#              gemm_tc (about 6 minutes)
+#   plans      every whole plan of tests/gpu/plans.py with --check (the whole-Kimi plans bind 11 GB
+#              of seeded weights each: about 1-1.5 minutes a plan; run a few a command with -k)
 #   grid1..3   a third each of KdaSplit's full heads x batch x tokens grid (about 3 minutes each)
 #   time       each plan's step time, the dense step with and without PDL and graph, and each
 #              plan's step against the per-op chain (bench/step_chain.py, one process a plan)
@@ -41,7 +45,11 @@ for phase in "${phases[@]}"; do
   echo "== phase $phase"
   case $phase in
     check)
-      python3 -m pytest tests/gpu -q -rfE --durations=5 2>&1 | tee "$logs/check.log" || status=1 ;;
+      python3 -m pytest tests/gpu -q -rfE --durations=5 --ignore=tests/gpu/test_plans.py 2>&1 \
+        | tee "$logs/check.log" || status=1 ;;
+    plans)
+      python3 -m pytest tests/gpu/test_plans.py -q -rfE --durations=0 ${LANEC_PLANS:+-k "$LANEC_PLANS"} 2>&1 \
+        | tee "$logs/plans.log" || status=1 ;;
     grid[123])
       LANEC_KDA_CASES=full LANEC_KDA_SHARD=${phase#grid}/3 python3 -m pytest tests/gpu/test_kda_split.py \
         -q -rfE 2>&1 | tee "$logs/$phase.log" || status=1 ;;
@@ -84,7 +92,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture or bench-gemm"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture or bench-gemm"
       status=2 ;;
   esac
 done
