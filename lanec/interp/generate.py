@@ -34,12 +34,13 @@ class Generation:
 
 
 def checkpoint_weights(program: Program, path: str | Path) -> dict[str, np.ndarray]:
-    """Every weight of the program from a safetensors checkpoint, by its checkpoint name (the
-    conventions `lanec run --weights` binds: stacked experts, row slices, reshapes), as fp32."""
-    from lanec.runtime.weights import Checkpoint
+    """Every weight of the program from a safetensors or GGUF checkpoint, by its checkpoint name
+    (the conventions `lanec run --weights` binds: stacked experts, row slices, reshapes), as fp32."""
+    from lanec.runtime.weights import open_checkpoint
 
-    checkpoint = Checkpoint(path)
-    return {w.name: checkpoint.resolve(w.name, tuple(w.shape)).astype(F32) for w in program.weights}
+    checkpoint = open_checkpoint(path)
+    return {w.name: checkpoint.resolve(w.name, tuple(w.shape), w.format == "q8_0").astype(F32)
+            for w in program.weights}
 
 
 def vocabulary(program: Program) -> int | None:

@@ -1,5 +1,5 @@
 """`python -m lanec.runtime plan.bin [--steps N] [--check] [--interpret] [--no-graph] [--no-pdl]
-[--seed S] [--weights f.safetensors] [--repeats R]`: the runner on a machine with nothing but
+[--seed S] [--weights f.safetensors|f.gguf] [--repeats R]`: the runner on a machine with nothing but
 numpy and cuda-python."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def load_plan(path: str | Path, options: Options):
 
 def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dict[str, np.ndarray]:
     """The weight sources of a plan read from `path`: its checkpoint's (options.weights) or seeded."""
-    checkpoint = weights.Checkpoint(options.weights) if options.weights is not None else None
+    checkpoint = weights.open_checkpoint(options.weights) if options.weights is not None else None
     sources = weights.sources(plan, options.seed, checkpoint)
     for w in program.weights:
         if w.name not in sources:
@@ -426,7 +426,7 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     parser.add_argument("--no-graph", dest="graph", action="store_false", help="launch eagerly, no CUDA graph")
     parser.add_argument("--no-pdl", dest="pdl", action="store_false", help="launch without PDL")
     parser.add_argument("--seed", type=int, default=Options.seed, help="seed of the random inputs and weights")
-    parser.add_argument("--weights", type=Path, default=None, help="a safetensors checkpoint for the weights")
+    parser.add_argument("--weights", type=Path, default=None, help="a safetensors or GGUF checkpoint for the weights")
     parser.add_argument("--repeats", type=int, default=Options.repeats, help="timed repetitions (median)")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,

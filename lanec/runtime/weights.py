@@ -31,7 +31,106 @@ SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "I
                       "U8": "uint8", "F64": "<f8", "I16": "<i2", "I64": "<i8", "BOOL": "?"}
 
 
-class Checkpoint:
+class Tensors:
+    """What a checkpoint file gives the plan: the form's weight names resolved to its own tensors
+    (renamings, row ranges, stacked experts, `name+1`). A file format says which tensors it holds
+    (`names`, `held`) and reads one (`tensor`): safetensors (`Checkpoint`), GGUF (`GgufCheckpoint`)."""
+
+    path: Path
+
+    @property
+    def names(self) -> list[str]:
+        raise NotImplementedError
+
+    def held(self, name: str) -> str | None:
+        raise NotImplementedError
+
+    def tensor(self, name: str, q8_0: bool = False) -> np.ndarray:
+        """The stored tensor `name` as values; `q8_0`: the plan keeps it as q8_0 blocks, so a tensor
+        stored as q8_0 blocks gives the values whose quantization is exactly those blocks."""
+        raise NotImplementedError
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def packed_experts(self, name: str) -> tuple[str, int | None] | None:
+        """transformers 5's stacked form of the per-expert `...experts.*.wN.weight`: the tensor holding
+        every expert (`experts.gate_up_proj` [E, 2I, H] for w1 and w3, `experts.down_proj` [E, H, I] for
+        w2), and which half of its second axis (0: w1, 1: w3; None: all of it); None where it has none."""
+        packed = PER_EXPERT.fullmatch(name)
+        if not packed:
+            return None
+        prefix, which = packed.group(1), packed.group(2)
+        tensor, half = PACKED_EXPERTS[which]
+        held = self.held(f"{prefix}.experts.{tensor}")
+        return (held, half) if held else None
+
+    def holds(self, name: str) -> bool:
+        """Whether `resolve` can make `name`: a tensor of that name (or of a recorded renaming of it), a
+        row range of one (`name[a:b]`), or experts stacked (`...experts.*.w1.weight`: experts 0, 1, ...
+        in turn, or transformers 5's packed `experts.gate_up_proj` / `experts.down_proj`)."""
+        if self.held(name):
+            return True
+        plus_one = PLUS_ONE.fullmatch(name)
+        if plus_one:
+            return self.holds(plus_one.group(1))
+        sliced = ROW_RANGE.fullmatch(name)
+        if sliced:
+            return self.held(sliced.group(1)) is not None
+        return "*" in name and (self.held(name.replace("*", "0", 1)) is not None
+                                or self.packed_experts(name) is not None)
+
+    def resolve(self, name: str, shape: tuple[int, ...], q8_0: bool = False) -> np.ndarray:
+        """The form's weight `name` of `shape` from the checkpoint's tensors (see `holds`); a stored
+        shape that differs only by unit axes (a conv's [C, 1, W], A_log's [1, 1, H, 1]) is read as
+        the form's; `name+1` is `name`'s values plus one (PLUS_ONE); `q8_0`: the plan stores the weight
+        as q8_0 blocks (see `tensor`)."""
+        plus_one = PLUS_ONE.fullmatch(name)
+        if plus_one and not self.held(name):
+            return (self.resolve(plus_one.group(1), shape, q8_0).astype(np.float32) + np.float32(1)).astype(np.float32)
+        sliced = ROW_RANGE.fullmatch(name)
+        if self.held(name):
+            values = self.tensor(self.held(name), q8_0)
+        elif sliced:
+            base, first, last = sliced.group(1), int(sliced.group(2)), int(sliced.group(3))
+            values = self.tensor(self.held(base) or base, q8_0)
+            if not 0 <= first < last <= values.shape[0]:
+                raise WeightError(f"checkpoint tensor {base!r} has {values.shape[0]} rows; {name!r} asks for "
+                                  f"rows [{first}, {last})")
+            values = values[first:last]
+        else:
+            if not shape:
+                raise WeightError(f"{name!r} names stacked experts but the form's weight has no expert axis")
+            names = [name.replace("*", str(e), 1) for e in range(shape[0])]
+            held = [self.held(n) for n in names]
+            packed = self.packed_experts(name) if None in held else None
+            if packed:
+                values = self.tensor(packed[0], q8_0)
+                if packed[1] is not None:
+                    if values.ndim != 3 or values.shape[1] % 2:
+                        raise WeightError(f"checkpoint tensor {packed[0]!r} is {list(values.shape)}; {name!r} "
+                                          f"needs [experts, 2 x width, hidden] (gate rows, then up rows)")
+                    width = values.shape[1] // 2
+                    values = values[:, packed[1] * width:(packed[1] + 1) * width]
+            elif None in held:
+                missing = names[held.index(None)]
+                raise WeightError(f"checkpoint {self.path} has no tensor {missing!r} (of the stacked {name!r})")
+            else:
+                values = np.stack([self.tensor(n, q8_0) for n in held])
+        if tuple(values.shape) != tuple(shape):
+            squeezed = tuple(n for n in values.shape if n != 1)
+            if squeezed != tuple(n for n in shape if n != 1):
+                raise WeightError(f"checkpoint {self.describe(name)} is {list(values.shape)}; the plan expects "
+                                  f"{list(shape)}")
+            values = values.reshape(shape)
+        return values
+
+    def describe(self, name: str) -> str:
+        """How a one-line error names the tensor the form's weight `name` is read from."""
+        return f"tensor {name!r}"
+
+
+class Checkpoint(Tensors):
     """A safetensors file: an 8-byte little-endian header size, a JSON header (name -> dtype,
     shape, data_offsets), then the raw data. Tensors are read lazily from a memory map."""
 
@@ -63,9 +162,6 @@ class Checkpoint:
     def names(self) -> list[str]:
         return list(self._header)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._header
-
     def held(self, name: str) -> str | None:
         """The checkpoint's own name of the tensor `name` (no slice, no `*`): the name itself, else the
         first of its RENAMINGS the checkpoint holds; None where it holds none."""
@@ -77,79 +173,9 @@ class Checkpoint:
                 return other
         return None
 
-    def packed_experts(self, name: str) -> tuple[str, int | None] | None:
-        """transformers 5's stacked form of the per-expert `...experts.*.wN.weight`: the tensor holding
-        every expert (`experts.gate_up_proj` [E, 2I, H] for w1 and w3, `experts.down_proj` [E, H, I] for
-        w2), and which half of its second axis (0: w1, 1: w3; None: all of it); None where it has none."""
-        packed = PER_EXPERT.fullmatch(name)
-        if not packed:
-            return None
-        prefix, which = packed.group(1), packed.group(2)
-        tensor, half = PACKED_EXPERTS[which]
-        held = self.held(f"{prefix}.experts.{tensor}")
-        return (held, half) if held else None
-
-    def holds(self, name: str) -> bool:
-        """Whether `resolve` can make `name`: a tensor of that name (or of a recorded renaming of it), a
-        row range of one (`name[a:b]`), or experts stacked (`...experts.*.w1.weight`: experts 0, 1, ...
-        in turn, or transformers 5's packed `experts.gate_up_proj` / `experts.down_proj`)."""
-        if self.held(name):
-            return True
-        plus_one = PLUS_ONE.fullmatch(name)
-        if plus_one:
-            return self.holds(plus_one.group(1))
-        sliced = ROW_RANGE.fullmatch(name)
-        if sliced:
-            return self.held(sliced.group(1)) is not None
-        return "*" in name and (self.held(name.replace("*", "0", 1)) is not None
-                                or self.packed_experts(name) is not None)
-
-    def resolve(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """The form's weight `name` of `shape` from the checkpoint's tensors (see `holds`); a stored
-        shape that differs only by unit axes (a conv's [C, 1, W], A_log's [1, 1, H, 1]) is read as
-        the form's; `name+1` is `name`'s values plus one (PLUS_ONE)."""
-        plus_one = PLUS_ONE.fullmatch(name)
-        if plus_one and not self.held(name):
-            return (self.resolve(plus_one.group(1), shape).astype(np.float32) + np.float32(1)).astype(np.float32)
-        sliced = ROW_RANGE.fullmatch(name)
-        if self.held(name):
-            values = self.tensor(self.held(name))
-        elif sliced:
-            base, first, last = sliced.group(1), int(sliced.group(2)), int(sliced.group(3))
-            values = self.tensor(self.held(base) or base)
-            if not 0 <= first < last <= values.shape[0]:
-                raise WeightError(f"checkpoint tensor {base!r} has {values.shape[0]} rows; {name!r} asks for "
-                                  f"rows [{first}, {last})")
-            values = values[first:last]
-        else:
-            if not shape:
-                raise WeightError(f"{name!r} names stacked experts but the form's weight has no expert axis")
-            names = [name.replace("*", str(e), 1) for e in range(shape[0])]
-            held = [self.held(n) for n in names]
-            packed = self.packed_experts(name) if None in held else None
-            if packed:
-                values = self.tensor(packed[0])
-                if packed[1] is not None:
-                    if values.ndim != 3 or values.shape[1] % 2:
-                        raise WeightError(f"checkpoint tensor {packed[0]!r} is {list(values.shape)}; {name!r} "
-                                          f"needs [experts, 2 x width, hidden] (gate rows, then up rows)")
-                    width = values.shape[1] // 2
-                    values = values[:, packed[1] * width:(packed[1] + 1) * width]
-            elif None in held:
-                missing = names[held.index(None)]
-                raise WeightError(f"checkpoint {self.path} has no tensor {missing!r} (of the stacked {name!r})")
-            else:
-                values = np.stack([self.tensor(n) for n in held])
-        if tuple(values.shape) != tuple(shape):
-            squeezed = tuple(n for n in values.shape if n != 1)
-            if squeezed != tuple(n for n in shape if n != 1):
-                raise WeightError(f"checkpoint tensor {name!r} is {list(values.shape)}; the plan expects "
-                                  f"{list(shape)}")
-            values = values.reshape(shape)
-        return values
-
-    def tensor(self, name: str) -> np.ndarray:
-        """The stored tensor: bf16 as float32 values, other types as numpy reads them."""
+    def tensor(self, name: str, q8_0: bool = False) -> np.ndarray:
+        """The stored tensor: bf16 as float32 values, other types as numpy reads them (`q8_0`, for a
+        buffer of q8_0 blocks, changes nothing here: the values are quantized at load)."""
         if name not in self._header:
             raise WeightError(f"checkpoint {self.path} has no tensor {name!r}")
         entry = self._header[name]
@@ -218,20 +244,33 @@ def random_source(source: Source, seed: int, threads: int | None = None) -> np.n
     return values.reshape(source.shape)
 
 
-def sources(plan: Plan, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, np.ndarray]:
+def open_checkpoint(path: str | Path) -> Tensors:
+    """The checkpoint at `path`: a GGUF file (`.gguf`, read with the `gguf` package, imported only
+    here) or a safetensors file."""
+    if Path(path).suffix.lower() == ".gguf":
+        from lanec.runtime.gguf_checkpoint import GgufCheckpoint
+
+        return GgufCheckpoint(path)
+    return Checkpoint(path)
+
+
+def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None) -> dict[str, np.ndarray]:
     """Every weight source of the plan by name: from the checkpoint where it holds the name,
-    else seeded random; shapes are checked against the plan."""
+    else seeded random; shapes are checked against the plan. A source of a q8_0 buffer keeps the
+    checkpoint's values (a Q8_0 file's q * d are not bf16 values: rounding them would change the
+    blocks); others are rounded to the source's dtype."""
     values: dict[str, np.ndarray] = {}
     for binding in plan.weights:
+        q8_0 = any(t.kind == "quantize_q8_0" for t in binding.transforms)
         for source in binding.sources:
             if source.name in values:
                 continue
             if checkpoint is not None:
                 if not checkpoint.holds(source.name):
-                    raise WeightError(f"checkpoint {checkpoint.path} has no tensor {source.name!r} "
+                    raise WeightError(f"checkpoint {checkpoint.path} has no {checkpoint.describe(source.name)} "
                                       f"(weight {binding.buffer!r} needs it)")
-                tensor = checkpoint.resolve(source.name, source.shape)
-                values[source.name] = dtypes.representable(tensor.astype(np.float32), source.dtype)
+                tensor = checkpoint.resolve(source.name, source.shape, q8_0).astype(np.float32)
+                values[source.name] = tensor if q8_0 else dtypes.representable(tensor, source.dtype)
             else:
                 values[source.name] = random_source(source, seed)
     return values
