@@ -2,6 +2,7 @@
 give it.
 
 1. parse-verify   a form file becomes a verified module (a bad one is a one-line diagnostic)
+   shard          with --tp N, the step of one rank of N (tensor parallel, lanec/passes/shard.py)
 2. lane-before    the lane's own rules, before the shared rules can take their candidates
 3. shared         fusion by dataflow alone
 4. held-back      the lane's kernel facts: a fused op no kernel launches is split back
@@ -37,6 +38,24 @@ def parse_verify(source: str | Path, name: str | None = None) -> tuple[ModuleOp,
     return parse_verified(form_context(), text, where), where
 
 
+# 1b. shard
+def shard(module: ModuleOp, ranks: int, rank: int = 0, where: str = "<module>") -> list[str]:
+    """The module made rank `rank`'s step of `ranks` (in place); returns a line an op saying how
+    it splits and where the all-reduces are. A head count or width that does not divide by the
+    ranks is a one-line FormError."""
+    from lanec.passes.shard import ShardPass, sharding_lines
+
+    try:
+        ShardPass(ranks, rank).apply(form_context(), module)
+    except DiagnosticException as error:
+        raise FormError(where, f"shard: {one_line(str(error))}") from None
+    try:
+        module.verify()
+    except VerifyException as error:
+        raise FormError(where, f"internal error: shard left an invalid form: {one_line(str(error))}") from None
+    return sharding_lines(module)
+
+
 # 2-4. lane-before, shared, held-back
 def fuse(module: ModuleOp, shim: LaneShim | Mapping[str, object] | None = None,
          where: str = "<module>") -> Decisions:
@@ -63,9 +82,11 @@ def fuse(module: ModuleOp, shim: LaneShim | Mapping[str, object] | None = None,
 
 
 def compile_rules(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None,
-                  name: str | None = None) -> tuple[ModuleOp, Decisions]:
-    """Stages 1-4: the fused module and its decisions."""
+                  name: str | None = None, tp: int = 1) -> tuple[ModuleOp, Decisions]:
+    """Stages 1-4: the fused module and its decisions (with `tp` > 1, rank 0's of the sharded step)."""
     module, where = parse_verify(source, name)
+    if tp > 1:
+        shard(module, tp, 0, where)
     return module, fuse(module, shim, where)
 
 
@@ -120,9 +141,18 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: 
 
 
 def compile_plan(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None, *,
-                 cache_dir: Path | None = None, progress=None) -> Compiled:
-    """The whole compiler: a form file to a plan."""
+                 cache_dir: Path | None = None, progress=None, tp: int = 1) -> Compiled:
+    """The whole compiler: a form file to a plan. With `tp` > 1 the form is sharded (so a model
+    that does not divide says so), then refused: the multi-GPU runtime is not built yet."""
     module, where = parse_verify(source)
+    if tp > 1:
+        from lanec.dialects.form import AllReduceOp
+
+        shard(module, tp, 0, where)
+        reduces = sum(isinstance(op, AllReduceOp) for op in module.walk())
+        raise LanecError(f"--tp {tp}: the form shards over {tp} ranks ({reduces} all-reduces a step; "
+                         "`lanec explain --tp` shows how), but lanec has no multi-GPU (NCCL) runtime yet: "
+                         "no plan written")
     form_text, _ = read_source(source, None)
     decisions = fuse(module, shim, where)
     lane_module = lower(module, where)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from lanec.commands import reported
-from lanec.commands.knobs import knob_options, shim_of
+from lanec.commands.knobs import knob_options, shim_of, tp_option
 
 
 @click.command("compile")
@@ -22,10 +22,12 @@ from lanec.commands.knobs import knob_options, shim_of
 @click.option("--emit-kernels", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the cute-dsl module of kernel specializations here")
 @knob_options
+@tp_option
 def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lane: Path | None,
                     emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool,
-                    batch_products: bool) -> None:
-    """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan)."""
+                    batch_products: bool, tp: int) -> None:
+    """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan).
+    With --tp N > 1 the form is sharded and checked, then refused: no multi-GPU runtime yet."""
     from lanec.pipeline import compile_plan
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
@@ -38,9 +40,9 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
                     bar.label = f"compiling kernels ({kernel})"
                     bar.update(1)
 
-                result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress)
+                result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress, tp=tp)
         else:
-            result = compile_plan(source, shim, cache_dir=cache_dir)
+            result = compile_plan(source, shim, cache_dir=cache_dir, tp=tp)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         result.plan.write(output)

@@ -17,6 +17,8 @@ print what the schedule table gave each kernel shape (or which ops have no lane 
       "schema": "lanec.explain/1",
       "shim": {"batch_products": false, "fuse_quant": false, "numerics": "precise", "words": 1},
       "summary": {"held_back": 3, "taken": 40},
+      "sharding": {"ranks": 2, "rank": 0,   # only with --tp N > 1: a line an op, and each all_reduce
+                   "ops": ["layer 0   product (self_attn.o_proj): row-parallel: ...", ...]},
       "schedules": {                 # stage 5: what the schedule table gave each kernel shape
         "lowered": true,             # false (with "reason") where an op has no lane kernel yet
         "kernels": [                 # in launch order
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 import click
 
 from lanec.commands import reported
-from lanec.commands.knobs import knob_options, shim_of
+from lanec.commands.knobs import knob_options, shim_of, tp_option
 
 SCHEMA = "lanec.explain/1"
 
@@ -101,9 +103,10 @@ def schedules(module, where: str) -> dict:
          "table": json.loads(json.dumps(t.overrides)) or None, "us": t.us} for t in found]}
 
 
-def report(model: str, shim, decisions, module=None) -> dict:
+def report(model: str, shim, decisions, module=None, tp: int = 1) -> dict:
     from dataclasses import asdict
 
+    from lanec.passes.shard import sharding_lines
     from lanec.passes.table import RULES
 
     order = {rule.name: i for i, rule in enumerate(RULES)}
@@ -115,6 +118,7 @@ def report(model: str, shim, decisions, module=None) -> dict:
         "shim": asdict(shim),
         "decisions": [d.as_json() for d in ordered],
         "summary": {"taken": taken, "held_back": len(ordered) - taken},
+        **({"sharding": {"ranks": tp, "rank": 0, "ops": sharding_lines(module)}} if tp > 1 else {}),
         **({"schedules": schedules(module, model)} if module is not None else {}),
     }
 
@@ -123,21 +127,28 @@ def report(model: str, shim, decisions, module=None) -> dict:
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help=f"print the decisions as JSON (schema {SCHEMA})")
 @knob_options
-def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool) -> None:
+@tp_option
+def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool,
+            tp: int) -> None:
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
-    then each kernel shape's schedule, from the tuned table or the kernel's defaults."""
+    then each kernel shape's schedule, from the tuned table or the kernel's defaults. With --tp N
+    first how each op splits over N ranks and every all-reduce, then rank 0's fusions."""
     from lanec.pipeline import compile_rules
     from lanec.shim import LaneShim
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
     with reported():
-        module, decisions = compile_rules(model, shim)
-        data = report(model, LaneShim.of(module), decisions, module)  # the knobs the rules ran under
+        module, decisions = compile_rules(model, shim, tp=tp)
+        data = report(model, LaneShim.of(module), decisions, module, tp)  # the knobs the rules ran under
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
     knobs = ", ".join(f"{k}={v}" for k, v in data["shim"].items())
     click.echo(f"{model}: {data['summary']['taken']} taken, {data['summary']['held_back']} held back ({knobs})")
+    if "sharding" in data:
+        click.echo(f"\nshard (--tp {tp}; the rules below ran on rank 0's step):")
+        for line in data["sharding"]["ops"]:
+            click.echo("  " + line)
     stage = None
     from lanec.passes.decisions import Decision
 

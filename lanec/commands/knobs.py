@@ -32,3 +32,10 @@ def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_pro
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
             "fuse_quant": fuse_quant or None, "batch_products": batch_products or None}
+
+
+def tp_option(command: Callable) -> Callable:
+    """--tp N: tensor parallel over N GPUs (the form sharded, lanec/passes/shard.py)."""
+    return click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="tensor parallel over N GPUs: shard the form (each rank's heads, products and "
+                             "experts; an all-reduce where partial sums meet)")(command)

@@ -234,15 +234,28 @@ class InputOp(IRDLOperation):
 WEIGHT_FORMATS = ("bf16", "q8_0")
 
 
+def check_shard(shard: StringAttr | None) -> None:
+    if shard is None:
+        return
+    from lanec.interp.tp import Shard
+
+    try:
+        Shard.parse(shard.data)
+    except ValueError as error:
+        fail(str(error))
+
+
 @irdl_op_definition
 class WeightOp(IRDLOperation):
     """A checkpoint tensor: rows of [outputs, inputs] for a product, or a vector. `q8_0` stores
-    blocks of 32 int8 values with one fp16 scale each."""
+    blocks of 32 int8 values with one fp16 scale each. In a rank's step (`lanec/passes/shard.py`)
+    `shard` names the slice of the checkpoint tensor the rank holds: `"dim 0 part 1 of 2"`."""
 
     name = "form.weight"
     irdl_options = (ParsePropInAttrDict(),)
     weight_name = prop_def(StringAttr, prop_name="name")
     format = prop_def(StringAttr)
+    shard = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "attr-dict `:` type($result)"
@@ -257,6 +270,7 @@ class WeightOp(IRDLOperation):
         expect(fmt in WEIGHT_FORMATS, f"weight format '{fmt}': one of {', '.join(WEIGHT_FORMATS)}")
         expect(self.weight_name.data != "", "a weight needs a checkpoint name")
         expect(is_float(self.result), "weights are bf16 or f32 values (their format says how they are stored)")
+        check_shard(self.shard)
         if fmt == "q8_0":
             dims = shape(self.result)
             expect(len(dims) >= 2, "a q8_0 weight holds product rows: [outputs, inputs] (or [experts, ...])")
@@ -270,12 +284,14 @@ STATE_KINDS = {"conv": 3, "recurrent": 4, "kv": 4, "latent": 3}
 class StateOp(IRDLOperation):
     """A state kept across steps, indexed by slot (conv [slot, channels, taps], recurrent
     [slot, head, value, key]) or by page (kv [page, page_size, kv_heads, head_dim], latent
-    [page, page_size, row])."""
+    [page, page_size, row]). In a rank's step `shard` names the rank's slice of the state (as a
+    weight's)."""
 
     name = "form.state"
     irdl_options = (ParsePropInAttrDict(),)
     state_name = prop_def(StringAttr, prop_name="name")
     kind = prop_def(StringAttr)
+    shard = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     assembly_format = "attr-dict `:` type($result)"
 
@@ -289,6 +305,7 @@ class StateOp(IRDLOperation):
         expect(rank == STATE_KINDS[kind], f"a {kind} state has rank {STATE_KINDS[kind]}, got {rank}")
         if kind == "recurrent":
             expect(isinstance(element(self.result), Float32Type), "the recurrent state is f32")
+        check_shard(self.shard)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1235,12 +1252,38 @@ class ArgmaxOp(IRDLOperation):
         expect(is_int(self.result, 32) and shape(self.result) == (rows,), f"argmax's result is [{rows}] of i32")
 
 
+@irdl_op_definition
+class AllReduceOp(IRDLOperation):
+    """The sum of x over the `ranks` of a tensor-parallel step: each rank holds a partial sum
+    (a row-parallel product's, a mixture's split within its experts); every rank gets the whole.
+
+        %h = form.all_reduce %partial {ranks = 2 : i64} : (tensor<1x64xbf16>) -> tensor<1x64xbf16>
+    """
+
+    name = "form.all_reduce"
+    irdl_options = (ParsePropInAttrDict(),)
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    ranks = prop_def(IntegerAttr[I64])
+    assembly_format = "$x attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, x: SSAValue, ranks: int):
+        super().__init__(operands=[x], properties={"ranks": int_prop(ranks)}, result_types=[x.type])
+
+    def verify_(self) -> None:
+        rows_width(self.x, "an all_reduce's input")
+        ranks = self.ranks.value.data
+        expect(ranks >= 2, f"an all_reduce over {ranks} ranks: at least 2 (one rank has nothing to sum)")
+        expect(is_float(self.x), "an all_reduce sums bf16 or f32 values")
+        expect(self.result.type == self.x.type, "an all_reduce's result has its input's type")
+
+
 Form = Dialect(
     "form",
     [
         StepOp, ReturnOp, InputOp, WeightOp, StateOp, EmbedOp, ProductOp, GatedProductOp, PartOp,
         NormOp, AddOp, MulOp, SwigluOp, SiluOp, SigmoidOp, L2NormOp, HeadNormOp, RopeOp, ConvOp, KdaGateOp,
         DeltaRuleOp, NormGatedOp, KdaOp, AttentionOp, LatentAttentionOp, MixtureOp, QuantizeOp,
-        ArgmaxOp,
+        ArgmaxOp, AllReduceOp,
     ],
 )

@@ -60,6 +60,10 @@ def plain(attr: Attribute, op: str, name: str) -> Any:
     fail(f"{op}: the interpreter cannot read property {name} = {attr}")
 
 
+def shard_of(op: form.WeightOp | form.StateOp) -> str:
+    return "" if op.shard is None else op.shard.data
+
+
 def program_of(module: ModuleOp) -> Program:
     """The interpreter's program of a module holding one form.step."""
     if not isinstance(module, ModuleOp):
@@ -87,10 +91,10 @@ def program_of(module: ModuleOp) -> Program:
                                         dtype(op.result.type)))
         elif isinstance(op, form.WeightOp):
             program.weights.append(Weight(define(op.result), op.weight_name.data, op.format.data,
-                                          dims(op.result), dtype(op.result.type)))
+                                          dims(op.result), dtype(op.result.type), shard_of(op)))
         elif isinstance(op, form.StateOp):
             program.states.append(State(define(op.result), op.state_name.data, op.kind.data,
-                                        dims(op.result), dtype(op.result.type)))
+                                        dims(op.result), dtype(op.result.type), shard_of(op)))
         elif isinstance(op, form.ReturnOp):
             program.outputs = [use(v, op.name) for v in op.outputs]
         else:

@@ -668,5 +668,16 @@ def q8_0(w) -> np.ndarray:
     return (q * d).reshape(np.shape(w)).astype(F32)
 
 
+def all_reduce(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The sum of a tensor over the ranks of a sharded step, in rank order (fp32)."""
+    shapes = {np.shape(p) for p in parts}
+    if len(shapes) != 1:
+        fail(f"all_reduce: the ranks' tensors disagree on shape ({', '.join(str(list(s)) for s in shapes)})")
+    total = f32(parts[0]).copy()
+    for part in parts[1:]:
+        total += f32(part)
+    return total
+
+
 def argmax(x) -> np.ndarray:
     return np.argmax(f32(x), axis=-1).astype(np.int32)

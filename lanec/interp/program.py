@@ -53,6 +53,7 @@ OPS = {
     "mixture": ops.mixture,
     "quantize": ops.quantize,
     "argmax": ops.argmax,
+    "all_reduce": ops.all_reduce,  # over the ranks: lanec/interp/tp.py runs it
 }
 
 # ops whose meaning depends on the step's tokens a request
@@ -78,6 +79,7 @@ class Weight:
     format: str
     shape: list[int]
     dtype: str
+    shard: str = ""  # the rank's slice of the checkpoint tensor (tp.Shard), "" for all of it
 
 
 @dataclass
@@ -87,6 +89,7 @@ class State:
     kind: str
     shape: list[int]
     dtype: str
+    shard: str = ""  # the rank's slice of the unsharded state (tp.Shard), "" for all of it
 
 
 @dataclass
@@ -122,6 +125,14 @@ class Program:
         value of the step by id. `routing` (router weight name -> expert ids [rows, top_k]): a
         mixture takes a row's given experts where they are a near-tie of its own choice
         (`ops.mixture`'s `hint`), so a check follows the GPU's routing through near ties."""
+        values = self.bind(env, values, routing)
+        for index, step in enumerate(self.steps):
+            self.store(index, step, self.run_step(step, values), values, storage)
+        return self.collect(values)
+
+    def bind(self, env: Environment, values: dict[int, np.ndarray] | None = None,
+             routing: dict[str, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+        """The step's declarations bound to `env`'s arrays (q8_0 weights dequantized), by value id."""
         values = {} if values is None else values
         self._routing = {decl.value: routing[decl.name] for decl in self.weights if decl.name in (routing or {})}
         for decl in self.inputs:
@@ -131,15 +142,20 @@ class Program:
             values[decl.value] = ops.q8_0(source) if decl.format == "q8_0" else source
         for decl in self.states:
             values[decl.value] = declared(env.states, decl.name, decl, "state")
-        for index, step in enumerate(self.steps):
-            results = self.run_step(step, values)
-            if len(results) != len(step.results):
-                fail(f"step {index} ({step.op}) gives {len(results)} results; "
-                     f"the program names {len(step.results)}")
-            if storage:
-                results = [round_bf16(r) if store == "bf16" else r
-                           for r, store in zip(results, step.stores or [""] * len(results), strict=True)]
-            values.update(zip(step.results, results, strict=True))
+        return values
+
+    def store(self, index: int, step: Step, results: list[np.ndarray], values: dict[int, np.ndarray],
+              storage: bool) -> None:
+        """Step `index`'s results into `values` (rounded to bf16 where they are stored so, under `storage`)."""
+        if len(results) != len(step.results):
+            fail(f"step {index} ({step.op}) gives {len(results)} results; "
+                 f"the program names {len(step.results)}")
+        if storage:
+            results = [round_bf16(r) if store == "bf16" else r
+                       for r, store in zip(results, step.stores or [""] * len(results), strict=True)]
+        values.update(zip(step.results, results, strict=True))
+
+    def collect(self, values: dict[int, np.ndarray]) -> list[np.ndarray]:
         missing = [v for v in self.outputs if v not in values]
         if missing:
             fail(f"the program's output %{missing[0]} is never computed")
@@ -148,6 +164,9 @@ class Program:
     def run_step(self, step: Step, values: dict[int, np.ndarray]) -> list[np.ndarray]:
         if step.op not in OPS:
             fail(f"unknown op '{step.op}' in the program")
+        if step.op == "all_reduce":
+            fail("all_reduce sums over the ranks of a sharded step: run the rank programs together "
+                 "(lanec.interp.tp.run_ranks)")
 
         def value(id_: int) -> np.ndarray:
             if id_ not in values:

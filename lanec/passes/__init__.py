@@ -35,4 +35,10 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LowerToLane
 
-    return {**{name: rule_getter(name) for name in TABLE_PASSES}, "lower-to-lane": get_lower_to_lane}
+    def get_shard() -> type[ModulePass]:
+        from lanec.passes.shard import ShardPass
+
+        return ShardPass
+
+    return {**{name: rule_getter(name) for name in TABLE_PASSES}, "shard": get_shard,
+            "lower-to-lane": get_lower_to_lane}
