@@ -1,0 +1,23 @@
+"""What every lane kernel's compile test asserts of its PTX (the tests directory is on the path:
+`from ptx import compiled_for_sm90a`)."""
+
+from __future__ import annotations
+
+import re
+
+from lanec.codegen.compile import compile_kernel, entry_signature
+
+
+def compiled_for_sm90a(kernel):
+    """The kernel compiled afresh: for sm_90a, with PDL's wait and its early release of the
+    dependents, no local memory (a register indexed at run time would spill there), one 8-byte
+    pointer a param, and the launch its class computes."""
+    compiled = compile_kernel(kernel, cache_dir=None, use_cache=False)
+    ptx = compiled.ptx
+    assert re.search(r"^\.target sm_90a", ptx, re.M)
+    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
+    _, sizes = entry_signature(ptx)
+    assert sizes == [8] * len(kernel.params())
+    assert compiled.launch == kernel.launch() and compiled.launch.shared_bytes <= 227 * 1024
+    return compiled
