@@ -55,3 +55,46 @@ def test_missing_names(checkpoint):
     ckpt, _ = checkpoint
     assert not ckpt.holds("q_proj.weight") and not ckpt.holds("q_proj.weight[0:4]")
     assert not ckpt.holds("shared.*.w1.weight")
+
+
+def test_a_sharded_checkpoint_reads_each_tensor_from_its_shard(tmp_path, checkpoint):
+    """A large model's checkpoint in several files (model-0000N-of-0000M.safetensors and the
+    index Hugging Face writes beside them): opened by its folder or its index, stacked experts
+    across two shards resolve as from one file; a missing shard or a tensor the index misplaces
+    is one line."""
+    import json
+
+    from lanec.runtime.weights import INDEX, ShardedCheckpoint, open_checkpoint
+
+    _, tensors = checkpoint
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[:3], "model-00002-of-00002.safetensors": names[3:]}
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    for file, held in shards.items():
+        save_file({n: tensors[n] for n in held}, str(folder / file))
+    (folder / INDEX).write_text(json.dumps({"metadata": {}, "weight_map": {n: f for f, ns in shards.items()
+                                                                             for n in ns}}))
+    for opened in (open_checkpoint(folder), open_checkpoint(folder / INDEX)):
+        assert isinstance(opened, ShardedCheckpoint) and sorted(opened.names) == names
+        stacked = opened.resolve("experts.*.w1.weight", (4, 16, 64))
+        assert np.array_equal(stacked, np.stack([tensors[f"experts.{e}.w1.weight"] for e in range(4)]))
+        assert np.array_equal(opened.resolve("kv_a.weight[0:512]", (512, 64)), tensors["kv_a.weight"][:512])
+    # a folder without an index: each shard's header says what it holds
+    (folder / INDEX).unlink()
+    assert sorted(open_checkpoint(folder).names) == names
+    # the index names a shard that is not there
+    (folder / INDEX).write_text(json.dumps({"weight_map": {names[0]: "model-00003-of-00003.safetensors"}}))
+    with pytest.raises(WeightError, match="shard model-00003-of-00003.safetensors is missing") as raised:
+        open_checkpoint(folder)
+    assert "\n" not in str(raised.value)
+    # the index places a tensor in a shard that does not hold it
+    (folder / INDEX).write_text(json.dumps({"weight_map": {names[0]: "model-00002-of-00002.safetensors"}}))
+    with pytest.raises(WeightError, match=f"does not hold '{names[0]}', which the index places there"):
+        open_checkpoint(folder)
+    # a truncated shard: its header claims more bytes than the file has
+    (folder / INDEX).unlink()
+    shard = folder / "model-00001-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[:200])
+    with pytest.raises(WeightError, match="truncated"):
+        open_checkpoint(folder)

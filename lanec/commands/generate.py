@@ -105,8 +105,9 @@ def interpreted_program(source: Path):
 
 @click.command()
 @click.argument("source", metavar="PLAN_OR_FORM", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="the safetensors or GGUF checkpoint to take the weights from (bound as `lanec run --weights`)")
+@click.option("--weights", type=click.Path(exists=True, path_type=Path), required=True,
+              help="the safetensors file, sharded checkpoint (folder or index) or GGUF file to take the weights "
+                   "from (bound as `lanec run --weights`)")
 @click.option("--prompt-ids", "ids", metavar="IDS", help="the prompt as comma-separated token ids: 1,2,3")
 @click.option("--prompt", "text", metavar="TEXT", help="the prompt as text (needs --tokenizer)")
 @click.option("--tokenizer", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,

@@ -22,8 +22,9 @@ from lanec.runtime.runner import Options  # no GPU is touched until a step runs
               help="launch with programmatic dependent launch")
 @click.option("--seed", type=int, default=Options.seed, show_default=True,
               help="seed of the random inputs, states and (without --weights) weights")
-@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="a safetensors or GGUF (.gguf) checkpoint to take the weights from")
+@click.option("--weights", type=click.Path(path_type=Path), default=None,
+              help="a safetensors file, a sharded checkpoint (its folder or model.safetensors.index.json) or a "
+                   "GGUF (.gguf) file to take the weights from")
 @click.option("--repeats", type=int, default=Options.repeats, show_default=True,
               help="timed repetitions (the median is reported)")
 def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,

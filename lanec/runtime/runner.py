@@ -426,7 +426,8 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     parser.add_argument("--no-graph", dest="graph", action="store_false", help="launch eagerly, no CUDA graph")
     parser.add_argument("--no-pdl", dest="pdl", action="store_false", help="launch without PDL")
     parser.add_argument("--seed", type=int, default=Options.seed, help="seed of the random inputs and weights")
-    parser.add_argument("--weights", type=Path, default=None, help="a safetensors or GGUF checkpoint for the weights")
+    parser.add_argument("--weights", type=Path, default=None,
+                        help="a safetensors file, a sharded checkpoint (folder or index) or a GGUF file: the weights")
     parser.add_argument("--repeats", type=int, default=Options.repeats, help="timed repetitions (median)")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,

@@ -244,13 +244,81 @@ def random_source(source: Source, seed: int, threads: int | None = None) -> np.n
     return values.reshape(source.shape)
 
 
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map of tensor name -> shard file
+
+
+class ShardedCheckpoint(Tensors):
+    """A checkpoint in several safetensors files, as Hugging Face saves a large model: an index
+    (`model.safetensors.index.json`: its `weight_map` names each tensor's shard), or a folder of
+    `*.safetensors` files without one (each shard's header says what it holds). Shards are opened
+    (their headers read) once; a tensor is read from its shard's memory map when asked for, so the
+    model is never held whole in host memory."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        folder = self.path if self.path.is_dir() else self.path.parent
+        index = self.path / INDEX if self.path.is_dir() else self.path
+        if index.is_file():
+            try:
+                mapping = json.loads(index.read_text())["weight_map"]
+                if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+                    raise TypeError
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+                raise WeightError(f"{index} is not a safetensors index: no weight_map of tensor name -> "
+                                  "shard file") from None
+            files = sorted(set(mapping.values()))
+        else:
+            files = sorted(p.name for p in folder.glob("*.safetensors"))
+            if not files:
+                raise WeightError(f"{self.path}: no {INDEX} and no *.safetensors files")
+            mapping = None
+        self._shards: dict[str, Checkpoint] = {}
+        for name in files:
+            if not (folder / name).is_file():
+                raise WeightError(f"{index}: shard {name} is missing from {folder}")
+            self._shards[name] = Checkpoint(folder / name)
+        self._where = {}
+        for file, shard in self._shards.items():
+            for tensor in shard.names:
+                if mapping is not None and mapping.get(tensor) != file:
+                    continue  # the index says another shard holds it (or nothing does)
+                self._where.setdefault(tensor, file)
+        if mapping is not None:
+            absent = [t for t, f in mapping.items() if t not in self._where]
+            if absent:
+                raise WeightError(f"{index}: shard {mapping[absent[0]]} does not hold {absent[0]!r}, which the "
+                                  f"index places there" + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""))
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def held(self, name: str) -> str | None:
+        if name in self._where:
+            return name
+        for pattern, replacement in RENAMINGS:
+            other = pattern.sub(replacement, name)
+            if other != name and other in self._where:
+                return other
+        return None
+
+    def tensor(self, name: str, q8_0: bool = False) -> np.ndarray:
+        if name not in self._where:
+            raise WeightError(f"checkpoint {self.path} has no tensor {name!r}")
+        return self._shards[self._where[name]].tensor(name, q8_0)
+
+
 def open_checkpoint(path: str | Path) -> Tensors:
     """The checkpoint at `path`: a GGUF file (`.gguf`, read with the `gguf` package, imported only
-    here) or a safetensors file."""
-    if Path(path).suffix.lower() == ".gguf":
+    here), a sharded safetensors checkpoint (a folder, or its `model.safetensors.index.json`), or
+    one safetensors file."""
+    path = Path(path)
+    if path.suffix.lower() == ".gguf":
         from lanec.runtime.gguf_checkpoint import GgufCheckpoint
 
         return GgufCheckpoint(path)
+    if path.is_dir() or path.suffix.lower() == ".json":
+        return ShardedCheckpoint(path)
     return Checkpoint(path)
 
 
