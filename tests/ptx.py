@@ -10,12 +10,14 @@ from lanec.codegen.compile import compile_kernel, entry_signature
 
 def compiled_for_sm90a(kernel):
     """The kernel compiled afresh: for sm_90a, with PDL's wait and its early release of the
-    dependents, no local memory (a register indexed at run time would spill there), one 8-byte
-    pointer a param, and the launch its class computes."""
+    dependents where its launch asks for PDL (and neither where it does not), no local memory (a
+    register indexed at run time would spill there), one 8-byte pointer a param, and the launch
+    its class computes."""
     compiled = compile_kernel(kernel, cache_dir=None, use_cache=False)
     ptx = compiled.ptx
     assert re.search(r"^\.target sm_90a", ptx, re.M)
-    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    pdl = kernel.launch().pdl
+    assert ("griddepcontrol.wait;" in ptx) == pdl and ("griddepcontrol.launch_dependents;" in ptx) == pdl
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
     _, sizes = entry_signature(ptx)
     assert sizes == [8] * len(kernel.params())

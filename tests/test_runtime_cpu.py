@@ -14,7 +14,7 @@ from forms import skip_where_a_gpu_works
 
 from lanec.cli import main
 from lanec.interp.program import Input, Program, State, Step, Weight
-from lanec.runtime import dtypes, weights
+from lanec.runtime import dtypes, seeded, weights
 from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
 from lanec.runtime.runner import Options, RunError, interpret, load, validate_pages, validate_slots
 
@@ -114,14 +114,14 @@ def test_random_sources_are_seeded_bounded_and_rounded():
 
 
 def test_random_sources_do_not_depend_on_the_threads(monkeypatch):
-    monkeypatch.setattr(weights, "CHUNK", 1000)  # 2.5 chunks: streams, a partial last chunk
+    monkeypatch.setattr(seeded, "CHUNK", 1000)  # 2.5 chunks: a partial last chunk
     for dtype in ("bfloat16", "float32", "float16"):
         source = Source("layer.0.w", (50, 50), dtype, scale=0.5, center=1.0)
         one, four = weights.random_source(source, 5, threads=1), weights.random_source(source, 5, threads=4)
         assert one.shape == (50, 50) and one.dtype == np.float32
         np.testing.assert_array_equal(one, four)
         chunks = one.reshape(-1)[:2000].reshape(2, 1000)
-        assert not np.array_equal(chunks[0], chunks[1])  # each chunk its own stream
+        assert not np.array_equal(chunks[0], chunks[1])
         if dtype == "float16":
             np.testing.assert_array_equal(one.astype(np.float16).astype(np.float32), one)
 

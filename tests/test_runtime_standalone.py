@@ -24,7 +24,8 @@ BLOCKER = textwrap.dedent('''
 
     FOREIGN = {"xdsl", "cutlass", "click"}
     # the lanec modules the runtime may import: itself, and the interpreter's numpy half
-    ALLOWED = {"lanec", "lanec.interp", "lanec.interp.ops", "lanec.interp.program", "lanec.interp.environment"}
+    ALLOWED = {"lanec", "lanec.interp", "lanec.interp.ops", "lanec.interp.program", "lanec.interp.environment",
+               "lanec.interp.lazy"}
 
 
     def refused(name):

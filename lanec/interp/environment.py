@@ -74,7 +74,8 @@ def initialiser(uses: set[tuple[str, str]], shape: tuple[int, ...] | list[int]) 
 
 
 def weight_values(rng: np.random.Generator, shape: list[int], uses: list[tuple[str, str]]) -> np.ndarray:
-    """`center + scale * clip(normal, -3, 3)`: bounded, as the runtime draws a plan's weights."""
+    """`center + scale * clip(normal, -3, 3)`: bounded, of the scale the runtime's seeded weights
+    have (`lanec.runtime.seeded`: uniform, standard deviation `scale`)."""
     center, scale = initialiser(set(uses), shape)
     values = rng.standard_normal(shape, dtype=F32)
     np.clip(values, -3, 3, out=values)

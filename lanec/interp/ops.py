@@ -78,12 +78,11 @@ def swiglu(g, u) -> np.ndarray:
 
 def embed(tokens, table) -> np.ndarray:
     tokens = np.asarray(tokens)
-    table = f32(table)
-    vocab = table.shape[0]
+    vocab = np.shape(table)[0]
     bad = (tokens < 0) | (tokens >= vocab)
     if bad.any():
         fail(f"embed: token id {int(tokens[bad][0])} is outside the vocabulary of {vocab}")
-    return table[tokens.astype(np.int64)]
+    return f32(table[tokens.astype(np.int64)])  # only the tokens' rows (of a lazy table too)
 
 
 def product(x, w) -> np.ndarray:
@@ -546,9 +545,9 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     (rows[r] < 0 drops it), other rows zero. With `groups` (grouped top-k): the experts in
     `groups` equal groups ranked by the sum of their top-2 scores (+ correction), only the best
     `topk_groups` groups' experts chosen from. Ties: the lower group, the lower expert."""
-    x, gate, up, down = f32(x), f32(gate), f32(up), f32(down)
+    x = f32(x)  # gate, up and down are indexed by expert: a lazy weight makes only the chosen
     shared = list(shared or ())
-    n, experts = x.shape[0], gate.shape[0]
+    n, experts = x.shape[0], np.shape(gate)[0]
     if not 1 <= top_k <= experts:
         fail(f"mixture: top_k {top_k} is outside 1..{experts} experts")
     logits = product(x, router)
@@ -571,8 +570,8 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     out = np.zeros_like(x)
     for e in np.unique(chosen):
         at, which = np.nonzero(chosen == e)
-        hidden = swiglu(x[at] @ gate[e].T, x[at] @ up[e].T)
-        out[at] += weights[at, which][:, None] * (hidden @ down[e].T)
+        hidden = swiglu(x[at] @ f32(gate[e]).T, x[at] @ f32(up[e]).T)
+        out[at] += weights[at, which][:, None] * (hidden @ f32(down[e]).T)
     if len(shared) not in (0, 3, 4):
         fail(f"mixture: a shared expert is gate, up, down (and a gate row), got {len(shared)} weights")
     if shared:

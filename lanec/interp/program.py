@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lanec.interp import ops
+from lanec.interp.lazy import LazyWeight
 from lanec.interp.ops import InterpretError, fail
 from lanec.runtime.dtypes import round_bf16
 
@@ -138,7 +139,11 @@ class Program:
         for decl in self.inputs:
             values[decl.value] = declared(env.inputs, decl.role, decl, "input")
         for decl in self.weights:
-            source = ops.f32(declared(env.weights, decl.name, decl, "weight"))
+            source = declared(env.weights, decl.name, decl, "weight")
+            if isinstance(source, LazyWeight):  # kept lazy: an op that reads some rows makes only those
+                values[decl.value] = source.map(ops.q8_0) if decl.format == "q8_0" else source
+                continue
+            source = ops.f32(source)
             values[decl.value] = ops.q8_0(source) if decl.format == "q8_0" else source
         for decl in self.states:
             values[decl.value] = declared(env.states, decl.name, decl, "state")
@@ -234,7 +239,7 @@ def declared(table: dict[str, np.ndarray], key: str, decl: Input | Weight | Stat
     if key not in table:
         fail(f"the environment has no {what} '{key}'")
     array = table[key]
-    if not isinstance(array, np.ndarray):
+    if not isinstance(array, np.ndarray) and not (what == "weight" and isinstance(array, LazyWeight)):
         fail(f"the {what} '{key}' is a {type(array).__name__}, not a numpy array")
     if list(array.shape) != list(decl.shape):
         fail(f"the {what} '{key}' is {list(array.shape)}; the program declares {list(decl.shape)}")

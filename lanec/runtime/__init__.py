@@ -7,10 +7,11 @@
     artifact.py   one compiled kernel on disk (a cubin and its JSON)
     plan.py       the plan.bin format: `Plan.read` / `Plan.write`, `describe`; buffer roles, transforms
     weights.py    safetensors checkpoints, seeded weights, the transforms that lay weights out
+    seeded.py     seeded weights: each value a function of (seed, name, index), the GPU kernel's twin
     gguf_checkpoint.py  GGUF checkpoints (llama.cpp's names and layouts; the gguf package, imported lazily)
     runner.py     `lanec run` / `python -m lanec.runtime`: step, graph, timings, --check, --interpret
 
 Nothing here imports the compiler (lanec.codegen, xDSL, CuTe DSL) or click: the compiler imports
 the runtime, never the reverse. `--check` and `--interpret` import the interpreter's numpy half
-(lanec.interp.program, ops, environment) where they run.
+(lanec.interp.program, ops, environment, lazy) where they run.
 """

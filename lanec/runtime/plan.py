@@ -13,7 +13,8 @@ kept opaque), b"FORM" (the form text the plan was compiled from).
 
 A weight buffer is made once, at load, from checkpoint tensors (its sources, by the form's weight
 names) through a recorded chain of transforms; sources missing from a checkpoint are filled by a
-seeded initialiser (`center + scale * clip(normal, -3, 3)`, rounded to the source's dtype).
+seeded initialiser (`lanec.runtime.seeded`: each value a function of the seed, the name and its
+index, uniform about `center` with standard deviation `scale`, rounded to the source's dtype).
 A launch binds buffers by name at an element offset (a view into a wider buffer), and carries
 its kernel's specialization as the compiler chose it (`spec`: shape, pitches, schedule), which
 `lanec show` prints and the runtime never needs (plans without it read as an empty spec).

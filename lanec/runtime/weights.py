@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import struct
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from lanec.runtime import dtypes
+from lanec.runtime import dtypes, seeded
 from lanec.runtime.dtypes import Q8_0_BLOCK
 from lanec.runtime.plan import Plan, Source, Transform, WeightBinding
 
@@ -218,30 +215,14 @@ PACKED_EXPERTS = {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1), "w2": ("
 PLUS_ONE = re.compile(r"(.+)\+1")
 
 
-CHUNK = 1 << 22  # values a random stream fills: the unit of the seeded initialiser's parallelism
-
-
 def random_source(source: Source, seed: int, threads: int | None = None) -> np.ndarray:
-    """`center + scale * clip(normal, -3, 3)`: bounded, rounded to the source's dtype, drawn in
-    chunks of CHUNK values, chunk i from a stream keyed by (seed, the source's name, i); so the
-    values do not depend on how many threads draw them (numpy's generators and ufuncs release the
-    GIL on whole arrays: a plan's 2 GB of seeded weights take seconds, not a minute)."""
+    """The source's seeded values (`lanec.runtime.seeded`): each a function of (seed, the source's
+    name, its flat index), uniform of standard deviation `scale` about `center`, rounded to the
+    source's dtype; so the GPU's generator, any thread count or a lazy view of some rows give the
+    same numbers."""
     count = math.prod(source.shape)
-    values = np.empty(count, np.float32)
-    key = [seed & 0xFFFFFFFF, zlib.crc32(source.name.encode())]
-
-    def fill(chunk: int) -> None:
-        part = values[chunk * CHUNK:(chunk + 1) * CHUNK]
-        np.random.default_rng([*key, chunk]).standard_normal(out=part, dtype=np.float32)
-        np.clip(part, -3, 3, out=part)
-        part *= np.float32(source.scale)
-        part += np.float32(source.center)
-        part[...] = dtypes.representable(part, source.dtype)
-
-    chunks = range(-(-count // CHUNK))
-    with ThreadPoolExecutor(max(1, min(len(chunks), threads or os.cpu_count() or 1, 16))) as pool:
-        list(pool.map(fill, chunks))
-    return values.reshape(source.shape)
+    return seeded.values(source.name, seed, 0, count, source.scale, source.center, source.dtype,
+                         threads).reshape(source.shape)
 
 
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map of tensor name -> shard file
@@ -322,11 +303,15 @@ def open_checkpoint(path: str | Path) -> Tensors:
     return Checkpoint(path)
 
 
-def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None) -> dict[str, np.ndarray]:
+def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None, lazy: bool = False) -> dict[str, np.ndarray]:
     """Every weight source of the plan by name: from the checkpoint where it holds the name,
     else seeded random; shapes are checked against the plan. A source of a q8_0 buffer keeps the
     checkpoint's values (a Q8_0 file's q * d are not bf16 values: rounding them would change the
-    blocks); others are rounded to the source's dtype."""
+    blocks); others are rounded to the source's dtype. `lazy`: seeded sources as views that make
+    only the rows read (`lanec.interp.lazy.LazyWeight`: the interpreter's real-size check; numpy
+    makes a view whole where it needs all of it)."""
+    if lazy:
+        from lanec.interp.lazy import LazyWeight
     values: dict[str, np.ndarray] = {}
     for binding in plan.weights:
         q8_0 = any(t.kind == "quantize_q8_0" for t in binding.transforms)
@@ -339,6 +324,9 @@ def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None) -> dict[st
                                       f"(weight {binding.buffer!r} needs it)")
                 tensor = checkpoint.resolve(source.name, source.shape, q8_0).astype(np.float32)
                 values[source.name] = tensor if q8_0 else dtypes.representable(tensor, source.dtype)
+            elif lazy:
+                values[source.name] = LazyWeight.seeded(source.name, source.shape, seed, source.scale, source.center,
+                                                        source.dtype)
             else:
                 values[source.name] = random_source(source, seed)
     return values

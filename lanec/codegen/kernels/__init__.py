@@ -22,6 +22,7 @@ KERNELS = {
     "mixture_router": "lanec.codegen.kernels.mixture:MixtureRouter",
     "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",
     "mixture_down": "lanec.codegen.kernels.mixture:MixtureDown",
+    "seeded": "lanec.codegen.kernels.seeded:Seeded",
 }
 
 

@@ -333,6 +333,15 @@ def fma(a, b, c, ftz=False, *, loc=None, ip=None):
                                    asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
 
 
+@dsl_user_op
+def rounded(op, a, b, *, loc=None, ip=None):
+    """``a op b`` (op "mul" or "add") in fp32, rounded to nearest even once: an explicit rounding is
+    never fused into an FMA, so the value is the one numpy computes."""
+    return Float32(llvm.inline_asm(T.f32(), [_f(a, loc, ip), _f(b, loc, ip)], f"{op}.rn.f32 $0, $1, $2;",
+                                   "=f,f,f", has_side_effects=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+                                   loc=loc, ip=ip))
+
+
 def dot(row, vector, ftz=False):
     """Sum of the products of two 4-vectors: one multiply, then a chain of FMAs."""
     pairs = list(zip(row, vector))
