@@ -1,7 +1,9 @@
 """gemm_tc compiles for sm_90a (CPU only): its PTX has the PDL pair, the cp.async pipeline with
 zero-filled copies, the bf16 MMA fed by ldmatrix, the cluster barriers and DSMEM reads of a split
 K (only there) and no local memory; its launch and params follow the specialization; bad
-specializations raise one line naming the fact."""
+specializations raise one line naming the fact. The wgmma engine (a schedule's choice, not the
+default): warpgroup MMAs of 64 weight rows against every activation row (padded to 8) from
+swizzled stages that a proxy fence hands from cp.async to wgmma, and no mma.sync."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ptx import compiled_for_sm90a
 
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.gemm_tc import GemmTc
+from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
 
 KIMI_MERGED = [4096, 4096, 4096, 128, 32, 128]  # q, k, v, f_a, b, g_a of a KDA layer: 12576 outputs
 
@@ -37,6 +40,43 @@ def test_compiles_for_sm90a(case):
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     split = kernel.splits > 1
     assert ("barrier.cluster.arrive" in ptx) == split and ("ld.shared::cluster.v4.f32" in ptx) == split
+
+
+WGMMA = {"engine": "wgmma"}
+WGMMA_KERNELS = {
+    "r33_k1000_n2304": lambda: GemmTc(33, 1000, [2304], schedule=WGMMA),
+    "r64_k2304_n4096": lambda: GemmTc(64, 2304, [4096], schedule=WGMMA),
+    "r64_k4096_n2304_s3_k1": lambda: GemmTc(64, 4096, [2304], schedule={**WGMMA, "stages": 3, "splits": 1}),
+    "r100_k2304_merged_pitch": lambda: GemmTc(100, 2304, KIMI_MERGED, x_pitch=2312, schedule=WGMMA),
+    "r100_k7168_n12576_k2": lambda: GemmTc(100, 7168, [12576], schedule={**WGMMA, "splits": 2}),
+    "r256_k7168_n4096": lambda: GemmTc(256, 7168, [4096], schedule=WGMMA),
+    "r256_k4096_n2304_k1": lambda: GemmTc(256, 4096, [2304], schedule={**WGMMA, "splits": 1}),
+    "r256_k2304_merged": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule=WGMMA),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WGMMA_KERNELS))
+def test_wgmma_engine_compiles_for_sm90a(case):
+    kernel = WGMMA_KERNELS[case]()
+    assert type(kernel) is GemmWgmma and kernel.row_blocks == 1 and kernel.padded_rows % 8 == 0
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx), "no zero-fill copy"
+    # one instruction N as wide as the padded rows: the weight streams once for all of them
+    assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
+    assert "wgmma.fence.sync.aligned" in ptx and "wgmma.commit_group.sync.aligned" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx, "cp.async's stage not handed to the async proxy"
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    split = kernel.splits > 1
+    assert ("barrier.cluster.arrive" in ptx) == split and ("ld.shared::cluster.v4.f32" in ptx) == split
+    assert "ld.shared.v4.f32" in ptx or split, "the one-split epilogue stores from the staged tile"
+
+
+def test_engine_defaults_to_mma():
+    assert type(GemmTc(64, 2304, [4096])) is GemmTc
+    assert type(GemmTc(64, 2304, [4096], schedule={"engine": "mma"})) is GemmTc
+    wgmma = GemmTc(40, 2304, [4096, 128], x_pitch=2312, schedule=WGMMA)
+    assert wgmma.params() == GemmTc(40, 2304, [4096, 128], x_pitch=2312).params()
+    assert wgmma.launch().grid[1] == 1 and GemmTc(256, 2304, [4096], schedule=WGMMA).launch().grid[1] == 1
 
 
 def test_params_are_gemvs():
@@ -70,6 +110,9 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     (lambda: GemmTc(64, 2304, [4096], schedule={"splits": 9}), "GemmTc splits is 1-8"),
     (lambda: GemmTc(64, 128, [4096], schedule={"splits": 4}), "splits 4: K 128 has only 2 stages"),
     (lambda: GemmTc(128, 2304, [4096], schedule={"tile_n": 128, "stages": 8}), "above the SM's 232448"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"engine": "tma"}), "GemmTc engine is 'mma' or 'wgmma'"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={**WGMMA, "tile_n": 64}), "wgmma tile_n 64: the engine takes 128"),
+    (lambda: GemmTc(256, 2304, [4096], schedule={**WGMMA, "stages": 5}), "above the SM's 232448"),
 ])
 def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:

@@ -233,18 +233,24 @@ class RowProductsSpec(Spec):
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
+GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
 
 
 @dataclass(frozen=True)
 class GemmSchedule(Schedule):
     """gemm_tc's knobs: weight rows (outputs) a CTA `tile_n` (64 or 128), shared-memory `stages`
-    of 64 K values (2-8) and `splits` of K over a cluster (1-8); None leaves the kernel's choice."""
+    of 64 K values (2-8), `splits` of K over a cluster (1-8) and the tensor-core `engine` ("mma":
+    mma.sync from ldmatrix, verified; "wgmma": Hopper's warpgroup MMA from swizzled shared memory);
+    None leaves the kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
     splits: int | None = None
+    engine: str | None = None
 
     def __post_init__(self) -> None:
+        if self.engine is not None:
+            _choice("GemmTc", "engine", self.engine, GEMM_ENGINES, "'mma' or 'wgmma'")
         if self.tile_n is not None:
             _choice("GemmTc", "tile_n", self.tile_n, (64, 128), "64 or 128 weight rows a CTA")
         if self.stages is not None:

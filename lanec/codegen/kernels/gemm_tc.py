@@ -35,6 +35,7 @@ from lanec.codegen.kernels.primitives import (
     copy_g2s_zfill,
     ldmatrix_x4,
     load_dsmem_f32x4,
+    load_f32x4,
     mma_into,
     pack_bf16,
     store_global_words,
@@ -64,16 +65,31 @@ class GemmTc:
     a `GemmSchedule` (or a mapping of its fields): what it leaves out the kernel picks."""
 
     name = "gemm_tc"
+    engine = "mma"
+    tiles = (128, 64)  # the weight tiles (outputs a CTA) the engine takes; the default grid picks one
+    block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
+    row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
+
+    def __new__(cls, *args, schedule=None, **kwargs):
+        """The schedule's engine picks the class: "wgmma" builds a `GemmWgmma` (same params and
+        launch interface, gemm_wgmma.py), anything else this mma.sync kernel."""
+        if cls is GemmTc and GemmSchedule.of(schedule or {}).engine == "wgmma":
+            from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
+
+            return super().__new__(GemmWgmma)
+        return super().__new__(cls)
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
         parts = tuple(int(p) for p in parts)
         GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch).check()
         schedule = GemmSchedule.of(schedule or {})
+        if schedule.tile_n not in (None, *self.tiles):
+            raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
+                             f"{' or '.join(map(str, self.tiles))} weight rows a CTA")
         self.rows, self.width, self.parts, self.outputs = rows, width, parts, sum(parts)
         self.x_pitch = x_pitch
-        self.row_blocks, self.block_rows = blocks_of(rows, GEMM_BLOCK_ROWS)
-        self.padded_rows = -(-self.block_rows // MMA_M) * MMA_M
-        self.row_tiles = self.padded_rows // MMA_M
+        self.row_blocks, self.block_rows = blocks_of(rows, self.block_limit)
+        self.padded_rows = -(-self.block_rows // self.row_quantum) * self.row_quantum
         self.k_tiles = -(-width // TILE_K)
         tile_n, splits = self.default_grid()
         self.tile_n = schedule.tile_n or tile_n
@@ -83,16 +99,21 @@ class GemmTc:
                              "to split")
         self.n_tiles = -(-self.outputs // self.tile_n)
         self.per_split = -(-self.k_tiles // self.splits)  # K stages a split (the last may have fewer)
-        # two warp rows where the row tiles pair up (an A fragment then serves 4 weight tiles)
-        self.warps_m = 2 if self.row_tiles % 2 == 0 and self.row_tiles >= 4 else 1
-        self.warps_n = WARPS // self.warps_m
-        self.warp_row_tiles = self.row_tiles // self.warps_m
-        self.warp_col_tiles = self.tile_n // MMA_N // self.warps_n
+        self.arrange_warps()
         self.stages = schedule.stages or max(2, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
         if self.shared_bytes() > SHARED_LIMIT:
             raise ValueError(f"gemm_tc: {self.stages} stages of {self.tile_n} weight rows and {self.padded_rows} "
                              f"activation rows take {self.shared_bytes()} bytes of shared memory, above the SM's "
                              f"{SHARED_LIMIT}")
+
+    def arrange_warps(self) -> None:
+        """The warps' share of the tile: two warp rows where the row tiles pair up (an A fragment
+        then serves 4 weight tiles), else one."""
+        self.row_tiles = self.padded_rows // MMA_M
+        self.warps_m = 2 if self.row_tiles % 2 == 0 and self.row_tiles >= 4 else 1
+        self.warps_n = WARPS // self.warps_m
+        self.warp_row_tiles = self.row_tiles // self.warps_m
+        self.warp_col_tiles = self.tile_n // MMA_N // self.warps_n
 
     def default_grid(self) -> tuple[int, int]:
         """(tile_n, splits) of the least modelled time: waves of one CTA an SM, each CTA's time its
@@ -100,7 +121,7 @@ class GemmTc:
         (weight and activation rows). Splits are powers of two (clusters that pack a GPC's SMs); a tie
         takes the later candidate: more splits, then the smaller tile (more SMs busy)."""
         best, choice = None, (128, 1)
-        for tile_n in (128, 64):
+        for tile_n in self.tiles:
             ctas = self.row_blocks * -(-self.outputs // tile_n)
             for splits in (1, 2, 4, 8):
                 if splits > 1 and self.k_tiles < SPLIT_MIN_TILES * splits:
@@ -257,8 +278,19 @@ class GemmTc:
                                    cute.make_layout((self.padded_rows, P), stride=(P, 1)))
         cute.arch.sync_threads()  # every warp is done with the stage buffers the partial tile reuses
         self.put_fragments(partial, acc, n0, first_row, warp, lane)
-        cute.arch.cluster_arrive()  # release: every rank's partial tile is in its shared memory
-        cute.arch.cluster_wait()
+        self.sum_partials(y, partial, split, n0, first_row, tid)
+
+    @cute.jit
+    def sum_partials(self, y, partial, split: Int32, n0: Int32, first_row: Int32, tid: Int32):
+        """Every rank's fp32 partial tile (block row i, output c at `partial[i, c]`) is written:
+        rank `split` sums its share of the tile's 4-value vectors over the cluster's ranks (in rank
+        order: deterministic) and stores them as bf16. One split (the wgmma engine's staged
+        epilogue): the CTA's own tile, stored as whole 8-byte words of y's rows."""
+        if cutlass.const_expr(self.splits == 1):
+            cute.arch.sync_threads()  # every warp's share of the tile is in shared memory
+        else:
+            cute.arch.cluster_arrive()  # release: every rank's partial tile is in its shared memory
+            cute.arch.cluster_wait()
         Q: cutlass.Constexpr = self.tile_n // 4
         vectors: cutlass.Constexpr = self.block_rows * Q
         share: cutlass.Constexpr = -(-vectors // self.splits)
@@ -268,10 +300,14 @@ class GemmTc:
             i, q = v // Q, v % Q
             row, col = first_row + i, n0 + 4 * q
             if (local < share) & (v < vectors) & (row < self.rows) & (col < self.outputs):
-                sums = [Float32(0.0)] * 4
-                for rank in cutlass.range_constexpr(self.splits):
-                    values = load_dsmem_f32x4(at(partial, i, 4 * q), rank)
-                    sums = [sums[e] + values[e] for e in range(4)]
+                if cutlass.const_expr(self.splits == 1):
+                    sums = load_f32x4(at(partial, i, 4 * q), shared=True)
+                else:
+                    sums = [Float32(0.0)] * 4
+                    for rank in cutlass.range_constexpr(self.splits):
+                        values = load_dsmem_f32x4(at(partial, i, 4 * q), rank)
+                        sums = [sums[e] + values[e] for e in range(4)]
                 store_global_words(at(y, row, col), (pack_bf16(sums[0], sums[1]), pack_bf16(sums[2], sums[3])))
-        cute.arch.cluster_arrive()  # no rank leaves while a peer still reads its partial tile
-        cute.arch.cluster_wait()
+        if cutlass.const_expr(self.splits > 1):
+            cute.arch.cluster_arrive()  # no rank leaves while a peer still reads its partial tile
+            cute.arch.cluster_wait()

@@ -1,0 +1,162 @@
+"""gemm_tc's wgmma engine (`GemmSchedule(engine="wgmma")`): the same product, params and launch
+interface as the mma.sync kernel (gemm_tc.py), multiplied by Hopper's warpgroup MMA from shared
+memory instead of mma.sync from ldmatrix'd registers. Not the default: unverified on the GPU.
+
+Operands swapped: the weight rows are wgmma's M side (A; two consumer warpgroups of 64 weight rows
+make a CTA's 128-row tile), the activation rows its N side (B; all of a launch's rows, padded
+inside the kernel to a multiple of 8: one `wgmma.m64nNk16` with N = 8..256, so the weight is read
+once for every row). Both are K-major, as stored, in 128-byte-swizzled stages of 64 K values: the
+layout wgmma's descriptors read without bank conflicts.
+
+Loads: `cp.async` of 16-byte vectors by every thread, each written to its swizzled place (chunk c
+of shared row r at chunk c ^ (r % 8)); K's tail, weight rows past N and the padding rows are
+zero-filled by the same copies. A `fence.proxy.async` makes the landed stage visible to wgmma (the
+async proxy). TMA is not used: its tensor maps are 128-byte kernel params built on the host, and
+the runtime's ABI passes one 8-byte pointer a tensor. PDL as the mma engine: the first weight
+stages before `griddepcontrol.wait`, the activation rows after it.
+
+Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
+row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
+(`GemmTc.sum_partials`). Split-K as the mma engine: `splits` CTAs of one cluster take consecutive
+K ranges and the ranks sum their tiles over DSMEM, in rank order, before the store."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90
+from cutlass import BFloat16, Float32, Int32
+from cutlass.tensor_utils import LayoutEnum
+
+from lanec.codegen.facts import GEMM_MAX_ROWS, VECTOR
+from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc
+from lanec.codegen.kernels.primitives import at, copy_g2s_zfill, wait_stage
+
+WGMMA_M = 64  # weight rows a warpgroup's wgmma
+WGMMA_K = 16
+ROW_BYTES = 2 * TILE_K  # a stage's shared row: 64 K values, one 128-byte swizzle row
+SWIZZLE_ROWS = 8  # rows of one 1024-byte swizzle atom (chunk c of row r sits at c ^ (r % 8))
+ALIGN = 1024  # the swizzle atom: wgmma's 128-byte swizzle reads absolute address bits
+
+
+class GemmWgmma(GemmTc):
+    """y[b, n] = sum_k x[b, k] w[n, k] on wgmma; see the module docstring. `GemmTc(...)` builds
+    it when the schedule's engine is "wgmma" (GemmTc's constructor, with this engine's tile, row
+    block and padding); its knobs are `stages` and `splits` (the tile is 128)."""
+
+    engine = "wgmma"
+    tiles = (128,)  # two consumer warpgroups of 64 weight rows
+    block_limit = GEMM_MAX_ROWS  # one block of every row: wgmma's N side takes up to 256, the weight streams once
+    row_quantum = SWIZZLE_ROWS  # wgmma's N steps by 8: rows padded to whole swizzle atoms
+
+    def arrange_warps(self) -> None:
+        """Nothing to arrange: the tiled MMA gives each warpgroup its 64 weight rows (kernel)."""
+
+    def stage_bytes(self) -> int:
+        return (self.tile_n + self.padded_rows) * ROW_BYTES  # swizzled rows need no padding
+
+    def shared_bytes(self) -> int:
+        return super().shared_bytes() + ALIGN  # room to align the buffers to the swizzle atom
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        tid, _, _ = cute.arch.thread_idx()
+        split, _, n_tile = cute.arch.block_idx()
+        S: cutlass.Constexpr = self.stages
+        R: cutlass.Constexpr = self.padded_rows
+        smem = cutlass.memory.SmemAllocator()
+        # one region: the weight stages, then the activation stages (later the split's partial tile)
+        region = smem.allocate(self.shared_bytes() - ALIGN, ALIGN)
+        weights_base = cute.recast_ptr(region, dtype=BFloat16)
+        rows_base = weights_base + S * self.tile_n * TILE_K
+        tiler = (self.tile_n, R, TILE_K)
+        a_layout = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler, BFloat16, S)
+        b_layout = sm90.make_smem_layout_b(LayoutEnum.ROW_MAJOR, tiler, BFloat16, S)
+        sa = cute.make_tensor(cute.recast_ptr(weights_base, a_layout.inner, dtype=BFloat16), a_layout.outer)
+        sb = cute.make_tensor(cute.recast_ptr(rows_base, b_layout.inner, dtype=BFloat16), b_layout.outer)
+
+        mma = sm90.make_trivial_tiled_mma(BFloat16, BFloat16, cute.nvgpu.OperandMajorMode.K,
+                                          cute.nvgpu.OperandMajorMode.K, Float32,
+                                          (self.tile_n // WGMMA_M, 1, 1), (WGMMA_M, R))
+        thread_mma = mma.get_slice(tid)
+        fragment_a = mma.make_fragment_A(thread_mma.partition_A(sa))
+        fragment_b = mma.make_fragment_B(thread_mma.partition_B(sb))
+        tile_coords = thread_mma.partition_C(cute.make_identity_tensor((self.tile_n, R)))
+        acc = cute.make_rmem_tensor(tile_coords.shape, Float32)
+        acc.fill(0.0)
+        mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+
+        n0 = n_tile * self.tile_n
+        k_first = split * self.per_split
+        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        for s in cutlass.range_constexpr(S - 1):  # the first weights fly while the predecessor finishes
+            if s < tiles:
+                self.load_weights(w, weights_base, n0, k_first + s, s, tid)
+            cute.arch.cp_async_commit_group()
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        for s in cutlass.range_constexpr(S - 1):
+            if s < tiles:
+                self.load_rows(x, rows_base, k_first + s, s, tid)
+        cute.arch.cp_async_commit_group()
+
+        for tile in range(tiles):
+            wait_stage(tile, S)  # this thread's copies of the stage have landed
+            cute.arch.fence_proxy("async.shared", space="cta")  # ... and are visible to wgmma's reads
+            cute.arch.sync_threads()  # every thread's copies; the previous stage's wgmma is done
+            ahead = tile + S - 1
+            if ahead < tiles:
+                self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
+                self.load_rows(x, rows_base, k_first + ahead, ahead % S, tid)
+            cute.arch.cp_async_commit_group()
+            buffer = tile % S
+            cute.nvgpu.warpgroup.fence()
+            for kb in cutlass.range_constexpr(TILE_K // WGMMA_K):
+                cute.gemm(mma, acc, fragment_a[None, None, kb, buffer], fragment_b[None, None, kb, buffer], acc)
+            cute.nvgpu.warpgroup.commit_group()
+            cute.nvgpu.warpgroup.wait_group(0)  # the buffer is refilled after the next barrier
+        cute.arch.cp_async_wait_group(0)
+        # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
+        # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first
+        P: cutlass.Constexpr = self.partial_pitch()
+        partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
+        cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
+        for e in cutlass.range_constexpr(cute.size(acc)):
+            out, row = tile_coords[e]
+            partial[row, out] = acc[e]
+        self.sum_partials(y, partial, split, n0, Int32(0), tid)
+
+    @cute.jit
+    def load_weights(self, w, base, n0: Int32, k_tile: Int32, buffer, tid: Int32):
+        """cp.async of weight rows n0 + [0, tile_n) at K stage `k_tile` into stage `buffer`,
+        swizzled; zeros past N and past K."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
+            c = tid + j * THREADS
+            r, v = c // V, c % V
+            n = n0 + r
+            col = k_tile * TILE_K + v * VECTOR
+            keep = (n < self.outputs) & (col < self.width)
+            source = at(w, cutlass.min(n, self.outputs - 1), cutlass.min(col, self.width - VECTOR))
+            copy_g2s_zfill(swizzled(base, buffer * self.tile_n + r, v), source, keep)
+
+    @cute.jit
+    def load_rows(self, x, base, k_tile: Int32, buffer, tid: Int32):
+        """cp.async of the activation rows at K stage `k_tile` into stage `buffer`, swizzled; zeros
+        past K and in the padding rows."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        copies: cutlass.Constexpr = self.padded_rows * V
+        for j in cutlass.range_constexpr(-(-copies // THREADS)):
+            c = tid + j * THREADS
+            i, v = c // V, c % V
+            col = k_tile * TILE_K + v * VECTOR
+            if c < copies:
+                keep = (i < self.rows) & (col < self.width)
+                source = at(x, cutlass.min(i, self.rows - 1), cutlass.min(col, self.width - VECTOR))
+                copy_g2s_zfill(swizzled(base, buffer * self.padded_rows + i, v), source, keep)
+
+
+def swizzled(base, row, chunk):
+    """Shared row `row`'s 16-byte chunk `chunk` in 128-byte-swizzled rows from `base` (1024-byte
+    aligned): the chunk's place XORed with the row's place in its 8-row atom, as wgmma reads it."""
+    return base + (row * TILE_K + (chunk ^ (row % SWIZZLE_ROWS)) * VECTOR)
