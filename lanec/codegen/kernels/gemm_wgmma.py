@@ -121,7 +121,7 @@ class GemmWgmma(GemmTc):
         P: cutlass.Constexpr = self.partial_pitch()
         partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
         cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
-        for e in cutlass.range_constexpr(cute.size(acc)):
+        for e in cutlass.range(cute.size(acc), unroll_full=True):
             out, row = tile_coords[e]
             partial[row, out] = acc[e]
         self.sum_partials(y, partial, split, n0, Int32(0), tid)
