@@ -56,7 +56,7 @@ class HoldProductsInParts(Judge):
         kept = {i for group in groups for i in group}
         groups += [[i] for i in range(len(op.weights)) if i not in kept]
         groups.sort()
-        reason = "products in parts split into one product a part (gemv each): " + "; ".join(failed)
+        reason = "products in parts split into one product a part (a gemm_tc launch each): " + "; ".join(failed)
         if kept:
             reason += " (a kda's q, k and v stay one product in parts)"
         made, results = split(op, groups)

@@ -57,7 +57,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part (gemv each): 5 parts are more than the tensor-core GEMM's 4"
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part (a gemm_tc launch each): 5 parts are more than the tensor-core GEMM's 4"
 // CHECK: %p0 = form.product %x, %w0 : (tensor<33x64xbf16>, tensor<128x64xbf16>) -> tensor<33x128xbf16>
 // CHECK-NEXT: %p1 = form.product %x, %w1
 // CHECK-NEXT: %p2 = form.product %x, %w2
@@ -80,7 +80,7 @@ builtin.module {
   }
 }
 
-// CHECK: reason = "products in parts split into one product a part (gemv each): the parts mix formats (bf16, q8_0)"
+// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): the parts mix formats (bf16, q8_0)"
 // CHECK: %p0 = form.product %x, %w0
 // CHECK-NEXT: %p1 = form.product %x, %w1
 
@@ -99,7 +99,7 @@ builtin.module {
   }
 }
 
-// CHECK: reason = "products in parts split into one product a part (gemv each): outputs 96 are not whole 128-output tiles"
+// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): outputs 96 are not whole 128-output tiles"
 // CHECK: %p0 = form.product %x, %w0
 // CHECK-NEXT: %p1 = form.product %x, %w1
 
@@ -154,7 +154,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
 }
 
 
-// CHECK: reason = "products in parts split into one product a part (gemv each): 5 parts are more than the tensor-core GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
+// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): 5 parts are more than the tensor-core GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
 // CHECK: %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<40x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>) -> (tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x128xbf16>)
 // CHECK-NEXT: %fa = form.product %x, %wfa
 // CHECK-NEXT: %b = form.product %x, %wb
