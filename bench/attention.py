@@ -14,7 +14,8 @@ Shapes (page size 16; every request at the full context: positions = context - q
   apart): Kimi Linear (32 heads, NoPE: row 512), DeepSeek-V3 (128 heads, row 512 + 64) and its
   16-head shard; context 4096 and 32768, batch 1, 8, 64; and q = 4 at 32768, batch 8.
 Each shape runs with the split count `attention_splits` picks and, where they differ, fixed
-splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more).
+splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more; LANEC_ATTN_SWEEP=1 measures every split at
+batch 1 and 8; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel with a schedule of its own).
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -41,7 +42,9 @@ from pathlib import Path
 import measure  # bench/measure.py: this script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / ("bench-attention-sweep" if os.environ.get("LANEC_ATTN_SWEEP") == "1" else "bench-attention")
+OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_ATTN_SWEEP") == "1" else "")
+                        + "".join(f"-{k}{v}" for k, v in sorted(json.loads(os.environ.get("LANEC_ATTN_SCHEDULE")
+                                                                            or "{}").items())))
 
 PAGE = 16
 HEAD = 128
@@ -55,6 +58,10 @@ FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLIT
 # LANEC_ATTN_SWEEP=1: the split sweep `attention_splits` is fitted to: one query row, batch 1 and 8,
 # splits 1 to 128, ours only (no anchors)
 SWEEP = os.environ.get("LANEC_ATTN_SWEEP") == "1"
+# LANEC_ATTN_SCHEDULE='{"stages": 4}' (JSON, AttentionSchedule's fields): every GQA kernel of the run
+# built with it (the latent kernels keep their defaults: their buffers fill the shared memory), into
+# a folder of its own (build/bench-attention[-sweep]-<fields>), to compare schedules
+SCHEDULE = json.loads(os.environ.get("LANEC_ATTN_SCHEDULE") or "{}")
 SWEEP_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
@@ -98,7 +105,7 @@ def kernel_spec(p: dict, splits: int) -> dict:
     common = dict(batch=p["batch"], tokens=p["q"], heads=p["heads"], page_size=PAGE, max_pages=pages,
                   cache_pages=p["batch"] * pages, splits=splits)
     if p["kind"] == "gqa":
-        return dict(common, kv_heads=p["kv"], head=HEAD)
+        return dict(common, kv_heads=p["kv"], head=HEAD, **({"schedule": SCHEDULE} if SCHEDULE else {}))
     return dict(common, lora=p["lora"], rope=p["rope"], nope=128)
 
 
