@@ -1,6 +1,6 @@
 """gemm_tc on the GPU against the interpreter's product (lanec.interp.ops.product, fp32 sums of the
-bf16 inputs), cases from tests/gpu/cases/gemm_tc.py (built by `python tests/gpu/build.py --only
-gemm_tc`). Every run draws fresh inputs (the activation as wide as its pitch: the kernel must read
+bf16 inputs), on both engines: cases from tests/gpu/cases/gemm_tc.py (mma.sync) and gemm_wgmma.py
+(built by `python tests/gpu/build.py --only gemm_tc gemm_wgmma`). Every run draws fresh inputs (the activation as wide as its pitch: the kernel must read
 only its part), poisons y with 0xFF bytes (NaN: every output must be written) and holds y to the
 kernel tolerance of bf16 (lanec/runtime/tolerance.py)."""
 
@@ -26,19 +26,20 @@ def _load(name: str, path: Path):
     return module
 
 
-CASES = _load("lanec_gpu_cases_gemm_tc", HERE / "cases" / "gemm_tc.py").CASES
+CASES = {(kernel, case): spec for kernel in ("gemm_tc", "gemm_wgmma")
+         for case, spec in _load(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py").CASES.items()}
 Launched = _load("lanec_gpu_attention_launched", HERE / "test_attention.py").Launched  # one helper for both
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_gemm_tc_matches_interpreter(case, stream):
-    spec = CASES[case]
+@pytest.mark.parametrize(("kernel", "case"), sorted(CASES))
+def test_gemm_tc_matches_interpreter(kernel, case, stream):
+    spec = CASES[kernel, case]
     rows, width, outputs = spec["rows"], spec["width"], sum(spec["parts"])
     rng = np.random.default_rng()
     x = to_bf16(rng.standard_normal((rows, spec.get("x_pitch") or width), dtype=np.float32))
     w = to_bf16(rng.standard_normal((outputs, width), dtype=np.float32))
     want = ops.product(from_bf16(x)[:, :width], from_bf16(w))
-    launched = Launched("gemm_tc", case, spec, {"x": x, "w": w}, stream)
+    launched = Launched(kernel, case, spec, {"x": x, "w": w}, stream)
     try:
         got = from_bf16(launched.read("y"))
     finally:

@@ -4,8 +4,8 @@ tiles) and a few below; K of real products (2304, 4096, 7168, 9216) and odd mult
 leave a partial 64-value stage (1000, 1064, 128); N of real products (4096, 2304, Kimi Linear's
 merged q k v f_a b g_a, 12576; an lm head's slice, 16384) and ones that leave a partial weight tile
 (1008, 2056); the activation read in place from a wider row; K split over a cluster (the default
-where tiles leave SMs idle, and forced to 4 and 8) and not; both weight tiles and few stages. Each
-again on the wgmma engine (`wgmma_*`: all rows one block, padded to 8)."""
+where tiles leave SMs idle, and forced to 4 and 8) and not; both weight tiles and few stages. The wgmma engine runs the same shapes
+(tests/gpu/cases/gemm_wgmma.py)."""
 
 import json
 from pathlib import Path
@@ -33,13 +33,6 @@ CASES = {
     "r1_k2304_n4096": dict(rows=1, width=2304, parts=[4096]),
     "r17_k1064_n1008": dict(rows=17, width=1064, parts=[1008]),
 }
-
-# the wgmma engine (a schedule's choice, not yet the default) on every case above: its weight tile is
-# 128 rows, so a case's forced tile is dropped (its splits and stages are kept)
-for name, spec in list(CASES.items()):
-    knobs = {k: v for k, v in spec.get("schedule", {}).items() if k != "tile_n"}
-    CASES[f"wgmma_{name}"] = dict(spec, schedule={**knobs, "engine": "wgmma"})
-CASES["wgmma_r256_k4096_n2304_k1"] = dict(rows=256, width=4096, parts=[2304], schedule={"engine": "wgmma", "splits": 1})
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
 TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"

@@ -1,0 +1,32 @@
+"""gemm_tc's wgmma engine (`lanec/codegen/kernels/gemm_wgmma.py`, a schedule's `engine: "wgmma"`,
+not yet the default) on every hand-written gemm_tc shape (tests/gpu/cases/gemm_tc.py) and one
+unsplit 256-row product; tests/gpu/test_gemm_tc.py checks them as it checks gemm_tc's. Its weight
+tile is 128 rows, so a case's forced tile is dropped (its splits and stages are kept); all of a
+case's rows are one block, padded to whole 8-row wgmma N steps."""
+
+import importlib.util
+from pathlib import Path
+
+KERNEL = "gemm_wgmma"
+
+
+def _mma_cases() -> dict:
+    path = Path(__file__).resolve().parent / "gemm_tc.py"
+    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_gemm_tc_for_wgmma", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+CASES = {}
+for _name, _spec in _mma_cases().items():
+    if not _name.startswith("tuned_"):
+        _knobs = {k: v for k, v in _spec.get("schedule", {}).items() if k != "tile_n"}
+        CASES[_name] = dict(_spec, schedule={**_knobs, "engine": "wgmma"})
+CASES["r256_k4096_n2304_k1"] = dict(rows=256, width=4096, parts=[2304], schedule={"engine": "wgmma", "splits": 1})
+
+
+def make(spec: dict):
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+
+    return GemmTc(**spec)
