@@ -57,3 +57,32 @@ def load_anchors(needs: str):
     import bench_anchors
 
     return bench_anchors
+
+
+def graph_us(driver, stream, launches, repeats: int = 15) -> float:
+    """Median microseconds of one replay of a CUDA graph holding `launches` (driver.Launch, enqueued
+    once eagerly first, then captured on `stream`)."""
+    for launch in launches:
+        launch.enqueue()
+    stream.synchronize()
+    graph = driver.Graph.capture(stream, lambda: [launch.enqueue() for launch in launches])
+    for _ in range(3):
+        graph.replay(stream)
+    us = driver.time_us(stream, lambda: graph.replay(stream), repeats=repeats)
+    graph.destroy()
+    return us
+
+
+def torch_graph_us(torch, stream, fn, repeats: int = 15) -> float:
+    """Median microseconds of one replay of a torch CUDA graph of `fn` (run once eagerly first)."""
+    with torch.cuda.stream(stream):
+        fn()
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            fn()
+        for _ in range(3):
+            graph.replay()
+    us = events_us(torch, stream, graph.replay, repeats)
+    del graph
+    return us

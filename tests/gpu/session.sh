@@ -25,6 +25,8 @@
 #   bench-attention  bench/attention.py (carry .anchors too for SGLang's column)
 #   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
+#   bench-rope       bench/rope.py against transformers' rotate-half in torch
+#   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
@@ -87,12 +89,14 @@ for phase in "${phases[@]}"; do
       python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
     bench-mixture)
       python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
+    bench-rope|bench-seeded)
+      python3 "bench/${phase#bench-}.py" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture or bench-gemm"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture, bench-gemm, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
