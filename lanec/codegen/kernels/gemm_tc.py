@@ -171,19 +171,7 @@ class GemmTc:
         buffers = smem.allocate_tensor(BFloat16, layout, 128)
         n0 = n_tile * self.tile_n
         first_row = block * self.block_rows
-        k_first = split * self.per_split
-        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
-
-        for s in cutlass.range_constexpr(S - 1):  # the first weights fly while the predecessor finishes
-            if s < tiles:
-                self.load_weights(w, buffers, n0, k_first + s, s, tid)
-            cute.arch.cp_async_commit_group()
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
-        for s in cutlass.range_constexpr(S - 1):
-            if s < tiles:
-                self.load_rows(x, buffers, first_row, k_first + s, s, tid)
-        cute.arch.cp_async_commit_group()
+        k_first, tiles = self.start_pipeline(w, x, buffers, buffers, n0, first_row, split, tid)
 
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         acc.fill(0.0)
@@ -201,6 +189,27 @@ class GemmTc:
             self.put_fragments(y, acc, n0, first_row, warp, lane)
         else:
             self.reduce(y, buffers, acc, split, n0, first_row, tid, warp, lane)
+
+    @cute.jit
+    def start_pipeline(self, w, x, weights, rows, n0: Int32, first_row: Int32, split: Int32, tid: Int32):
+        """The split's K stages (first, count), and the first `stages - 1` stages requested: their
+        weights before the PDL wait (weights never depend on the predecessor: they fly while it
+        finishes), one commit group a stage, then after the wait the activation rows, one group
+        for all of them (`wait_stage`'s pipeline). Both engines start so."""
+        S: cutlass.Constexpr = self.stages
+        k_first = split * self.per_split
+        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        for s in cutlass.range_constexpr(S - 1):
+            if s < tiles:
+                self.load_weights(w, weights, n0, k_first + s, s, tid)
+            cute.arch.cp_async_commit_group()
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        for s in cutlass.range_constexpr(S - 1):
+            if s < tiles:
+                self.load_rows(x, rows, first_row, k_first + s, s, tid)
+        cute.arch.cp_async_commit_group()
+        return k_first, tiles
 
     @cute.jit
     def load_weights(self, w, buffers, n0: Int32, k_tile: Int32, buffer, tid: Int32):

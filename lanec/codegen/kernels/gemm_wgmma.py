@@ -87,18 +87,7 @@ class GemmWgmma(GemmTc):
         mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
 
         n0 = n_tile * self.tile_n
-        k_first = split * self.per_split
-        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
-        for s in cutlass.range_constexpr(S - 1):  # the first weights fly while the predecessor finishes
-            if s < tiles:
-                self.load_weights(w, weights_base, n0, k_first + s, s, tid)
-            cute.arch.cp_async_commit_group()
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
-        for s in cutlass.range_constexpr(S - 1):
-            if s < tiles:
-                self.load_rows(x, rows_base, k_first + s, s, tid)
-        cute.arch.cp_async_commit_group()
+        k_first, tiles = self.start_pipeline(w, x, weights_base, rows_base, n0, Int32(0), split, tid)
 
         for tile in range(tiles):
             wait_stage(tile, S)  # this thread's copies of the stage have landed
@@ -107,7 +96,7 @@ class GemmWgmma(GemmTc):
             ahead = tile + S - 1
             if ahead < tiles:
                 self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
-                self.load_rows(x, rows_base, k_first + ahead, ahead % S, tid)
+                self.load_rows(x, rows_base, Int32(0), k_first + ahead, ahead % S, tid)
             cute.arch.cp_async_commit_group()
             buffer = tile % S
             cute.nvgpu.warpgroup.fence()
@@ -141,9 +130,9 @@ class GemmWgmma(GemmTc):
             copy_g2s_zfill(swizzled(base, buffer * self.tile_n + r, v), source, keep)
 
     @cute.jit
-    def load_rows(self, x, base, k_tile: Int32, buffer, tid: Int32):
+    def load_rows(self, x, base, first_row: Int32, k_tile: Int32, buffer, tid: Int32):
         """cp.async of the activation rows at K stage `k_tile` into stage `buffer`, swizzled; zeros
-        past K and in the padding rows."""
+        past K and in the padding rows (`first_row` is 0: all the rows are one block)."""
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
         for j in cutlass.range_constexpr(-(-copies // THREADS)):
