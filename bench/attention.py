@@ -146,7 +146,6 @@ def run() -> None:
 
     sys.path.insert(0, str(ROOT))
     from lanec.runtime import driver
-    from lanec.runtime.artifact import load_artifact
 
     device = driver.Device(0)
     torch.cuda.init()
@@ -156,6 +155,7 @@ def run() -> None:
     listing = json.loads((OUT / "manifest.json").read_text())
     torch_stream = torch.cuda.Stream()
     ours_stream = driver.Stream()
+    kernels = measure.Kernels(driver, OUT, ours_stream)
 
     def events_us(fn, repeats=REPEATS) -> float:
         return measure.events_us(torch, torch_stream, fn, repeats)
@@ -170,28 +170,14 @@ def run() -> None:
         for splits in p["splits"]:
             partial = torch.empty(splits, rows, p["heads"], p["lora"], dtype=torch.float32, device="cuda")
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
-            art = load_artifact(OUT, stem(p, splits))
-            attn = driver.Module(art.cubin).function(art.entry, art.launch)
             launches = []
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
-                launches.append(driver.Launch(attn, art.launch, [tensors[x.name].data_ptr() for x in art.params],
-                                              ours_stream))
+                launches.append(kernels.launch(stem(p, splits), tensors))
                 if splits > 1:
-                    comb = load_artifact(OUT, stem(p, splits, "combine"))
-                    combine = driver.Module(comb.cubin).function(comb.entry, comb.launch)
-                    launches.append(driver.Launch(combine, comb.launch,
-                                                  [tensors[x.name].data_ptr() for x in comb.params], ours_stream))
+                    launches.append(kernels.launch(stem(p, splits, "combine"), tensors))
             torch.cuda.synchronize()
-            for launch in launches:
-                launch.enqueue()
-            ours_stream.synchronize()
-            graph = driver.Graph.capture(ours_stream, lambda launches=launches: [x.enqueue() for x in launches])
-            for _ in range(3):
-                graph.replay(ours_stream)
-            timings[splits] = driver.time_us(ours_stream, lambda graph=graph: graph.replay(ours_stream),
-                                             repeats=REPEATS) / copies
-            graph.destroy()
+            timings[splits] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
             del partial, lse
         return timings
 

@@ -167,12 +167,7 @@ def run() -> list:
         return functions[stem]
 
     def graph_us(launches: list, copies: int) -> float:
-        graph = driver.Graph.capture(ours_stream, lambda: [launch.enqueue() for launch in launches])
-        for _ in range(3):
-            graph.replay(ours_stream)
-        us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=REPEATS) / copies
-        graph.destroy()
-        return us
+        return measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
 
     results, weights_key, weights = [], None, None
     for e in entries:

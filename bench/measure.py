@@ -86,3 +86,21 @@ def torch_graph_us(torch, stream, fn, repeats: int = 15) -> float:
     us = events_us(torch, stream, graph.replay, repeats)
     del graph
     return us
+
+
+class Kernels:
+    """A bench folder's compiled kernels (`stem`.cubin + .json), each loaded once, and launches of
+    them on `stream` with tensors bound by their params' names."""
+
+    def __init__(self, driver, folder: Path, stream):
+        from lanec.runtime.artifact import load_artifact
+
+        self.driver, self.folder, self.stream, self.load = driver, folder, stream, load_artifact
+        self.loaded: dict = {}
+
+    def launch(self, stem: str, tensors: dict):
+        if stem not in self.loaded:
+            art = self.load(self.folder, stem)
+            self.loaded[stem] = art, self.driver.Module(art.cubin).function(art.entry, art.launch)
+        art, function = self.loaded[stem]
+        return self.driver.Launch(function, art.launch, [tensors[p.name].data_ptr() for p in art.params], self.stream)

@@ -114,7 +114,6 @@ def run() -> None:
 
     sys.path.insert(0, str(ROOT))
     from lanec.runtime import driver
-    from lanec.runtime.artifact import load_artifact
 
     device = driver.Device(0)
     torch.cuda.init()
@@ -133,26 +132,12 @@ def run() -> None:
     rotate = max(4 * l2, ROTATE_BYTES)
     bf = dict(dtype=torch.bfloat16, device="cuda")
 
-    def kernel(stem: str):
-        art = load_artifact(OUT, stem)
-        return art, driver.Module(art.cubin).function(art.entry, art.launch)
-
-    def launch(loaded, tensors: dict):
-        art, function = loaded
-        return driver.Launch(function, art.launch, [tensors[x.name].data_ptr() for x in art.params], ours_stream)
+    kernels = measure.Kernels(driver, OUT, ours_stream)
 
     def ours_us(launches: list, steps: int) -> float:
         """Our `launches` (`steps` steps of them) in one graph: us a step."""
         torch.cuda.synchronize()
-        for x in launches:
-            x.enqueue()
-        ours_stream.synchronize()
-        graph = driver.Graph.capture(ours_stream, lambda: [x.enqueue() for x in launches])
-        for _ in range(3):
-            graph.replay(ours_stream)
-        us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=REPEATS) / steps
-        graph.destroy()
-        return us
+        return measure.graph_us(driver, ours_stream, launches, REPEATS) / steps
 
     def random_routing(batch: int, experts: int, top_k: int):
         """Uniform distinct top_k experts a row and random positive weights summing to 1 (the
@@ -166,7 +151,7 @@ def run() -> None:
         E, K, H, U, Us, B = p["experts"], p["top_k"], p["width"], p["hidden"], p["shared_hidden"], p["batch"]
         w = weights
         steps = max(MIN_STEPS, copies)
-        loaded = {role: kernel(stem) for role, stem in p["stems"].items()}
+        loaded = p["stems"]  # role -> the stem of its kernel
         xs = torch.randn(steps, B, H, **bf)
         ids = torch.empty(steps, B, K, dtype=torch.int32, device="cuda")
         routing = torch.empty(steps, B, K, dtype=torch.float32, device="cuda")
@@ -179,7 +164,7 @@ def run() -> None:
                        "weights": routing[s], "gate": w["gate"], "up": w["up"], "shared_gate": w["shared_w1"][c, :Us],
                        "shared_up": w["shared_w1"][c, Us:], "hidden": between, "down": w["down"],
                        "shared_down": w["shared_down"][c], "out": outs[s]}
-            launches += [launch(loaded[role], tensors) for role in ("router", "gated", "down")]
+            launches += [kernels.launch(loaded[role], tensors) for role in ("router", "gated", "down")]
         ours = ours_us(launches, steps)
         distinct = [torch.unique(ids[s]).numel() for s in range(steps)]
         expert_bytes, fixed_bytes = 3 * H * U * 2, 3 * H * Us * 2 + E * H * 2
@@ -188,8 +173,9 @@ def run() -> None:
         # experts only: our pair without the shared expert, on the routings SGLang gets
         draws = [random_routing(B, E, K) for _ in range(steps)]
         between_routed, out_routed = torch.empty(B, K * U, **bf), torch.empty(B, H, **bf)
-        launches = [launch(loaded[role], {"x": xs[0], "ids": tid, "weights": tw, "gate": w["gate"], "up": w["up"],
-                                          "hidden": between_routed, "down": w["down"], "out": out_routed})
+        launches = [kernels.launch(loaded[role], {"x": xs[0], "ids": tid, "weights": tw, "gate": w["gate"],
+                                                  "up": w["up"], "hidden": between_routed, "down": w["down"],
+                                                  "out": out_routed})
                     for tw, tid in draws for role in ("gated_routed", "down_routed")]
         experts_only = ours_us(launches, steps)
 

@@ -74,22 +74,20 @@ def run() -> None:
 
     sys.path.insert(0, str(ROOT))
     from lanec.runtime import driver
-    from lanec.runtime.artifact import load_artifact
 
     device = driver.Device(0)
     torch.cuda.init()
     torch_stream, ours_stream = torch.cuda.Stream(), driver.Stream()
     copy_bw, _ = measure.ceilings(torch, torch_stream, device.name)
+    kernels = measure.Kernels(driver, OUT, ours_stream)
     rows_out = []
     for p in json.loads((OUT / "manifest.json").read_text()):
         rows, heads, unit, rotary = p["rows"], p["heads"], p["unit"], p["rotary"]
         x = torch.randn(rows, heads * unit, dtype=torch.bfloat16, device="cuda")
         out = torch.empty_like(x)
         positions = torch.randint(0, 32768, (rows,), dtype=torch.int32, device="cuda")
-        art = load_artifact(OUT, p["stem"])
-        function = driver.Module(art.cubin).function(art.entry, art.launch)
         tensors = {"x": x, "positions": positions, "out": out}
-        launch = driver.Launch(function, art.launch, [tensors[q.name].data_ptr() for q in art.params], ours_stream)
+        launch = kernels.launch(p["stem"], tensors)
         ours = measure.graph_us(driver, ours_stream, [launch] * OPS) / OPS
         rotate = torch_rope(torch, x, positions, out, heads, unit, rotary)
         anchor = measure.torch_graph_us(torch, torch_stream, lambda rotate=rotate: [rotate() for _ in range(OPS)]) / OPS

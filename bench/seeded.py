@@ -50,22 +50,20 @@ def run() -> None:
 
     sys.path.insert(0, str(ROOT))
     from lanec.runtime import driver, seeded
-    from lanec.runtime.artifact import load_artifact
 
     device = driver.Device(0)
     torch.cuda.init()
     torch_stream, ours_stream = torch.cuda.Stream(), driver.Stream()
     copy_bw, _ = measure.ceilings(torch, torch_stream, device.name)
+    kernels = measure.Kernels(driver, OUT, ours_stream)
     rows = []
     for p in json.loads((OUT / "manifest.json").read_text()):
         dtype = getattr(torch, p["dtype"])
         out = torch.empty(p["count"], dtype=dtype, device="cuda")
         inputs = {name: torch.from_numpy(value).cuda() for name, value in
                   seeded.kernel_params("bench.weight", 7, 0, 0.02, 0.0).items()}
-        art = load_artifact(OUT, p["stem"])
-        function = driver.Module(art.cubin).function(art.entry, art.launch)
         tensors = {**inputs, "out": out}
-        launch = driver.Launch(function, art.launch, [tensors[q.name].data_ptr() for q in art.params], ours_stream)
+        launch = kernels.launch(p["stem"], tensors)
         ours = measure.graph_us(driver, ours_stream, [launch] * OPS) / OPS
         anchor = measure.torch_graph_us(torch, torch_stream,
                                         lambda out=out: [torch.rand(out.shape, dtype=out.dtype, device="cuda", out=out)
