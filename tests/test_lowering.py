@@ -59,20 +59,22 @@ def test_the_kda_layer_is_four_launches_between_its_norms(kda_launches):
     assert parts == (4096, 4096, 4096, 128, 32, 128)
 
 
-def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
+def kda_layer_launches(tmp_path, batch: int) -> list:
+    """The launches of one KDA layer of Kimi Linear (a dense MLP in place of its mixture) at `batch`."""
     from click.testing import CliRunner
 
     from lanec.cli import main
 
-    out = tmp_path / "b64.mlir"
+    out = tmp_path / f"b{batch}.mlir"
     result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
-                                       "--kda-only", "--dense-mlp", "9216", "--layers", "1", "--batch", "64",
+                                       "--kda-only", "--dense-mlp", "9216", "--layers", "1", "--batch", str(batch),
                                        "-o", str(out)])
     assert result.exit_code == 0, result.output
-    module, where = parse_verify(out)
-    fuse(module, LaneShim(), where)
-    step = next(iter(lower_module(module).ops))
-    ops = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    return launches(out)
+
+
+def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
+    ops = kda_layer_launches(tmp_path, 64)
     products = [op for op in ops if op.kernel.data in ("gemv", "gemm_tc")]
     # every product of the 64 rows reads its weight once: one gemm_tc launch each, no 32-row gemv
     assert products and all(op.kernel.data == "gemm_tc" for op in products)
@@ -91,19 +93,7 @@ def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
 
 
 def test_rows_beyond_a_gemm_tc_launch_are_split_into_launches_of_256(tmp_path):
-    from click.testing import CliRunner
-
-    from lanec.cli import main
-
-    out = tmp_path / "b300.mlir"
-    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
-                                       "--kda-only", "--dense-mlp", "9216", "--layers", "1", "--batch", "300",
-                                       "-o", str(out)])
-    assert result.exit_code == 0, result.output
-    module, where = parse_verify(out)
-    fuse(module, LaneShim(), where)
-    step = next(iter(lower_module(module).ops))
-    ops = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    ops = kda_layer_launches(tmp_path, 300)
     o_proj = [spec_of(op) for op in ops if op.kernel.data == "gemm_tc" and spec_of(op)["parts"] == (2304,)
               and spec_of(op)["width"] == 4096]
     assert [spec["rows"] for spec in o_proj] == [256, 44]
