@@ -104,3 +104,13 @@ class Kernels:
             self.loaded[stem] = art, self.driver.Module(art.cubin).function(art.entry, art.launch)
         art, function = self.loaded[stem]
         return self.driver.Launch(function, art.launch, [tensors[p.name].data_ptr() for p in art.params], self.stream)
+
+
+def main(build, run, script: str) -> None:
+    """A bench script's command line: `build` (the CPU machine) or nothing (the GPU machine)."""
+    if sys.argv[1:] == ["build"]:
+        build()
+    elif not sys.argv[1:]:
+        run()
+    else:
+        sys.exit(f"usage: python bench/{script} [build]")

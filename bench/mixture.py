@@ -289,9 +289,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["build"]:
-        build()
-    elif not sys.argv[1:]:
-        run()
-    else:
-        sys.exit("usage: python bench/mixture.py [build]")
+    measure.main(build, run, "mixture.py")

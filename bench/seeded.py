@@ -83,9 +83,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["build"]:
-        build()
-    elif not sys.argv[1:]:
-        run()
-    else:
-        sys.exit("usage: python bench/seeded.py [build]")
+    measure.main(build, run, "seeded.py")

@@ -162,13 +162,7 @@ class Checkpoint(Tensors):
     def held(self, name: str) -> str | None:
         """The checkpoint's own name of the tensor `name` (no slice, no `*`): the name itself, else the
         first of its RENAMINGS the checkpoint holds; None where it holds none."""
-        if name in self._header:
-            return name
-        for pattern, replacement in RENAMINGS:
-            other = pattern.sub(replacement, name)
-            if other != name and other in self._header:
-                return other
-        return None
+        return held_in(name, self._header)
 
     def tensor(self, name: str, q8_0: bool = False) -> np.ndarray:
         """The stored tensor: bf16 as float32 values, other types as numpy reads them (`q8_0`, for a
@@ -203,6 +197,20 @@ ROW_RANGE = re.compile(r"(.+)\[(\d+):(\d+)\]")  # a form weight that is rows [a,
 # `block_sparse_moe.gate_proj`; the other way, a checkpoint saved without the reversion holds the
 # mixture's tensors under `.mlp.`.
 RENAMINGS = [(re.compile(r"\.mlp\."), ".block_sparse_moe."), (re.compile(r"\.block_sparse_moe\."), ".mlp.")]
+
+
+def held_in(name: str, stored) -> str | None:
+    """`name` where `stored` (a file's tensor names) holds it, else the first of its RENAMINGS it
+    holds; None where it holds neither."""
+    if name in stored:
+        return name
+    for pattern, replacement in RENAMINGS:
+        other = pattern.sub(replacement, name)
+        if other != name and other in stored:
+            return other
+    return None
+
+
 # transformers 5's packed experts (`MergeModulelist` then `Concatenate(dim=1)` of w1 and w3 in its
 # conversion mapping): per-expert `w1` (gate) / `w3` (up) are the first / second half of the rows of
 # `experts.gate_up_proj` [E, 2I, H]; `w2` (down) is `experts.down_proj` [E, H, I]
@@ -275,13 +283,7 @@ class ShardedCheckpoint(Tensors):
         return list(self._where)
 
     def held(self, name: str) -> str | None:
-        if name in self._where:
-            return name
-        for pattern, replacement in RENAMINGS:
-            other = pattern.sub(replacement, name)
-            if other != name and other in self._where:
-                return other
-        return None
+        return held_in(name, self._where)
 
     def tensor(self, name: str, q8_0: bool = False) -> np.ndarray:
         if name not in self._where:

@@ -223,7 +223,12 @@ class GemmTc:
             col = k_tile * TILE_K + v * VECTOR
             keep = (n < self.outputs) & (col < self.width)
             source = at(w, cutlass.min(n, self.outputs - 1), cutlass.min(col, self.width - VECTOR))
-            copy_g2s_zfill(at(buffers, buffer, r, v * VECTOR), source, keep)
+            copy_g2s_zfill(self.weight_slot(buffers, buffer, r, v), source, keep)
+
+    def weight_slot(self, buffers, buffer, row, chunk):
+        """Where weight row `row`'s 16-byte chunk `chunk` of a stage lands in stage `buffer`: rows
+        as stored, padded (wgmma's engine swizzles them instead)."""
+        return at(buffers, buffer, row, chunk * VECTOR)
 
     @cute.jit
     def load_rows(self, x, buffers, first_row: Int32, k_tile: Int32, buffer, tid: Int32):

@@ -115,19 +115,9 @@ class GemmWgmma(GemmTc):
             partial[row, out] = acc[e]
         self.sum_partials(y, partial, split, n0, Int32(0), tid)
 
-    @cute.jit
-    def load_weights(self, w, base, n0: Int32, k_tile: Int32, buffer, tid: Int32):
-        """cp.async of weight rows n0 + [0, tile_n) at K stage `k_tile` into stage `buffer`,
-        swizzled; zeros past N and past K."""
-        V: cutlass.Constexpr = TILE_K // VECTOR
-        for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
-            c = tid + j * THREADS
-            r, v = c // V, c % V
-            n = n0 + r
-            col = k_tile * TILE_K + v * VECTOR
-            keep = (n < self.outputs) & (col < self.width)
-            source = at(w, cutlass.min(n, self.outputs - 1), cutlass.min(col, self.width - VECTOR))
-            copy_g2s_zfill(swizzled(base, buffer * self.tile_n + r, v), source, keep)
+    def weight_slot(self, base, buffer, row, chunk):
+        """A stage's weight row `row`, chunk `chunk`: swizzled, as wgmma reads its A operand."""
+        return swizzled(base, buffer * self.tile_n + row, chunk)
 
     @cute.jit
     def load_rows(self, x, base, first_row: Int32, k_tile: Int32, buffer, tid: Int32):
