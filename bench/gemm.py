@@ -14,18 +14,15 @@ one step per copy (ours: one gemm_tc launch with PDL; gemv: its 32-row launches 
 lowering ran them before gemm_tc; torch: matmul into the same output), and a step's time is the
 median graph replay / the copies. "% copy": weight bytes a second over the copy bandwidth;
 "% roof": the roofline max(weight bytes / copy bandwidth, 2 rows K N / tensor peak) over our
-time. "x" columns: that anchor's time / ours (> 1: ours is faster). Beside the default schedule
-every weight tile (64, 128) and power-of-two K split, and the default with 3 and 4 stages, is timed
-("best"), to tune the default. The wgmma engine (not the default until tests/gpu has checked it) is
-timed at its default schedule and with half and twice its K split ("wgmma": the fastest of those,
-against cuBLAS and against our default); --write-table never picks it. LANEC_GEMM_ENGINES=mma times
-the mma engine alone (a wgmma kernel that fails its tests must not take the run down)."""
+time. "x" columns: that anchor's time / ours (> 1: ours is faster). Ours is the default schedule
+(the wgmma engine at the kernel's own splits and stages); beside it every power-of-two K split at
+the default's stages and at 4 is timed, and the mma.sync engine at its default ("mma.sync", the
+engine before wgmma); "best" is the fastest of all, which --write-table records."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -60,34 +57,23 @@ def slug(label: str) -> str:
 
 
 def variants(make) -> list[dict]:
-    """The schedules timed beside the default, to tune it: every weight tile and power-of-two split
-    the kernel takes, where the grid stays within 8 waves of the SMs; and the default's tile and
-    split with 3 and 4 stages (two CTAs an SM where their shared memory fits)."""
+    """The schedules timed beside the default (the wgmma engine at the kernel's own choice), to
+    tune it: every power-of-two K split the kernel takes where the grid stays within 8 waves of the
+    SMs, each at the default's stages and at 4 (more CTAs' worth of shared memory); and the mma.sync
+    engine at its default, the engine before wgmma."""
     from lanec.codegen.facts import SM_COUNT
 
     default = make(None)
-    found = [{"tile_n": default.tile_n, "splits": default.splits, "stages": stages} for stages in (3, 4)
-             if stages < default.stages]
-    for tile_n in (128, 64):
-        for splits in (1, 2, 4, 8):
+    found = []
+    for splits in (1, 2, 4, 8):
+        for stages in sorted({default.stages, 4}):
             try:
-                kernel = make({"tile_n": tile_n, "splits": splits})
+                kernel = make({"splits": splits, "stages": stages})
             except ValueError:
                 continue
             if kernel.splits * kernel.row_blocks * kernel.n_tiles <= 8 * SM_COUNT:
-                found.append({"tile_n": tile_n, "splits": splits})
-    return found
-
-
-def wgmma_variants(make) -> list[dict]:
-    """The wgmma engine's schedules: its default and its K split halved and doubled (where K has
-    the stages for it)."""
-    default = make({"engine": "wgmma"})
-    found = [{"engine": "wgmma"}]
-    for splits in (default.splits // 2, default.splits * 2):
-        if splits >= 1 and splits * 4 <= default.k_tiles and splits <= 8:
-            found.append({"engine": "wgmma", "splits": splits})
-    return found
+                found.append({"splits": splits, "stages": stages})
+    return [*found, {"engine": "mma"}]
 
 
 def build() -> None:
@@ -112,16 +98,13 @@ def build() -> None:
 
             default = make(None)
             schedules = []
-            for schedule in [None, *variants(make), *wgmma_variants(make)]:
+            for schedule in [None, *variants(make)]:
                 kernel = make(schedule)
-                knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages}
+                knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages,
+                         "engine": kernel.engine}
                 if schedule is not None and knobs == schedules[0]["schedule"]:
                     continue  # the default's own
-                engine = (schedule or {}).get("engine", "mma")
-                if engine == "wgmma":
-                    knobs["engine"] = engine
-                stem = (f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}"
-                        + ("_wgmma" if engine == "wgmma" else ""))
+                stem = f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}_{kernel.engine}"
                 add(kernel, stem)
                 schedules.append({"stem": stem, "schedule": knobs, "grid": list(kernel.launch().grid)})
             # the gemv launches the lowering made before gemm_tc: 32 rows each, the rest in the last
@@ -149,7 +132,6 @@ def run() -> list:
     device = driver.Device(0)
     torch.cuda.init()
     entries = json.loads((OUT / "manifest.json").read_text())
-    engines = os.environ.get("LANEC_GEMM_ENGINES", "mma,wgmma").split(",")
     torch_stream = torch.cuda.Stream()
     ours_stream = driver.Stream()
 
@@ -185,15 +167,12 @@ def run() -> list:
 
         timed = []  # (us, schedule entry), the default first
         for variant in e["schedules"]:
-            if variant["schedule"].get("engine", "mma") not in engines:
-                continue
             fn, shape = function(variant["stem"])
             timed.append((graph_us([driver.Launch(fn, shape, [x.data_ptr(), weights[c].data_ptr(), y.data_ptr()],
                                                   ours_stream) for c in range(copies)], copies), variant))
         ours = timed[0][0]
-        best = min((item for item in timed if "engine" not in item[1]["schedule"]), key=lambda item: item[0])
-        wgmma = min((item for item in timed if "engine" in item[1]["schedule"]), key=lambda item: item[0],
-                    default=None)
+        best = min(timed, key=lambda item: item[0])
+        mma = next(us for us, variant in timed if variant["schedule"]["engine"] == "mma")
         gemv_launches = []
         for c in range(copies):
             for chunk in e["gemv"]:
@@ -218,27 +197,25 @@ def run() -> list:
         del torch_graph
 
         roof_us = max(weight_bytes / copy_bw, 2 * rows * k * n / peak) * 1e6
-        results.append((e, ours, best, gemv, cublas, roof_us, wgmma))
+        results.append((e, ours, best, gemv, cublas, roof_us, mma))
         print(f"  {e['label']:20s} r{rows:<4d} ours {ours:9.2f} us (best {best[0]:9.2f} at {best[1]['schedule']})"
-              + (f"  wgmma {wgmma[0]:9.2f} us at {wgmma[1]['schedule']}" if wgmma else "")
-              + f"  gemv {gemv:9.2f} us  cublas {cublas:9.2f} us", flush=True)
+              f"  mma {mma:9.2f} us  gemv {gemv:9.2f} us  cublas {cublas:9.2f} us", flush=True)
 
     print()
     print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s; bf16 tensor peak {peak / 1e12:.0f} TFLOP/s")
-    print("| product | K -> N | rows | weights MB | default tile / splits / stages | ours us | % copy | % roof "
-          "| cuBLAS us | x cuBLAS | gemv us | x gemv | best tile / splits / stages | best us "
-          "| wgmma splits / stages | wgmma us | wgmma x cuBLAS | wgmma x ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for e, ours, best, gemv, cublas, roof_us, wgmma in results:
+    print("| product | K -> N | rows | weights MB | default engine / splits / stages | ours us | % copy | % roof "
+          "| cuBLAS us | x cuBLAS | gemv us | x gemv | mma.sync us | x mma.sync | best engine / splits / stages "
+          "| best us | best x cuBLAS |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for e, ours, best, gemv, cublas, roof_us, mma in results:
         weight_bytes = 2 * e["n"] * e["k"]
         share = weight_bytes / (ours * 1e-6) / copy_bw
         default, fastest = e["schedules"][0]["schedule"], best[1]["schedule"]
         print(f"| {e['label']} | {e['k']} -> {e['n']} | {e['rows']} | {weight_bytes / 1e6:.1f} "
-              f"| {default['tile_n']} / {default['splits']} / {default['stages']} | {ours:.2f} | {100 * share:.0f}% "
+              f"| {default['engine']} / {default['splits']} / {default['stages']} | {ours:.2f} | {100 * share:.0f}% "
               f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
-              f"| {fastest['tile_n']} / {fastest['splits']} / {fastest['stages']} | {best[0]:.2f} "
-              + (f"| {wgmma[1]['schedule']['splits']} / {wgmma[1]['schedule']['stages']} | {wgmma[0]:.2f} "
-                 f"| {cublas / wgmma[0]:.2f} | {ours / wgmma[0]:.2f} |" if wgmma else "| - | - | - | - |"))
+              f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']} "
+              f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results
 
 

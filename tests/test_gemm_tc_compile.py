@@ -18,15 +18,16 @@ from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
 
 KIMI_MERGED = [4096, 4096, 4096, 128, 32, 128]  # q, k, v, f_a, b, g_a of a KDA layer: 12576 outputs
 
+MMA = {"engine": "mma"}
 KERNELS = {
-    "r33_k1000_n1008": lambda: GemmTc(33, 1000, [1008]),
-    "r64_k2304_n4096": lambda: GemmTc(64, 2304, [4096]),
-    "r100_k2304_merged_pitch": lambda: GemmTc(100, 2304, KIMI_MERGED, x_pitch=2312),
-    "r256_k7168_n4096": lambda: GemmTc(256, 7168, [4096]),
-    "r256_k2304_n16384": lambda: GemmTc(256, 2304, [16384]),
-    "r128_k4096_n2304_t64_s3_k4": lambda: GemmTc(128, 4096, [2304], schedule={"tile_n": 64, "stages": 3,
+    "r33_k1000_n1008": lambda: GemmTc(33, 1000, [1008], schedule=MMA),
+    "r64_k2304_n4096": lambda: GemmTc(64, 2304, [4096], schedule=MMA),
+    "r100_k2304_merged_pitch": lambda: GemmTc(100, 2304, KIMI_MERGED, x_pitch=2312, schedule=MMA),
+    "r256_k7168_n4096": lambda: GemmTc(256, 7168, [4096], schedule=MMA),
+    "r256_k2304_n16384": lambda: GemmTc(256, 2304, [16384], schedule=MMA),
+    "r128_k4096_n2304_t64_s3_k4": lambda: GemmTc(128, 4096, [2304], schedule={**MMA, "tile_n": 64, "stages": 3,
                                                                               "splits": 4}),
-    "r1_k128_n4096": lambda: GemmTc(1, 128, [4096]),
+    "r1_k128_n4096": lambda: GemmTc(1, 128, [4096], schedule=MMA),
 }
 
 
@@ -71,11 +72,27 @@ def test_wgmma_engine_compiles_for_sm90a(case):
     assert "ld.shared.v4.f32" in ptx or split, "the one-split epilogue stores from the staged tile"
 
 
-def test_engine_defaults_to_mma():
-    assert type(GemmTc(64, 2304, [4096])) is GemmTc
+@pytest.mark.parametrize(("rows", "stages", "splits"), [(160, 3, 1), (256, 3, 1), (8, 3, 1), (256, 4, 2), (33, 3, 4)])
+def test_wgmma_shared_memory_holds_the_staged_tile(rows, stages, splits):
+    """The wgmma epilogue always stages its fp32 tile through the stage buffers, split or not (at
+    160 rows and two stages, allowed then, the tile was the larger: an out-of-bounds shared store on
+    the H200 before this fact)."""
+    kernel = GemmTc(rows, 1000, [4096], schedule={"engine": "wgmma", "stages": stages, "splits": splits})
+    tile = 4 * kernel.padded_rows * kernel.partial_pitch()
+    assert kernel.shared_bytes() - 1024 >= max(tile, stages * kernel.stage_bytes())
+
+
+def test_wgmma_needs_three_stages():
+    """One stage's wgmma in flight while the next is issued: two buffers would leave none to fill."""
+    with pytest.raises(ValueError, match="stages 2: the engine needs at least 3"):
+        GemmTc(64, 2304, [4096], schedule={"engine": "wgmma", "stages": 2})
+
+
+def test_engine_defaults_to_wgmma():
+    assert type(GemmTc(64, 2304, [4096])) is GemmWgmma
     assert type(GemmTc(64, 2304, [4096], schedule={"engine": "mma"})) is GemmTc
     wgmma = GemmTc(40, 2304, [4096, 128], x_pitch=2312, schedule=WGMMA)
-    assert wgmma.params() == GemmTc(40, 2304, [4096, 128], x_pitch=2312).params()
+    assert wgmma.params() == GemmTc(40, 2304, [4096, 128], x_pitch=2312, schedule=MMA).params()
     assert wgmma.launch().grid[1] == 1 and GemmTc(256, 2304, [4096], schedule=WGMMA).launch().grid[1] == 1
 
 
@@ -88,10 +105,12 @@ def test_params_are_gemvs():
 
 
 @pytest.mark.parametrize(("make", "grid", "cluster", "block_rows", "padded"), [
-    (lambda: GemmTc(256, 2304, [163840]), (1, 2, 1280), (1, 1, 1), 128, 128),  # many tiles: no split
-    (lambda: GemmTc(200, 2304, [16384]), (1, 2, 128), (1, 1, 1), 100, 112),  # rows split evenly, padded to 16
-    (lambda: GemmTc(33, 7168, [4096]), (4, 1, 32), (4, 1, 1), 33, 48),  # 32 tiles: K split over 4
-    (lambda: GemmTc(64, 4096, [2304], schedule={"tile_n": 128, "splits": 7}), (7, 1, 18), (7, 1, 1), 64, 64),
+    (lambda: GemmTc(256, 2304, [163840], schedule=MMA), (1, 2, 1280), (1, 1, 1), 128, 128),  # many tiles
+    (lambda: GemmTc(200, 2304, [16384], schedule=MMA), (1, 2, 128), (1, 1, 1), 100, 112),  # rows split evenly
+    (lambda: GemmTc(33, 7168, [4096], schedule=MMA), (4, 1, 32), (4, 1, 1), 33, 48),  # 32 tiles: K split over 4
+    (lambda: GemmTc(64, 4096, [2304], schedule={**MMA, "tile_n": 128, "splits": 7}), (7, 1, 18), (7, 1, 1), 64,
+     64),
+    (lambda: GemmTc(200, 2304, [16384]), (1, 1, 128), (1, 1, 1), 200, 200),  # wgmma: every row one N side
 ])
 def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows, padded):
     kernel = make()
@@ -109,7 +128,7 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     (lambda: GemmTc(64, 2304, [4096], schedule={"tile_n": 96}), "GemmTc tile_n is 64 or 128"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"splits": 9}), "GemmTc splits is 1-8"),
     (lambda: GemmTc(64, 128, [4096], schedule={"splits": 4}), "splits 4: K 128 has only 2 stages"),
-    (lambda: GemmTc(128, 2304, [4096], schedule={"tile_n": 128, "stages": 8}), "above the SM's 232448"),
+    (lambda: GemmTc(128, 2304, [4096], schedule={**MMA, "tile_n": 128, "stages": 8}), "above the SM's 232448"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"engine": "tma"}), "GemmTc engine is 'mma' or 'wgmma'"),
     (lambda: GemmTc(64, 2304, [4096], schedule={**WGMMA, "tile_n": 64}), "wgmma tile_n 64: the engine takes 128"),
     (lambda: GemmTc(256, 2304, [4096], schedule={**WGMMA, "stages": 5}), "above the SM's 232448"),

@@ -21,7 +21,7 @@
 #   gemv       bench/gemv.py against torch, merging into $OUT/schedules.json
 #   attention  the attention kernels' tests and the plans with attention (dense, Kimi MLA) --check
 #   sanitize   compute-sanitizer memcheck and racecheck on one case of each kernel in SANITIZE
-#              (pytest -k expressions over tests/gpu/test_attention.py and test_mixture.py)
+#              (pytest -k expressions over the kernel tests in SANITIZE_FILES)
 #   bench-attention  bench/attention.py (carry .anchors too for SGLang's column)
 #   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
@@ -39,7 +39,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 # one case of each kernel for compute-sanitizer (the sanitize phase)
 SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h16_l512_r64_p32"
-          "combine_matches and r64_h8_d64_s2" ${LANEC_SANITIZE_MORE:-})
+          "combine_matches and r64_h8_d64_s2" "gemm_tc- and r100_k2304_merged_pitch"
+          "gemm_wgmma- and r100_k2304_merged_pitch" "n6145_bf16" ${LANEC_SANITIZE_MORE:-})
+# LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
+[ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
+SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_mixture.py tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py)
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
@@ -80,7 +84,7 @@ for phase in "${phases[@]}"; do
         for tool in memcheck racecheck; do
           echo "== $tool: $case"
           compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest \
-            $(ls tests/gpu/test_attention.py tests/gpu/test_mixture.py 2>/dev/null) -q -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|Error" \
+            "${SANITIZE_FILES[@]}" -q -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|Error" \
             | tee -a "$logs/sanitize.log"
           [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
         done

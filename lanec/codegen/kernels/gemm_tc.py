@@ -20,7 +20,11 @@ by the same copies. PDL: the weights of the first stages - 1 stages are requeste
 Split-K: where the tiles alone leave SMs idle, `splits` CTAs of one cluster take consecutive
 ranges of K; each writes its fp32 partial tile into its own (now idle) stage buffers, and after a
 cluster barrier rank r sums the r-th share of the tile's values over every rank's shared memory
-(DSMEM, ranks in order: deterministic) and stores it as bf16: no workspace, no second launch."""
+(DSMEM, ranks in order: deterministic) and stores it as bf16: no workspace, no second launch.
+
+Two engines share this class's params, grid, pipeline start and split-K epilogue: the wgmma
+engine (gemm_wgmma.py, the default: Hopper's warpgroup MMA, measured 1.0-2.3x this one on every
+bench/gemm.py shape, 2026-11-29) and this mma.sync one (`engine: "mma"` in a schedule)."""
 
 from __future__ import annotations
 
@@ -50,7 +54,6 @@ THREADS = WARPS * WARP
 STAGE_BUDGET = 192 * 1024  # the default stages fill at most this much
 MAX_STAGES = 6
 SPLIT_MIN_TILES = 4  # K stages a split keeps at least: fewer would not cover the pipeline's fill
-FILL_STAGES = 2  # the pipeline's fill (the first loads' latency) in stages' time, for the grid's model
 
 
 def blocks_of(count: int, limit: int) -> tuple[int, int]:
@@ -69,11 +72,19 @@ class GemmTc:
     tiles = (128, 64)  # the weight tiles (outputs a CTA) the engine takes; the default grid picks one
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
     row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
+    min_stages = 2
+    # a CTA's fixed cost (the pipeline's fill, the epilogue) in stages' time, for the grid's model
+    fill_stages = 2
+
+    def ahead(self) -> int:
+        """K stages requested ahead of the one multiplied: every buffer but the one in use (the
+        MMAs of a stage are done before the next stage's barrier)."""
+        return self.stages - 1
 
     def __new__(cls, *args, schedule=None, **kwargs):
-        """The schedule's engine picks the class: "wgmma" builds a `GemmWgmma` (same params and
-        launch interface, gemm_wgmma.py), anything else this mma.sync kernel."""
-        if cls is GemmTc and GemmSchedule.of(schedule or {}).engine == "wgmma":
+        """The schedule's engine picks the class: "mma" builds this mma.sync kernel, anything else
+        (the default) a `GemmWgmma` (same params and launch interface, gemm_wgmma.py)."""
+        if cls is GemmTc and GemmSchedule.of(schedule or {}).engine != "mma":
             from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
 
             return super().__new__(GemmWgmma)
@@ -100,7 +111,10 @@ class GemmTc:
         self.n_tiles = -(-self.outputs // self.tile_n)
         self.per_split = -(-self.k_tiles // self.splits)  # K stages a split (the last may have fewer)
         self.arrange_warps()
-        self.stages = schedule.stages or max(2, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
+        self.stages = schedule.stages or max(self.min_stages, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
+        if self.stages < self.min_stages:
+            raise ValueError(f"gemm_tc {self.engine} stages {self.stages}: the engine needs at least "
+                             f"{self.min_stages} (its pipeline keeps {self.stages - self.ahead()} stages busy)")
         if self.shared_bytes() > SHARED_LIMIT:
             raise ValueError(f"gemm_tc: {self.stages} stages of {self.tile_n} weight rows and {self.padded_rows} "
                              f"activation rows take {self.shared_bytes()} bytes of shared memory, above the SM's "
@@ -127,7 +141,7 @@ class GemmTc:
                 if splits > 1 and self.k_tiles < SPLIT_MIN_TILES * splits:
                     break
                 waves = -(-ctas * splits // SM_COUNT)
-                stages = FILL_STAGES + -(-self.k_tiles // splits) + (splits > 1)  # a split's reduce: ~1 stage
+                stages = self.fill_stages + -(-self.k_tiles // splits) + (splits > 1)  # a split's reduce: ~1 stage
                 cost = waves * stages * (tile_n + self.padded_rows)
                 if best is None or cost <= best:  # a tie: the grid with more CTAs (more SMs busy)
                     best, choice = cost, (tile_n, splits)
@@ -192,20 +206,20 @@ class GemmTc:
 
     @cute.jit
     def start_pipeline(self, w, x, weights, rows, n0: Int32, first_row: Int32, split: Int32, tid: Int32):
-        """The split's K stages (first, count), and the first `stages - 1` stages requested: their
+        """The split's K stages (first, count), and the first `ahead()` stages requested: their
         weights before the PDL wait (weights never depend on the predecessor: they fly while it
         finishes), one commit group a stage, then after the wait the activation rows, one group
-        for all of them (`wait_stage`'s pipeline). Both engines start so."""
-        S: cutlass.Constexpr = self.stages
+        for all of them (`wait_stage`'s pipeline, `ahead() + 1` deep). Both engines start so."""
+        A: cutlass.Constexpr = self.ahead()
         k_first = split * self.per_split
         tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
-        for s in cutlass.range_constexpr(S - 1):
+        for s in cutlass.range_constexpr(A):
             if s < tiles:
                 self.load_weights(w, weights, n0, k_first + s, s, tid)
             cute.arch.cp_async_commit_group()
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
-        for s in cutlass.range_constexpr(S - 1):
+        for s in cutlass.range_constexpr(A):
             if s < tiles:
                 self.load_rows(x, rows, first_row, k_first + s, s, tid)
         cute.arch.cp_async_commit_group()

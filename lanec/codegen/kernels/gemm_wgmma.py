@@ -1,6 +1,7 @@
 """gemm_tc's wgmma engine (`GemmSchedule(engine="wgmma")`): the same product, params and launch
 interface as the mma.sync kernel (gemm_tc.py), multiplied by Hopper's warpgroup MMA from shared
-memory instead of mma.sync from ldmatrix'd registers. Not the default: unverified on the GPU.
+memory instead of mma.sync from ldmatrix'd registers. The default engine (checked on the H200
+against the interpreter and by compute-sanitizer; faster than mma.sync on every bench shape).
 
 Operands swapped: the weight rows are wgmma's M side (A; two consumer warpgroups of 64 weight rows
 make a CTA's 128-row tile), the activation rows its N side (B; all of a launch's rows, padded
@@ -13,7 +14,8 @@ of shared row r at chunk c ^ (r % 8)); K's tail, weight rows past N and the padd
 zero-filled by the same copies. A `fence.proxy.async` makes the landed stage visible to wgmma (the
 async proxy). TMA is not used: its tensor maps are 128-byte kernel params built on the host, and
 the runtime's ABI passes one 8-byte pointer a tensor. PDL as the mma engine: the first weight
-stages before `griddepcontrol.wait`, the activation rows after it.
+stages before `griddepcontrol.wait`, the activation rows after it. One stage's wgmma stays in flight
+while the next is issued (`wait_group(1)`), so the copies run `stages - 2` ahead (at least 3 stages).
 
 Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
 row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
@@ -48,6 +50,15 @@ class GemmWgmma(GemmTc):
     tiles = (128,)  # two consumer warpgroups of 64 weight rows
     block_limit = GEMM_MAX_ROWS  # one block of every row: wgmma's N side takes up to 256, the weight streams once
     row_quantum = SWIZZLE_ROWS  # wgmma's N steps by 8: rows padded to whole swizzle atoms
+    min_stages = 3
+    # a stage's wgmma takes a fraction of mma.sync's time, so a CTA's fixed cost weighs more: 6
+    # stages' time picks bench/gemm.py's fastest split on 43 of its 65 shapes (2026-11-29)
+    fill_stages = 6
+
+    def ahead(self) -> int:
+        """One stage fewer than the mma engine: a stage's wgmma stays in flight while the next is
+        issued, so the buffer refilled at stage t is the one stage t - 2 read."""
+        return self.stages - 2
 
     def arrange_warps(self) -> None:
         """Nothing to arrange: the tiled MMA gives each warpgroup its 64 weight rows (kernel)."""
@@ -56,7 +67,11 @@ class GemmWgmma(GemmTc):
         return (self.tile_n + self.padded_rows) * ROW_BYTES  # swizzled rows need no padding
 
     def shared_bytes(self) -> int:
-        return super().shared_bytes() + ALIGN  # room to align the buffers to the swizzle atom
+        """The stages, or the fp32 tile the epilogue stages through them when that is larger (it
+        always goes through shared memory here, split or not), and room to align the buffers to
+        the swizzle atom."""
+        pipeline = self.stages * self.stage_bytes()
+        return max(pipeline, 4 * self.padded_rows * self.partial_pitch()) + ALIGN
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
@@ -90,10 +105,12 @@ class GemmWgmma(GemmTc):
         k_first, tiles = self.start_pipeline(w, x, weights_base, rows_base, n0, Int32(0), split, tid)
 
         for tile in range(tiles):
-            wait_stage(tile, S)  # this thread's copies of the stage have landed
+            wait_stage(tile, S - 1)  # this thread's copies of the stage have landed (S - 2 ahead)
             cute.arch.fence_proxy("async.shared", space="cta")  # ... and are visible to wgmma's reads
-            cute.arch.sync_threads()  # every thread's copies; the previous stage's wgmma is done
-            ahead = tile + S - 1
+            # every thread's copies have landed, and every warpgroup's wgmma of stage tile - 2 is done
+            # (each waited for it below, one stage ago): its buffer is the one refilled now
+            cute.arch.sync_threads()
+            ahead = tile + S - 2
             if ahead < tiles:
                 self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
                 self.load_rows(x, rows_base, Int32(0), k_first + ahead, ahead % S, tid)
@@ -103,7 +120,8 @@ class GemmWgmma(GemmTc):
             for kb in cutlass.range_constexpr(TILE_K // WGMMA_K):
                 cute.gemm(mma, acc, fragment_a[None, None, kb, buffer], fragment_b[None, None, kb, buffer], acc)
             cute.nvgpu.warpgroup.commit_group()
-            cute.nvgpu.warpgroup.wait_group(0)  # the buffer is refilled after the next barrier
+            cute.nvgpu.warpgroup.wait_group(1)  # this stage's wgmma flies while the next is issued
+        cute.nvgpu.warpgroup.wait_group(0)
         cute.arch.cp_async_wait_group(0)
         # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
         # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first

@@ -1,8 +1,8 @@
-"""gemm_tc's wgmma engine (`lanec/codegen/kernels/gemm_wgmma.py`, a schedule's `engine: "wgmma"`,
-not yet the default) on every hand-written gemm_tc shape (tests/gpu/cases/gemm_tc.py) and one
-unsplit 256-row product; tests/gpu/test_gemm_tc.py checks them as it checks gemm_tc's. Its weight
-tile is 128 rows, so a case's forced tile is dropped (its splits and stages are kept); all of a
-case's rows are one block, padded to whole 8-row wgmma N steps."""
+"""gemm_tc's wgmma engine (`lanec/codegen/kernels/gemm_wgmma.py`, the default) on every
+hand-written gemm_tc shape (tests/gpu/cases/gemm_tc.py) and one unsplit 256-row product;
+tests/gpu/test_gemm_tc.py checks them as it checks gemm_tc's. Its weight tile is 128 rows, so a
+case's forced tile is dropped, and it needs 3 stages or more (a case's splits are kept, its stages
+raised to 3); all of a case's rows are one block, padded to whole 8-row wgmma N steps."""
 
 import importlib.util
 from pathlib import Path
@@ -22,6 +22,8 @@ CASES = {}
 for _name, _spec in _mma_cases().items():
     if not _name.startswith("tuned_"):
         _knobs = {k: v for k, v in _spec.get("schedule", {}).items() if k != "tile_n"}
+        if "stages" in _knobs:
+            _knobs["stages"] = max(3, _knobs["stages"])
         CASES[_name] = dict(_spec, schedule={**_knobs, "engine": "wgmma"})
 CASES["r256_k4096_n2304_k1"] = dict(rows=256, width=4096, parts=[2304], schedule={"engine": "wgmma", "splits": 1})
 
