@@ -88,6 +88,21 @@ def test_wgmma_needs_three_stages():
         GemmTc(64, 2304, [4096], schedule={"engine": "wgmma", "stages": 2})
 
 
+@pytest.mark.parametrize(("rows", "width", "hidden", "splits"), [(64, 2304, 9216, None), (100, 1000, 192, 4)])
+def test_gated_pair_compiles_with_swiglu_in_the_epilogue(rows, width, hidden, splits):
+    """gate and up tiles side by side: y is [rows, hidden] (the [rows, 2 hidden] products never
+    reach memory), a CTA a pair tile of 64 hidden values, SwiGLU's exp in the epilogue."""
+    kernel = GemmTc(rows, width, [2 * hidden], gated=True, schedule={"splits": splits} if splits else None)
+    assert type(kernel) is GemmWgmma
+    assert [(p.name, p.shape) for p in kernel.params()] == [
+        ("x", (rows, width)), ("w", (2 * hidden, width)), ("y", (rows, hidden))]
+    assert kernel.launch().grid[2] == hidden // 64
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
+    assert "ex2.approx" in ptx, "no sigmoid in the epilogue"
+    assert ("ld.shared::cluster.v4.f32" in ptx) == (kernel.splits > 1)
+
+
 def test_engine_defaults_to_wgmma():
     assert type(GemmTc(64, 2304, [4096])) is GemmWgmma
     assert type(GemmTc(64, 2304, [4096], schedule={"engine": "mma"})) is GemmTc
@@ -132,6 +147,9 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     (lambda: GemmTc(64, 2304, [4096], schedule={"engine": "tma"}), "GemmTc engine is 'mma' or 'wgmma'"),
     (lambda: GemmTc(64, 2304, [4096], schedule={**WGMMA, "tile_n": 64}), "wgmma tile_n 64: the engine takes 128"),
     (lambda: GemmTc(256, 2304, [4096], schedule={**WGMMA, "stages": 5}), "above the SM's 232448"),
+    (lambda: GemmTc(64, 2304, [2000], gated=True), "hidden width 1000 is not whole pair tiles (64 gate beside 64"),
+    (lambda: GemmTc(64, 2304, [1024, 1024], gated=True), "a gated pair is one part of gate and up rows"),
+    (lambda: GemmTc(64, 2304, [2048], gated=True, schedule=MMA), "only the wgmma engine's 128-row tile holds"),
 ])
 def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:

@@ -264,10 +264,11 @@ def test_explain_names_only_kernels_the_plan_launches(example: Path, knobs: list
             assert named_kernels(decision["reason"]) <= launched, (decision, launched)
 
 
-def test_a_pair_kept_for_the_tensor_cores_runs_as_gemm_tc_launches(tmp_path: Path) -> None:
-    """64 rows under quantized numerics, bf16 rows, 128 hidden values: the pair is kept for the
-    tensor cores' side-by-side GEMM, which is not built: explain says gate and up run by gemm_tc,
-    and the plan launches two (each weight read once) and a swiglu."""
+def test_a_pair_kept_for_the_tensor_cores_runs_as_one_gemm_tc_launch(tmp_path: Path) -> None:
+    """64 rows, bf16 rows, 128 hidden values (2 pair tiles of 64), under either numerics: the pair
+    is kept for the tensor cores' side-by-side GEMM; explain names it and the plan launches one
+    gemm_tc (gated: SwiGLU in its epilogue). 120 hidden values are not whole pair tiles: held back
+    to two gemm_tc launches (and a swiglu)."""
     step = tmp_path / "pair.mlir"
     step.write_text("""builtin.module {
   form.step batch 64 tokens 1 {
@@ -282,9 +283,16 @@ def test_a_pair_kept_for_the_tensor_cores_runs_as_gemm_tc_launches(tmp_path: Pat
   }
 }
 """)
-    data = json.loads(explain(str(step), "--json", "--numerics", "quantized"))
+    for numerics in ("quantized", "precise"):
+        data = json.loads(explain(str(step), "--json", "--numerics", numerics))
+        (pair,) = [d for d in data["decisions"] if d["rule"] == "hold-gated-pair"]
+        assert pair["taken"] and "one gemm_tc launch of 2 pair tiles" in pair["reason"]
+        (gemm,) = [k for k in data["schedules"]["kernels"] if k["kernel"] == "gemm_tc"]
+        assert gemm["launches"] == 1
+    step.write_text(step.read_text().replace("128x64xbf16", "120x64xbf16").replace("64x128xbf16", "64x120xbf16"))
+    data = json.loads(explain(str(step), "--json"))
     (pair,) = [d for d in data["decisions"] if d["rule"] == "hold-gated-pair"]
-    assert pair["taken"] and "gate and up by gemm_tc" in pair["reason"]
+    assert not pair["taken"] and "hidden width 120 is not whole pair tiles" in pair["reason"]
     (gemm,) = [k for k in data["schedules"]["kernels"] if k["kernel"] == "gemm_tc"]
     assert gemm["launches"] == 2
     assert not [k for k in data["schedules"]["kernels"] if k["kernel"] == "gated_gemv"]

@@ -412,7 +412,7 @@ def latent_at(form: Form, draw, layer: int, x: str):
 
 def gated_pair_at(form: Form, draw, layer: int, x: str):
     h = form.hidden
-    inner = draw(st.sampled_from([64, 128, 192, 256, 320, 384]))
+    inner = draw(st.sampled_from([64, 96, 128, 160, 192, 256, 320, 384]))
     gate_fmt, up_fmt = draw(st.sampled_from(["bf16", "q8_0"])), draw(st.sampled_from(["bf16", "q8_0"]))
     gate = form.product(x, h, [(form.weight(layer, "gate_proj", (inner, h), gate_fmt), inner)])[0]
     up = form.product(x, h, [(form.weight(layer, "up_proj", (inner, h), up_fmt), inner)])[0]
@@ -420,8 +420,8 @@ def gated_pair_at(form: Form, draw, layer: int, x: str):
 
     def expect(shim: LaneShim) -> bool:
         paired = not (shim.quantized and gate_fmt != up_fmt)  # paired, bf16 rows would read int8
-        on_gemv = shim.as_gemv(form.rows) or not shim.quantized
-        return paired and (on_gemv or (inner % 128 == 0 and gate_fmt == up_fmt))  # whole 128-value pair tiles
+        on_gemv = shim.as_gemv(form.rows)
+        return paired and (on_gemv or (inner % 64 == 0 and gate_fmt == up_fmt))  # whole 64-value pair tiles
 
     out = form.product(hidden, inner, [(form.weight(layer, "down_proj", (h, inner)), h)])[0]
     return out, expect, lambda module: any(isinstance(op, GatedProductOp) for op in module.walk())
@@ -565,7 +565,7 @@ def facts_broken(module, shim: LaneShim) -> list[str]:
             formats = {op.gate.owner.format.data, op.up.owner.format.data}
             if shim.quantized and len(formats) > 1 and not is_float(op.x):
                 broken.append("a gated pair mixing formats reads int8")
-            if shim.quantized and not shim.as_gemv(form_rows(op)) and (len(formats) > 1 or shape(op.gate)[0] % 128):
+            if not shim.as_gemv(form_rows(op)) and (len(formats) > 1 or shape(op.gate)[0] % 64):
                 broken.append("a gated pair that is not whole pair tiles above a gemv launch's rows")
         if isinstance(op, LatentAttentionOp) and op.path.data == "absorbed":
             nope, rope, heads = op.nope.value.data, op.rope.value.data, op.heads.value.data

@@ -260,10 +260,27 @@ class GemmSchedule(Schedule):
                     f"1-{GEMM_MAX_SPLITS} CTAs of a cluster splitting K")
 
 
+PAIR_TILE = 64  # hidden values a gated pair tile: 64 gate rows beside their 64 up rows, one 128-row wgmma tile
+
+
+def gated_pair_problems(hidden: int, gate_format: str, up_format: str) -> list[str]:
+    """Why a gated pair of `hidden` units is not one gemm_tc launch of side-by-side tiles (each
+    CTA's weight tile 64 gate rows beside the same 64 up rows, SwiGLU in the epilogue)."""
+    found = []
+    if gate_format != up_format:
+        found.append(f"gate ({gate_format}) and up ({up_format}) formats differ")
+    if hidden % PAIR_TILE:
+        found.append(f"hidden width {hidden} is not whole pair tiles ({PAIR_TILE} gate beside {PAIR_TILE} up "
+                     "rows, one wgmma tile)")
+    return found
+
+
 @dataclass(frozen=True)
 class GemmSpec(Spec):
     """A launch of gemm_tc: y[rows, outputs] = x[rows, width] @ w[outputs, width]^T, `parts` the
-    outputs of several products of one activation side by side, x rows `x_pitch` apart."""
+    outputs of several products of one activation side by side, x rows `x_pitch` apart. `gated`:
+    w is a gated pair's gate and up rows interleaved in tiles of `PAIR_TILE` (one part of 2 x hidden
+    rows) and y = silu(gate) * up, [rows, hidden]."""
 
     kernel: ClassVar[str] = "gemm_tc"
     rows: int
@@ -271,6 +288,7 @@ class GemmSpec(Spec):
     parts: tuple[int, ...]
     per_head: tuple[int, int, int] | None = None
     x_pitch: int | None = None
+    gated: bool = False
 
     @property
     def outputs(self) -> int:
@@ -291,6 +309,11 @@ class GemmSpec(Spec):
                          "keeps gemv for it")
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        if self.gated:
+            if len(self.parts) != 1 or self.outputs % 2:
+                found.append(f"a gated pair is one part of gate and up rows; got parts {list(self.parts)}")
+            else:
+                found += gated_pair_problems(self.outputs // 2, "bf16", "bf16")
         return found
 
 

@@ -31,7 +31,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.facts import GEMM_MAX_ROWS, GEMV_ROWS, AttentionSpec, GemmSpec, RopeSpec
+from lanec.codegen.facts import GEMM_MAX_ROWS, GEMV_ROWS, PAIR_TILE, AttentionSpec, GemmSpec, RopeSpec
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
@@ -313,7 +313,7 @@ class Lowering:
     def gemm_takes(rows: int, spec: dict) -> bool:
         """Whether gemm_tc's facts take a product of `rows` rows (`spec`: gemv's)."""
         return not GemmSpec(rows, spec["width"], tuple(spec["parts"]), spec.get("per_head"),
-                            spec.get("x_pitch")).problems()
+                            spec.get("x_pitch"), spec.get("gated", False)).problems()
 
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict) -> None:
         """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
@@ -323,12 +323,16 @@ class Lowering:
         rows, outputs = out.shape
         spec = {**spec, **pitch_of(x)}
         if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), spec):
+            shape = {"width": spec["width"], "outputs": sum(spec["parts"])}
+            if spec.get("gated"):
+                shape["gated"] = 1  # a gated pair's launch is tuned apart from a product of its 2 x hidden rows
             for first in range(0, rows, GEMM_MAX_ROWS):
                 count = min(GEMM_MAX_ROWS, rows - first)
-                tuned = self.tuned("gemm_tc", {"rows": count, "width": spec["width"], "outputs": outputs})
+                tuned = self.tuned("gemm_tc", {"rows": count, **shape})
                 self.launch("gemm_tc", {"rows": count, **spec, **tuned},
                             [x.rows(first, count), weight, out.rows(first, count)])
             return
+        assert not spec.get("gated"), "a gated pair takes gemm_tc or gated_gemv, never gemv"
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": outputs})
@@ -343,10 +347,20 @@ class Lowering:
         hidden = form.shape(op.gate)[0]
         name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
         out = self.activation(f"{name}.swiglu", (rows, hidden))
-        x, gate, up = self.window(op.x), self.window(op.gate), self.window(op.up)
+        x = self.window(op.x)
+        paired = {"width": width, "parts": (2 * hidden,), "gated": True}
+        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**paired, **pitch_of(x)}):
+            # one gemm_tc launch: gate and up tiles side by side (the weights interleaved once at load,
+            # PAIR_TILE rows each), SwiGLU in the epilogue: the [rows, 2 hidden] products never reach memory
+            pair = self.weight([op.gate, op.up], [{"kind": "interleave", "rows": PAIR_TILE}], shape=(2 * hidden, width))
+            self.gemv(x, pair, out, paired)
+            self.windows[op.result] = out
+            return
+        gate, up = self.window(op.gate), self.window(op.up)
         if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {"width": width, "parts": (hidden,),
                                                                             **pitch_of(x)}):
-            # each weight read once by gemm_tc (gated_gemv would re-read both every 32 rows), then SwiGLU
+            # not whole pair tiles: each weight read once by gemm_tc (gated_gemv would re-read both
+            # every 32 rows), then SwiGLU
             halves = []
             for which, weight in (("gate", gate), ("up", up)):
                 halves.append(self.activation(f"{name}.{which}", (rows, hidden)))

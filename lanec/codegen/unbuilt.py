@@ -1,7 +1,6 @@
-"""Facts of kernels not built yet: the wgmma GEMM in parts and with side-by-side gated pairs (the
-seed's `gemm_tc` facts; the `gemm_tc` built today is an mma.sync GEMM that takes any parts and
-runs a gated pair as two products and a SwiGLU) and the conv with an L2 norm epilogue
-(`conv_l2norm`).
+"""Facts of kernels not built yet: the wgmma GEMM in parts (the seed's `gemm_tc` facts; the
+`gemm_tc` built today takes any parts, and its side-by-side gated pair is built: its facts are in
+facts.py, `gated_pair_problems`) and the conv with an L2 norm epilogue (`conv_l2norm`).
 
 The held-back rules compare against these, so the fusions they keep are the ones these kernels
 will launch. Until a kernel is built, the plan launches what the lowering gives the op today, and
@@ -26,8 +25,6 @@ from lanec.codegen.facts import WARP
 
 PART_TILE = 128  # a CTA's wgmma N tile: each part's outputs are tiled by 128, a tile never straddles parts
 MAX_PARTS = 4  # parts a launch: the epilogue keeps one output pointer and pitch a part
-PAIR_TILE = 128  # hidden values a gated pair tile: 128 gate rows beside their 128 up rows, one 256-wide tile
-PAIR_TILE_WIDTH = 2 * PAIR_TILE  # the tile's N: gate and up side by side, so SwiGLU pairs them in registers
 
 
 def gemm_parts_problems(outputs: Sequence[int], formats: Sequence[str]) -> list[str]:
@@ -41,17 +38,6 @@ def gemm_parts_problems(outputs: Sequence[int], formats: Sequence[str]) -> list[
     ragged = [n for n in outputs if n % PART_TILE]
     if ragged:
         found.append(f"outputs {', '.join(map(str, ragged))} are not whole {PART_TILE}-output tiles")
-    return found
-
-
-def gated_pair_problems(hidden: int, gate_format: str, up_format: str) -> list[str]:
-    """Why a gated pair of `hidden` units is not one tensor-core GEMM of side-by-side tiles."""
-    found = []
-    if gate_format != up_format:
-        found.append(f"gate ({gate_format}) and up ({up_format}) formats differ")
-    if hidden % PAIR_TILE:
-        found.append(f"hidden width {hidden} is not whole pair tiles ({PAIR_TILE} gate beside {PAIR_TILE} up, "
-                     f"{PAIR_TILE_WIDTH} wide)")
     return found
 
 

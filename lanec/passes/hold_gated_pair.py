@@ -1,11 +1,11 @@
-"""hold-gated-pair (the lane's held-back rule "gated pair"): gate and up products as one launch
-run as one gated GEMV (`gated_gemv`) for a decode step's rows, a batch's rows, or under precise
-numerics. Otherwise the pair is kept for the tensor cores' GEMM of gate and up tiles side by side
-(not built yet: `unbuilt.gated_pair_problems`) only where their formats agree and the hidden width
-is whole pair tiles of 128 hidden values (a 256-wide tile); until that GEMM is built the plan runs
-a kept pair as two `gemm_tc` launches (gate, up) and a swiglu, or `gated_gemv` launches of 32 rows
-where gemm_tc's facts refuse the shape. Held back: two products and a swiglu (which
-takes the pair's quantize epilogue, if any)."""
+"""hold-gated-pair (the lane's held-back rule "gated pair"): gate and up products as one launch.
+A decode step's rows or a batch's (at most a gemv launch's) run as one gated GEMV (`gated_gemv`).
+Above them the pair is one `gemm_tc` launch with gate and up tiles side by side (each CTA's
+128-row wgmma tile 64 gate rows beside the same 64 up rows, the weights interleaved once at load,
+SwiGLU in the epilogue: the [rows, 2 hidden] products never reach memory), only where their formats
+agree and the hidden width is whole pair tiles of 64 (`facts.gated_pair_problems`). Held back: two
+products (each its own gemm_tc launch) and a swiglu (which takes the pair's quantize epilogue, if
+any)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.facts import GEMV_ROWS
-from lanec.codegen.unbuilt import PAIR_TILE, gated_pair_problems
+from lanec.codegen.facts import PAIR_TILE, gated_pair_problems
 from lanec.dialects.form import GatedProductOp, shape
 from lanec.passes.parts import unpair
 from lanec.passes.rule import Judge, Rule, rows_of, weight_format
@@ -24,20 +23,18 @@ class HoldGatedPair(Judge):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: GatedProductOp, rewriter: PatternRewriter) -> None:
         rows = rows_of(op)
-        if self.shim.as_gemv(rows) or not self.shim.quantized:
-            why = self.shim.gemv_reason(rows) if self.shim.as_gemv(rows) else "precise numerics"
-            self.decide(op, True, f"gated pair as one gated GEMV (gated_gemv): {why}")
+        if self.shim.as_gemv(rows):
+            self.decide(op, True, f"gated pair as one gated GEMV (gated_gemv): {self.shim.gemv_reason(rows)}")
             return
         hidden = shape(op.gate)[0]
         failed = gated_pair_problems(hidden, weight_format(op.gate), weight_format(op.up))
         if not failed:
-            self.decide(op, True, f"gated pair kept for the tensor cores ({rows} rows, {hidden // PAIR_TILE} pair "
-                                  f"tiles of {PAIR_TILE}); their side-by-side GEMM is not built yet: gate and up by "
-                                  f"gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, {GEMV_ROWS} rows "
-                                  "a launch), then a swiglu")
+            self.decide(op, True, f"gated pair on the tensor cores ({rows} rows): one gemm_tc launch of "
+                                  f"{hidden // PAIR_TILE} pair tiles, {PAIR_TILE} gate rows beside their {PAIR_TILE} "
+                                  "up rows, SwiGLU in the epilogue")
             return
         made = unpair(op)
-        self.split_back(op, "gated pair split into gate and up products (gemv) and a swiglu (elementwise): "
+        self.split_back(op, "gated pair split into gate and up products and a swiglu (elementwise): "
                             + "; ".join(failed), made)
         rewriter.replace(op, made)
 

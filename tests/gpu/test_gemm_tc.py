@@ -2,7 +2,9 @@
 bf16 inputs), on both engines: cases from tests/gpu/cases/gemm_tc.py (mma.sync) and gemm_wgmma.py
 (built by `python tests/gpu/build.py --only gemm_tc gemm_wgmma`). Every run draws fresh inputs (the activation as wide as its pitch: the kernel must read
 only its part), poisons y with 0xFF bytes (NaN: every output must be written) and holds y to the
-kernel tolerance of bf16 (lanec/runtime/tolerance.py)."""
+kernel tolerance of bf16 (lanec/runtime/tolerance.py). A gated pair's case draws gate and up,
+binds them interleaved as the plan does (`weights.apply`) and compares with the interpreter's
+gated product (fp32 SwiGLU of the fp32 sums)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lanec.codegen.facts import PAIR_TILE
 from lanec.interp import ops
+from lanec.runtime import weights
 from lanec.runtime.dtypes import from_bf16, to_bf16
+from lanec.runtime.plan import Transform
 from lanec.runtime.tolerance import KERNEL
 
 HERE = Path(__file__).resolve().parent
@@ -37,8 +42,13 @@ def test_gemm_tc_matches_interpreter(kernel, case, stream):
     rows, width, outputs = spec["rows"], spec["width"], sum(spec["parts"])
     rng = np.random.default_rng()
     x = to_bf16(rng.standard_normal((rows, spec.get("x_pitch") or width), dtype=np.float32))
-    w = to_bf16(rng.standard_normal((outputs, width), dtype=np.float32))
-    want = ops.product(from_bf16(x)[:, :width], from_bf16(w))
+    if spec.get("gated"):  # the pair's weight as the plan binds it: gate and up interleaved in tiles
+        gate, up = (to_bf16(rng.standard_normal((outputs // 2, width), dtype=np.float32)) for _ in range(2))
+        w = weights.apply(Transform("interleave", {"rows": PAIR_TILE}), [gate, up])
+        want = ops.gated_product(from_bf16(x)[:, :width], from_bf16(gate), from_bf16(up))
+    else:
+        w = to_bf16(rng.standard_normal((outputs, width), dtype=np.float32))
+        want = ops.product(from_bf16(x)[:, :width], from_bf16(w))
     launched = Launched(kernel, case, spec, {"x": x, "w": w}, stream)
     try:
         got = from_bf16(launched.read("y"))

@@ -32,7 +32,16 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from lanec.codegen.facts import GEMM_BLOCK_ROWS, SHARED_LIMIT, SM_COUNT, VECTOR, WARP, GemmSchedule, GemmSpec
+from lanec.codegen.facts import (
+    GEMM_BLOCK_ROWS,
+    PAIR_TILE,
+    SHARED_LIMIT,
+    SM_COUNT,
+    VECTOR,
+    WARP,
+    GemmSchedule,
+    GemmSpec,
+)
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     at,
@@ -42,6 +51,7 @@ from lanec.codegen.kernels.primitives import (
     load_f32x4,
     mma_into,
     pack_bf16,
+    sigmoid,
     store_global_words,
     wait_stage,
 )
@@ -90,14 +100,19 @@ class GemmTc:
             return super().__new__(GemmWgmma)
         return super().__new__(cls)
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None, gated=False):
         parts = tuple(int(p) for p in parts)
-        GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch).check()
+        GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch, bool(gated)).check()
         schedule = GemmSchedule.of(schedule or {})
         if schedule.tile_n not in (None, *self.tiles):
             raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
                              f"{' or '.join(map(str, self.tiles))} weight rows a CTA")
+        if gated and self.engine != "wgmma":
+            raise ValueError(f"gemm_tc {self.engine} gated pair: only the wgmma engine's 128-row tile holds "
+                             f"{PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
         self.rows, self.width, self.parts, self.outputs = rows, width, parts, sum(parts)
+        self.gated = bool(gated)
+        self.y_width = self.outputs // 2 if self.gated else self.outputs  # a gated pair stores silu(gate) * up
         self.x_pitch = x_pitch
         self.row_blocks, self.block_rows = blocks_of(rows, self.block_limit)
         self.padded_rows = -(-self.block_rows // self.row_quantum) * self.row_quantum
@@ -166,7 +181,7 @@ class GemmTc:
     def params(self) -> list[TensorParam]:
         return [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
-                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+                TensorParam("y", (self.rows, self.y_width), "bfloat16", written=True)]
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
@@ -313,29 +328,40 @@ class GemmTc:
         """Every rank's fp32 partial tile (block row i, output c at `partial[i, c]`) is written:
         rank `split` sums its share of the tile's 4-value vectors over the cluster's ranks (in rank
         order: deterministic) and stores them as bf16. One split (the wgmma engine's staged
-        epilogue): the CTA's own tile, stored as whole 8-byte words of y's rows."""
+        epilogue): the CTA's own tile, stored as whole 8-byte words of y's rows. A gated pair's tile
+        is 64 gate outputs then their 64 up outputs: a vector of 4 hidden values sums both and
+        stores silu(gate) * up at hidden n0 / 2 + 4q (the [rows, 2 hidden] products never reach
+        memory)."""
         if cutlass.const_expr(self.splits == 1):
             cute.arch.sync_threads()  # every warp's share of the tile is in shared memory
         else:
             cute.arch.cluster_arrive()  # release: every rank's partial tile is in its shared memory
             cute.arch.cluster_wait()
-        Q: cutlass.Constexpr = self.tile_n // 4
+        Q: cutlass.Constexpr = (self.tile_n // 2 if self.gated else self.tile_n) // 4
         vectors: cutlass.Constexpr = self.block_rows * Q
         share: cutlass.Constexpr = -(-vectors // self.splits)
         for j in cutlass.range_constexpr(-(-share // THREADS)):
             local = tid + j * THREADS
             v = split * share + local
             i, q = v // Q, v % Q
-            row, col = first_row + i, n0 + 4 * q
-            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.outputs):
-                if cutlass.const_expr(self.splits == 1):
-                    sums = load_f32x4(at(partial, i, 4 * q), shared=True)
-                else:
-                    sums = [Float32(0.0)] * 4
-                    for rank in cutlass.range_constexpr(self.splits):
-                        values = load_dsmem_f32x4(at(partial, i, 4 * q), rank)
-                        sums = [sums[e] + values[e] for e in range(4)]
+            row, col = first_row + i, (n0 // 2 if self.gated else n0) + 4 * q
+            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.y_width):
+                sums = self.tile_vector(partial, i, 4 * q)
+                if cutlass.const_expr(self.gated):
+                    ups = self.tile_vector(partial, i, self.tile_n // 2 + 4 * q)
+                    sums = [sums[e] * sigmoid(sums[e]) * ups[e] for e in range(4)]
                 store_global_words(at(y, row, col), (pack_bf16(sums[0], sums[1]), pack_bf16(sums[2], sums[3])))
         if cutlass.const_expr(self.splits > 1):
             cute.arch.cluster_arrive()  # no rank leaves while a peer still reads its partial tile
             cute.arch.cluster_wait()
+
+    def tile_vector(self, partial, i, c):
+        """The 4 fp32 values at `partial[i, c:c + 4]`: this CTA's own, or their sum over the
+        cluster's ranks in rank order (DSMEM; deterministic). Plain Python, unrolled as traced."""
+        if self.splits == 1:
+            return load_f32x4(at(partial, i, c), shared=True)
+        sums = [Float32(0.0)] * 4
+        for rank in range(self.splits):
+            values = load_dsmem_f32x4(at(partial, i, c), rank)
+            sums = [sums[e] + values[e] for e in range(4)]
+        return sums

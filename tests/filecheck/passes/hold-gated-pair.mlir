@@ -36,27 +36,28 @@ builtin.module attributes {lane.shim = {numerics = "quantized", batch_products =
 
 // -----
 
-// Kept as a gated GEMV: precise numerics (64 rows).
+// Precise numerics, 64 rows (above a gemv launch's), hidden 1024 = 16 pair tiles of 64: one
+// gemm_tc launch of side-by-side tiles.
 builtin.module {
   form.step batch 4 tokens 16 {
     %t = form.input {role = "tokens"} : tensor<64xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
-    %wg = form.weight {name = "model.layers.0.mlp.gate_proj.weight", format = "bf16"} : tensor<1000x64xbf16>
-    %wu = form.weight {name = "model.layers.0.mlp.up_proj.weight", format = "bf16"} : tensor<1000x64xbf16>
+    %wg = form.weight {name = "model.layers.0.mlp.gate_proj.weight", format = "bf16"} : tensor<1024x64xbf16>
+    %wu = form.weight {name = "model.layers.0.mlp.up_proj.weight", format = "bf16"} : tensor<1024x64xbf16>
     %x = form.embed %t, %e : (tensor<64xi32>, tensor<32x64xbf16>) -> tensor<64x64xbf16>
-    %h = form.gated_product %x, %wg, %wu : (tensor<64x64xbf16>, tensor<1000x64xbf16>, tensor<1000x64xbf16>) -> tensor<64x1000xbf16>
-    form.return %h : tensor<64x1000xbf16>
+    %h = form.gated_product %x, %wg, %wu : (tensor<64x64xbf16>, tensor<1024x64xbf16>, tensor<1024x64xbf16>) -> tensor<64x1024xbf16>
+    form.return %h : tensor<64x1024xbf16>
   }
 }
 
-// CHECK: reason = "gated pair as one gated GEMV (gated_gemv): precise numerics"
+// CHECK: taken = true, reason = "gated pair on the tensor cores (64 rows): one gemm_tc launch of 16 pair tiles, 64 gate rows beside their 64 up rows, SwiGLU in the epilogue"
 // CHECK: %h = form.gated_product
 
 // -----
 
 // Kept for the tensor cores: quantized, 64 rows (above the 32 a gemv launch takes), formats
-// agree, 512 = 4 pair tiles of 128 hidden values. Their GEMM is not built: the plan runs it as
-// gated_gemv launches, and the decision says so.
+// agree, 512 = 8 pair tiles of 64 hidden values (gemm_tc over q8_0 rows is not built: lanec
+// compile names the op without a kernel).
 builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   form.step batch 4 tokens 16 {
     %t = form.input {role = "tokens"} : tensor<64xi32>
@@ -69,7 +70,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: reason = "gated pair kept for the tensor cores (64 rows, 4 pair tiles of 128); their side-by-side GEMM is not built yet: gate and up by gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, 32 rows a launch), then a swiglu"
+// CHECK: reason = "gated pair on the tensor cores (64 rows): one gemm_tc launch of 8 pair tiles, 64 gate rows beside their 64 up rows, SwiGLU in the epilogue"
 // CHECK: %h = form.gated_product
 
 // -----
@@ -88,7 +89,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: rule = "hold-gated-pair", op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = false, reason = "gated pair split into gate and up products (gemv) and a swiglu (elementwise): hidden width 1000 is not whole pair tiles (128 gate beside 128 up, 256 wide)", layer = 0 : i64
+// CHECK: rule = "hold-gated-pair", op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = false, reason = "gated pair split into gate and up products and a swiglu (elementwise): hidden width 1000 is not whole pair tiles (64 gate beside 64 up rows, one wgmma tile)", layer = 0 : i64
 // CHECK: %h_gate = form.product %x, %wg : (tensor<64x64xbf16>, tensor<1000x64xbf16>) -> tensor<64x1000xbf16>
 // CHECK-NEXT: %h_up = form.product %x, %wu
 // CHECK-NEXT: %h = form.swiglu %h_gate, %h_up : (tensor<64x1000xbf16>, tensor<64x1000xbf16>) -> tensor<64x1000xbf16>
@@ -108,30 +109,30 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: reason = "gated pair split into gate and up products (gemv) and a swiglu (elementwise): gate (q8_0) and up (bf16) formats differ; hidden width 288 is not whole pair tiles (128 gate beside 128 up, 256 wide)"
+// CHECK: reason = "gated pair split into gate and up products and a swiglu (elementwise): gate (q8_0) and up (bf16) formats differ; hidden width 288 is not whole pair tiles (64 gate beside 64 up rows, one wgmma tile)"
 // CHECK: %h = form.swiglu %h_gate, %h_up {quantize = 1 : i64} : (tensor<64x288xbf16>, tensor<64x288xbf16>) -> tensor<64x288xi8>
 
 // -----
 
-// The pair tile's both sides: 384 hidden values are 3 pair tiles of 128 (kept, though not a
-// multiple of the tile's 256-wide N); 448 are not whole tiles (held back).
+// The pair tile's both sides: 384 hidden values are 6 pair tiles of 64 (kept); 440 are not whole
+// tiles (held back).
 builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   form.step batch 33 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
     %wg = form.weight {name = "model.layers.1.mlp.gate_proj.weight", format = "bf16"} : tensor<384x64xbf16>
     %wu = form.weight {name = "model.layers.1.mlp.up_proj.weight", format = "bf16"} : tensor<384x64xbf16>
-    %wg2 = form.weight {name = "model.layers.2.mlp.gate_proj.weight", format = "bf16"} : tensor<448x64xbf16>
-    %wu2 = form.weight {name = "model.layers.2.mlp.up_proj.weight", format = "bf16"} : tensor<448x64xbf16>
+    %wg2 = form.weight {name = "model.layers.2.mlp.gate_proj.weight", format = "bf16"} : tensor<440x64xbf16>
+    %wu2 = form.weight {name = "model.layers.2.mlp.up_proj.weight", format = "bf16"} : tensor<440x64xbf16>
     %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
     %h = form.gated_product %x, %wg, %wu : (tensor<33x64xbf16>, tensor<384x64xbf16>, tensor<384x64xbf16>) -> tensor<33x384xbf16>
-    %h2 = form.gated_product %x, %wg2, %wu2 : (tensor<33x64xbf16>, tensor<448x64xbf16>, tensor<448x64xbf16>) -> tensor<33x448xbf16>
-    form.return %h, %h2 : tensor<33x384xbf16>, tensor<33x448xbf16>
+    %h2 = form.gated_product %x, %wg2, %wu2 : (tensor<33x64xbf16>, tensor<440x64xbf16>, tensor<440x64xbf16>) -> tensor<33x440xbf16>
+    form.return %h, %h2 : tensor<33x384xbf16>, tensor<33x440xbf16>
   }
 }
 
-// CHECK: op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair kept for the tensor cores (33 rows, 3 pair tiles of 128); their side-by-side GEMM is not built yet: gate and up by gemm_tc (each weight read once; gated_gemv where gemm_tc cannot, 32 rows a launch), then a swiglu", layer = 1 : i64
-// CHECK-SAME: op = "gated_product %h2 (mlp.gate_proj, mlp.up_proj)", taken = false, reason = "gated pair split into gate and up products (gemv) and a swiglu (elementwise): hidden width 448 is not whole pair tiles (128 gate beside 128 up, 256 wide)", layer = 2 : i64
+// CHECK: op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair on the tensor cores (33 rows): one gemm_tc launch of 6 pair tiles, 64 gate rows beside their 64 up rows, SwiGLU in the epilogue", layer = 1 : i64
+// CHECK-SAME: op = "gated_product %h2 (mlp.gate_proj, mlp.up_proj)", taken = false, reason = "gated pair split into gate and up products and a swiglu (elementwise): hidden width 440 is not whole pair tiles (64 gate beside 64 up rows, one wgmma tile)", layer = 2 : i64
 // CHECK: %h = form.gated_product %x, %wg, %wu
 // CHECK: %h2 = form.swiglu %h2_gate, %h2_up
 

@@ -32,3 +32,17 @@ def make(spec: dict):
     from lanec.codegen.kernels.gemm_tc import GemmTc
 
     return GemmTc(**spec)
+
+# gated pairs: gate and up tiles side by side (64 + 64 weight rows a CTA), SwiGLU in the epilogue:
+# Kimi Linear's dense MLP (9216 hidden) and an expert's (1024), Llama-3-8B's (14336 hidden over K
+# 4096), a split K and an odd row count, and the fewest hidden values (one pair tile)
+GATED = {
+    "gated_r64_k2304_h9216": dict(rows=64, width=2304, parts=[2 * 9216]),
+    "gated_r33_k2304_h1024": dict(rows=33, width=2304, parts=[2 * 1024]),
+    "gated_r256_k4096_h14336": dict(rows=256, width=4096, parts=[2 * 14336]),
+    "gated_r100_k1000_h192_k4": dict(rows=100, width=1000, parts=[2 * 192], schedule={"splits": 4}),
+    "gated_r9_k128_h64_pitch": dict(rows=9, width=128, parts=[128], x_pitch=136),
+}
+for _name, _spec in GATED.items():
+    CASES[_name] = dict(_spec, gated=True, schedule={**_spec.get("schedule", {}), "engine": "wgmma"})
+
