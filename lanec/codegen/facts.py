@@ -670,6 +670,66 @@ class LatentAttentionSpec(Spec):
         return found
 
 
+EXPANDED_POSITIONS = 16  # cached positions a latent_expand CTA expands (its latent rows in shared memory)
+EXPANDED_MAX_UNIT = 256  # a head's key (nope + rope) and value widths: one tile row of the attention
+
+
+@dataclass(frozen=True)
+class ExpandedLatentSpec(Spec):
+    """The expanded path of a latent attention (MLA): `latent_expand` writes the step's latent rows
+    into the cache and expands every cached latent of a request into per-head keys [W_k,h c, k_rope]
+    (padded with zeros to whole 32-value MMA steps) and values W_v,h c in scratch caches paged as the
+    latent cache; `expanded_attention` attends over them, a CTA a head. Shapes as
+    `LatentAttentionSpec`, plus each head's `v` value width."""
+
+    kernel: ClassVar[str] = "expanded_attention"
+    batch: int
+    tokens: int
+    heads: int
+    nope: int
+    rope: int
+    v: int
+    page_size: int
+    max_pages: int | None = None
+    cache_pages: int | None = None
+    splits: int = 1
+    lora: int | None = None  # latent_expand's (the attention reads no latent)
+    qr_pitch: int | None = None
+    latent_pitch: int | None = None
+    k_rope_pitch: int | None = None
+
+    @property
+    def key_width(self) -> int:
+        """A head's expanded key: nope + rope values, zeros to whole 32-value MMA steps."""
+        return -(-(self.nope + self.rope) // 32) * 32
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.batch < 1 or self.heads < 1:
+            found.append(f"needs at least one request and one head; got batch {self.batch}, heads {self.heads}")
+        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
+            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request; got {self.tokens}")
+        unit = self.nope + self.rope
+        if self.nope < 1 or self.rope < 0 or unit % VECTOR or self.key_width > EXPANDED_MAX_UNIT:
+            found.append(f"each head's query unit nope {self.nope} + rope {self.rope}: whole 8-value vectors, "
+                         f"at most {EXPANDED_MAX_UNIT} (read by 16-byte copies, one tile row a key)")
+        if self.v not in ATTENTION_HEADS:
+            found.append(f"value width {self.v}: one of {', '.join(map(str, ATTENTION_HEADS))} (whole pairs of "
+                         "8-column tiles for 4 warps; the combine's head sizes)")
+        if self.lora is not None and (self.lora < VECTOR or self.lora % VECTOR) or self.rope % VECTOR:
+            found.append(f"latent {self.lora} and rotated key {self.rope} widths: whole 8-value vectors")
+        if self.page_size not in ATTENTION_PAGES:
+            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
+        if self.splits < 1:
+            found.append(f"splits {self.splits}: at least one chunk of the keys")
+        for what, pitch, width in (("qr pitch", self.qr_pitch, self.heads * unit),
+                                   ("latent pitch", self.latent_pitch, self.lora),
+                                   ("k_rope pitch", self.k_rope_pitch, self.rope)):
+            if pitch is not None:
+                found += filter(None, [row_pitch(what, pitch, width)])
+        return found
+
+
 @dataclass(frozen=True)
 class AttentionCombineSpec(Spec):
     """A launch of attention_combine: `splits` partial results of `rows` x `heads` heads of `head`

@@ -31,7 +31,15 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from lanec.codegen.facts import GEMM_MAX_ROWS, GEMV_ROWS, PAIR_TILE, AttentionSpec, GemmSpec, RopeSpec
+from lanec.codegen.facts import (
+    GEMM_MAX_ROWS,
+    GEMV_ROWS,
+    PAIR_TILE,
+    AttentionSpec,
+    ExpandedLatentSpec,
+    GemmSpec,
+    RopeSpec,
+)
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_attrs
@@ -568,13 +576,13 @@ class Lowering:
         if self.unlinked(op, [op.kv_b]):
             return
         latent = Latent.of(op)
-        if op.path is not None and op.path.data == "expanded":
-            self.no_kernel(op, "expanded: per-head keys and values of every cached latent")
-            return
         heads, nope, rope, lora, v = latent.heads, latent.nope, latent.rope, latent.lora, latent.v
         if not isinstance(form.element(op.cache), BFloat16Type):
             raise LoweringError(f"latent_attention: the cache holds {form.element(op.cache)}; the latent attention "
                                 "kernel keeps a bf16 cache")
+        if op.path is not None and op.path.data == "expanded":
+            self.lower_expanded_latent(op, latent)
+            return
         rows = form.shape(op.qr)[0]
         cache_pages, page_size, _ = form.shape(op.cache)
         batch, max_pages = form.shape(op.pages)
@@ -618,6 +626,54 @@ class Lowering:
                         [partial, lse, values])
         out = self.activation("latent_attention", (rows, heads * v))
         self.gemv(values, value, out, {"width": lora, "parts": (heads * v,), "per_head": (heads, lora, 0)})
+        self.windows[op.result] = out
+
+
+    def lower_expanded_latent(self, op: form.LatentAttentionOp, latent: Latent) -> None:
+        """Expanded: `latent_expand` writes the step's latent rows into the cache and expands every
+        cached latent into per-head keys and values (scratch caches paged as the latent cache, by
+        kv_b transposed per head once at load), then `expanded_attention` attends a head a CTA
+        (split-KV and the combine as `attention`)."""
+        heads, nope, rope, lora, v = latent.heads, latent.nope, latent.rope, latent.lora, latent.v
+        rows = form.shape(op.qr)[0]
+        cache_pages, page_size, _ = form.shape(op.cache)
+        batch, max_pages = form.shape(op.pages)
+        tokens = self.step.tokens.value.data
+        shape = {"batch": batch, "tokens": tokens, "heads": heads, "nope": nope, "rope": rope, "v": v,
+                 "page_size": page_size, "max_pages": max_pages, "cache_pages": cache_pages}
+        spec = ExpandedLatentSpec(**shape, lora=lora)
+        spec.check()  # the kernels' facts, named before any kernel is built
+        w = self.weight([op.kv_b], [{"kind": "reshape", "shape": (heads, nope + v, lora)},
+                                    {"kind": "transpose", "axes": (0, 2, 1)},
+                                    {"kind": "reshape", "shape": (heads * lora, nope + v)}],
+                        shape=(heads * lora, nope + v))
+        keys = self.activation("latent_attention.keys", (cache_pages, page_size, heads, spec.key_width))
+        values = self.activation("latent_attention.expanded_values", (cache_pages, page_size, heads, v))
+        latent_in, k_rope, qr = self.window(op.latent), self.window(op.k_rope), self.window(op.qr)
+        positions, pages = self.window(op.positions), self.window(op.pages)
+        expand = {**shape, "lora": lora, **pitch_of(latent_in, "latent")}
+        args = [latent_in]
+        if rope:
+            expand.update(pitch_of(k_rope, "k_rope"))
+            args.append(k_rope)
+        self.launch("latent_expand", expand, [*args, positions, pages, w, self.window(op.cache), keys, values])
+        context = max_pages * page_size
+        splits = attention_splits(batch, heads, heads, context)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=heads, context=context)
+        self.tunings.append(("expanded_attention", {"batch": batch, "tokens": tokens, "heads": heads,
+                                                    "head": spec.key_width, "context": context},
+                             {"splits": splits, "why": why}))
+        attend = {**shape, "splits": splits, "scale": op.scale.value.data, **pitch_of(qr, "qr")}
+        args = [qr, positions, pages, keys, values]
+        out = self.activation("latent_attention", (rows, heads * v))
+        if splits == 1:
+            self.launch("expanded_attention", attend, [*args, out])
+        else:
+            partial = self.activation("latent_attention.partial", (splits, rows, heads, v), Float32Type())
+            lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
+            self.launch("expanded_attention", attend, [*args, partial, lse])
+            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": v, "splits": splits},
+                        [partial, lse, out])
         self.windows[op.result] = out
 
 

@@ -31,6 +31,7 @@ class Kimi(NamedTuple):
 
     arguments: list[str]
     heads: int | None = None
+    changes: dict | None = None  # other top-level config fields (e.g. the MLA's qk_nope_head_dim)
 
 
 def kimi_config(heads: int | None = None, **changes) -> dict:
@@ -57,6 +58,10 @@ PLANS: dict[str, Kimi | Dense | None] = {
     # the first MLA layer (layer 4) behind three KDA layers, dense MLPs: the latent attention alone
     "kimi-mla-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3"]),
     "kimi-mla-spec4-b8": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "8", "--spec-tokens", "4"]),
+    # the MLA layer with a nope part of 80: held back from the absorbed path (not whole 32-value
+    # blocks), run expanded (latent_expand, then expanded_attention)
+    "kimi-mla-expanded-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3", "--spec-tokens", "2"],
+                                 changes={"qk_nope_head_dim": 80}),
     # a KDA layer, then the first mixture (layer 1: 256 experts, top 8, the shared expert folded)
     # the whole model's first four layers (three KDA, one MLA, each with its mixture but the first
     # dense one) at the batches users serve and with speculative tokens
@@ -97,9 +102,9 @@ def build(names: list[str] | None = None) -> list[Path]:
                            check=True, cwd=ROOT)
         else:
             config = KIMI
-            if made.heads is not None:
-                config = OUT / f"kimi-linear-{made.heads}-heads.config.json"
-                config.write_text(json.dumps(kimi_config(made.heads), indent=1) + "\n")
+            if made.heads is not None or made.changes:
+                config = OUT / f"{name}.config.json"
+                config.write_text(json.dumps(kimi_config(made.heads, **(made.changes or {})), indent=1) + "\n")
             source = OUT / f"{name}.mlir"
             lanec("import", str(config), *made.arguments, "-o", str(source))
         target = OUT / f"{name}.plan"

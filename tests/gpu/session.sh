@@ -40,10 +40,12 @@ fi
 # one case of each kernel for compute-sanitizer (the sanitize phase)
 SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h16_l512_r64_p32"
           "combine_matches and r64_h8_d64_s2" "gemm_tc- and r100_k2304_merged_pitch"
-          "gemm_wgmma- and r100_k2304_merged_pitch" "n6145_bf16" ${LANEC_SANITIZE_MORE:-})
+          "gemm_wgmma- and r100_k2304_merged_pitch" "gated_r100_k1000_h192_k4" "n6145_bf16"
+          "expanded_latent and b5_t2_h4_n40" ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
-SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_mixture.py tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py)
+SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py tests/gpu/test_mixture.py
+                tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py)
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)

@@ -18,6 +18,8 @@ KERNELS = {
     "attention": "lanec.codegen.kernels.attention:Attention",
     "attention_combine": "lanec.codegen.kernels.attention:AttentionCombine",
     "latent_attention": "lanec.codegen.kernels.attention:LatentAttention",
+    "latent_expand": "lanec.codegen.kernels.latent_expanded:LatentExpand",
+    "expanded_attention": "lanec.codegen.kernels.latent_expanded:ExpandedLatentAttention",
     "rope": "lanec.codegen.kernels.rope:Rope",
     "mixture_router": "lanec.codegen.kernels.mixture:MixtureRouter",
     "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",

@@ -1,5 +1,5 @@
-"""attention_combine specializations: one for every split case of attention.py and
-latent_attention.py (named as it: tests/gpu/test_attention.py merges that case's partials with
+"""attention_combine specializations: one for every split case of attention.py,
+latent_attention.py and expanded_attention.py (named as it: tests/gpu/test_attention.py merges that case's partials with
 it), and merges of random partials with chunks that hold no keys (lse = -inf), up to 64 chunks."""
 
 import importlib.util
@@ -22,11 +22,11 @@ CASES = {
     "r3_h40_d256_s13": dict(rows=3, heads=40, head=256, splits=13),
     "r5_h32_d512_s40": dict(rows=5, heads=32, head=512, splits=40),
 }
-for _kernel in ("attention", "latent_attention"):
+for _kernel in ("attention", "latent_attention", "expanded_attention"):
     for _name, _case in _cases(_kernel).items():
         if _case.get("splits", 1) > 1:
             CASES[_name] = dict(rows=_case["batch"] * _case["tokens"], heads=_case["heads"],
-                                head=_case.get("head", _case.get("lora")), splits=_case["splits"])
+                                head=_case.get("head", _case.get("lora", _case.get("v"))), splits=_case["splits"])
 
 
 def make(spec: dict):
