@@ -11,6 +11,7 @@ from ptx import compiled_for_sm90a
 
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.attention import Attention, AttentionCombine, LatentAttention
+from lanec.codegen.kernels.latent_expanded import ExpandedLatentAttention, LatentExpand
 
 KERNELS = {
     "h32_kv8_d128_p16": lambda: Attention(8, 1, 32, 8, 128, 16, 256, 2048),
@@ -29,6 +30,12 @@ KERNELS = {
     "mla_h32_l512_nope_t3_s2": lambda: LatentAttention(3, 3, 32, 512, 0, 32, 32, 100, splits=2,
                                                        latent_pitch=2304),
     "mla_h16_l256_r32_t2": lambda: LatentAttention(2, 2, 16, 256, 32, 16, 16, 40, nope=64),
+    "expanded_h32_n80_r64_v128_t2_s3": lambda: ExpandedLatentAttention(3, 2, 32, 80, 64, 128, 64, 12, 50, splits=3,
+                                                                       qr_pitch=32 * 144 + 64),
+    "expanded_h4_n40_nope_v64": lambda: ExpandedLatentAttention(5, 1, 4, 40, 0, 64, 32, 10, 60),
+    "expand_h32_n80_r64_l512_v128_t2": lambda: LatentExpand(3, 2, 32, 80, 64, 512, 128, 64, 12, 50, latent_pitch=576,
+                                                            k_rope_pitch=576),
+    "expand_h4_n40_nope_l256_v64": lambda: LatentExpand(5, 1, 4, 40, 0, 256, 64, 32, 10, 60),
     "combine_d128_s4": lambda: AttentionCombine(3, 12, 128, 4),
     "combine_d512_s8": lambda: AttentionCombine(5, 32, 512, 8),
     "combine_d256_s64": lambda: AttentionCombine(1, 40, 256, 64),
@@ -40,9 +47,27 @@ def test_compiles_for_sm90a(case):
     kernel = KERNELS[case]()
     compiled = compiled_for_sm90a(kernel)
     ptx = compiled.ptx
-    attends = isinstance(kernel, Attention | LatentAttention)
+    attends = isinstance(kernel, Attention | LatentAttention | ExpandedLatentAttention)
     assert ("cp.async.cg.shared.global" in ptx) == attends
     assert ("mma.sync.aligned.m16n8k16" in ptx and "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx) == attends
+    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
+    assert ".local" not in ptx, "local memory: a register array indexed at run time"
+    if isinstance(kernel, LatentExpand):  # fp32 sums of the latent rows, stored as bf16 keys and values
+        assert "fma.rn.f32" in ptx and "cvt.rn.bf16.f32" in ptx
+
+
+def test_expanded_keys_are_whole_mma_steps():
+    """A head's key (nope + rope) is padded with zeros to whole 32-value steps; the expand writes
+    the padded rows, the attention reads them; one CTA a (chunk, head, request)."""
+    attention = ExpandedLatentAttention(3, 2, 32, 80, 64, 128, 64, 12, 50, splits=3)
+    assert attention.key_width == 160 and attention.value_width == 128
+    assert attention.launch().grid == (3, 32, 3)
+    expand = LatentExpand(3, 2, 32, 80, 64, 512, 128, 64, 12, 50)
+    assert [(p.name, p.shape) for p in expand.params()][-3:] == [
+        ("cache", (50, 64, 576)), ("keys", (50, 64, 32, 160)), ("values", (50, 64, 32, 128))]
+    assert expand.launch().grid == (12 * 64 // 16, 32, 3)
+    assert kernel_class("latent_expand") is LatentExpand
+    assert kernel_class("expanded_attention") is ExpandedLatentAttention
 
 
 def test_params_follow_the_splits():
@@ -85,6 +110,9 @@ def test_grid_covers_chunks_kv_heads_and_requests(make, grid, rows):
      "of 64 values; they do not divide"),
     (lambda: LatentAttention(1, 1, 8, 384, 64, 16, 4, 4, nope=128), "latent width 384: one of 256, 512"),
     (lambda: LatentAttention(1, 1, 8, 512, 64, 16, 4, 4, nope=100), "unrotated part (100) must be whole"),
+    (lambda: ExpandedLatentAttention(1, 1, 8, 80, 64, 96, 16, 4, 4), "value width 96: one of 64, 128, 256"),
+    (lambda: ExpandedLatentAttention(1, 1, 8, 250, 64, 128, 16, 4, 4), "nope 250 + rope 64: whole 8-value"),
+    (lambda: LatentExpand(1, 1, 8, 80, 64, 500, 128, 16, 4, 4), "latent 500 and rotated key 64 widths: whole 8-value"),
     (lambda: AttentionCombine(3, 8, 128, 1), "splits 1: a combine merges at least 2 chunks"),
     (lambda: AttentionCombine(3, 8, 100, 4), "head size 100"),
 ])
