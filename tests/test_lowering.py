@@ -13,6 +13,7 @@ from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_of
 from lanec.dialects import lane
 from lanec.pipeline import fuse, parse_verify
+from lanec.runtime.plan import Plan
 from lanec.shim import LaneShim
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +137,7 @@ def test_kv_b_halves_are_recorded_transforms_that_the_runtime_applies():
         assert np.array_equal(value[h * v: (h + 1) * v], rows[nope:])
 
 
-def test_an_expanded_latent_attention_is_named_without_a_kernel(tmp_path):
+def test_an_expanded_latent_attention_compiles_to_its_two_launches(tmp_path):
     import json
 
     from click.testing import CliRunner
@@ -144,7 +145,7 @@ def test_an_expanded_latent_attention_is_named_without_a_kernel(tmp_path):
     from lanec.cli import main
 
     # a nope part of 48 makes each head's query unit 112: not whole 32-value blocks, so
-    # hold-per-head-part runs it expanded, which has no kernel yet
+    # hold-per-head-part runs it expanded: latent_expand, then expanded_attention (keys padded to 128)
     config = json.loads((ROOT / "examples" / "kimi-linear-48b-a3b.config.json").read_text())
     config["qk_nope_head_dim"] = 48
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -153,10 +154,15 @@ def test_an_expanded_latent_attention_is_named_without_a_kernel(tmp_path):
                                        "--dense-mlp", "1024", "-o", str(source)])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "odd.plan")])
-    assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1].endswith(
-        "no lane kernel for: form.latent_attention (expanded: per-head keys and values of every cached latent) x1")
-    assert not (tmp_path / "odd.plan").exists()
+    assert result.exit_code == 0, result.output
+    plan = Plan.read(tmp_path / "odd.plan")
+    kinds = [launch.name.split(" ")[0] for launch in plan.launches]
+    assert "latent_attention" not in kinds
+    expand, attend = kinds.index("latent_expand"), kinds.index("expanded_attention")
+    assert attend == expand + 1
+    assert plan.launches[expand].spec["nope"] == 48 and plan.launches[attend].spec["v"] == 128
+    keys = plan.buffer("latent_attention.keys")
+    assert keys.shape[-2:] == (32, 128)  # 48 + 64 values a head, zeros to whole 32-value steps
 
 
 ROPE = """

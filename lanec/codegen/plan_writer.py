@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
+from lanec.codegen.kernels.base import traffic
 from lanec.codegen.lower import dtype_name
 from lanec.codegen.spec import from_attr, spec_of
 from lanec.dialects import lane
@@ -86,7 +87,8 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
         label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
         plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, built,
                                     tuple(address(v) for v in op.args),
-                                    json.loads(json.dumps(spec_of(op)))))  # as a reread plan holds it
+                                    json.loads(json.dumps(spec_of(op))),  # as a reread plan holds it
+                                    traffic(kernel)))
     plan.validate()
     return plan
 

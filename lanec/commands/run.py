@@ -27,13 +27,17 @@ from lanec.runtime.runner import Options  # no GPU is touched until a step runs
                    "GGUF (.gguf) file to take the weights from")
 @click.option("--repeats", type=int, default=Options.repeats, show_default=True,
               help="timed repetitions (the median is reported)")
+@click.option("--profile", is_flag=True,
+              help="each launch's time (eager replay), bytes and share of the copy bandwidth, by layer kind and kernel")
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="with the profile, write the step as a Chrome / Perfetto trace (JSON)")
 def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,
-        weights: Path | None, repeats: int) -> None:
-    """Run PLAN (a plan.bin): decode steps and their timings, --check, or --interpret."""
+        weights: Path | None, repeats: int, profile: bool, trace: Path | None) -> None:
+    """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, or --interpret."""
     from lanec.runtime.runner import execute, user_errors
 
     options = Options(steps=steps, check=check, interpret=interpret, graph=graph, pdl=pdl, seed=seed,
-                      weights=weights, repeats=repeats)
+                      weights=weights, repeats=repeats, profile=profile, trace=trace)
     try:
         status = execute(plan, options, say=click.echo)
     except user_errors() as error:

@@ -338,6 +338,48 @@ def time_us(stream: Stream, fn: Callable[[], Any], repeats: int = 20, warmup: in
     return statistics.median(times)
 
 
+def time_each_us(stream: Stream, launches: Sequence[Launch], repeats: int = 20, warmup: int = 3) -> list[float]:
+    """Median microseconds of each launch in an eager replay of `launches` on `stream`: an event
+    before each launch and one after the last, so launch i's time is the gap between its event and
+    the next (with PDL a launch's gap includes its wait for the one before)."""
+    if repeats < 1:
+        raise DeviceError(f"time_each_us: repeats must be at least 1, not {repeats}")
+    for _ in range(warmup):
+        for launch in launches:
+            launch.enqueue()
+    flags = cu.CUevent_flags.CU_EVENT_DEFAULT
+    events = [check(cu.cuEventCreate(flags), "cuEventCreate") for _ in range(len(launches) + 1)]
+    try:
+        samples: list[list[float]] = [[] for _ in launches]
+        for _ in range(repeats):
+            for event, launch in zip(events, launches, strict=False):
+                check(cu.cuEventRecord(event, stream.handle), "cuEventRecord")
+                launch.enqueue()
+            check(cu.cuEventRecord(events[-1], stream.handle), "cuEventRecord")
+            check(cu.cuEventSynchronize(events[-1]), "cuEventSynchronize")
+            for i in range(len(launches)):
+                ms = check(cu.cuEventElapsedTime(events[i], events[i + 1]), "cuEventElapsedTime")
+                samples[i].append(float(ms) * 1000.0)
+    finally:
+        for event in events:
+            cu.cuEventDestroy(event)
+    return [statistics.median(times) for times in samples]
+
+
+def copy_bandwidth(stream: Stream, nbytes: int = 1 << 30, repeats: int = 10) -> float:
+    """Bytes a second of a device-to-device copy of `nbytes` (read and written counted): the
+    ceiling a memory-bound kernel's traffic is measured against."""
+    source, target = Buffer.empty(nbytes), Buffer.empty(nbytes)
+    try:
+        source.fill(0)
+        us = time_us(stream, lambda: check(cu.cuMemcpyDtoDAsync(target.ptr, source.ptr, nbytes, stream.handle),
+                                           "cuMemcpyDtoDAsync"), repeats=repeats)
+    finally:
+        source.free()
+        target.free()
+    return 2 * nbytes / (us * 1e-6)
+
+
 def occupancy_clusters(function: Function, shape) -> int:
     """How many clusters of `shape` can be resident at once (0: the shape cannot launch)."""
     function.prepare(shape)

@@ -179,18 +179,23 @@ class Launch:
     shape: Shape
     args: tuple[Arg, ...]
     spec: dict = field(default_factory=dict)
+    traffic: dict = field(default_factory=dict)  # {"read": bytes, "written": bytes} at most (`base.traffic`)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kernel": self.kernel, "entry": self.entry, "shape": self.shape.to_json(),
-                "args": [a.to_json() for a in self.args], "spec": self.spec}
+                "args": [a.to_json() for a in self.args], "spec": self.spec, "traffic": self.traffic}
 
     @classmethod
     def from_json(cls, data: dict) -> Launch:
         spec = data.get("spec", {})  # plans written before specs were recorded have none
         if not isinstance(spec, dict):
             raise PlanError(f"launch {data.get('name')!r}: its spec must be an object, not {type(spec).__name__}")
+        traffic = data.get("traffic", {})  # plans written before traffic was recorded have none
+        if not isinstance(traffic, dict) or not all(k in ("read", "written") and isinstance(v, int) and v >= 0
+                                                    for k, v in traffic.items()):
+            raise PlanError(f"launch {data.get('name')!r}: its traffic must map read / written to byte counts")
         return cls(data["name"], int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]),
-                   tuple(Arg.from_json(a) for a in data["args"]), spec)
+                   tuple(Arg.from_json(a) for a in data["args"]), spec, traffic)
 
 
 @dataclass

@@ -48,6 +48,8 @@ class Options:
     seed: int = 0
     weights: Path | None = None
     repeats: int = 20
+    profile: bool = False
+    trace: Path | None = None  # implies profile
 
 
 def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None = None,
@@ -378,6 +380,29 @@ def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]
     return 0
 
 
+def profile(plan: Plan, env, sources, options: Options, say: Callable[[str], None]) -> int:
+    """Each launch timed in an eager replay beside the graph's step, with its bytes and share of
+    the copy bandwidth, grouped by layer kind and kernel (lanec/runtime/profile.py); --trace
+    writes the step as a Chrome / Perfetto trace."""
+    from lanec.runtime import profile as profiling
+
+    session = Session(plan, env, sources, pdl=options.pdl)
+    say(f"{session.device!r}; {len(session.launches)} launches, PDL {'on' if options.pdl else 'off'}")
+    copy_bw = driver.copy_bandwidth(session.stream)
+    step = session.step_function(graph=True)
+    for _ in range(options.steps):
+        step()
+    session.stream.synchronize()
+    step_us = driver.time_us(session.stream, step, repeats=options.repeats)
+    times = driver.time_each_us(session.stream, session.launches, repeats=options.repeats)
+    for line in profiling.tables(plan, times, step_us, copy_bw):
+        say(line)
+    if options.trace is not None:
+        profiling.write_trace(options.trace, plan, times, copy_bw)
+        say(f"wrote the step's trace to {options.trace} (chrome://tracing or ui.perfetto.dev)")
+    return 0
+
+
 def interpret(program, env, options: Options, say: Callable[[str], None]) -> int:
     """The plan's program on the CPU: N decode steps, the states carried from step to step and
     each request's positions moved on by its tokens (validated again before each step)."""
@@ -404,11 +429,16 @@ def execute(path: str | Path, options: Options, say: Callable[[str], None] = pri
     if options.check and options.interpret:
         raise RunError("--check compares the GPU with the interpreter; --interpret runs the interpreter alone: "
                        "choose one")
+    profiling = options.profile or options.trace is not None
+    if profiling and (options.check or options.interpret):
+        raise RunError("--profile / --trace time the plan on the GPU; --check and --interpret do not: choose one")
     plan, program, env, sources = load(path, options)
     if options.interpret:
         return interpret(program, env, options, say)
     if options.check:
         return check(plan, program, env, sources, options, say)
+    if profiling:
+        return profile(plan, env, sources, options, say)
     return bench(plan, env, sources, options, say)
 
 
@@ -429,6 +459,10 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     parser.add_argument("--weights", type=Path, default=None,
                         help="a safetensors file, a sharded checkpoint (folder or index) or a GGUF file: the weights")
     parser.add_argument("--repeats", type=int, default=Options.repeats, help="timed repetitions (median)")
+    parser.add_argument("--profile", action="store_true",
+                        help="each launch's time, bytes and share of the copy bandwidth, by layer kind and kernel")
+    parser.add_argument("--trace", type=Path, default=None, help="write the step as a Chrome / Perfetto trace")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,
-                              pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats)
+                              pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats,
+                              profile=args.profile, trace=args.trace)

@@ -125,6 +125,11 @@ class TileAttention:
         return ([(2 * rows * self.key_pitch(), 16)] + [(stages * b, 16) for b in self.buffer_bytes()]
                 + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)])
 
+    def touched(self) -> dict[str, int]:
+        """The cache pages a full page table reaches (the step reads its requests' positions)."""
+        reached = min(self.cache_pages, self.batch * self.max_pages)
+        return {name: reached for name in ("k_cache", "v_cache", "cache", "keys", "values")}  # whichever it has
+
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.splits, self.kv_heads * self.row_blocks, self.batch),
                            block=(self.threads, 1, 1), shared_bytes=shared_bytes(self.shared_layout()))

@@ -40,3 +40,34 @@ def launch(kernel: Kernel, *tensors: Any, min_blocks_per_mp: int = 0) -> None:
     kernel.kernel(*tensors).launch(grid=list(shape.grid), block=list(shape.block), cluster=list(shape.cluster),
                                    smem=shape.shared_bytes, use_pdl=shape.pdl, min_blocks_per_mp=min_blocks_per_mp,
                                    **carveout)
+
+
+CACHES = ("k_cache", "v_cache", "cache")  # params a kernel writes a few rows of and reads
+STATES = ("state", "conv_state")  # params a kernel reads and writes back (a request's recurrent state)
+
+
+def traffic(kernel: Kernel) -> dict[str, int]:
+    """The bytes a launch of `kernel` moves at most: {"read": ..., "written": ...}, each param's view
+    (its shape's elements, not its pitch's span). A kernel that reads only some entries of a param's
+    first axis names them in `touched()` ({param: entries}: an embed's table rows, a mixture's
+    chosen experts, an attention's pages a full page table reaches). A cache param (`CACHES`) counts
+    as read: the step writes a few rows of it and reads the rest; a state (`STATES`) as read and
+    written."""
+    from lanec.runtime import dtypes
+
+    touched = kernel.touched() if hasattr(kernel, "touched") else {}
+    moved = {"read": 0, "written": 0}
+    for param in kernel.params():
+        elements = 1
+        for n in param.shape:
+            elements *= n
+        if param.name in touched and param.shape:
+            elements = elements // param.shape[0] * min(param.shape[0], touched[param.name])
+        nbytes = elements * dtypes.storage(param.dtype).itemsize
+        if param.name in STATES:
+            moved["read"] += nbytes
+            moved["written"] += nbytes
+        else:
+            moved["written" if param.written and param.name not in CACHES else "read"] += nbytes
+    return moved
+

@@ -29,6 +29,9 @@ class Embed:
                 TensorParam("table", (self.vocab, self.width), "bfloat16"),
                 TensorParam("out", (self.rows, self.width), "bfloat16", written=True)]
 
+    def touched(self) -> dict[str, int]:
+        return {"table": self.rows}  # a row of the table a token
+
     def launch(self) -> LaunchShape:
         chunks = -(-(self.width // VECTOR) // self.threads)
         return LaunchShape(grid=(chunks, self.rows, 1), block=(self.threads, 1, 1))

@@ -175,6 +175,10 @@ class KdaSplit:
         return LaunchShape(grid=(self.cluster, self.heads, self.batch), block=(THREADS, 1, 1),
                            cluster=(self.cluster, 1, 1), shared_bytes=self.shared_bytes(), pdl=True)
 
+    def touched(self) -> dict[str, int]:
+        """The slots of the step's rows (a token's own slot), of the table's slots."""
+        return {"state": self.batch * self.tokens, "conv_state": self.batch * self.tokens}
+
     def params(self) -> list[TensorParam]:
         T, dim, rows = self.tokens, self.dim, self.batch * self.tokens
         taps = 3 + T - 1

@@ -68,6 +68,11 @@ class LatentExpand:
             TensorParam("keys", (self.cache_pages, self.page_size, heads, self.key_width), "bfloat16", written=True),
             TensorParam("values", (self.cache_pages, self.page_size, heads, self.v), "bfloat16", written=True)]
 
+    def touched(self) -> dict[str, int]:
+        """The pages a full page table reaches: the latent cache read, the expanded rows written."""
+        reached = min(self.cache_pages, self.batch * self.max_pages)
+        return {name: reached for name in ("cache", "keys", "values")}
+
     def launch(self) -> LaunchShape:
         tiles = -(-self.max_pages * self.page_size // EXPANDED_POSITIONS)
         return LaunchShape(grid=(tiles, self.heads, self.batch), block=(EXPAND_THREADS, 1, 1),

@@ -322,6 +322,9 @@ class MixtureGated(KeptExperts):
                        for name in ("shared_gate", "shared_up")]
         return params + [self.hidden_param(written=True)]
 
+    def touched(self) -> dict[str, int]:
+        return {"gate": min(self.experts, self.rows * self.top_k), "up": min(self.experts, self.rows * self.top_k)}
+
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.blocks(max(self.hidden, self.shared_hidden)), self.rows, 1),
                            block=(WARP * self.slots, 1, 1))
@@ -389,6 +392,9 @@ class MixtureDown(KeptExperts):
         if self.shared_gate:
             params.append(TensorParam("shared_gate_row", (1, self.width), "bfloat16"))
         return params + [TensorParam("out", (self.rows, self.width), "bfloat16", written=True)]
+
+    def touched(self) -> dict[str, int]:
+        return {"down": min(self.experts, self.rows * self.top_k)}  # the chosen experts (at most)
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.blocks(self.width), self.rows, 1), block=(WARP * self.slots, 1, 1),
