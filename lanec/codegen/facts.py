@@ -564,6 +564,26 @@ class AttentionSchedule(Schedule):
             _choice("Attention", "warps", self.warps, (4, 8), "4 or 8 warps a CTA")
 
 
+def paged_problems(tokens: int, page_size: int, splits: int) -> list[str]:
+    """The facts every attention over a paged cache shares: its tokens a request, its page size
+    and its split count."""
+    found = []
+    if not 1 <= tokens <= ATTENTION_MAX_TOKENS:
+        found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request (a decode step, or a speculative "
+                     f"verify); got {tokens}")
+    if page_size not in ATTENTION_PAGES:
+        found.append(f"page size {page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
+    if splits < 1:
+        found.append(f"splits {splits}: at least one chunk of the keys")
+    return found
+
+
+def pitch_problems(pitches) -> list[str]:
+    """`row_pitch`'s problems of each (what, pitch, row width) whose pitch is given."""
+    return [problem for what, pitch, width in pitches if pitch is not None
+            for problem in filter(None, [row_pitch(what, pitch, width)])]
+
+
 @dataclass(frozen=True)
 class AttentionSpec(Spec):
     """A launch of attention: `batch` requests of `tokens` rows, `heads` query heads sharing
@@ -590,9 +610,7 @@ class AttentionSpec(Spec):
         found = []
         if self.batch < 1:
             found.append(f"needs at least one request; got batch {self.batch}")
-        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
-            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request (a decode step, or a speculative "
-                         f"verify); got {self.tokens}")
+        found += paged_problems(self.tokens, self.page_size, self.splits)
         if self.kv_heads < 1 or self.heads < 1 or self.heads % self.kv_heads:
             found.append(f"{self.heads} query heads do not share {self.kv_heads} KV heads evenly")
         elif self.heads // self.kv_heads > ATTENTION_MAX_GROUP:
@@ -601,20 +619,13 @@ class AttentionSpec(Spec):
         if self.head not in ATTENTION_HEADS:
             found.append(f"head size {self.head}: one of {', '.join(map(str, ATTENTION_HEADS))} (whole 16-byte "
                          "vectors, a PV accumulator that fits a thread's registers)")
-        if self.page_size not in ATTENTION_PAGES:
-            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
         if self.max_pages is not None and self.max_pages < 1:
             found.append(f"page table needs at least one column; got {self.max_pages}")
         if self.cache_pages is not None and self.cache_pages < 1:
             found.append(f"cache needs at least one page; got {self.cache_pages}")
-        if self.splits < 1:
-            found.append(f"splits {self.splits}: at least one chunk of the keys")
-        for what, pitch, width in (("q pitch", self.q_pitch, self.heads * self.head),
-                                   ("k pitch", self.k_pitch, self.kv_heads * self.head),
-                                   ("v pitch", self.v_pitch, self.kv_heads * self.head)):
-            if pitch is not None:
-                found += filter(None, [row_pitch(what, pitch, width)])
-        return found
+        return found + pitch_problems((("q pitch", self.q_pitch, self.heads * self.head),
+                                       ("k pitch", self.k_pitch, self.kv_heads * self.head),
+                                       ("v pitch", self.v_pitch, self.kv_heads * self.head)))
 
 
 LATENT_WIDTHS = (256, 512)  # latent (lora) widths: whole pairs of 8-column tiles for 4 or 8 warps
@@ -648,8 +659,7 @@ class LatentAttentionSpec(Spec):
         found = []
         if self.batch < 1 or self.heads < 1:
             found.append(f"needs at least one request and one head; got batch {self.batch}, heads {self.heads}")
-        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
-            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request; got {self.tokens}")
+        found += paged_problems(self.tokens, self.page_size, self.splits)
         if self.lora not in LATENT_WIDTHS:
             found.append(f"latent width {self.lora}: one of {', '.join(map(str, LATENT_WIDTHS))}")
         if self.rope not in LATENT_ROPES:
@@ -657,17 +667,10 @@ class LatentAttentionSpec(Spec):
         if self.rope and (self.nope is None or self.nope < 0 or self.nope % VECTOR):
             found.append(f"the query's unrotated part ({self.nope}) must be whole 8-value vectors: its rotated "
                          "part is read in place")
-        if self.page_size not in ATTENTION_PAGES:
-            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
-        if self.splits < 1:
-            found.append(f"splits {self.splits}: at least one chunk of the keys")
         unit = (self.nope or 0) + self.rope
-        for what, pitch, width in (("qr pitch", self.qr_pitch, self.heads * unit),
-                                   ("latent pitch", self.latent_pitch, self.lora),
-                                   ("k_rope pitch", self.k_rope_pitch, self.rope)):
-            if pitch is not None:
-                found += filter(None, [row_pitch(what, pitch, width)])
-        return found
+        return found + pitch_problems((("qr pitch", self.qr_pitch, self.heads * unit),
+                                       ("latent pitch", self.latent_pitch, self.lora),
+                                       ("k_rope pitch", self.k_rope_pitch, self.rope)))
 
 
 EXPANDED_POSITIONS = 16  # cached positions a latent_expand CTA expands (its latent rows in shared memory)
@@ -707,8 +710,7 @@ class ExpandedLatentSpec(Spec):
         found = []
         if self.batch < 1 or self.heads < 1:
             found.append(f"needs at least one request and one head; got batch {self.batch}, heads {self.heads}")
-        if not 1 <= self.tokens <= ATTENTION_MAX_TOKENS:
-            found.append(f"supports 1-{ATTENTION_MAX_TOKENS} tokens a request; got {self.tokens}")
+        found += paged_problems(self.tokens, self.page_size, self.splits)
         unit = self.nope + self.rope
         if self.nope < 1 or self.rope < 0 or unit % VECTOR or self.key_width > EXPANDED_MAX_UNIT:
             found.append(f"each head's query unit nope {self.nope} + rope {self.rope}: whole 8-value vectors, "
@@ -718,16 +720,9 @@ class ExpandedLatentSpec(Spec):
                          "8-column tiles for 4 warps; the combine's head sizes)")
         if self.lora is not None and (self.lora < VECTOR or self.lora % VECTOR) or self.rope % VECTOR:
             found.append(f"latent {self.lora} and rotated key {self.rope} widths: whole 8-value vectors")
-        if self.page_size not in ATTENTION_PAGES:
-            found.append(f"page size {self.page_size}: one of {', '.join(map(str, ATTENTION_PAGES))}")
-        if self.splits < 1:
-            found.append(f"splits {self.splits}: at least one chunk of the keys")
-        for what, pitch, width in (("qr pitch", self.qr_pitch, self.heads * unit),
-                                   ("latent pitch", self.latent_pitch, self.lora),
-                                   ("k_rope pitch", self.k_rope_pitch, self.rope)):
-            if pitch is not None:
-                found += filter(None, [row_pitch(what, pitch, width)])
-        return found
+        return found + pitch_problems((("qr pitch", self.qr_pitch, self.heads * unit),
+                                       ("latent pitch", self.latent_pitch, self.lora),
+                                       ("k_rope pitch", self.k_rope_pitch, self.rope)))
 
 
 @dataclass(frozen=True)

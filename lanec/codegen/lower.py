@@ -557,15 +557,22 @@ class Lowering:
         args = [q, k, v, self.window(op.positions), self.window(op.pages), self.window(op.k_cache),
                 self.window(op.v_cache)]
         spec.update(splits=splits, scale=op.scale.value.data)
-        if splits == 1:
-            self.launch("attention", spec, [*args, out])
-        else:  # each chunk's partial softmax result and log-sum-exp, merged by the combine
-            partial = self.activation("attention.partial", (splits, rows, heads, head), Float32Type())
-            lse = self.activation("attention.lse", (splits, rows, heads), Float32Type())
-            self.launch("attention", spec, [*args, partial, lse])
-            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": head, "splits": splits},
-                        [partial, lse, out])
+        self.attend("attention", spec, args, out, "attention", heads, head, splits)
         self.windows[op.result] = out
+
+    def attend(self, kernel: str, spec: dict, args: list, out: Window, name: str, heads: int, width: int,
+               splits: int) -> None:
+        """An attention launch into `out` [rows, heads x width]; split, each chunk's partial softmax
+        result and log-sum-exp (`name`.partial / .lse), merged by attention_combine."""
+        rows = out.shape[0]
+        if splits == 1:
+            self.launch(kernel, spec, [*args, out])
+            return
+        partial = self.activation(f"{name}.partial", (splits, rows, heads, width), Float32Type())
+        lse = self.activation(f"{name}.lse", (splits, rows, heads), Float32Type())
+        self.launch(kernel, spec, [*args, partial, lse])
+        self.launch("attention_combine", {"rows": rows, "heads": heads, "head": width, "splits": splits},
+                    [partial, lse, out])
 
     @lower.register
     def lower_latent_attention(self, op: form.LatentAttentionOp) -> None:
@@ -616,14 +623,7 @@ class Lowering:
             args.append(latent_in)
         args += [self.window(op.positions), self.window(op.pages), self.window(op.cache)]
         values = self.activation("latent_attention.values", (rows, heads * lora))
-        if splits == 1:
-            self.launch("latent_attention", spec, [*args, values])
-        else:
-            partial = self.activation("latent_attention.partial", (splits, rows, heads, lora), Float32Type())
-            lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
-            self.launch("latent_attention", spec, [*args, partial, lse])
-            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": lora, "splits": splits},
-                        [partial, lse, values])
+        self.attend("latent_attention", spec, args, values, "latent_attention", heads, lora, splits)
         out = self.activation("latent_attention", (rows, heads * v))
         self.gemv(values, value, out, {"width": lora, "parts": (heads * v,), "per_head": (heads, lora, 0)})
         self.windows[op.result] = out
@@ -666,14 +666,7 @@ class Lowering:
         attend = {**shape, "splits": splits, "scale": op.scale.value.data, **pitch_of(qr, "qr")}
         args = [qr, positions, pages, keys, values]
         out = self.activation("latent_attention", (rows, heads * v))
-        if splits == 1:
-            self.launch("expanded_attention", attend, [*args, out])
-        else:
-            partial = self.activation("latent_attention.partial", (splits, rows, heads, v), Float32Type())
-            lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
-            self.launch("expanded_attention", attend, [*args, partial, lse])
-            self.launch("attention_combine", {"rows": rows, "heads": heads, "head": v, "splits": splits},
-                        [partial, lse, out])
+        self.attend("expanded_attention", attend, args, out, "latent_attention", heads, v, splits)
         self.windows[op.result] = out
 
 

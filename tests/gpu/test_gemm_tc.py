@@ -8,11 +8,11 @@ gated product (fp32 SwiGLU of the fp32 sums)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.codegen.facts import PAIR_TILE
 from lanec.interp import ops
@@ -24,16 +24,9 @@ from lanec.runtime.tolerance import KERNEL
 HERE = Path(__file__).resolve().parent
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 CASES = {(kernel, case): spec for kernel in ("gemm_tc", "gemm_wgmma")
-         for case, spec in _load(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py").CASES.items()}
-Launched = _load("lanec_gpu_attention_launched", HERE / "test_attention.py").Launched  # one helper for both
+         for case, spec in load(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py").CASES.items()}
+Launched = load("lanec_gpu_attention_launched", HERE / "test_attention.py").Launched  # one helper for both
 
 
 @pytest.mark.parametrize(("kernel", "case"), sorted(CASES))

@@ -7,11 +7,11 @@ case of the same name), held to `tolerance.ATTENTION`. Cases: tests/gpu/cases/la
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.interp import ops
 from lanec.runtime import tolerance, weights
@@ -21,19 +21,12 @@ from lanec.runtime.plan import Transform
 HERE = Path(__file__).resolve().parent
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_attention = _load("lanec_gpu_attention_for_expanded", HERE / "test_attention.py")
+_attention = load("lanec_gpu_attention_for_expanded", HERE / "test_attention.py")
 Launched, attention_inputs, check_close = _attention.Launched, _attention.attention_inputs, _attention._check_close
-_expand = _load("lanec_gpu_cases_latent_expand_for_test", HERE / "cases" / "latent_expand.py")
+_expand = load("lanec_gpu_cases_latent_expand_for_test", HERE / "cases" / "latent_expand.py")
 SHAPES, EXPAND = _expand.SHAPES, _expand.CASES
-ATTEND = _load("lanec_gpu_cases_expanded_attention_for_test", HERE / "cases" / "expanded_attention.py").CASES
-COMBINE = _load("lanec_gpu_cases_combine_for_expanded", HERE / "cases" / "attention_combine.py").CASES
+ATTEND = load("lanec_gpu_cases_expanded_attention_for_test", HERE / "cases" / "expanded_attention.py").CASES
+COMBINE = load("lanec_gpu_cases_combine_for_expanded", HERE / "cases" / "attention_combine.py").CASES
 
 
 def expanded_inputs(shape: dict, rng) -> dict:
