@@ -22,7 +22,8 @@ from lanec.codegen.spec import from_attr, spec_of
 from lanec.dialects import lane
 from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
-from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
+from lanec.runtime.gpu_seeding import SEEDED_DTYPES, SEEDER_COUNT
+from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Seeder, Shape, Source, Transform, WeightBinding
 
 
 def weight_sources(program: Program) -> dict[str, Source]:
@@ -89,6 +90,11 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
                                     tuple(address(v) for v in op.args),
                                     json.loads(json.dumps(spec_of(op))),  # as a reread plan holds it
                                     traffic(kernel)))
+    from lanec.codegen.kernels.seeded import Seeded
+
+    for dtype in SEEDED_DTYPES:  # the seeded weights' generator, for the runtime to fill on the GPU
+        seeder = compile_kernel(Seeded(SEEDER_COUNT, dtype))
+        plan.seeders.append(Seeder(dtype, seeder.entry, Shape.of(seeder.launch), SEEDER_COUNT, seeder.cubin))
     plan.validate()
     return plan
 

@@ -31,13 +31,15 @@ from lanec.runtime.runner import Options  # no GPU is touched until a step runs
               help="each launch's time (eager replay), bytes and share of the copy bandwidth, by layer kind and kernel")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="with the profile, write the step as a Chrome / Perfetto trace (JSON)")
+@click.option("--gpu-seeding", is_flag=True,
+              help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy)")
 def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,
-        weights: Path | None, repeats: int, profile: bool, trace: Path | None) -> None:
+        weights: Path | None, repeats: int, profile: bool, trace: Path | None, gpu_seeding: bool) -> None:
     """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, or --interpret."""
     from lanec.runtime.runner import execute, user_errors
 
     options = Options(steps=steps, check=check, interpret=interpret, graph=graph, pdl=pdl, seed=seed,
-                      weights=weights, repeats=repeats, profile=profile, trace=trace)
+                      weights=weights, repeats=repeats, profile=profile, trace=trace, gpu_seeding=gpu_seeding)
     try:
         status = execute(plan, options, say=click.echo)
     except user_errors() as error:

@@ -366,14 +366,18 @@ def time_each_us(stream: Stream, launches: Sequence[Launch], repeats: int = 20, 
     return [statistics.median(times) for times in samples]
 
 
+def copy_async(target: int, source: int, nbytes: int, stream: Stream) -> None:
+    """Copy `nbytes` from device address `source` to `target` on `stream`."""
+    check(cu.cuMemcpyDtoDAsync(target, source, nbytes, stream.handle), "cuMemcpyDtoDAsync")
+
+
 def copy_bandwidth(stream: Stream, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     """Bytes a second of a device-to-device copy of `nbytes` (read and written counted): the
     ceiling a memory-bound kernel's traffic is measured against."""
     source, target = Buffer.empty(nbytes), Buffer.empty(nbytes)
     try:
         source.fill(0)
-        us = time_us(stream, lambda: check(cu.cuMemcpyDtoDAsync(target.ptr, source.ptr, nbytes, stream.handle),
-                                           "cuMemcpyDtoDAsync"), repeats=repeats)
+        us = time_us(stream, lambda: copy_async(target.ptr, source.ptr, nbytes, stream), repeats=repeats)
     finally:
         source.free()
         target.free()

@@ -198,6 +198,30 @@ class Launch:
                    tuple(Arg.from_json(a) for a in data["args"]), spec, traffic)
 
 
+@dataclass(frozen=True)
+class Seeder:
+    """The `seeded` kernel a plan carries to make its seeded weights on the GPU (runtime/gpu_seeding.py):
+    its cubin and entry for buffers of `dtype`, filling `count` values a launch at `shape`."""
+
+    dtype: str
+    entry: str
+    shape: Shape
+    count: int
+    cubin: bytes = field(repr=False, default=b"")
+
+    def to_json(self) -> dict:
+        return {"dtype": self.dtype, "entry": self.entry, "shape": self.shape.to_json(), "count": self.count,
+                "sha256": hashlib.sha256(self.cubin).hexdigest()}
+
+    @classmethod
+    def from_json(cls, data: dict, cubin: bytes) -> Seeder:
+        _require(hashlib.sha256(cubin).hexdigest() == data["sha256"], f"seeder {data['dtype']!r}: its cubin "
+                 "does not match its hash")
+        _require(data["dtype"] in ("bfloat16", "float32") and int(data["count"]) > 0,
+                 f"seeder {data['dtype']!r}: a bfloat16 or float32 seeder of a positive count")
+        return cls(data["dtype"], data["entry"], Shape.from_json(data["shape"]), int(data["count"]), cubin)
+
+
 @dataclass
 class Plan:
     cubins: list[bytes] = field(default_factory=list)
@@ -206,6 +230,7 @@ class Plan:
     weights: list[WeightBinding] = field(default_factory=list)
     program: str = ""
     form: str = ""
+    seeders: list[Seeder] = field(default_factory=list)  # plans written before GPU seeding have none
 
     def add_cubin(self, cubin: bytes) -> int:
         """The kernel index of `cubin`, added once per distinct content."""
@@ -285,12 +310,14 @@ class Plan:
             "buffers": [b.to_json() for b in self.buffers],
             "weights": [w.to_json() for w in self.weights],
             "launches": [launch.to_json() for launch in self.launches],
+            "seeders": [seeder.to_json() for seeder in self.seeders],
         }
 
     def to_bytes(self) -> bytes:
         self.validate()
         sections = [(b"META", json.dumps(self.meta(), separators=(",", ":")).encode())]
         sections += [(b"CUBN", cubin) for cubin in self.cubins]
+        sections += [(b"SEED", seeder.cubin) for seeder in self.seeders]
         sections += [(b"PROG", self.program.encode()), (b"FORM", self.form.encode())]
         table_size = SECTION_COUNT.size + SECTION.size * len(sections)
         table, data, offset = [SECTION_COUNT.pack(len(sections))], [], table_size
@@ -351,6 +378,9 @@ class Plan:
             program=sections[b"PROG"][0].decode(),
             form=sections[b"FORM"][0].decode(),
         )
+        seeders, seeds = meta.get("seeders", []), sections.get(b"SEED", [])
+        _require(len(seeders) == len(seeds), f"lists {len(seeders)} seeders but holds {len(seeds)} seeder cubins")
+        plan.seeders = [Seeder.from_json(x, cubin) for x, cubin in zip(seeders, seeds, strict=True)]
         plan.validate()
         return plan
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lanec.runtime import driver, dtypes, tolerance, weights
+from lanec.runtime import driver, dtypes, gpu_seeding, tolerance, weights
 from lanec.runtime.driver import DeviceError
 from lanec.runtime.plan import Plan, PlanError, routing_buffer
 from lanec.runtime.tolerance import Tolerance
@@ -50,6 +50,7 @@ class Options:
     repeats: int = 20
     profile: bool = False
     trace: Path | None = None  # implies profile
+    gpu_seeding: bool = False  # seeded weights made by the plan's seeders on the GPU (gpu_seeding.py)
 
 
 def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None = None,
@@ -170,10 +171,18 @@ def load_plan(path: str | Path, options: Options):
     return plan, program, plan_sources(plan, program, options, path)
 
 
+def seeded_on_gpu(plan: Plan, options: Options) -> int | None:
+    """The seed of the weights the GPU makes (None: not asked for, a checkpoint's, or a plan
+    without seeders). Opt-in (`--gpu-seeding`) until tests/gpu/test_gpu_seeding.py has run on the
+    H200: its placements are checked bit for bit against the host's on the CPU only."""
+    return options.seed if options.gpu_seeding and options.weights is None and plan.seeders else None
+
+
 def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dict[str, np.ndarray]:
-    """The weight sources of a plan read from `path`: its checkpoint's (options.weights) or seeded."""
+    """The weight sources of a plan read from `path`: its checkpoint's (options.weights) or seeded;
+    seeded ones the GPU makes stay lazy on the host (the interpreter makes only the rows it reads)."""
     checkpoint = weights.open_checkpoint(options.weights) if options.weights is not None else None
-    sources = weights.sources(plan, options.seed, checkpoint)
+    sources = weights.sources(plan, options.seed, checkpoint, lazy=seeded_on_gpu(plan, options) is not None)
     for w in program.weights:
         if w.name not in sources:
             raise PlanError(f"{path}: the program reads weight {w.name!r}, which no binding of the plan sources")
@@ -186,7 +195,7 @@ def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dic
 class Session:
     """A plan on the GPU: modules loaded, buffers made, every launch prepared once."""
 
-    def __init__(self, plan: Plan, env, sources: dict[str, np.ndarray], pdl: bool = True):
+    def __init__(self, plan: Plan, env, sources: dict[str, np.ndarray], pdl: bool = True, seed: int | None = None):
         self.plan = plan
         self.device = driver.Device()
         needed = sum(b.nbytes for b in plan.buffers)
@@ -197,8 +206,12 @@ class Session:
         self.stream = driver.Stream()
         modules = [driver.Module(cubin) for cubin in plan.cubins]
         self.buffers = {b.name: driver.Buffer.empty(b.nbytes) for b in plan.buffers}
+        # seeded weights (`seed` given: no checkpoint) are made on the GPU where the plan's seeders
+        # can place them (gpu_seeding.py); the others are made on the host and uploaded
+        made = gpu_seeding.fill(plan, self.buffers, seed, self.stream) if seed is not None else set()
         for binding in plan.weights:
-            self.buffers[binding.buffer].upload(weights.make(binding, sources, plan))
+            if binding.buffer not in made:
+                self.buffers[binding.buffer].upload(weights.make(binding, sources, plan))
         self.load(env)
         self.launches = []
         for launch in plan.launches:
@@ -319,7 +332,7 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
     comparison measures the kernels' own arithmetic, not the storage format's. A mixture follows
     the experts the GPU's router chose where they are a near tie of its own choice (inputs that
     differ by bf16 rounding flips may route a row either way); a farther choice still differs."""
-    session = Session(plan, env, sources, pdl=options.pdl)
+    session = Session(plan, env, sources, pdl=options.pdl, seed=seeded_on_gpu(plan, options))
     session.step_function(options.graph)()
     session.stream.synchronize()
     reference = env.copy()
@@ -359,7 +372,7 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
 
 def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]) -> int:
     """N steps, then the median step time and each launch timed alone."""
-    session = Session(plan, env, sources, pdl=options.pdl)
+    session = Session(plan, env, sources, pdl=options.pdl, seed=seeded_on_gpu(plan, options))
     say(f"{session.device!r}; {len(session.launches)} launches, graph {'on' if options.graph else 'off'}, "
         f"PDL {'on' if options.pdl else 'off'}")
     step = session.step_function(options.graph)
@@ -386,7 +399,7 @@ def profile(plan: Plan, env, sources, options: Options, say: Callable[[str], Non
     writes the step as a Chrome / Perfetto trace."""
     from lanec.runtime import profile as profiling
 
-    session = Session(plan, env, sources, pdl=options.pdl)
+    session = Session(plan, env, sources, pdl=options.pdl, seed=seeded_on_gpu(plan, options))
     say(f"{session.device!r}; {len(session.launches)} launches, PDL {'on' if options.pdl else 'off'}")
     copy_bw = driver.copy_bandwidth(session.stream)
     step = session.step_function(graph=True)
@@ -462,7 +475,9 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     parser.add_argument("--profile", action="store_true",
                         help="each launch's time, bytes and share of the copy bandwidth, by layer kind and kernel")
     parser.add_argument("--trace", type=Path, default=None, help="write the step as a Chrome / Perfetto trace")
+    parser.add_argument("--gpu-seeding", action="store_true",
+                        help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy)")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,
                               pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats,
-                              profile=args.profile, trace=args.trace)
+                              profile=args.profile, trace=args.trace, gpu_seeding=args.gpu_seeding)

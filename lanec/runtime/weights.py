@@ -382,7 +382,7 @@ def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
 
 def make(binding: WeightBinding, values: dict[str, np.ndarray], plan: Plan) -> np.ndarray:
     """The weight buffer's stored contents, checked against its declared shape."""
-    arrays = [values[source.name] for source in binding.sources]
+    arrays = [np.asarray(values[source.name]) for source in binding.sources]  # a lazy source made whole
     for transform in binding.transforms:
         arrays = [apply(transform, arrays)]
     buffer = plan.buffer(binding.buffer)
