@@ -173,7 +173,7 @@ def load_plan(path: str | Path, options: Options):
 
 def seeded_on_gpu(plan: Plan, options: Options) -> int | None:
     """The seed of the weights the GPU makes (None: not asked for, a checkpoint's, or a plan
-    without seeders). Opt-in (`--gpu-seeding`) until tests/gpu/test_gpu_seeding.py has run on the
+    without seeders). Opt-in (`--gpu-seeding`) until tests/gpu/test_seeding_on_gpu.py has run on the
     H200: its placements are checked bit for bit against the host's on the CPU only."""
     return options.seed if options.gpu_seeding and options.weights is None and plan.seeders else None
 
