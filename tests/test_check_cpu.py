@@ -30,7 +30,7 @@ def stand_in(perturb=None):
     it read back, as a kernel with an error would."""
 
     class Session:
-        def __init__(self, plan, env, sources, pdl=True):
+        def __init__(self, plan, env, sources, pdl=True, seed=None):
             self.plan, self.env = plan, env.copy()
             self.program = runner_program[0]
             self.stream = type("S", (), {"synchronize": lambda self: None})()
