@@ -82,7 +82,7 @@ def stand_in(log: list):
     GPU's may; the tokens the kernels choose are judged on the GPU (tests/gpu)."""
 
     class Session:
-        def __init__(self, plan, env, sources, pdl=True):
+        def __init__(self, plan, env, sources, pdl=True, seed=None):
             self.plan, self.env = plan, env.copy()
             self.program = Program.from_json(plan.program)
             self.stream = type("S", (), {"synchronize": lambda self: None})()

@@ -104,7 +104,7 @@ def stand_in(program):
     buffer's shape), then computes the step with the interpreter (bf16 stores)."""
 
     class Session:
-        def __init__(self, plan, env, sources, pdl=True):
+        def __init__(self, plan, env, sources, pdl=True, seed=None):
             for binding in plan.weights:
                 weights.make(binding, sources, plan)
             self.plan, self.env = plan, env.copy()
