@@ -27,6 +27,9 @@
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
+#   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
+#              --gpu-seeding: --check at batch 1, 64 and 3 speculative tokens at 8, then the b1 and
+#              b64 profiles with their traces under $OUT (not yet run: run test_seeding_on_gpu.py first)
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
@@ -97,12 +100,22 @@ for phase in "${phases[@]}"; do
       python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
     bench-rope|bench-seeded)
       python3 "bench/${phase#bench-}.py" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
+    real)
+      for plan in kimi-full-b1 kimi-full-b64 kimi-full-spec3-b8; do
+        echo "== $plan --check"
+        python3 -m lanec.runtime "build/plans/$plan.plan" --check --gpu-seeding 2>&1 | tail -4 || status=1
+      done | tee "$logs/real.log"
+      for plan in kimi-full-b1 kimi-full-b64; do
+        python3 -m lanec.runtime "build/plans/$plan.plan" --profile --gpu-seeding --trace "$logs/$plan.trace.json" \
+          > "$logs/$plan.profile.txt" 2>&1 || status=1
+        tail -25 "$logs/$plan.profile.txt"
+      done ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, bench-attention, bench-mixture, bench-gemm, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
