@@ -3,7 +3,7 @@ keys and values expanded from the cache in fp32): `latent_expand` on fresh input
 cache, shuffled pages, the requests' contexts spread over the table as in test_attention.py,
 outputs poisoned), its latent cache compared bit for bit with the interpreter's, then
 `expanded_attention` on the keys and values it wrote (a split case merged by the attention_combine
-case of the same name), held to `tolerance.ATTENTION`. Cases: tests/gpu/cases/latent_expand.py."""
+case of the same name), held to `tolerance.ATTENTION`. Cases: tests/gpu/cases/latent_expanded.py."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 
 _attention = load("lanec_gpu_attention_for_expanded", HERE / "test_attention.py")
 Launched, attention_inputs, check_close = _attention.Launched, _attention.attention_inputs, _attention._check_close
-_expand = load("lanec_gpu_cases_latent_expand_for_test", HERE / "cases" / "latent_expand.py")
+_expand = load("lanec_gpu_cases_latent_expand_for_test", HERE / "cases" / "latent_expanded.py")
 SHAPES, EXPAND = _expand.SHAPES, _expand.CASES
 ATTEND = load("lanec_gpu_cases_expanded_attention_for_test", HERE / "cases" / "expanded_attention.py").CASES
 COMBINE = load("lanec_gpu_cases_combine_for_expanded", HERE / "cases" / "attention_combine.py").CASES

@@ -1,5 +1,7 @@
-"""The expanded latent attention's two launches (latent_expand, then expanded_attention) the GPU
-tests check (tests/gpu/test_latent_expanded.py), one shape a case, named alike in both: Kimi
+"""The expanded latent attention (lanec/codegen/kernels/latent_expanded.py): its two launches
+(latent_expand, this module's cases, then expanded_attention: expanded_attention.py builds one for
+each shape here) the GPU tests check (tests/gpu/test_latent_expanded.py), one shape a case, named
+alike in both: Kimi
 Linear's MLA with a nope part of 80 (held back from the absorbed path: not whole 32-value blocks;
 key 80 + 64 padded to 160), DeepSeek-V3's 16-head shard at rope 64 and nope 112, a NoPE row with
 speculative verify (4 tokens) and several chunks, the step's latent and rotated key read in place
