@@ -231,11 +231,4 @@ def write_table(path: Path, results) -> None:
     print(f"wrote the fastest gemm_tc schedules of {len(results)} shapes to {path}")
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["build"]:
-        build()
-    elif not sys.argv[1:]:
-        run()
-    elif len(sys.argv) == 3 and sys.argv[1] == "--write-table":
-        write_table(Path(sys.argv[2]), run())
-    else:
-        sys.exit("usage: python bench/gemm.py [build | --write-table PATH]")
+    measure.main(build, run, "gemm.py", write_table)

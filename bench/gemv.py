@@ -19,6 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import measure  # bench/measure.py: this script's directory is on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench" / "gemv"
 
@@ -221,11 +223,4 @@ def write_table(path: Path, rows_out) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["build"]:
-        build()
-    elif not sys.argv[1:]:
-        run()
-    elif len(sys.argv) == 3 and sys.argv[1] == "--write-table":
-        write_table(Path(sys.argv[2]), run())
-    else:
-        sys.exit("usage: python bench/gemv.py [build | --write-table PATH]")
+    measure.main(build, run, "gemv.py", write_table)

@@ -106,11 +106,14 @@ class Kernels:
         return self.driver.Launch(function, art.launch, [tensors[p.name].data_ptr() for p in art.params], self.stream)
 
 
-def main(build, run, script: str) -> None:
-    """A bench script's command line: `build` (the CPU machine) or nothing (the GPU machine)."""
+def main(build, run, script: str, write_table=None) -> None:
+    """A bench script's command line: `build` (the CPU machine) or nothing (the GPU machine); with
+    `write_table(path, results)`, also `--write-table PATH` (run, then write run()'s results there)."""
     if sys.argv[1:] == ["build"]:
         build()
     elif not sys.argv[1:]:
         run()
+    elif write_table is not None and len(sys.argv) == 3 and sys.argv[1] == "--write-table":
+        write_table(Path(sys.argv[2]), run())
     else:
-        sys.exit(f"usage: python bench/{script} [build]")
+        sys.exit(f"usage: python bench/{script} [build{' | --write-table PATH' if write_table else ''}]")

@@ -11,11 +11,11 @@ on random partials where some chunks hold no keys."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.interp import ops
 from lanec.runtime import driver, tolerance
@@ -28,10 +28,7 @@ BUILD = HERE.parents[1] / "build" / "gpu"
 
 
 def _cases(kernel: str) -> dict:
-    spec = importlib.util.spec_from_file_location(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CASES
+    return load(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py").CASES
 
 
 ATTENTION, LATENT, COMBINE = _cases("attention"), _cases("latent_attention"), _cases("attention_combine")

@@ -9,11 +9,11 @@ the gated launch's hidden values), then the three as one mixture against `ops.mi
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.interp import ops
 from lanec.runtime import driver
@@ -28,14 +28,7 @@ NEAR = 1e-5  # choice values closer than this (and not equal) may order either w
 POISON = 0xFFFF  # a bf16 NaN: the unchosen experts' weights
 
 
-def _shapes() -> dict:
-    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_mixture", HERE / "cases" / "mixture.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SHAPES
-
-
-SHAPES = _shapes()
+SHAPES = load("lanec_gpu_cases_mixture", HERE / "cases" / "mixture.py").SHAPES
 
 
 def route(shape: dict, x, router, correction) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -3,17 +3,15 @@ runs one step with the graph and PDL and agrees with the interpreter on every ou
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from loader import load
 
 from lanec.runtime.runner import Options, execute
 
 HERE = Path(__file__).resolve().parent
-spec = importlib.util.spec_from_file_location("lanec_gpu_plans", HERE / "plans.py")
-plans = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plans)
+plans = load("lanec_gpu_plans", HERE / "plans.py")
 
 
 @pytest.mark.parametrize("name", list(plans.PLANS))

@@ -5,19 +5,17 @@ launch in their layer-kind groups."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from loader import load
 
 from lanec.runtime.plan import Plan
 from lanec.runtime.runner import Options, execute
 
 HERE = Path(__file__).resolve().parent
-spec = importlib.util.spec_from_file_location("lanec_gpu_plans_for_profile", HERE / "plans.py")
-plans = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plans)
+plans = load("lanec_gpu_plans_for_profile", HERE / "plans.py")
 
 
 def test_profile_times_every_launch_and_writes_the_trace(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ and a poisoned buffer (every value must be written)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.runtime import driver, dtypes, seeded
 from lanec.runtime.artifact import load_artifact
@@ -18,14 +18,7 @@ HERE = Path(__file__).resolve().parent
 BUILD = HERE.parents[1] / "build" / "gpu"
 
 
-def _cases() -> dict:
-    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_seeded", HERE / "cases" / "seeded.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CASES
-
-
-CASES = _cases()
+CASES = load("lanec_gpu_cases_seeded", HERE / "cases" / "seeded.py").CASES
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -6,20 +6,18 @@ with `--gpu-seeding` agrees with the interpreter (which makes only the rows it r
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loader import load
 
 from lanec.runtime import driver, dtypes, gpu_seeding, weights
 from lanec.runtime.plan import Plan
 
 HERE = Path(__file__).resolve().parent
-spec = importlib.util.spec_from_file_location("lanec_gpu_plans_for_seeding", HERE / "plans.py")
-plans = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plans)
+plans = load("lanec_gpu_plans_for_seeding", HERE / "plans.py")
 
 
 def test_gpu_seeding_gives_the_hosts_bits(stream) -> None:
