@@ -126,8 +126,9 @@ def codegen(lane_module: ModuleOp) -> str:
 
 
 def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: str, cache_dir: Path | None,
-         progress) -> Plan:
-    """7. plan: compile each distinct specialization for sm_90a (cached by content) into plan.bin."""
+         progress, ranks: int = 1) -> Plan:
+    """7. plan: compile each distinct specialization for sm_90a (cached by content) into plan.bin
+    (for `ranks` > 1: rank 0's step, its all-reduces NCCL collectives)."""
     from functools import partial
 
     from lanec.codegen.compile import CompileError, compile_kernel
@@ -135,29 +136,24 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: 
 
     try:
         return write_plan(form_module, lane_module, form_text, kernels=kernels,
-                          compile_kernel=partial(compile_kernel, cache_dir=cache_dir), progress=progress)
+                          compile_kernel=partial(compile_kernel, cache_dir=cache_dir), progress=progress, ranks=ranks)
     except (CompileError, ValueError) as error:
         raise LanecError(str(error)) from None
 
 
 def compile_plan(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None, *,
                  cache_dir: Path | None = None, progress=None, tp: int = 1) -> Compiled:
-    """The whole compiler: a form file to a plan. With `tp` > 1 the form is sharded (so a model
-    that does not divide says so), then refused: the multi-GPU runtime is not built yet."""
+    """The whole compiler: a form file to a plan. With `tp` > 1 the form is sharded (a model that
+    does not divide says so) and the plan is rank 0's step for `tp` ranks, each all-reduce an NCCL
+    collective (every rank runs the same kernels on its slices: lanec/runtime/parallel.py)."""
     module, where = parse_verify(source)
     if tp > 1:
-        from lanec.dialects.form import AllReduceOp
-
         shard(module, tp, 0, where)
-        reduces = sum(isinstance(op, AllReduceOp) for op in module.walk())
-        raise LanecError(f"--tp {tp}: the form shards over {tp} ranks ({reduces} all-reduces a step; "
-                         "`lanec explain --tp` shows how), but lanec has no multi-GPU (NCCL) runtime yet: "
-                         "no plan written")
     form_text, _ = read_source(source, None)
     decisions = fuse(module, shim, where)
     lane_module = lower(module, where)
     kernels = codegen(lane_module)
     # the plan's oracle is the fused form: the same meaning (the rules preserve it), in the ops
     # the kernels compute, so --check can round where they store
-    return Compiled(plan(module, lane_module, kernels, form_text, cache_dir, progress), lane_module, kernels,
+    return Compiled(plan(module, lane_module, kernels, form_text, cache_dir, progress, tp), lane_module, kernels,
                     decisions)

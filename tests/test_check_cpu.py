@@ -121,3 +121,27 @@ def test_a_difference_just_inside_the_step_tolerance_passes_and_just_outside_fai
         result = runner.compare("y", "output", "bfloat16", got, want)
         assert result.ok is ok, (factor, result)
     assert not runner.compare("t", "output", "int32", np.array([1, 2]), np.array([1, 3])).ok
+
+
+def test_a_deep_value_is_held_to_a_bound_grown_by_the_root_of_its_layers():
+    step = tolerance.STEP["bfloat16"]
+    assert tolerance.deep(step, 1) == step and tolerance.deep(step, tolerance.CALIBRATED_LAYERS) == step
+    assert tolerance.deep(step, 27).atol == pytest.approx(step.atol * (27 / tolerance.CALIBRATED_LAYERS) ** 0.5)
+    # the same difference fails after 4 layers and passes after 27
+    want = np.random.default_rng().standard_normal(64).astype(np.float32)
+    got = want.copy()
+    got[3] += np.float32(1.5 * step.atol * float(np.abs(want).max()))
+    assert not runner.compare("y", "state", "bfloat16", got, want, tolerance.deep(step, 4)).ok
+    assert runner.compare("y", "state", "bfloat16", got, want, tolerance.deep(step, 27)).ok
+
+
+def test_a_buffers_depth_is_its_layer_and_an_output_passes_all_of_them():
+    class Spec:
+        def __init__(self, name):
+            self.name = name
+
+    class FakePlan:
+        buffers = [Spec("model.layers.0.conv"), Spec("model.layers.26.latent"), Spec("lm_head.out")]
+
+    depth = runner.layer_depths(FakePlan())
+    assert (depth("model.layers.0.conv"), depth("model.layers.26.latent"), depth("lm_head.out")) == (1, 27, 27)

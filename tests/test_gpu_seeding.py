@@ -94,8 +94,8 @@ def test_the_plan_carries_its_seeders(plans: list[Plan]):
 
 
 def test_gpu_seeding_keeps_the_hosts_sources_lazy(plans: list[Plan], tmp_path: Path):
-    """With --gpu-seeding (and no checkpoint) the host makes no weight until the interpreter reads
-    it; without it, every source is made as before."""
+    """With --gpu-seeding (the default; no checkpoint) the host makes no weight until the
+    interpreter reads it; with --host-seeding, every source is made as before."""
     from lanec.interp.lazy import LazyWeight
     from lanec.interp.program import Program
     from lanec.runtime.runner import Options, plan_sources
@@ -106,5 +106,5 @@ def test_gpu_seeding_keeps_the_hosts_sources_lazy(plans: list[Plan], tmp_path: P
     program = Program.from_json(plan.program)
     lazy = plan_sources(plan, program, Options(gpu_seeding=True), path)
     assert all(isinstance(v, LazyWeight) and v.generated == 0 for v in lazy.values())
-    eager = plan_sources(plan, program, Options(), path)
+    eager = plan_sources(plan, program, Options(gpu_seeding=False), path)
     assert not any(isinstance(v, LazyWeight) for v in eager.values())

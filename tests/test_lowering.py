@@ -198,21 +198,6 @@ def test_a_rope_is_one_launch_reading_its_product_part_in_place(tmp_path):
         assert tuple(op.grid.get_values()) == (3, 1, 1) and bool(op.pdl.value.data)
 
 
-@pytest.mark.parametrize("scaling", [
-    'scaling = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, '
-    "original_context = 64 : i64",
-    'scaling = "yarn", factor = 40.0 : f64, original_context = 4096 : i64, beta_fast = 32.0 : f64, '
-    "beta_slow = 1.0 : f64, truncate = 1 : i64, attention_factor = 1.0 : f64",
-], ids=["llama3", "yarn"])
-def test_a_scaled_rope_is_refused_in_one_line(tmp_path, scaling):
-    source = tmp_path / "rope.mlir"
-    source.write_text(ROPE.replace("theta = 5.000000e+05 : f64}", f"theta = 5.000000e+05 : f64, {scaling}}}"))
-    kind = scaling.split('"')[1]
-    with pytest.raises(ValueError, match=rf"^rope scaling {kind}: the kernel turns by theta") as error:
-        launches(source)
-    assert "\n" not in str(error.value)
-
-
 # -- attention ---------------------------------------------------------------------------------
 
 def dense_launches(tmp_path: Path, name: str, **options):

@@ -112,6 +112,12 @@ class CuteDslPrinter:
         pass  # a view is an address: printed where a launch binds it
 
     @print_op.register
+    def _(self, op: lane.AllReduceOp) -> None:
+        # NCCL's, not a kernel of ours: a comment at its place in the launch order
+        self.line(f"    # all_reduce (NCCL sum over {op.ranks.value.data} ranks): {buffer_name(op.source)} -> "
+                  f"{buffer_name(op.target)}")
+
+    @print_op.register
     def _(self, op: lane.ReturnOp) -> None:
         self.line(f"    # outputs: {', '.join(buffer_name(v) for v in op.outputs)}")
 

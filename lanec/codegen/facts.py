@@ -386,8 +386,11 @@ class EmbedSpec(Spec):
 
 @dataclass(frozen=True)
 class RopeSpec(Spec):
-    """A launch of rope: `rows` of `heads` x `unit` values, each head's first `rotary` turned
-    (rotate-half) at base `theta`; x rows `x_pitch` apart, out rows `out_pitch` apart."""
+    """A launch of rope: `rows` of `heads` x `unit` values, each head's `rotary` values from
+    `offset` turned at base `theta`, in rotate-half pairs (i, i + rotary/2) or, `interleaved`,
+    (2i, 2i + 1); `scaling` the form's frequency scaling as a dict (`kind` "llama3" or "yarn" and
+    that kind's properties, docs/semantics.md), None for the unscaled frequencies; x rows
+    `x_pitch` apart, out rows `out_pitch` apart."""
 
     kernel: ClassVar[str] = "rope"
     rows: int
@@ -397,25 +400,63 @@ class RopeSpec(Spec):
     theta: float = 10000.0
     x_pitch: int | None = None
     out_pitch: int | None = None
-    scaling: str | None = None  # the form's frequency scaling (llama3, yarn), which the kernel does not compute
+    offset: int = 0
+    interleaved: bool = False
+    scaling: Mapping | None = None
+
+    def frequencies(self):
+        """(inv_freq [rotary / 2] fp32, the magnitude cos and sin are multiplied by: yarn's
+        attention factor, else 1.0), computed on the host by the interpreter's own function."""
+        import numpy
+
+        from lanec.interp.ops import frequencies
+
+        if self.scaling is None:
+            return frequencies(self.rotary, self.theta), 1.0
+        given = {k: v for k, v in self.scaling.items() if k not in ("kind", "attention_factor")}
+        table = frequencies(self.rotary, self.theta, self.scaling.get("kind"), **given)
+        magnitude = self.scaling.get("attention_factor") if self.scaling.get("kind") == "yarn" else 1.0
+        return table, float(numpy.float32(magnitude))
 
     def problems(self) -> list[str]:
         found = []
-        if self.scaling is not None:
-            found.append(f"scaling {self.scaling}: the kernel turns by theta^(-2i/rotary) alone; "
-                         "frequency scaling is not computed")
         if self.rows < 1 or self.heads < 1:
             found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
-        if self.rotary < 2 or self.rotary % 2 or self.rotary > self.unit:
-            found.append(f"rotary {self.rotary} must be even and 2..unit ({self.unit}): it turns pairs "
-                         "(i, i + rotary/2) of each head")
+        if self.rotary < 2 or self.rotary % 2 or self.offset < 0 or self.offset + self.rotary > self.unit:
+            found.append(f"rotary {self.rotary} must be even and 2..unit ({self.unit}) less the offset "
+                         f"({self.offset}): it turns pairs of each head's [offset, offset + rotary)")
+        if self.interleaved and (self.offset % 2 or self.unit % 2):
+            found.append(f"interleaved pairs need an even offset and unit (got {self.offset}, {self.unit}): "
+                         "both values of a pair move in one vector")
         if not 0.0 < self.theta < float("inf"):
             found.append(f"theta {self.theta} must be a positive finite base (angles pos * theta^(-2i/rotary))")
         width = self.heads * self.unit
         for what, pitch in (("x pitch", self.x_pitch), ("out pitch", self.out_pitch)):
             if pitch is not None:
                 found += filter(None, [row_pitch(what, pitch, width)])
+        if self.scaling is not None and not found:
+            found += self.scaling_problems()
         return found
+
+    def scaling_problems(self) -> list[str]:
+        """The scaling's own problems: an unknown kind or field, or one the frequencies refuse."""
+        kind = self.scaling.get("kind")
+        if kind not in ("llama3", "yarn"):
+            return [f"scaling kind {kind!r}: \"llama3\" or \"yarn\""]
+        known = ("kind", "factor", "original_context", "low_freq_factor", "high_freq_factor", "beta_fast",
+                 "beta_slow", "truncate", "attention_factor")
+        unknown = sorted(set(self.scaling) - set(known))
+        if unknown:
+            return [f"scaling {kind} takes no {', '.join(unknown)}"]
+        if kind == "yarn" and not (self.scaling.get("attention_factor") or 0) > 0:
+            return ["scaling yarn needs a positive attention_factor (on cos and sin)"]
+        try:
+            table, _ = self.frequencies()
+        except ValueError as error:  # the interpreter's one-line refusal
+            return [f"scaling: {error}"]
+        if not all(0 < f < float("inf") for f in table.tolist()):
+            return [f"scaling {kind} gives frequencies that are not positive and finite"]
+        return []
 
 
 ARGMAX_DTYPES = ("bfloat16", "float32")
@@ -850,4 +891,203 @@ class MixtureExpertsSpec(Spec):
                          f"an expert are 32-bit, so below {INT32_ELEMENTS} values")
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        return found
+
+
+# ----------------------------------------------------------------------------------------------
+# The linear-attention pieces that run where KdaSplit does not: conv (+ its L2 norm epilogue),
+# kda_gate, delta_rule, head_norm (l2norm, head_norm, norm_gated) and part
+
+CONV_MAX_WIDTH = 8  # taps a channel's thread keeps in registers: its window of the conv
+CONV_NORM_MAX_HEAD = 1024  # one block of at most 1024 threads reduces a head, a channel a thread
+LINEAR_MAX_TOKENS = 16  # speculative tokens a request (the interpreter's form: slots [batch, >= tokens])
+
+
+def conv_norm_problems(head_size: int, channels: int) -> list[str]:
+    """Why the conv's epilogue cannot take an L2 norm over heads of `head_size` values."""
+    found = []
+    if head_size > CONV_NORM_MAX_HEAD:
+        found.append(f"head size {head_size} is above {CONV_NORM_MAX_HEAD}")
+    if head_size % WARP:
+        found.append(f"head size {head_size} is not a whole number of warps ({WARP})")
+    if channels % head_size:
+        found.append(f"head size {head_size} does not divide the conv's {channels} channels")
+    return found
+
+
+def slot_problems(batch: int, tokens: int, slot_columns: int, state_slots: int) -> list[str]:
+    """Why a slot table of `batch` rows (`slot_columns` columns; 0: a [batch] table) cannot serve
+    requests of `tokens` tokens over `state_slots` slots."""
+    found = []
+    if batch < 1:
+        found.append(f"needs at least one request; got batch {batch}")
+    if not 1 <= tokens <= LINEAR_MAX_TOKENS:
+        found.append(f"supports 1-{LINEAR_MAX_TOKENS} tokens a request; got {tokens}")
+    if tokens > 1 and slot_columns < tokens:
+        found.append(f"a step of {tokens} tokens reads slots [batch, >= {tokens}]; got {slot_columns} columns")
+    if slot_columns < 0:
+        found.append(f"slot_columns is 0 (a [batch] table) or the table's columns; got {slot_columns}")
+    if state_slots < 2:
+        found.append(f"needs at least 2 state slots (slot 0 is padding); got {state_slots}")
+    return found
+
+
+@dataclass(frozen=True)
+class ConvSpec(Spec):
+    """A launch of conv: `batch` requests of `tokens`, `channels` of a conv of `width` taps, its
+    state [`state_slots`, `state_channels`, width - 2 + tokens] from channel `offset`; with
+    `norm_heads`, an L2 norm over heads of channels / norm_heads in the epilogue."""
+
+    kernel: ClassVar[str] = "conv"
+    batch: int
+    tokens: int
+    channels: int
+    width: int
+    state_slots: int
+    state_channels: int
+    offset: int = 0
+    norm_heads: int | None = None
+    slot_columns: int = 0
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = slot_problems(self.batch, self.tokens, self.slot_columns, self.state_slots)
+        if not 2 <= self.width <= CONV_MAX_WIDTH:
+            found.append(f"width {self.width}: 2 to {CONV_MAX_WIDTH} taps (a channel's window is held in registers)")
+        if self.channels < 1 or self.offset < 0 or self.offset + self.channels > self.state_channels:
+            found.append(f"channels [{self.offset}, {self.offset + self.channels}) must fit the state's "
+                         f"{self.state_channels}")
+        if self.norm_heads is not None:
+            if self.norm_heads < 1 or self.channels % self.norm_heads:
+                found.append(f"{self.channels} channels do not split into {self.norm_heads} heads")
+            else:
+                found += conv_norm_problems(self.channels // self.norm_heads, self.channels)
+        if self.x_pitch is not None and self.x_pitch < self.channels:
+            found.append(f"x pitch {self.x_pitch} is below the row's {self.channels} values")
+        return found
+
+
+@dataclass(frozen=True)
+class KdaGateSpec(Spec):
+    """A launch of kda_gate: `rows` of `heads` x `size` raw gates (a decay each; size 1: one a
+    head), `form` lower_bound or softplus, g rows `g_pitch` apart."""
+
+    kernel: ClassVar[str] = "kda_gate"
+    rows: int
+    heads: int
+    size: int
+    form: str = "softplus"
+    lower_bound: float | None = None
+    g_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.heads < 1 or self.size < 1:
+            found.append(f"needs rows, heads and a head size of at least 1; got {self.rows}, {self.heads}, {self.size}")
+        if self.form not in KDA_GATE_FORMS:
+            found.append(f"form is one of {KDA_GATE_FORMS}; got {self.form!r}")
+        if self.form == "lower_bound" and self.lower_bound is None:
+            found.append("the lower_bound form needs lower_bound")
+        if self.g_pitch is not None and self.g_pitch < self.heads * self.size:
+            found.append(f"g pitch {self.g_pitch} is below the row's {self.heads * self.size} values")
+        return found
+
+
+DELTA_KEYS = (16, 32, 64, 128, 256)  # key head sizes: a row's keys spread over a power of two of lanes
+DELTA_ROW_VALUES = 64  # fp32 state values a thread holds in registers at most
+DELTA_THREADS = 256  # a CTA's threads: value rows of a head side by side
+
+
+@dataclass(frozen=True)
+class DeltaRuleSpec(Spec):
+    """A launch of delta_rule: `batch` requests of `tokens`, `heads` value heads of `value` sharing
+    `key_heads` key heads of `key`, a decay a key (`per_key`) or a head, the state
+    [`state_slots`, heads, value, key] fp32; `split` CTAs a request's head (value rows apart)."""
+
+    kernel: ClassVar[str] = "delta_rule"
+    batch: int
+    tokens: int
+    heads: int
+    key_heads: int
+    key: int
+    value: int
+    state_slots: int
+    per_key: bool = True
+    split: int = 1
+    slot_columns: int = 0
+
+    def problems(self) -> list[str]:
+        found = slot_problems(self.batch, self.tokens, self.slot_columns, self.state_slots)
+        if self.key_heads < 1 or self.heads % self.key_heads:
+            found.append(f"{self.heads} value heads do not share {self.key_heads} key heads evenly")
+        if self.key not in DELTA_KEYS:
+            found.append(f"key head size {self.key}: one of {DELTA_KEYS} (a row's keys over a power of two of lanes, "
+                         "four or more a lane)")
+        if self.split < 1 or self.value % self.split or (self.value // self.split) % 4:
+            found.append(f"value head size {self.value} must split into {self.split} CTAs of whole 4-row groups")
+        elif self.key in DELTA_KEYS and self.key * self.value // self.split > DELTA_ROW_VALUES * DELTA_THREADS:
+            found.append(f"a CTA's state of {self.value // self.split} x {self.key} values exceeds "
+                         f"{DELTA_ROW_VALUES} registers a thread of {DELTA_THREADS}: split the rows over more CTAs")
+        return found
+
+
+HEAD_NORM_GATES = ("sigmoid", "swish")
+HEAD_NORM_MAX = 1024  # a head's values over one warp: at most 32 a lane
+
+
+@dataclass(frozen=True)
+class HeadNormSpec(Spec):
+    """A launch of head_norm: `rows` of `heads` x `size`, each head scaled by rsqrt(mean(x^2) +
+    eps) (`mean`) or rsqrt(sum(x^2) + eps) (an L2 norm), times a weight of one head's size
+    (`weight`), times act(gate) (`gate`: sigmoid or swish); x and gate rows their pitches apart."""
+
+    kernel: ClassVar[str] = "head_norm"
+    rows: int
+    heads: int
+    size: int
+    eps: float = 1e-6
+    mean: bool = True
+    weight: bool = True
+    gate: str | None = None
+    x_pitch: int | None = None
+    gate_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.heads < 1:
+            found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
+        if not 1 <= self.size <= HEAD_NORM_MAX:
+            found.append(f"head size {self.size}: 1 to {HEAD_NORM_MAX} (a head over one warp)")
+        if not self.eps > 0:
+            found.append(f"eps must be positive; got {self.eps}")
+        if self.gate is not None and self.gate not in HEAD_NORM_GATES:
+            found.append(f"gate activation {self.gate!r}: one of {HEAD_NORM_GATES}")
+        width = self.heads * self.size
+        for what, pitch in (("x pitch", self.x_pitch), ("gate pitch", self.gate_pitch)):
+            if pitch is not None and pitch < width:
+                found.append(f"{what} {pitch} is below the row's {width} values")
+        return found
+
+
+@dataclass(frozen=True)
+class PartSpec(Spec):
+    """A launch of part: `rows` of `heads` units of `unit` values (rows `x_pitch` apart); each
+    head's values [offset, offset + length) copied to a row of heads x length."""
+
+    kernel: ClassVar[str] = "part"
+    rows: int
+    heads: int
+    unit: int
+    offset: int
+    length: int
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.rows < 1 or self.heads < 1:
+            found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
+        if self.offset < 0 or self.length < 1 or self.offset + self.length > self.unit:
+            found.append(f"part [{self.offset}, {self.offset + self.length}) does not fit a unit of {self.unit}")
+        if self.x_pitch is not None and self.x_pitch < self.heads * self.unit:
+            found.append(f"x pitch {self.x_pitch} is below the row's {self.heads * self.unit} values")
         return found

@@ -38,7 +38,6 @@ from lanec.codegen.facts import (
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
-    RopeSpec,
 )
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
@@ -125,6 +124,7 @@ class Lowering:
     schedules: Callable[[str, dict], dict] = schedule_for  # the tuned table
     # (kernel, shape, the table's overrides) of every lookup, in launch order: `lanec explain`
     tunings: list[tuple[str, dict, dict]] = field(default_factory=list)
+    after_collective: bool = False  # the next launch follows an all-reduce: no PDL across it
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -192,8 +192,12 @@ class Lowering:
                 raise LoweringError(f"{kernel_name} param {param.name} reads strides {list(expected)}; the "
                                     f"value lies at strides {list(window.strides)}")
         operands = [self.arg(w) for w in args]
+        # NCCL's kernels never trigger a dependent launch: the launch after an all-reduce waits for
+        # it whole, so it is launched without PDL (its griddepcontrol.wait is then a no-op)
+        pdl = shape.pdl and not self.after_collective
+        self.after_collective = False
         self.block.add_op(lane.LaunchOp(kernel_name, spec_attrs(spec), operands,
-                                        shape.grid, shape.block, shape.cluster, shape.shared_bytes, shape.pdl))
+                                        shape.grid, shape.block, shape.cluster, shape.shared_bytes, pdl))
 
     def tuned(self, kernel: str, shape: dict) -> dict:
         """The schedule table's overrides for `kernel` at `shape` ({} where it has no entry)."""
@@ -414,9 +418,22 @@ class Lowering:
         kind = ELEMENTWISE[type(op)]
         rows, width = form.shape(op.result)
         out = self.activation(kind, (rows, width))
-        inputs = [self.window(v) for v in op.operands]
+        inputs = [self.contiguous(self.window(v), kind) for v in op.operands]  # elementwise reads whole rows
         self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
         self.windows[op.results[0]] = out
+
+    @lower.register
+    def lower_all_reduce(self, op: form.AllReduceOp) -> None:
+        """NCCL's all-reduce (sum) of the partial sums into a buffer of their own: NCCL reads and
+        writes `count` adjacent values, so the partial sums must lie whole in one window."""
+        x = self.window(op.x)
+        if not x.contiguous:
+            raise LoweringError(f"all_reduce of rows at strides {list(x.strides)}: NCCL sums adjacent values")
+        rows, width = form.shape(op.result)
+        out = self.activation("all_reduce", (rows, width), form.element(op.result))
+        self.block.add_op(lane.AllReduceOp(self.arg(x), self.arg(out), op.ranks.value.data))
+        self.after_collective = True
+        self.windows[op.result] = out
 
     @lower.register
     def lower_argmax(self, op: form.ArgmaxOp) -> None:
@@ -433,12 +450,13 @@ class Lowering:
         out = self.activation("rope", (rows, width))
         spec = {"rows": rows, "heads": heads, "unit": width // heads, "rotary": op.rotary.value.data,
                 "theta": op.theta.value.data, **pitch_of(x)}
-        if op.scaling is not None:  # the kernel's facts refuse it, named before any kernel is built
-            RopeSpec(**spec, scaling=op.scaling.data).check()
-        for layout in ("offset", "interleaved"):  # DeepSeek's rope: no kernel turns it yet
+        for layout in ("offset", "interleaved"):  # DeepSeek's rope: the rope part of each head, in pairs
             if op.properties.get(layout) is not None and op.properties[layout].value.data:
-                raise LoweringError(f"form.rope {layout}: the lane's rope kernel turns each head's first "
-                                    "values in rotate-half pairs only")
+                spec[layout] = op.properties[layout].value.data if layout == "offset" else True
+        if op.scaling is not None:  # the kernel takes the inverse frequencies the interpreter computes
+            kind = op.scaling.data
+            spec["scaling"] = {"kind": kind, **{name: op.properties[name].value.data
+                                                for name in form.ROPE_SCALING[kind]}}
         self.launch("rope", spec, [x, self.window(op.positions), out])
         self.windows[op.result] = out
 
@@ -485,6 +503,129 @@ class Lowering:
             args.append(self.window(op.accepted))
         self.launch("kda_split", spec, args)
         self.windows[op.result] = out
+
+    # -- the linear-attention pieces where KdaSplit does not run (conv, gate, delta rule, norms) ---
+
+    def slot_columns(self, slots: SSAValue) -> int:
+        """A slot table's columns as the linear-attention kernels take them (0: a [batch] table)."""
+        shape = form.shape(slots)
+        return 0 if len(shape) == 1 else shape[1]
+
+    def contiguous(self, x: Window, name: str) -> Window:
+        """`x`, or its rows copied whole by a `part` launch where they lie inside wider rows (for a
+        kernel that reads whole rows only)."""
+        if x.contiguous:
+            return x
+        rows, width = x.shape
+        out = self.activation(f"{name}.rows", (rows, width))
+        self.launch("part", {"rows": rows, "heads": 1, "unit": width, "offset": 0, "length": width, **pitch_of(x)},
+                    [x, out])
+        return out
+
+    @lower.register
+    def lower_part(self, op: form.PartOp) -> None:
+        rows, _ = form.shape(op.x)
+        x = self.window(op.x)
+        heads, length = op.heads.value.data, op.length.value.data
+        out = self.activation("part", (rows, heads * length))
+        self.launch("part", {"rows": rows, "heads": heads, "unit": op.unit.value.data,
+                             "offset": op.offset.value.data, "length": length, **pitch_of(x)}, [x, out])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_conv(self, op: form.ConvOp) -> None:
+        if self.unlinked(op, [op.weight] + ([op.bias] if op.bias is not None else [])):
+            return
+        if not isinstance(form.element(op.state), BFloat16Type):
+            raise LoweringError(f"conv: the state holds {form.element(op.state)}; the conv kernel keeps a bf16 state")
+        rows, channels = form.shape(op.x)
+        state_slots, state_channels, _ = form.shape(op.state)
+        tokens = self.step.tokens.value.data
+        x = self.window(op.x)
+        spec: dict = {"batch": rows // tokens, "tokens": tokens, "channels": channels,
+                      "width": form.shape(op.weight)[1], "state_slots": state_slots, "state_channels": state_channels,
+                      "offset": op.offset.value.data, "activation": op.activation.data, "bias": op.bias is not None,
+                      "slot_columns": self.slot_columns(op.slots), **pitch_of(x)}
+        if op.norm_heads is not None:
+            spec.update(norm_heads=op.norm_heads.value.data, norm_eps=op.norm_eps.value.data)
+        name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.out", (rows, channels))
+        args = [x, self.window(op.weight), *([self.window(op.bias)] if op.bias is not None else []),
+                self.window(op.slots), *([self.window(op.accepted)] if op.accepted is not None else []),
+                self.window(op.state), out]
+        self.launch("conv", spec, args)
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_kda_gate(self, op: form.KdaGateOp) -> None:
+        if self.unlinked(op, [op.a_log, op.dt_bias]):
+            return
+        rows, width = form.shape(op.g)
+        heads = op.heads.value.data
+        g = self.window(op.g)
+        spec: dict = {"rows": rows, "heads": heads, "size": width // heads, "form": op.form.data, **pitch_of(g, "g")}
+        if op.lower_bound is not None:
+            spec["lower_bound"] = op.lower_bound.value.data
+        out = self.activation("kda_gate", (rows, width), Float32Type())
+        self.launch("kda_gate", spec, [g, self.window(op.a_log), self.window(op.dt_bias), out])
+        self.windows[op.result] = out
+
+    @lower.register
+    def lower_delta_rule(self, op: form.DeltaRuleOp) -> None:
+        if op.quantize_words():
+            self.no_kernel(op, "quantized")
+            return
+        if not isinstance(form.element(op.state), Float32Type) or not isinstance(form.element(op.decay), Float32Type):
+            raise LoweringError("delta_rule: the delta rule kernel keeps an fp32 state and reads an fp32 decay")
+        rows = form.shape(op.q)[0]
+        heads, key_heads = op.heads.value.data, op.key_heads.value.data
+        tokens = self.step.tokens.value.data
+        state_slots, _, value, key = form.shape(op.state)
+        q, k, v, beta = (self.window(x) for x in (op.q, op.k, op.v, op.beta))
+        spec = {"batch": rows // tokens, "tokens": tokens, "heads": heads, "key_heads": key_heads, "key": key,
+                "value": value, "state_slots": state_slots, "scale": op.scale.value.data,
+                "per_key": form.shape(op.decay)[1] == heads * key, "slot_columns": self.slot_columns(op.slots),
+                **pitch_of(q, "q"), **pitch_of(k, "k"), **pitch_of(v, "v"), **pitch_of(beta, "beta")}
+        out = self.activation("delta_rule", (rows, heads * value))
+        args = [q, k, v, self.contiguous(self.window(op.decay), "delta_rule.decay"), beta, self.window(op.slots),
+                *([self.window(op.accepted)] if op.accepted is not None else []), self.window(op.state), out]
+        self.launch("delta_rule", spec, args)
+        self.windows[op.result] = out
+
+    def head_norm(self, op: Operation, heads: int, eps: float, weight: SSAValue | None = None,
+                  gate: SSAValue | None = None, activation: str | None = None, mean: bool = True) -> None:
+        """A per-head norm (l2norm, head_norm, norm_gated) as one head_norm launch."""
+        if self.unlinked(op, [weight] if weight is not None else []):
+            return
+        x = self.window(op.operands[0])
+        rows, width = x.shape
+        spec: dict = {"rows": rows, "heads": heads, "size": width // heads, "eps": eps, "mean": mean,
+                      "weight": weight is not None, **pitch_of(x)}
+        args = [x]
+        if gate is not None:
+            args.append(self.window(gate))
+            spec.update(gate=activation, **pitch_of(args[-1], "gate"))
+        if weight is not None:
+            args.append(self.window(weight))
+        out = self.activation(op.name.removeprefix("form."), (rows, width))
+        self.launch("head_norm", spec, [*args, out])
+        self.windows[op.results[0]] = out
+
+    @lower.register
+    def lower_l2norm(self, op: form.L2NormOp) -> None:
+        self.head_norm(op, op.heads.value.data, op.eps.value.data, mean=False)
+
+    @lower.register
+    def lower_head_norm(self, op: form.HeadNormOp) -> None:
+        self.head_norm(op, op.heads.value.data, op.eps.value.data, weight=op.weight)
+
+    @lower.register
+    def lower_norm_gated(self, op: form.NormGatedOp) -> None:
+        if op.quantize_words():
+            self.no_kernel(op, "quantized")
+            return
+        self.head_norm(op, op.heads.value.data, op.eps.value.data, weight=op.weight, gate=op.gate,
+                       activation=op.activation.data)
 
     @lower.register
     def lower_mixture(self, op: form.MixtureOp) -> None:

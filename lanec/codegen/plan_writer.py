@@ -4,13 +4,17 @@
 Weight sources keep the form's weight names and shapes; each carries the seeded initialiser the
 runtime uses when no checkpoint holds it (bounded values, by what the weight is: norm weights
 near one, product rows scaled by their fan-in, the KDA gate's A_log and dt_bias in fla's
-ranges), so `lanec run --check` can give the interpreter exactly the values the GPU gets.
+ranges), so `lanec run --check` can give the interpreter exactly the values the GPU gets. A rank's
+weight of a sharded step keeps the whole tensor's initialiser (its fan-in is the whole's) and names
+its slice, so every rank's values are slices of the one model's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
@@ -22,8 +26,20 @@ from lanec.codegen.spec import from_attr, spec_of
 from lanec.dialects import lane
 from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
+from lanec.interp.tp import Shard
 from lanec.runtime.gpu_seeding import SEEDED_DTYPES, SEEDER_COUNT
-from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Seeder, Shape, Source, Transform, WeightBinding
+from lanec.runtime.plan import (
+    Arg,
+    Buffer,
+    Collective,
+    Launch,
+    Plan,
+    Seeder,
+    Shape,
+    Source,
+    Transform,
+    WeightBinding,
+)
 
 
 def weight_sources(program: Program) -> dict[str, Source]:
@@ -31,8 +47,9 @@ def weight_sources(program: Program) -> dict[str, Source]:
     sources = {}
     for weight in program.weights:
         shape = tuple(weight.shape)
-        center, scale = initialiser(set(uses.get(weight.value, [])), shape)
-        sources[weight.name] = Source(weight.name, shape, weight.dtype, scale, center)
+        whole = Shard.parse(weight.shard).whole(shape) if weight.shard else shape
+        center, scale = initialiser(set(uses.get(weight.value, [])), whole)
+        sources[weight.name] = Source(weight.name, shape, weight.dtype, scale, center, weight.shard)
     return sources
 
 
@@ -46,15 +63,17 @@ def address(value: SSAValue) -> Arg:
 
 
 def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, compile_kernel: Callable,
-               kernels: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> Plan:
+               kernels: str | None = None, progress: Callable[[int, int, str], None] | None = None,
+               ranks: int = 1) -> Plan:
     """The plan of `lane_module`: `kernels` is its cute-dsl module (printed here when not given),
-    whose kernel objects are compiled, one per distinct specialization."""
+    whose kernel objects are compiled, one per distinct specialization; with `ranks` > 1, rank 0's
+    step of a tensor-parallel plan, each `lane.all_reduce` a collective at its place."""
     from lanec.interp.lower import program_of
 
     program = program_of(form_module)
     sources = weight_sources(program)
     step = next(op for op in lane_module.ops if isinstance(op, lane.StepOp))
-    plan = Plan(program=program.to_json(), form=form_text)
+    plan = Plan(program=program.to_json(), form=form_text, ranks=ranks)
     for op in step.body.block.ops:
         if not isinstance(op, lane.BufferOp):
             continue
@@ -72,6 +91,17 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
             plan.weights.append(WeightBinding(name, tuple(sources[s.data] for s in op.sources.data), chain))
 
     launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    at = 0  # the launches before
+    for op in step.body.block.ops:
+        at += isinstance(op, lane.LaunchOp)
+        if isinstance(op, lane.AllReduceOp):
+            if op.ranks.value.data != ranks:
+                raise ValueError(f"an all_reduce over {op.ranks.value.data} ranks in a plan for {ranks}")
+            assert isinstance(op.source.type, MemRefType)
+            source, target = address(op.source), address(op.target)
+            plan.collectives.append(Collective(f"all_reduce {target.buffer}", at, source, target,
+                                               math.prod(op.source.type.get_shape()),
+                                               dtype_name(op.source.type.element_type)))
     objects = kernel_objects(kernels if kernels is not None else kernel_source(lane_module))
     compiled: dict[str, object] = {}
     for index, (op, kernel) in enumerate(zip(launches, objects, strict=True)):
@@ -82,11 +112,12 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
             compiled[key] = compile_kernel(kernel)
         artifact = compiled[key]
         built = Shape.of(artifact.launch)
-        if op.shape != built:
+        if replace(op.shape, pdl=built.pdl) != built:
             raise ValueError(f"launch {index} ({op.kernel.data}): the lane step's launch facts disagree with the "
                              "compiled kernel's; recompile from the form")
         label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
-        plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry, built,
+        plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry,
+                                    replace(built, pdl=op.shape.pdl),  # off after an all-reduce
                                     tuple(address(v) for v in op.args),
                                     json.loads(json.dumps(spec_of(op))),  # as a reread plan holds it
                                     traffic(kernel)))

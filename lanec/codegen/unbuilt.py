@@ -1,12 +1,13 @@
 """Facts of kernels not built yet: the wgmma GEMM in parts (the seed's `gemm_tc` facts; the
 `gemm_tc` built today takes any parts, and its side-by-side gated pair is built: its facts are in
-facts.py, `gated_pair_problems`) and the conv with an L2 norm epilogue (`conv_l2norm`).
+facts.py, `gated_pair_problems`). The conv with an L2 norm epilogue is built (`conv`: its facts are
+facts.py's `conv_norm_problems`).
 
 The held-back rules compare against these, so the fusions they keep are the ones these kernels
 will launch. Until a kernel is built, the plan launches what the lowering gives the op today, and
 every decision says which: a product in parts or a gated pair kept for the tensor cores runs on
-`gemm_tc` above `GEMV_ROWS` rows (on the GEMV kernels below); an op no built kernel runs (a conv)
-is named by `lanec compile`. When a kernel is built, its facts move
+`gemm_tc` above `GEMV_ROWS` rows (on the GEMV kernels below); an op no built kernel runs is named
+by `lanec compile`. When a kernel is built, its facts move
 beside it into `facts.py` (a spec whose `check()` its `__init__` calls too) and the rule calls
 that, as the mixture's and the attentions' have.
 
@@ -17,8 +18,6 @@ Plain Python, no CuTe DSL.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from lanec.codegen.facts import WARP
 
 # ----------------------------------------------------------------------------------------------
 # gemm_tc: the wgmma GEMM for rows above a gemv launch's, products in parts and gated pairs
@@ -38,22 +37,4 @@ def gemm_parts_problems(outputs: Sequence[int], formats: Sequence[str]) -> list[
     ragged = [n for n in outputs if n % PART_TILE]
     if ragged:
         found.append(f"outputs {', '.join(map(str, ragged))} are not whole {PART_TILE}-output tiles")
-    return found
-
-
-# ----------------------------------------------------------------------------------------------
-# conv_l2norm: a short convolution whose epilogue takes a per-head L2 norm
-
-CONV_NORM_MAX_HEAD = 1024  # one block of at most 1024 threads reduces a head, a value a thread
-
-
-def conv_norm_problems(head_size: int, channels: int) -> list[str]:
-    """Why the conv's epilogue cannot take an L2 norm over heads of `head_size` values."""
-    found = []
-    if head_size > CONV_NORM_MAX_HEAD:
-        found.append(f"head size {head_size} is above {CONV_NORM_MAX_HEAD}")
-    if head_size % WARP:
-        found.append(f"head size {head_size} is not a whole number of warps ({WARP})")
-    if channels % head_size:
-        found.append(f"head size {head_size} does not divide the conv's {channels} channels")
     return found

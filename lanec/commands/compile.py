@@ -27,7 +27,7 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
                     emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool,
                     batch_products: bool, tp: int) -> None:
     """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan).
-    With --tp N > 1 the form is sharded and checked, then refused: no multi-GPU runtime yet."""
+    With --tp N > 1 the form is sharded: the plan is for N GPUs (`lanec run` starts a rank on each)."""
     from lanec.pipeline import compile_plan
 
     shim = shim_of(numerics, words, fuse_quant, batch_products)
@@ -53,5 +53,6 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
     if emit_kernels is not None:
         emit_kernels.write_text(result.kernels)
     plan = result.plan
+    ranks = f", {plan.ranks} ranks ({len(plan.collectives)} all-reduces a step)" if plan.ranks > 1 else ""
     click.echo(f"{output}: {len(plan.launches)} launches of {len(plan.cubins)} kernels, "
-               f"{len(plan.buffers)} buffers; {len(result.decisions)} fusion decisions")
+               f"{len(plan.buffers)} buffers{ranks}; {len(result.decisions)} fusion decisions")

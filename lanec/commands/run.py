@@ -31,15 +31,26 @@ from lanec.runtime.runner import Options  # no GPU is touched until a step runs
               help="each launch's time (eager replay), bytes and share of the copy bandwidth, by layer kind and kernel")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="with the profile, write the step as a Chrome / Perfetto trace (JSON)")
-@click.option("--gpu-seeding", is_flag=True,
-              help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy)")
+@click.option("--gpu-seeding/--host-seeding", default=True, show_default=True,
+              help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy), "
+                   "or on the host and upload them")
+@click.option("--context", type=int, default=None,
+              help="serve a full batch at this context: every request active, its step's rows the context's last")
+@click.option("--tp", type=click.IntRange(min=1), default=None,
+              help="GPUs to run on, one rank a GPU (NCCL): the plan's count, `lanec compile --tp N` [default: the "
+                   "plan's; under torchrun or mpirun this process is one rank]")
+@click.option("--outputs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="with --check, save the GPU's outputs (rank 0's) to this .npz")
 def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,
-        weights: Path | None, repeats: int, profile: bool, trace: Path | None, gpu_seeding: bool) -> None:
-    """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, or --interpret."""
+        weights: Path | None, repeats: int, profile: bool, trace: Path | None, gpu_seeding: bool,
+        context: int | None, tp: int | None, outputs: Path | None) -> None:
+    """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, or --interpret.
+    A plan for N GPUs (`lanec compile --tp N`) starts a rank on each of GPUs 0..N-1."""
     from lanec.runtime.runner import execute, user_errors
 
     options = Options(steps=steps, check=check, interpret=interpret, graph=graph, pdl=pdl, seed=seed,
-                      weights=weights, repeats=repeats, profile=profile, trace=trace, gpu_seeding=gpu_seeding)
+                      weights=weights, repeats=repeats, profile=profile, trace=trace, gpu_seeding=gpu_seeding,
+                      context=context, tp=tp, outputs=outputs)
     try:
         status = execute(plan, options, say=click.echo)
     except user_errors() as error:

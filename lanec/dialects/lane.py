@@ -200,4 +200,33 @@ class LaunchOp(IRDLOperation):
             raise VerifyException(str(exc)) from None
 
 
-Lane = Dialect("lane", [StepOp, ReturnOp, BufferOp, ViewOp, LaunchOp])
+@irdl_op_definition
+class AllReduceOp(IRDLOperation):
+    """The sum of `source` over the `ranks` of a tensor-parallel step into `target` (NCCL's
+    all-reduce on the step's stream, in order with the launches; `target` may be `source`).
+    The launch after it never relies on PDL across it: the lowering launches it with `pdl` off.
+
+        lane.all_reduce %partial, %sum {ranks = 2 : i64} : memref<1x64xbf16>, memref<1x64xbf16>
+    """
+
+    name = "lane.all_reduce"
+    source = operand_def(MemRefType)
+    target = operand_def(MemRefType)
+    ranks = prop_def(IntegerAttr[I64])
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$source `,` $target attr-dict `:` type($source) `,` type($target)"
+
+    def __init__(self, source: SSAValue, target: SSAValue, ranks: int):
+        super().__init__(operands=[source, target], properties={"ranks": IntegerAttr(ranks, i64)})
+
+    def verify_(self) -> None:
+        assert isinstance(self.source.type, MemRefType) and isinstance(self.target.type, MemRefType)
+        if self.ranks.value.data < 2:
+            raise VerifyException(f"an all_reduce over {self.ranks.value.data} ranks: at least 2")
+        if self.source.type != self.target.type:
+            raise VerifyException("an all_reduce's target has its source's shape and element type")
+        if str(self.source.type.element_type) not in ("bf16", "f32"):
+            raise VerifyException(f"an all_reduce sums bf16 or f32 values, not {self.source.type.element_type}")
+
+
+Lane = Dialect("lane", [StepOp, ReturnOp, BufferOp, ViewOp, LaunchOp, AllReduceOp])

@@ -11,6 +11,7 @@ whole weight through `np.asarray` (the products: the dense part of a step).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -27,6 +28,7 @@ class LazyWeight:
             raise ValueError("a lazy weight needs a first axis to index")
         self.shape, self.dtype, self._make = tuple(shape), dtypes.canonical(dtype), make
         self.generated = 0
+        self._counting = threading.Lock()  # rows may be made on several threads (ops.mixture)
 
     @classmethod
     def seeded(cls, name: str, shape: tuple[int, ...], seed: int, scale: float, center: float = 0.0,
@@ -59,7 +61,8 @@ class LazyWeight:
         """Rows [first, first + count) as float32 [count, *shape[1:]]."""
         if not 0 <= first <= first + count <= self.shape[0]:
             raise IndexError(f"rows [{first}, {first + count}) of a weight of {self.shape[0]}")
-        self.generated += count
+        with self._counting:
+            self.generated += count
         return np.asarray(self._make(first, count), dtype=np.float32).reshape(count, *self.shape[1:])
 
     def __getitem__(self, index) -> np.ndarray:

@@ -51,6 +51,23 @@ class Shard:
             fail(f"shard '{text}': part {part} is not one of the {parts} parts")
         return Shard(dim, part, parts, segments)
 
+    @staticmethod
+    def of_rank(dim: int, parts: int, rank: int, ranks: int, segments: tuple[int, ...] = ()) -> Shard:
+        """Rank `rank`'s part of `parts` (of `ranks` ranks): where there are fewer parts than ranks
+        (kv heads fewer than the ranks), consecutive ranks share a part. The one rule the shard
+        pass and the runtime (a plan carries rank 0's step, `lanec/runtime/parallel.py`) share."""
+        return Shard(dim, rank * parts // ranks, parts, segments)
+
+    def for_rank(self, rank: int, ranks: int) -> Shard:
+        """This cut as rank `rank` of `ranks` holds it."""
+        return Shard.of_rank(self.dim, self.parts, rank, ranks, self.segments)
+
+    def whole(self, dims: tuple[int, ...] | list[int]) -> list[int]:
+        """The shape of the whole tensor whose part has shape `dims` (the inverse of `cut`)."""
+        dims = list(dims)
+        dims[self.dim] = sum(self.segments) if self.segments else dims[self.dim] * self.parts
+        return dims
+
     def cut(self, dims: tuple[int, ...] | list[int], what: str) -> list[int]:
         """The shape of the part of a tensor of shape `dims`."""
         dims = list(dims)
@@ -88,25 +105,30 @@ def rank_environment(env: Environment, program: Program) -> Environment:
     return Environment({k: v.copy() for k, v in env.inputs.items()}, weights, states)
 
 
-def run_ranks(programs: list[Program], envs: list[Environment], storage: bool = False) -> list[np.ndarray]:
+def run_ranks(programs: list[Program], envs: list[Environment], storage: bool = False,
+              values: list[dict[int, np.ndarray]] | None = None,
+              routing: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
     """Run the rank programs step by step together; an `all_reduce` gives every rank the sum of
-    its operand over the ranks. Returns rank 0's outputs (every rank's outputs are the same
-    replicated values); each env's states are updated in place."""
+    its operand over the ranks (rounded to bf16 where it is stored so, under `storage`, as
+    NCCL's bf16 sum is). Returns rank 0's outputs (every rank's outputs are the same replicated
+    values); each env's states are updated in place. `values`, where given, receives each rank's
+    values by id; `routing` is `Program.run`'s (the router is replicated: one for every rank)."""
     if not programs or len(programs) != len(envs):
         fail(f"{len(programs)} rank programs and {len(envs)} environments: one environment a rank")
     shapes = {tuple(step.op for step in p.steps) for p in programs}
     if len(shapes) != 1:
         fail("the rank programs disagree on their steps: shard one step for every rank")
-    values = [p.bind(env) for p, env in zip(programs, envs, strict=True)]
+    bound = [p.bind(env, None if values is None else values[r], routing)
+             for r, (p, env) in enumerate(zip(programs, envs, strict=True))]
     for index, steps in enumerate(zip(*(p.steps for p in programs), strict=True)):
         if steps[0].op == "all_reduce":
             if steps[0].properties["ranks"] != len(programs):
                 fail(f"step {index}: an all_reduce over {steps[0].properties['ranks']} ranks; "
                      f"{len(programs)} rank programs run")
-            total = ops.all_reduce([v[s.operands["x"]] for v, s in zip(values, steps, strict=True)])
-            for v, s in zip(values, steps, strict=True):
-                v[s.results[0]] = total.copy()
+            total = ops.all_reduce([v[s.operands["x"]] for v, s in zip(bound, steps, strict=True)])
+            for program, v, s in zip(programs, bound, steps, strict=True):
+                program.store(index, s, [total.copy()], v, storage)
             continue
-        for program, v, step in zip(programs, values, steps, strict=True):
+        for program, v, step in zip(programs, bound, steps, strict=True):
             program.store(index, step, program.run_step(step, v), v, storage)
-    return programs[0].collect(values[0])
+    return programs[0].collect(bound[0])

@@ -1,6 +1,6 @@
 """hold-conv-l2norm (the lane's held-back rule "conv + L2 norm"): a conv's epilogue takes a
 per-head L2 norm over heads of at most 1024 values, a whole number of warps, dividing the
-conv's channels (facts of `conv_l2norm`, not built yet: `unbuilt.conv_norm_problems`). Held
+conv's channels (facts of the `conv` kernel's L2 norm epilogue: `facts.conv_norm_problems`). Held
 back: the conv, then a `form.l2norm`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from lanec.codegen.unbuilt import conv_norm_problems
+from lanec.codegen.facts import conv_norm_problems
 from lanec.dialects.form import ConvOp, L2NormOp, shape
 from lanec.passes.rule import Judge, Rule
 

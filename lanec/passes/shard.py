@@ -270,7 +270,7 @@ class Sharding:
             if isinstance(op, form.WeightOp | form.StateOp):
                 cut = self.cuts.get(op.result)
                 if cut is not None:
-                    shard = Shard(cut.dim, rank * cut.parts // self.ranks, cut.parts, cut.segments)
+                    shard = Shard.of_rank(cut.dim, cut.parts, rank, self.ranks, cut.segments)
                     dims = shard.cut(shape(op.result), value_label(op.result))
                     self.replace(op, [TensorType(form.element(op.result), dims)], {"shard": StringAttr(shard.text)})
                 continue

@@ -10,6 +10,8 @@
     seeded.py     seeded weights: each value a function of (seed, name, index), the GPU kernel's twin
     gguf_checkpoint.py  GGUF checkpoints (llama.cpp's names and layouts; the gguf package, imported lazily)
     runner.py     `lanec run` / `python -m lanec.runtime`: step, graph, timings, --check, --interpret
+    parallel.py   a plan for N ranks: the rank processes, each rank's step and slices, its --check
+    collectives.py  NCCL through nccl4py (imported only for a plan for several ranks)
 
 Nothing here imports the compiler (lanec.codegen, xDSL, CuTe DSL) or click: the compiler imports
 the runtime, never the reverse. `--check` and `--interpret` import the interpreter's numpy half

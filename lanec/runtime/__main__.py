@@ -1,6 +1,6 @@
 """`python -m lanec.runtime plan.bin [--steps N] [--check] [--interpret] [--no-graph] [--no-pdl]
-[--seed S] [--weights f.safetensors|f.gguf] [--repeats R]`: the runner on a machine with nothing but
-numpy and cuda-python."""
+[--seed S] [--weights f.safetensors|f.gguf] [--repeats R] [--tp N] [--outputs f.npz]`: the runner on a
+machine with nothing but numpy and cuda-python (and nccl4py for a plan for several ranks)."""
 
 from __future__ import annotations
 

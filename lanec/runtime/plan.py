@@ -7,7 +7,8 @@ Layout (little-endian):
     body                section count u32, then per section: tag (4 bytes) | offset u64 | length u64
                         (offsets from the start of the body), then the sections' bytes
 
-Sections: b"META" (JSON: buffers, weight bindings, launches, kernels' hashes and entries),
+Sections: b"META" (JSON: buffers, weight bindings, launches, collectives, rank count, kernels'
+hashes and entries),
 b"CUBN" (one per distinct cubin, in kernel order), b"PROG" (the interpreter's `Program` JSON,
 kept opaque), b"FORM" (the form text the plan was compiled from).
 
@@ -18,6 +19,13 @@ index, uniform about `center` with standard deviation `scale`, rounded to the so
 A launch binds buffers by name at an element offset (a view into a wider buffer), and carries
 its kernel's specialization as the compiler chose it (`spec`: shape, pitches, schedule), which
 `lanec show` prints and the runtime never needs (plans without it read as an empty spec).
+
+A plan for N ranks (`lanec compile --tp N`, format 2: an older lanec refuses it rather than run
+it without its all-reduces) holds rank 0's step; every rank launches the same kernels on its own
+slices of the weights and states. A sharded weight's source names its slice (`shard`, as
+`lanec.interp.tp.Shard` writes it: rank 0's part, re-pointed for each rank by `Shard.for_rank`)
+and keeps the whole tensor's seeded initialiser, so N ranks and one compute the same model. Its
+`collectives` are NCCL all-reduces (sum) enqueued before the launch at their place.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from lanec.runtime.launch import LaunchError
 from lanec.runtime.launch import LaunchShape as Shape  # a launch's grid, block, cluster, memory, PDL
 
 MAGIC = b"LANEPLAN"
-VERSION = 1
+VERSION = 2  # the newest format read; a plan for one rank is still written as format 1
 HEADER = struct.Struct("<8sIIQ32s")
 SECTION_COUNT = struct.Struct("<I")
 SECTION = struct.Struct("<4sQQ")
@@ -102,15 +110,17 @@ class Source:
     dtype: str = "bfloat16"
     scale: float = 0.02
     center: float = 0.0
+    shard: str = ""  # rank 0's slice of the checkpoint tensor (a plan for N ranks), "" for all of it
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "scale": self.scale,
+        data = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "scale": self.scale,
                 "center": self.center}
+        return {**data, "shard": self.shard} if self.shard else data
 
     @classmethod
     def from_json(cls, data: dict) -> Source:
         return cls(data["name"], _shape(data["shape"], f"weight source {data['name']!r}"), data["dtype"],
-                   float(data["scale"]), float(data["center"]))
+                   float(data["scale"]), float(data["center"]), str(data.get("shard", "")))
 
 
 @dataclass(frozen=True)
@@ -199,6 +209,32 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Collective:
+    """An NCCL all-reduce (sum) over the plan's ranks, enqueued on the step's stream right before
+    launch `at` (after the last launch where `at` is the launch count): `count` values of `dtype`
+    (bfloat16 or float32) from `source` into `target` (the same place: in place)."""
+
+    name: str
+    at: int
+    source: Arg
+    target: Arg
+    count: int
+    dtype: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": "all_reduce", "op": "sum", "at": self.at, "source": self.source.to_json(),
+                "target": self.target.to_json(), "count": self.count, "dtype": self.dtype}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Collective:
+        _require(data.get("kind") == "all_reduce" and data.get("op") == "sum",
+                 f"collective {data.get('name')!r}: {data.get('kind')} {data.get('op')}; this lanec runs "
+                 "all_reduce sum")
+        return cls(data["name"], int(data["at"]), Arg.from_json(data["source"]), Arg.from_json(data["target"]),
+                   int(data["count"]), data["dtype"])
+
+
+@dataclass(frozen=True)
 class Seeder:
     """The `seeded` kernel a plan carries to make its seeded weights on the GPU (runtime/gpu_seeding.py):
     its cubin and entry for buffers of `dtype`, filling `count` values a launch at `shape`."""
@@ -231,6 +267,13 @@ class Plan:
     program: str = ""
     form: str = ""
     seeders: list[Seeder] = field(default_factory=list)  # plans written before GPU seeding have none
+    ranks: int = 1  # the GPUs the plan runs on (tensor parallel, `lanec compile --tp N`)
+    collectives: list[Collective] = field(default_factory=list)
+
+    @property
+    def version(self) -> int:
+        """The format the plan is written in: 2 for a plan for several ranks, else 1."""
+        return 2 if self.ranks > 1 else 1
 
     def add_cubin(self, cubin: bytes) -> int:
         """The kernel index of `cubin`, added once per distinct content."""
@@ -301,6 +344,35 @@ class Plan:
                 _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
                          f"{where}: offset {arg.offset} is outside buffer {arg.buffer!r} "
                          f"({by_name[arg.buffer].elements} elements)")
+        self.validate_collectives(by_name)
+
+    def validate_collectives(self, by_name: dict[str, Buffer]) -> None:
+        """A collective needs several ranks, a place in the launch order, `count` values of its
+        dtype inside both buffers; the launch after it runs without PDL."""
+        _require(isinstance(self.ranks, int) and self.ranks >= 1, f"a plan for {self.ranks!r} ranks: at least 1")
+        _require(not self.collectives or self.ranks > 1,
+                 f"{len(self.collectives)} collectives in a plan for one rank: nothing to reduce over")
+        place = 0
+        for collective in self.collectives:
+            where = f"collective {collective.name!r}"
+            _require(place <= collective.at <= len(self.launches),
+                     f"{where}: at launch {collective.at}, out of order or past the {len(self.launches)} launches")
+            place = collective.at
+            _require(collective.dtype in ("bfloat16", "float32"), f"{where}: sums bfloat16 or float32, "
+                     f"not {collective.dtype!r}")
+            _require(collective.count > 0, f"{where}: a count of {collective.count} values")
+            for arg in (collective.source, collective.target):
+                buffer = by_name.get(arg.buffer)
+                _require(buffer is not None, f"{where}: the plan has no buffer {arg.buffer!r}")
+                _require(dtypes.canonical(buffer.dtype) == collective.dtype,
+                         f"{where}: buffer {arg.buffer!r} holds {buffer.dtype}, not {collective.dtype}")
+                _require(0 <= arg.offset and arg.offset + collective.count <= buffer.elements,
+                         f"{where}: {collective.count} values from {arg.offset} run past buffer {arg.buffer!r} "
+                         f"({buffer.elements} elements)")
+            if collective.at < len(self.launches):
+                launch = self.launches[collective.at]
+                _require(not launch.shape.pdl, f"launch {collective.at} ({launch.name}) follows {where} with PDL: "
+                         "NCCL never triggers it, so it must launch without")
 
     # -- the file -------------------------------------------------------------------------------
 
@@ -311,6 +383,8 @@ class Plan:
             "weights": [w.to_json() for w in self.weights],
             "launches": [launch.to_json() for launch in self.launches],
             "seeders": [seeder.to_json() for seeder in self.seeders],
+            **({"ranks": self.ranks, "collectives": [c.to_json() for c in self.collectives]} if self.ranks > 1
+               else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -326,7 +400,7 @@ class Plan:
             data.append(payload)
             offset += len(payload)
         body = b"".join(table + data)
-        return HEADER.pack(MAGIC, VERSION, 0, len(body), hashlib.sha256(body).digest()) + body
+        return HEADER.pack(MAGIC, self.version, 0, len(body), hashlib.sha256(body).digest()) + body
 
     def write(self, path: str | Path) -> None:
         Path(path).write_bytes(self.to_bytes())
@@ -347,7 +421,10 @@ class Plan:
                  f"{name} has {len(body) - body_length} bytes after its end: not one plan file")
         _require(hashlib.sha256(body).digest() == digest, f"{name} is corrupted: its checksum does not match")
         try:
-            return cls._parse(body)
+            plan = cls._parse(body)
+            _require(version >= plan.version, f"declares format {version} but holds a plan for {plan.ranks} ranks "
+                     f"(format {plan.version})")
+            return plan
         except PlanError as exc:
             raise PlanError(f"{name}: {exc}") from None
         except (KeyError, TypeError, ValueError, IndexError, struct.error, UnicodeDecodeError) as exc:
@@ -381,6 +458,8 @@ class Plan:
         seeders, seeds = meta.get("seeders", []), sections.get(b"SEED", [])
         _require(len(seeders) == len(seeds), f"lists {len(seeders)} seeders but holds {len(seeds)} seeder cubins")
         plan.seeders = [Seeder.from_json(x, cubin) for x, cubin in zip(seeders, seeds, strict=True)]
+        plan.ranks = meta.get("ranks", 1)
+        plan.collectives = [Collective.from_json(x) for x in meta.get("collectives", [])]
         plan.validate()
         return plan
 
@@ -418,8 +497,11 @@ def spec_text(spec: dict) -> str:
 
 def describe(plan: Plan) -> str:
     """What `lanec show` prints: kernels, buffers by role, weight bindings, the launch schedule."""
-    lines = [f"lanec plan, format {VERSION}: {len(plan.launches)} launches of {len(plan.cubins)} kernels "
+    lines = [f"lanec plan, format {plan.version}: {len(plan.launches)} launches of {len(plan.cubins)} kernels "
              f"({_bytes(sum(len(c) for c in plan.cubins))} of cubins)"]
+    if plan.ranks > 1:
+        lines.append(f"tensor parallel over {plan.ranks} ranks (one a GPU; rank 0's step below): "
+                     f"{len(plan.collectives)} all-reduces a step")
     for role in ROLES:
         members = [b for b in plan.buffers if b.role == role]
         if members:
@@ -431,7 +513,8 @@ def describe(plan: Plan) -> str:
         for binding in plan.weights:
             steps = " | ".join(t.kind + (f"({', '.join(f'{k}={v}' for k, v in t.params.items())})" if t.params else "")
                                for t in binding.transforms) or "as stored"
-            lines.append(f"  {binding.buffer:<28} <- {', '.join(s.name for s in binding.sources)}: {steps}")
+            shards = "".join(f" [{s.shard}]" for s in binding.sources if s.shard)
+            lines.append(f"  {binding.buffer:<28} <- {', '.join(s.name for s in binding.sources)}{shards}: {steps}")
     lines.append("kernels:")
     for index in range(len(plan.cubins)):
         users = [launch for launch in plan.launches if launch.kernel == index]
@@ -440,7 +523,18 @@ def describe(plan: Plan) -> str:
         lines.append(f"  k{index:<3} {kind:<12} {len(users):>3} launches  {spec}".rstrip())
     lines.append("launches:")
     width = max((len(launch.name) for launch in plan.launches), default=4)
-    for index, launch in enumerate(plan.launches):
+    before = {}
+    for collective in plan.collectives:
+        before.setdefault(collective.at, []).append(collective)
+    for index in range(len(plan.launches) + 1):
+        for c in before.get(index, []):
+            target = "in place" if c.target == c.source else f"-> {c.target.buffer}" + (
+                f"+{c.target.offset}" if c.target.offset else "")
+            lines.append(f"      {'all_reduce':<{width}}  nccl sum of {c.count} {c.dtype} over {plan.ranks} ranks  "
+                         f"({c.source.buffer}{f'+{c.source.offset}' if c.source.offset else ''} {target})")
+        if index == len(plan.launches):
+            break
+        launch = plan.launches[index]
         shape = launch.shape
         args = ", ".join(a.buffer + (f"+{a.offset}" if a.offset else "") for a in launch.args)
         lines.append(f"  {index:>3} {launch.name:<{width}}  k{launch.kernel} grid {_dims(shape.grid)} "

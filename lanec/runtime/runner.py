@@ -10,6 +10,7 @@ needs nothing but numpy and cuda.bindings."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -50,7 +51,10 @@ class Options:
     repeats: int = 20
     profile: bool = False
     trace: Path | None = None  # implies profile
-    gpu_seeding: bool = False  # seeded weights made by the plan's seeders on the GPU (gpu_seeding.py)
+    gpu_seeding: bool = True  # seeded weights made by the plan's seeders on the GPU (gpu_seeding.py)
+    context: int | None = None  # a full batch served at this context (served_inputs); None: the seeded inputs
+    tp: int | None = None  # the ranks to run on (None: the plan's; a plan for N ranks runs on N)
+    outputs: Path | None = None  # with --check: the GPU's outputs (rank 0's) saved here (.npz)
 
 
 def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None = None,
@@ -146,6 +150,57 @@ def validate_inputs(program, inputs: dict[str, np.ndarray]) -> None:
             validate_pages(inputs["pages"], inputs["positions"], program.tokens, page_size, cache_pages)
 
 
+def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """The inputs of a full batch served at `context` positions (None: the longest the plan's page
+    table holds): every request active (request b owns slots 1 + b * tokens .., its accepted
+    counts drawn in 1..tokens), its step's rows the last `tokens` of its context (positions
+    context - tokens .. context - 1), each request its own pages (a random draw of the cache's),
+    token ids drawn from the vocabulary. The step then reads `context` cache rows a request, as a
+    server's step does at that length. A program without pages has no context: only its requests
+    are made active."""
+    shapes = {i.role: list(i.shape) for i in program.inputs}
+    batch, tokens = program.batch, program.tokens
+    rng = np.random.default_rng(seed)
+    inputs: dict[str, np.ndarray] = {}
+    if "tokens" in shapes:
+        tables = {step.operands["table"] for step in program.steps if step.op == "embed"}
+        vocab = min((w.shape[0] for w in program.weights if w.value in tables), default=32)
+        inputs["tokens"] = rng.integers(0, vocab, shapes["tokens"]).astype(np.int32)
+    if "slots" in shapes:
+        capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=batch * tokens + 1)
+        if batch * tokens >= capacity:
+            raise RunError(f"the states hold {capacity} slots (0 is padding); a full batch of {batch} requests of "
+                           f"{tokens} tokens needs {batch * tokens + 1}")
+        width = shapes["slots"][1] if len(shapes["slots"]) == 2 else 1
+        table = np.full((batch, width), -1, np.int64)
+        table[:, :tokens] = 1 + np.arange(batch * tokens).reshape(batch, tokens)
+        inputs["slots"] = table.reshape(shapes["slots"]).astype(np.int32)
+    if "accepted" in shapes:
+        inputs["accepted"] = rng.integers(1, tokens + 1, batch).astype(np.int32)
+    if "pages" in shapes:
+        columns = shapes["pages"][1]
+        caches = [s.shape for s in program.states if s.kind in CACHE_STATES]
+        if not caches:
+            raise RunError("the plan reads a page table but holds no cache")
+        cache_pages, page_size = min(shape[0] for shape in caches), min(shape[1] for shape in caches)
+        context = columns * page_size if context is None else context
+        if not tokens <= context <= columns * page_size:
+            raise RunError(f"--context {context}: a request of {tokens} tokens a step holds {tokens} to "
+                           f"{columns * page_size} positions in this plan ({columns} pages of {page_size} rows; "
+                           "`lanec import --context-pages` sets the pages)")
+        held = -(-context // page_size)
+        if batch * held > cache_pages:
+            raise RunError(f"--context {context}: {batch} requests need {batch * held} pages of {page_size} rows; "
+                           f"the caches hold {cache_pages}")
+        pages = np.full((batch, columns), -1, np.int64)
+        pages[:, :held] = rng.permutation(cache_pages)[: batch * held].reshape(batch, held)
+        inputs["pages"] = pages.astype(np.int32)
+        if "positions" in shapes:
+            rows = context - tokens + np.arange(tokens)
+            inputs["positions"] = np.tile(rows, batch).astype(np.int32)
+    return inputs
+
+
 def load(path: str | Path, options: Options):
     """The plan, its interpreter program, and the step's environment: seeded inputs and states,
     and the weight sources (checkpoint or seeded) the interpreter and the buffers share."""
@@ -155,6 +210,8 @@ def load(path: str | Path, options: Options):
     # the interpreter runs N decode steps, each request's positions moving on by its tokens: the
     # pages must hold them all (the GPU replays one step, the same positions, N times)
     env = random_environment(program, options.seed, weights=sources, steps=options.steps if options.interpret else 1)
+    if options.context is not None:
+        env.inputs.update(served_inputs(program, options.context, options.seed))
     validate_inputs(program, env.inputs)
     return plan, program, env, sources
 
@@ -172,9 +229,12 @@ def load_plan(path: str | Path, options: Options):
 
 
 def seeded_on_gpu(plan: Plan, options: Options) -> int | None:
-    """The seed of the weights the GPU makes (None: not asked for, a checkpoint's, or a plan
-    without seeders). Opt-in (`--gpu-seeding`) until tests/gpu/test_seeding_on_gpu.py has run on the
-    H200: its placements are checked bit for bit against the host's on the CPU only."""
+    """The seed of the weights the GPU makes (None: `--host-seeding`, a checkpoint's, or a plan
+    without seeders). The default since tests/gpu/test_seeding_on_gpu.py passed on the H200 (its
+    placements bit for bit against the host's `weights.make`). A plan for several ranks seeds on
+    the host: a rank's weights are slices of the whole model's seeded tensors."""
+    if plan.ranks > 1:
+        return None
     return options.seed if options.gpu_seeding and options.weights is None and plan.seeders else None
 
 
@@ -192,12 +252,30 @@ def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dic
     return sources
 
 
-class Session:
-    """A plan on the GPU: modules loaded, buffers made, every launch prepared once."""
+def in_order(launches: list, places: list[int], collectives: list) -> list:
+    """The step's launches with each collective right before the launch at its place (`places`, in
+    order, as `Plan.validate` checks; a place past the last launch: after it)."""
+    pending = list(zip(places, collectives))
+    sequence = []
+    for index, launch in enumerate(launches):
+        while pending and pending[0][0] <= index:
+            sequence.append(pending.pop(0)[1])
+        sequence.append(launch)
+    return sequence + [collective for _, collective in pending]
 
-    def __init__(self, plan: Plan, env, sources: dict[str, np.ndarray], pdl: bool = True, seed: int | None = None):
+
+class Session:
+    """A plan on the GPU: modules loaded, buffers made, every launch prepared once; a plan for
+    several ranks runs one rank's step on GPU `device`, its all-reduces through `communicator`
+    (lanec/runtime/collectives.py) in order with the launches."""
+
+    def __init__(self, plan: Plan, env, sources: dict[str, np.ndarray], pdl: bool = True, seed: int | None = None,
+                 device: int = 0, communicator=None):
+        if plan.collectives and communicator is None:
+            raise PlanError(f"a plan for {plan.ranks} ranks runs one rank a GPU, with NCCL: `lanec run --tp "
+                            f"{plan.ranks}`")
         self.plan = plan
-        self.device = driver.Device()
+        self.device = driver.Device(device)
         needed = sum(b.nbytes for b in plan.buffers)
         free = self.device.free_bytes()
         if needed > free:
@@ -220,6 +298,12 @@ class Session:
                         for a in launch.args]
             function = modules[launch.kernel].function(launch.entry, shape)
             self.launches.append(driver.Launch(function, shape, pointers, self.stream))
+        self.collectives = [communicator.all_reduce(self.address(c.source), self.address(c.target), c.count,
+                                                    c.dtype, self.stream, c.name) for c in plan.collectives]
+        self.sequence = in_order(self.launches, [c.at for c in plan.collectives], self.collectives)
+
+    def address(self, arg) -> int:
+        return self.buffers[arg.buffer].ptr + arg.offset * dtypes.storage(self.plan.buffer(arg.buffer).dtype).itemsize
 
     def load(self, env) -> None:
         """Inputs and states from `env`; activations and outputs poisoned (NaN), so a value the
@@ -249,12 +333,16 @@ class Session:
                 self.buffers[spec.name].upload(dtypes.encode(values, spec.dtype))
 
     def enqueue(self) -> None:
-        for launch in self.launches:
-            launch.enqueue()
+        for item in self.sequence:
+            item.enqueue()
 
     def step_function(self, graph: bool) -> Callable[[], None]:
         if not graph:
             return self.enqueue
+        if self.collectives:  # NCCL connects its peers at a first collective: never inside a capture
+            for collective in self.collectives:
+                collective.enqueue()
+            self.stream.synchronize()
         captured = driver.Graph.capture(self.stream, self.enqueue)
         return lambda: captured.replay(self.stream)
 
@@ -309,11 +397,11 @@ def compare(name: str, role: str, dtype: str, got: np.ndarray, want: np.ndarray,
                       within)
 
 
-def compare_choice(name: str, got: np.ndarray, logits: np.ndarray) -> Comparison:
+def compare_choice(name: str, got: np.ndarray, logits: np.ndarray, bound: Tolerance | None = None) -> Comparison:
     """Chosen tokens (argmax) against the interpreter's logits: a row agrees where the logit of
-    the token the GPU chose is within the bf16 step tolerance of the row's largest (a near tie
-    may go either way); the error is the fraction of rows that do not."""
-    bound = tolerance.STEP["bfloat16"]
+    the token the GPU chose is within `bound` (the bf16 step tolerance) of the row's largest (a
+    near tie may go either way); the error is the fraction of rows that do not."""
+    bound = tolerance.STEP["bfloat16"] if bound is None else bound
     logits = np.asarray(logits, dtype=np.float32).reshape(got.size, -1)
     got = got.reshape(-1).astype(np.int64)
     if got.min(initial=0) < 0 or got.max(initial=0) >= logits.shape[1]:
@@ -337,11 +425,41 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
     session.stream.synchronize()
     reference = env.copy()
     values: dict[int, np.ndarray] = {}
-    held = {spec.name for spec in plan.buffers}
-    routing = {decl.name: session.read(routing_buffer(decl.name)) for decl in program.weights
-               if routing_buffer(decl.name) in held}
-    outputs = program.run(reference, storage=True, values=values, routing=routing)
+    outputs = program.run(reference, storage=True, values=values, routing=gpu_routing(session, program))
+    return judge(session, program, outputs, reference.states, values, options, say)
+
+
+def gpu_routing(session: Session, program) -> dict[str, np.ndarray]:
+    """The expert ids the GPU's routers chose, by router weight name (`Program.run`'s `routing`)."""
+    held = {spec.name for spec in session.plan.buffers}
+    return {decl.name: session.read(routing_buffer(decl.name)) for decl in program.weights
+            if routing_buffer(decl.name) in held}
+
+
+LAYER_PREFIX = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def layer_depths(plan: Plan) -> Callable[[str], int]:
+    """A buffer's depth: the decoder layers its value is computed through (`tolerance.deep`). A
+    state of layer i (`model.layers.<i>.`) is i + 1 deep; an output passed through all of them."""
+    layers = [int(m.group(1)) for spec in plan.buffers if (m := LAYER_PREFIX.match(spec.name))]
+    total = max(layers) + 1 if layers else 1
+
+    def depth(name: str) -> int:
+        match = LAYER_PREFIX.match(name)
+        return int(match.group(1)) + 1 if match else total
+
+    return depth
+
+
+def judge(session: Session, program, outputs: list[np.ndarray], states: dict[str, np.ndarray],
+          values: dict[int, np.ndarray], options: Options, say: Callable[[str], None]) -> int:
+    """The GPU's outputs and states after one step against the interpreter's (`outputs`, `states`,
+    every value in `values`), one line a buffer; 0 when all agree. With `options.outputs`, the
+    GPU's outputs are saved there (.npz, `output<index>`)."""
+    plan = session.plan
     chosen_from = {step.results[0]: step.operands["x"] for step in program.steps if step.op == "argmax"}
+    depth = layer_depths(plan)
     rows = []
     for spec in plan.buffers:
         if spec.role == "output":
@@ -349,13 +467,16 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
                 raise PlanError(f"output buffer {spec.name!r} is the program's output {spec.source}; "
                                 f"it has {len(outputs)}")
             value = program.outputs[spec.source]
+            bound = tolerance.deep(tolerance.STEP[dtypes.canonical(spec.dtype)], depth(spec.name))
             if value in chosen_from:
-                rows.append(compare_choice(spec.name, session.read(spec.name), values[chosen_from[value]]))
+                rows.append(compare_choice(spec.name, session.read(spec.name), values[chosen_from[value]],
+                                           tolerance.deep(tolerance.STEP["bfloat16"], depth(spec.name))))
             else:
-                rows.append(compare(spec.name, "output", spec.dtype, session.read(spec.name), outputs[spec.source]))
+                rows.append(compare(spec.name, "output", spec.dtype, session.read(spec.name), outputs[spec.source],
+                                    bound))
         elif spec.role == "state":
             rows.append(compare(spec.name, "state", spec.dtype, session.read(spec.name),
-                                reference.states[spec.source], tolerance.state(spec.dtype)))
+                                states[spec.source], tolerance.deep(tolerance.state(spec.dtype), depth(spec.name))))
     if not rows:
         raise PlanError("the plan has no output or state buffer to check")
     width = max(len(r.name) for r in rows)
@@ -367,12 +488,22 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
     failed = [r.name for r in rows if not r.ok]
     say(f"check: {len(rows) - len(failed)} of {len(rows)} agree with the interpreter"
         + (f"; mismatch in {', '.join(failed)}" if failed else ""))
+    if options.outputs is not None:
+        saved = {f"output{spec.source}": session.read(spec.name) for spec in plan.buffers if spec.role == "output"}
+        np.savez(options.outputs, **saved)
     return 1 if failed else 0
 
 
 def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]) -> int:
     """N steps, then the median step time and each launch timed alone."""
-    session = Session(plan, env, sources, pdl=options.pdl, seed=seeded_on_gpu(plan, options))
+    return timings(Session(plan, env, sources, pdl=options.pdl, seed=seeded_on_gpu(plan, options)), options, say)
+
+
+def timings(session: Session, options: Options, say: Callable[[str], None]) -> int:
+    """`bench` on a session: N steps, the median step, each launch alone; a plan for several ranks
+    also times its all-reduces alone, in a graph of their own (every rank runs the same calls, so
+    each collective meets its peers)."""
+    plan = session.plan
     say(f"{session.device!r}; {len(session.launches)} launches, graph {'on' if options.graph else 'off'}, "
         f"PDL {'on' if options.pdl else 'off'}")
     step = session.step_function(options.graph)
@@ -390,6 +521,16 @@ def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]
         say(f"{launch.name:<{width}}  {grid:>12}  {cluster:>7}  {us:8.2f}  {100 * us / total:4.1f}%")
     say(f"{options.steps} steps run; step {step_us:.2f} us (median of {options.repeats}); launches alone "
         f"sum to {sum(times):.2f} us")
+    if session.collectives:
+        def reduce_all() -> None:
+            for collective in session.collectives:
+                collective.enqueue()
+
+        reduces = driver.Graph.capture(session.stream, reduce_all)
+        alone = driver.time_us(session.stream, lambda: reduces.replay(session.stream), repeats=options.repeats)
+        reduces.destroy()
+        say(f"all-reduces alone: {alone:.2f} us for {len(session.collectives)} over {plan.ranks} ranks (a graph of "
+            f"them); {100 * alone / step_us:.1f}% of the step")
     return 0
 
 
@@ -439,12 +580,21 @@ def execute(path: str | Path, options: Options, say: Callable[[str], None] = pri
     """What `lanec run` and `python -m lanec.runtime` do; returns the exit status."""
     if options.steps < 1 or options.repeats < 1:
         raise RunError(f"--steps {options.steps}, --repeats {options.repeats}: both must be at least 1")
+    if options.context is not None and options.context < 1:
+        raise RunError(f"--context {options.context}: a context holds at least one position")
     if options.check and options.interpret:
         raise RunError("--check compares the GPU with the interpreter; --interpret runs the interpreter alone: "
                        "choose one")
     profiling = options.profile or options.trace is not None
     if profiling and (options.check or options.interpret):
         raise RunError("--profile / --trace time the plan on the GPU; --check and --interpret do not: choose one")
+    if options.outputs is not None and not options.check:
+        raise RunError("--outputs saves the outputs of --check's step: add --check")
+    from lanec.runtime import parallel
+
+    status = parallel.execute(path, options, say)  # a plan for several ranks: one process a GPU
+    if status is not None:
+        return status
     plan, program, env, sources = load(path, options)
     if options.interpret:
         return interpret(program, env, options, say)
@@ -475,9 +625,19 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     parser.add_argument("--profile", action="store_true",
                         help="each launch's time, bytes and share of the copy bandwidth, by layer kind and kernel")
     parser.add_argument("--trace", type=Path, default=None, help="write the step as a Chrome / Perfetto trace")
-    parser.add_argument("--gpu-seeding", action="store_true",
-                        help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy)")
+    parser.add_argument("--gpu-seeding", action="store_true", default=Options.gpu_seeding,
+                        help="make seeded weights on the GPU with the plan's seeders (the host keeps them lazy; "
+                             "the default)")
+    parser.add_argument("--host-seeding", dest="gpu_seeding", action="store_false",
+                        help="make seeded weights on the host and upload them")
+    parser.add_argument("--context", type=int, default=None,
+                        help="serve a full batch at this context: every request active, its rows the context's last")
+    parser.add_argument("--tp", type=int, default=None,
+                        help="GPUs to run on, one rank each: the plan's count (`lanec compile --tp N`; the default)")
+    parser.add_argument("--outputs", type=Path, default=None,
+                        help="with --check, save the GPU's outputs (rank 0's) to this .npz")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,
                               pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats,
-                              profile=args.profile, trace=args.trace, gpu_seeding=args.gpu_seeding)
+                              profile=args.profile, trace=args.trace, gpu_seeding=args.gpu_seeding,
+                              context=args.context, tp=args.tp, outputs=args.outputs)

@@ -34,7 +34,9 @@ GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment: 2^64 / the golden ratio, 
 M1, M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finalizer multipliers
 FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 CENTRE = 1 << 23  # n = top 24 bits - 2^23
-CHUNK = 1 << 22  # values generated at once: the host's working memory is a few chunks, whatever the weight
+CHUNK = 1 << 18  # values generated at once: each of _fill's passes stays in the core's L2 (2.5x the
+#                  speed of 4M-value chunks), and the host's working memory is a few chunks
+THREADED = 1 << 22  # values from which a range is generated on several threads
 
 
 def fnv1a64(text: str) -> int:
@@ -101,7 +103,7 @@ def values(name: str, seed: int, start: int, count: int, scale: float, center: f
         part[...] = dtypes.representable(part, dtype)
 
     chunks = range(-(-count // CHUNK))
-    if len(chunks) <= 1:
+    if len(chunks) <= 1 or count < THREADED:  # small ranges: often one of many on threads already
         list(map(fill, chunks))
     else:
         with ThreadPoolExecutor(max(1, min(len(chunks), threads or os.cpu_count() or 1, 16))) as pool:

@@ -5,7 +5,8 @@ the CPU machine, then carry build/ to the GPU machine:
     python tests/gpu/build.py [--cache-dir DIR] [--only KERNEL ...]
 
 Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py), the driver tests'
-kernel (tests/gpu/test_driver.py --build) and the whole plans of tests/gpu/plans.py, so that
+kernel (tests/gpu/test_driver.py --build), the whole plans of tests/gpu/plans.py and each family's
+tiny model for `lanec generate` (tests/gpu/tiny_models.py: needs the `ref` extra), so that
 `python3 -m pytest tests/gpu` there runs everything.
 
 A case module names its kernel (`KERNEL`), its specializations (`CASES`: case name -> JSON
@@ -77,6 +78,9 @@ def main(argv=None) -> int:
         subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "test_driver.py"), "--build"],
                        check=True)
         for path in load_script("gpu_plans", Path(__file__).resolve().parent / "plans.py").build():
+            print(f"plan {path.relative_to(ROOT)}")
+        # each family's tiny transformers model and its plan, for `lanec generate` (torch, transformers)
+        for path in load_script("gpu_tiny_models", Path(__file__).resolve().parent / "tiny_models.py").build():
             print(f"plan {path.relative_to(ROOT)}")
     return 0
 

@@ -1,6 +1,6 @@
 """Whole plans for the GPU: shipped examples, the dense example at other batches (and speculative
-tokens), and imports of Kimi Linear (its config, or the config with another KDA head count)
-compiled here by `build()` into build/plans/, run there by tests/gpu/test_plans.py with `--check`
+tokens), and imports of Kimi Linear (its config, or the config with another KDA head count) and
+of the other families' published configs (`Imported`: DeepSeek-V3, Llama-3.1-8B, sized down) compiled here by `build()` into build/plans/, run there by tests/gpu/test_plans.py with `--check`
 (every output and state against the interpreter; the dense plans' KV caches included).
 
     python tests/gpu/plans.py [NAME ...]      # here, before carrying build/ to the GPU machine
@@ -20,6 +20,9 @@ KIMI = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
 # The KDA-only variant of Kimi Linear (dense MLPs in place of the mixtures): two KDA layers
 # keep the GPU check quick while exercising the layer-to-layer chain.
 KDA = ["--kda-only", "--dense-mlp", "9216", "--layers", "2"]
+# Qwen3-Next-80B-A3B's first four layers: three Gated DeltaNet layers (part, conv, kda_gate,
+# delta_rule and head_norm launches: no KdaSplit) and the gated attention, each with its mixture
+QWEN = ROOT / "examples" / "qwen3-next-80b-a3b.config.json"
 
 
 
@@ -32,12 +35,21 @@ class Kimi(NamedTuple):
     arguments: list[str]
     heads: int | None = None
     changes: dict | None = None  # other top-level config fields (e.g. the MLA's qk_nope_head_dim)
+    head_size: int | None = None  # the KDA head size (64: hold-kda splits the kda back into its chain)
 
 
-def kimi_config(heads: int | None = None, **changes) -> dict:
-    """Kimi Linear's config, with `heads` KDA heads (and the hidden size that goes with them) and
-    any other top-level `changes` (e.g. vocab_size)."""
+class Qwen(NamedTuple):
+    """A plan's form: `lanec import` of Qwen3-Next's config with `arguments`."""
+
+    arguments: list[str]
+
+
+def kimi_config(heads: int | None = None, head_size: int | None = None, **changes) -> dict:
+    """Kimi Linear's config, with `heads` KDA heads (and the hidden size that goes with them), KDA
+    heads of `head_size` and any other top-level `changes` (e.g. vocab_size)."""
     config = json.loads(KIMI.read_text())
+    if head_size is not None:
+        config["linear_attn_config"]["head_dim"] = head_size
     if heads is not None:
         config["linear_attn_config"]["num_heads"] = heads
         config["hidden_size"] = heads * config["linear_attn_config"]["head_dim"]
@@ -51,8 +63,16 @@ class Dense(NamedTuple):
     arguments: list[str]
 
 
+class Imported(NamedTuple):
+    """A plan's form: `lanec import` of another family's published config (`config`, a file of
+    examples/) with `arguments`."""
+
+    config: str
+    arguments: list[str]
+
+
 # name -> how its form is made (None: a shipped form file)
-PLANS: dict[str, Kimi | Dense | None] = {
+PLANS: dict[str, Kimi | Dense | Qwen | Imported | None] = {
     "dense-small": None,
     "kimi-linear-small": None,  # KDA, MLA and the mixture: the seed's model, whole
     # the first MLA layer (layer 4) behind three KDA layers, dense MLPs: the latent attention alone
@@ -82,6 +102,18 @@ PLANS: dict[str, Kimi | Dense | None] = {
     "kimi-kda-h12-b5": Kimi([*KDA, "--batch", "5"], heads=12),
     "kimi-kda-h6-b5": Kimi([*KDA, "--batch", "5"], heads=6),
     "kimi-kda-h3-spec5-b33": Kimi([*KDA, "--batch", "33", "--spec-tokens", "5"], heads=3),
+    # KDA held back (hold-kda) into its chain: conv, head_norm (l2norm), kda_gate, delta_rule and
+    # head_norm (the gated norm) launches; at head size 64, and at 12 speculative tokens (KdaSplit: 8)
+    "kimi-kda-h64-b1": Kimi([*KDA, "--batch", "1"], head_size=64),
+    "kimi-kda-h64-spec3-b5": Kimi([*KDA, "--batch", "5", "--spec-tokens", "3"], head_size=64),
+    "kimi-kda-spec12-b2": Kimi([*KDA, "--batch", "2", "--spec-tokens", "12"]),
+    "qwen-next-b1": Qwen(["--layers", "4"]),
+    "qwen-next-spec3-b5": Qwen(["--layers", "4", "--batch", "5", "--spec-tokens", "3"]),
+    # DeepSeek-V3's first four layers (three dense, then the first mixture of 256 experts: about 30 GB
+    # of seeded bf16 weights, 60 GB of fp32 sources on the host): YaRN rope on the interleaved rope part
+    "deepseek-v3-b2": Imported("deepseek-v3.config.json", ["--layers", "4", "--batch", "2"]),
+    # Llama-3.1-8B's first two layers: GQA with llama3 rope scaling
+    "llama-3.1-8b-b3": Imported("llama-3.1-8b.config.json", ["--layers", "2", "--batch", "3"]),
 }
 
 
@@ -94,6 +126,25 @@ REAL_PLANS: dict[str, Kimi] = {
     "kimi-full-spec3-b8": Kimi(["--batch", "8", "--spec-tokens", "3"]),
 }
 
+# bench/model.py's plans: the whole model at batch 1, 8, 64 and 256, and 3 speculative tokens at
+# batch 8, each at a context of 1k and 16k positions (64-row pages: the page table holds just that
+# context, so the latent attention's recorded traffic is the context's rows); --gpu-seeding only
+MODEL_CONTEXTS = (1024, 16384)
+MODEL_PLANS: dict[str, Kimi] = {
+    f"kimi-full-{shape}-c{context // 1024}k": Kimi([*arguments, "--context-pages", str(context // 64)])
+    for shape, arguments in (("b1", []), ("b8", ["--batch", "8"]), ("b64", ["--batch", "64"]),
+                             ("b256", ["--batch", "256"]), ("spec3-b8", ["--batch", "8", "--spec-tokens", "3"]))
+    for context in MODEL_CONTEXTS
+}
+
+
+# Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form
+# with --tp N (name -> (the one-GPU plan, ranks)); build the one-GPU plan first (its form is reused)
+TP_PLANS: dict[str, tuple[str, int]] = {
+    "dense-small-tp2": ("dense-small", 2),
+    "kimi-kda-b1-tp2": ("kimi-kda-b1", 2),
+}
+
 
 def lanec(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "lanec.cli", *args], check=True, cwd=ROOT)
@@ -102,8 +153,14 @@ def lanec(*args: str) -> None:
 def build(names: list[str] | None = None) -> list[Path]:
     OUT.mkdir(parents=True, exist_ok=True)
     built = []
-    every = {**PLANS, **REAL_PLANS}
+    every = {**PLANS, **REAL_PLANS, **MODEL_PLANS}
     for name in names or list(every):
+        if name in TP_PLANS:
+            base, ranks = TP_PLANS[name]
+            source = ROOT / "examples" / f"{base}.mlir" if every[base] is None else OUT / f"{base}.mlir"
+            lanec("compile", "--tp", str(ranks), str(source), "-o", str(OUT / f"{name}.plan"))
+            built.append(OUT / f"{name}.plan")
+            continue
         made = every[name]
         if made is None:
             source = ROOT / "examples" / f"{name}.mlir"
@@ -111,11 +168,18 @@ def build(names: list[str] | None = None) -> list[Path]:
             source = OUT / f"{name}.mlir"
             subprocess.run([sys.executable, "-m", "lanec.models.dense", *made.arguments, "-o", str(source)],
                            check=True, cwd=ROOT)
+        elif isinstance(made, Qwen):
+            source = OUT / f"{name}.mlir"
+            lanec("import", str(QWEN), *made.arguments, "-o", str(source))
+        elif isinstance(made, Imported):
+            source = OUT / f"{name}.mlir"
+            lanec("import", str(ROOT / "examples" / made.config), *made.arguments, "-o", str(source))
         else:
             config = KIMI
-            if made.heads is not None or made.changes:
+            if made.heads is not None or made.head_size is not None or made.changes:
                 config = OUT / f"{name}.config.json"
-                config.write_text(json.dumps(kimi_config(made.heads, **(made.changes or {})), indent=1) + "\n")
+                config.write_text(json.dumps(kimi_config(made.heads, made.head_size, **(made.changes or {})),
+                                             indent=1) + "\n")
             source = OUT / f"{name}.mlir"
             lanec("import", str(config), *made.arguments, "-o", str(source))
         target = OUT / f"{name}.plan"

@@ -47,6 +47,24 @@ def _reference_elementwise(spec, inputs):
     return {"out": function(*operands)}
 
 
+def _reference_rope(spec, inputs):
+    """The kernel's specialization as the form's rope: its scaling dict's kind and properties."""
+    scaling = dict(spec.get("scaling") or {})
+    kind = scaling.pop("kind", None)
+    return ops.rope(inputs["x"], inputs["positions"], spec["heads"], spec["rotary"], spec["theta"], kind,
+                    offset=spec.get("offset", 0), interleaved=int(spec.get("interleaved", False)), **scaling)
+
+
+def _reference_head_norm(spec, inputs):
+    """head_norm serves l2norm (no mean, no weight), head_norm (a weight) and norm_gated (and a gate)."""
+    x, heads, eps = inputs["x"], spec["heads"], spec["eps"]
+    if not spec.get("mean", True):
+        return {"y": ops.l2norm(x, heads, eps)}
+    if spec.get("gate"):
+        return {"y": ops.norm_gated(x, inputs["gate"], inputs["w"], heads, eps, spec["gate"])}
+    return {"y": ops.head_norm(x, inputs["w"], heads, eps)}
+
+
 REFERENCES = {
     "gemv": _reference_gemv,
     "gated_gemv": lambda spec, inputs: {"out": ops.gated_product(inputs["x"], inputs["gate"], inputs["up"])},
@@ -54,8 +72,13 @@ REFERENCES = {
     "elementwise": _reference_elementwise,
     "embed": lambda spec, inputs: {"out": ops.embed(inputs["tokens"], inputs["table"])},
     "argmax": lambda spec, inputs: {"out": ops.argmax(inputs["x"])},
-    "rope": lambda spec, inputs: {"out": ops.rope(inputs["x"], inputs["positions"], spec["heads"], spec["rotary"],
-                                                 spec["theta"])},
+    "head_norm": _reference_head_norm,
+    "kda_gate": lambda spec, inputs: {"decay": ops.kda_gate(inputs["g"], inputs["a_log"], inputs["dt_bias"],
+                                                           spec["heads"], spec.get("form", "softplus"),
+                                                           spec.get("lower_bound"))},
+    "part": lambda spec, inputs: {"y": ops.part(inputs["x"], spec["heads"], spec["unit"], spec["offset"],
+                                                spec["length"])},
+    "rope": lambda spec, inputs: {"out": _reference_rope(spec, inputs)},
 }
 
 

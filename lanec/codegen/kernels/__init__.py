@@ -25,6 +25,11 @@ KERNELS = {
     "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",
     "mixture_down": "lanec.codegen.kernels.mixture:MixtureDown",
     "seeded": "lanec.codegen.kernels.seeded:Seeded",
+    "conv": "lanec.codegen.kernels.conv:Conv",
+    "delta_rule": "lanec.codegen.kernels.delta_rule:DeltaRule",
+    "kda_gate": "lanec.codegen.kernels.kda_gate:KdaGate",
+    "head_norm": "lanec.codegen.kernels.head_norm:HeadNorm",
+    "part": "lanec.codegen.kernels.part:Part",
 }
 
 

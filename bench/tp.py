@@ -1,0 +1,67 @@
+"""Tensor parallel's decode step: a form's one-GPU plan against its plan for N GPUs (NCCL), each as
+`lanec run` times it (the step's CUDA graph, median of the repeats; a rank a GPU), with the
+all-reduces' share: the step's all-reduces timed alone in a graph of their own, at the step's
+message sizes.
+
+    python tests/gpu/plans.py dense-small kimi-kda-b1 dense-small-tp2 kimi-kda-b1-tp2     # CPU machine
+    PYTHONPATH=/tmp/site:. python3 bench/tp.py [ONE.plan TP.plan ...]                        # GPU machine
+
+Prints each pair's step times, the speedup of N GPUs over one (the anchor, measured in the same
+run) and the all-reduces' microseconds and share of the sharded step."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lanec.runtime.plan import Plan  # noqa: E402
+
+STEP = re.compile(r"steps run; step ([0-9.]+) us")
+REDUCES = re.compile(r"all-reduces alone: ([0-9.]+) us")
+
+
+def timed(path: Path, repeats: int = 50) -> tuple[float, float | None]:
+    """(step us, all-reduces alone us or None) of one plan, as `python -m lanec.runtime` prints them."""
+    done = subprocess.run([sys.executable, "-m", "lanec.runtime", str(path), "--steps", "20", "--repeats",
+                           str(repeats)], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"{path}: {(done.stderr or done.stdout).strip().splitlines()[-1]}")
+    step, reduces = STEP.search(done.stdout), REDUCES.search(done.stdout)
+    if step is None:
+        raise SystemExit(f"{path}: no step time in its output")
+    return float(step.group(1)), float(reduces.group(1)) if reduces else None
+
+
+def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
+    if argv:
+        if len(argv) % 2:
+            raise SystemExit("give plans in pairs: the one-GPU plan, then its plan for N GPUs")
+        return [(Path(a), Path(b)) for a, b in zip(argv[::2], argv[1::2])]
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    from loader import load
+
+    plans = load("lanec_bench_tp_plans", ROOT / "tests" / "gpu" / "plans.py")
+    return [(plans.OUT / f"{base}.plan", plans.OUT / f"{name}.plan") for name, (base, _) in plans.TP_PLANS.items()]
+
+
+def main(argv: list[str]) -> None:
+    print(f"{'plan':<28} {'ranks':>5} {'step us':>9} {'1 GPU us':>9} {'speedup':>8} {'all-reduce us':>14} "
+          f"{'share':>6} {'message':>10}")
+    for one, sharded in pairs(argv):
+        plan = Plan.read(sharded)
+        sizes = sorted({c.count * (2 if c.dtype == "bfloat16" else 4) for c in plan.collectives})
+        anchor, _ = timed(one)
+        step, reduces = timed(sharded)
+        share = f"{100 * reduces / step:5.1f}%" if reduces is not None else "-"
+        reduce_text = f"{reduces:.2f} ({len(plan.collectives)})" if reduces is not None else "-"
+        print(f"{sharded.stem:<28} {plan.ranks:>5} {step:>9.2f} {anchor:>9.2f} {anchor / step:>7.2f}x "
+              f"{reduce_text:>14} {share:>6} {'/'.join(f'{s // 1024}K' if s >= 1024 else f'{s}B' for s in sizes):>10}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

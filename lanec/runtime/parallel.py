@@ -1,0 +1,310 @@
+"""A plan for N ranks on N GPUs (`lanec compile --tp N`, then `lanec run`): one process a GPU.
+
+`lanec run plan.bin [--tp N]` with no launcher around it starts the N rank processes itself
+(rank r on GPU r, each `python -m lanec.runtime` with RANK / WORLD_SIZE / LOCAL_RANK set), waits
+for them, prints rank 0's lines and reports a failing rank's one-line error with its rank. Under
+torchrun or mpirun (their RANK / WORLD_SIZE / LOCAL_RANK, OMPI_COMM_WORLD_*, or PMI_* variables)
+the process is one rank, on GPU LOCAL_RANK. A plan for N ranks run on another count is a one-line
+error.
+
+The plan holds rank 0's step; rank r's is the same step with every weight and state re-pointed to
+rank r's slice (`Shard.for_rank`, the shard pass's own rule). Every rank makes the whole model's
+environment (its seeded or checkpoint weights at their whole shapes, the whole states and inputs
+from the seed: what one GPU's plan of the unsharded form gets) and takes its slices of it, so the
+N ranks compute the model one GPU computes. `--check` runs every rank's step on the interpreter
+with a simulated all-reduce (`lanec.interp.tp.run_ranks`) and compares this rank's outputs and
+states with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from lanec.runtime import driver, weights
+from lanec.runtime.plan import Plan, Source
+
+# (launcher, rank variable, size variable, local rank variable), first match wins
+LAUNCHERS = (("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+             ("mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+             ("mpirun (MPICH)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"))
+ID_VARIABLE = "LANEC_TP_ID"  # the file through which rank 0 hands the NCCL id to the others
+# what names one launch of a job where LANEC_TP_ID is not given (torchrun's rendezvous, MPI's job)
+JOB_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid",
+                 "PMI_PORT")
+GRACE_S = 10.0  # after a rank fails, how long the others get before they are stopped
+
+
+def run_error(message: str) -> Exception:
+    from lanec.runtime.runner import RunError
+
+    return RunError(message)
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process's place: rank `rank` of `ranks`, on GPU `device`, the NCCL id shared through `id_file`."""
+
+    rank: int
+    ranks: int
+    device: int
+    id_file: Path
+    launcher: str
+
+
+def rank_of(environ: Mapping[str, str]) -> Rank | None:
+    """The rank a launcher set in `environ`, or None where none did."""
+    for launcher, rank_name, size_name, local_name in LAUNCHERS:
+        if size_name not in environ:
+            continue
+        values = {}
+        for name in (rank_name, size_name, local_name):
+            text = environ.get(name, environ.get(rank_name) if name == local_name else None)
+            if text is None:
+                raise run_error(f"{launcher}: {size_name} is set but {name} is not")
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise run_error(f"{launcher}: {name}={text!r} is not a number") from None
+        rank, size, local = values[rank_name], values[size_name], values[local_name]
+        if size < 1 or not 0 <= rank < size or local < 0:
+            raise run_error(f"{launcher}: rank {rank} of {size} (local rank {local}) is not a rank of the job")
+        return Rank(rank, size, local, id_file(environ), launcher)
+    return None
+
+
+def id_file(environ: Mapping[str, str]) -> Path:
+    """Where rank 0 writes the NCCL id: LANEC_TP_ID, else a file named by the job's launch variables
+    in the temporary folder (every rank on one machine reaches it)."""
+    if environ.get(ID_VARIABLE):
+        return Path(environ[ID_VARIABLE])
+    job = [environ[name] for name in JOB_VARIABLES if environ.get(name)]
+    if not job:
+        return Path("")  # only a one-rank job gets here: it shares no id
+    key = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(job)).strip("-")
+    return Path(tempfile.gettempdir()) / f"lanec-nccl-{key}.id"
+
+
+def ranks_to_run(path: str | Path, plan: Plan, options, rank: Rank | None) -> int:
+    """The ranks asked for (--tp, else the launcher's, else the plan's), which must be the plan's."""
+    asked = options.tp if options.tp is not None else (rank.ranks if rank is not None else plan.ranks)
+    if asked < 1:
+        raise run_error(f"--tp {asked}: at least 1 rank")
+    if rank is not None and rank.ranks != asked:
+        raise run_error(f"--tp {asked}, but {rank.launcher} started {rank.ranks} ranks")
+    if asked != plan.ranks:
+        compiled = f"`lanec compile --tp {plan.ranks}`" if plan.ranks > 1 else "compiled without --tp"
+        raise run_error(f"{path} is a plan for {plan.ranks} rank{'s' * (plan.ranks > 1)} ({compiled}); "
+                        f"run on {asked}: compile it with --tp {asked}")
+    if plan.ranks > 1:
+        refused = [flag for flag, given in (("--interpret", options.interpret), ("--profile", options.profile),
+                                            ("--trace", options.trace is not None)) if given]
+        if refused:
+            raise run_error(f"{refused[0]} runs a plan for one GPU; {path} is a plan for {plan.ranks} ranks "
+                            "(--check and timing run it)")
+    return asked
+
+
+# -- each rank's step, from rank 0's ---------------------------------------------------------------
+
+
+def rank_program(program, rank: int, ranks: int):
+    """Rank `rank`'s program: rank 0's with each sharded weight and state re-pointed to its slice."""
+    from lanec.interp.tp import Shard
+
+    def moved(decl):
+        return replace(decl, shard=Shard.parse(decl.shard).for_rank(rank, ranks).text) if decl.shard else decl
+
+    return replace(program, weights=[moved(w) for w in program.weights], states=[moved(s) for s in program.states])
+
+
+def whole_program(program):
+    """The program's declarations at the whole model's shapes (its steps unchanged): what the
+    environment is drawn for, exactly as for the unsharded step."""
+    from lanec.interp.tp import Shard
+
+    def whole(decl):
+        return replace(decl, shape=Shard.parse(decl.shard).whole(decl.shape), shard="") if decl.shard else decl
+
+    return replace(program, weights=[whole(w) for w in program.weights], states=[whole(s) for s in program.states])
+
+
+def whole_source(source: Source) -> Source:
+    from lanec.interp.tp import Shard
+
+    if not source.shard:
+        return source
+    return replace(source, shape=tuple(Shard.parse(source.shard).whole(source.shape)), shard="")
+
+
+def whole_sources(plan: Plan, seed: int, checkpoint=None) -> dict:
+    """Every weight source at its whole shape: the checkpoint's tensor, or the seeded values the
+    whole tensor has (each value a function of its index in the whole: `lanec.runtime.seeded`)."""
+    bindings = [replace(b, sources=tuple(whole_source(s) for s in b.sources)) for b in plan.weights]
+    return weights.sources(replace(plan, weights=bindings), seed, checkpoint)
+
+
+def environments(plan: Plan, program, options, ranks: list[int]):
+    """The rank programs and environments of `ranks` (slices of the whole model's environment)."""
+    from lanec.interp.environment import random_environment
+    from lanec.interp.tp import rank_environment
+    from lanec.runtime.runner import served_inputs, validate_inputs
+
+    checkpoint = weights.open_checkpoint(options.weights) if options.weights is not None else None
+    whole = whole_program(program)
+    env = random_environment(whole, options.seed, weights=whole_sources(plan, options.seed, checkpoint))
+    if options.context is not None:
+        env.inputs.update(served_inputs(whole, options.context, options.seed))
+    validate_inputs(whole, env.inputs)
+    programs = [rank_program(program, r, plan.ranks) for r in ranks]
+    return programs, [rank_environment(env, p) for p in programs]
+
+
+def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[str], None]) -> int:
+    """This process's rank: its step on its GPU with NCCL, checked against every rank's step on
+    the interpreter, or timed."""
+    from lanec.interp.program import Program
+    from lanec.runtime.collectives import Communicator
+    from lanec.runtime.runner import Session, gpu_routing, judge, timings
+
+    if not plan.program:
+        raise run_error(f"{path} carries no interpreter program: recompile it with this lanec")
+    program = Program.from_json(plan.program)
+    everyone = list(range(plan.ranks)) if options.check else [rank.rank]
+    programs, envs = environments(plan, program, options, everyone)
+    mine = everyone.index(rank.rank)
+    driver.Device(rank.device)  # its context current: NCCL joins on this GPU
+    communicator = Communicator.join(rank.rank, rank.ranks, rank.id_file)
+    try:
+        env = envs[mine]
+        session = Session(plan, env, env.weights, pdl=options.pdl, device=rank.device, communicator=communicator)
+        if not options.check:
+            return timings(session, options, say)
+        session.step_function(options.graph)()
+        session.stream.synchronize()
+        from lanec.interp.tp import run_ranks
+
+        reference = [e.copy() for e in envs]
+        values: list[dict] = [{} for _ in programs]
+        outputs = run_ranks(programs, reference, storage=True, values=values,
+                            routing=gpu_routing(session, programs[mine]))
+        kept = options if rank.rank == 0 else replace(options, outputs=None)
+        return judge(session, programs[mine], outputs, reference[mine].states, values[mine], kept, say)
+    finally:
+        communicator.destroy()
+
+
+def execute(path: str | Path, options, say: Callable[[str], None],
+            environ: Mapping[str, str] | None = None) -> int | None:
+    """Run a plan for several ranks, as a rank of a launcher or by starting the ranks; None where
+    the plan is for one GPU and no launcher asks for more (the caller runs it)."""
+    environ = os.environ if environ is None else environ
+    plan = Plan.read(path)
+    rank = rank_of(environ)
+    ranks_to_run(path, plan, options, rank)
+    if plan.ranks == 1:
+        return None
+    if rank is None:
+        return launch_ranks(path, options, plan.ranks, say)
+    if rank.rank == 0:
+        return run_rank(path, plan, options, rank, say)
+    lines: list[str] = []  # another rank prints nothing but, where it fails, its verdict (to stderr)
+    status = run_rank(path, plan, options, rank, lines.append)
+    if status and lines:
+        print(lines[-1], file=sys.stderr)
+    return status
+
+
+# -- starting the ranks ----------------------------------------------------------------------------
+
+
+def rank_command(path: str | Path, options, ranks: int) -> list[str]:
+    """The command line of one rank (`python -m lanec.runtime`, argparse's), from `options`."""
+    args = [str(path), "--tp", str(ranks), "--steps", str(options.steps), "--seed", str(options.seed),
+            "--repeats", str(options.repeats)]
+    for flag, given in (("--check", options.check), ("--no-graph", not options.graph), ("--no-pdl", not options.pdl)):
+        if given:
+            args.append(flag)
+    for flag, value in (("--weights", options.weights), ("--outputs", options.outputs), ("--context", options.context)):
+        if value is not None:
+            args += [flag, str(value)]
+    return [sys.executable, "-m", "lanec.runtime", *args]
+
+
+def rank_environ(environ: Mapping[str, str], rank: int, ranks: int, folder: Path) -> dict[str, str]:
+    """A started rank's environment: torchrun's variables, the NCCL id file in `folder`, and this
+    lanec importable."""
+    here = str(Path(__file__).resolve().parents[2])
+    path = environ.get("PYTHONPATH", "")
+    return {**environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(rank),
+            ID_VARIABLE: str(folder / "nccl.id"), "PYTHONPATH": here + (os.pathsep + path if path else "")}
+
+
+def failure_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], None],
+                 command: Callable[[int], list[str]] | None = None) -> int:
+    """Start `ranks` rank processes, wait for them (a rank that fails leaves the others GRACE_S, then
+    they are stopped: they would wait for it in NCCL), say rank 0's lines, and report a failing
+    rank's last line with its rank: an error as one RunError line, a check that disagrees beside
+    rank 0's verdict. Returns the worst exit status."""
+    command = command or (lambda rank: rank_command(path, options, ranks))
+    with tempfile.TemporaryDirectory(prefix="lanec-tp-") as name:
+        folder = Path(name)
+        processes = []
+        for rank in range(ranks):
+            with open(folder / f"rank{rank}.out", "w") as out, open(folder / f"rank{rank}.err", "w") as err:
+                processes.append(subprocess.Popen(command(rank), env=rank_environ(os.environ, rank, ranks, folder),
+                                                  stdout=out, stderr=err, stdin=subprocess.DEVNULL))
+        stopped: set[int] = set()
+        try:
+            failed_at = None
+            while any(p.poll() is None for p in processes):
+                if failed_at is None and any(p.returncode not in (None, 0) for p in processes):
+                    failed_at = time.monotonic()
+                if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+                    for rank, process in enumerate(processes):
+                        if process.poll() is None:
+                            process.kill()
+                            stopped.add(rank)
+                    break
+                time.sleep(0.05)
+        finally:
+            for rank, process in enumerate(processes):
+                if process.poll() is None:  # interrupted: leave no rank behind
+                    process.kill()
+                    stopped.add(rank)
+                process.wait()
+        for line in (folder / "rank0.out").read_text().splitlines():
+            say(line)
+        errors, status = [], 0
+        for rank, process in enumerate(processes):
+            code = process.returncode
+            if code == 0 or rank in stopped:
+                continue
+            line = failure_line((folder / f"rank{rank}.err").read_text())
+            status = max(status, code if code > 0 else 1)
+            if code == 1 and line.startswith("check:"):
+                if rank:  # rank 0's verdict is among its lines already
+                    say(f"rank {rank}: {line}")
+            else:
+                why = line.removeprefix("error: ") if line else (f"killed by signal {-code}" if code < 0
+                                                                 else f"exited with status {code}")
+                errors.append(f"rank {rank}: {why}")
+        if errors:
+            more = f" (and {len(errors) - 1} more ranks failed)" if len(errors) > 1 else ""
+            raise run_error(errors[0] + more)
+        if stopped:
+            raise run_error(f"ranks {', '.join(map(str, sorted(stopped)))} stopped {GRACE_S:.0f} s after another "
+                            "failed")
+        return status
