@@ -374,3 +374,20 @@ def test_a_mixture_follows_a_routing_hint_only_through_near_ties():
                                                @ down[swapped[0, 0]].T)
     np.testing.assert_allclose(hinted[0], expect_row0[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(hinted[1:], own[1:])  # row 1's far hint is not taken
+
+
+def test_routing_margin_is_the_last_chosen_experts_and_groups_lead():
+    rng = np.random.default_rng()
+    logits = rng.permutation(np.array([0.9, 0.5, -0.2, 0.1], np.float32))
+    x, router = np.array([[1.0, 0.0]], np.float32), np.stack([logits, np.zeros(4, np.float32)], axis=1)
+    scores = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    ranked = np.sort(scores)[::-1]
+    assert ops.routing_margin(x, router, 1, "sigmoid") == pytest.approx((ranked[0] - ranked[1]) / ranked[0], rel=1e-5)
+    assert ops.routing_margin(x, router, 2, "sigmoid") == pytest.approx((ranked[1] - ranked[2]) / ranked[0], rel=1e-5)
+    # two groups of two, one kept: a group's rank is its two scores' sum
+    groups = scores.reshape(2, 2).sum(axis=1)
+    lead = abs(groups[0] - groups[1]) / ranked[0]
+    kept = scores.reshape(2, 2)[np.argmax(groups)]
+    within = abs(kept[0] - kept[1]) / ranked[0]
+    assert ops.routing_margin(x, router, 1, "sigmoid", groups=2, topk_groups=1) == pytest.approx(min(lead, within),
+                                                                                               rel=1e-5)

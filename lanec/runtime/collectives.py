@@ -9,19 +9,120 @@ and every all-reduce is enqueued on the step's stream, so stream capture puts it
 
 Rank 0 makes the NCCL unique id and writes it to a file every rank can read (`LANEC_TP_ID`, or
 the one `lanec run --tp N` makes); the others wait for it. Once every rank joined, rank 0 removes it.
+
+A rank that waits on the others never waits forever: each phase that does (the id exchange,
+communicator creation, the steps, teardown) runs under a `Watchdog`, which ends the process with
+one line naming the rank and the phase once LANEC_TP_TIMEOUT seconds pass (a peer that failed or
+never started leaves NCCL waiting in a call that cannot be interrupted). The communicator stays
+blocking: NCCL's non-blocking mode (`config.blocking = 0`) would bound its creation, but it also
+makes every later collective return ncclInProgress and finish on a thread of NCCL's own, which a
+stream capture on ours cannot take. A rank that fails aborts its communicator (ncclCommAbort)
+rather than destroying it, since destroy waits for the peers.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import hashlib
 import os
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from lanec.runtime.driver import DeviceError, Stream
 
 ID_BYTES = 128  # sizeof(ncclUniqueId)
 DTYPES = {"bfloat16": "Bfloat16", "float32": "Float32"}  # our dtype -> nccl4py's DataType member
-WAIT_S = 120.0  # how long a rank waits for rank 0's id
+TIMEOUT_VARIABLE = "LANEC_TP_TIMEOUT"  # seconds a rank may wait on the others in one phase
+TIMEOUT_S = 300.0
+TIMED_OUT = 124  # a rank's exit status when its watchdog ended it (timeout(1)'s)
+BACKSTOP_S = 30.0  # past the deadline, faulthandler ends a rank whose watchdog thread cannot run
+PHASE_MARK = "lanec phase: "  # a rank's progress lines on stderr, which the launcher reads
+
+
+def timeout_s(environ: Mapping[str, str]) -> float:
+    """LANEC_TP_TIMEOUT (seconds, default TIMEOUT_S): how long one phase may wait on the other ranks."""
+    text = environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise DeviceError(f"{TIMEOUT_VARIABLE}={text!r}: give the seconds a rank may wait on the others (e.g. 120)")
+    return value
+
+
+class Watchdog:
+    """Deadlines on the phases in which rank `rank` waits on the others: a phase still running
+    `timeout_s` after it began ends the process (`stop`, os._exit by default) with one line
+    `error: rank R: PHASE did not finish in N s ...` on `out`. A daemon thread keeps the time (the
+    NCCL and CUDA calls it outlives release the GIL); faulthandler ends the process BACKSTOP_S
+    later should that thread never run. With `marks`, each phase's start and end are written to
+    `out` as PHASE_MARK lines, for the launcher that reads this rank's log."""
+
+    def __init__(self, rank: int, timeout_s: float, out: TextIO | None = None, marks: bool = False,
+                 stop: Callable[[int], object] = os._exit, backstop: bool = True):
+        self.rank, self.timeout_s, self.marks = rank, timeout_s, marks
+        self._out, self._stop, self._backstop = out, stop, backstop
+        self._phase: tuple[str, float] | None = None  # (name, deadline)
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def out(self) -> TextIO:
+        return self._out if self._out is not None else sys.stderr
+
+    def _say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    @contextmanager
+    def phase(self, name: str, extra_s: float = 0.0) -> Iterator[None]:
+        """Run the block under the deadline (`extra_s` later for a block that bounds its own wait
+        and says so better); `name` says what it waits for."""
+        if self.marks:
+            self._say(f"{PHASE_MARK}rank {self.rank} waits: {name}")
+        with self._changed:
+            self._phase = (name, time.monotonic() + self.timeout_s + extra_s)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="lanec-tp-watchdog", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        if self._backstop:
+            faulthandler.dump_traceback_later(self.timeout_s + extra_s + BACKSTOP_S, exit=True)
+        try:
+            yield
+        finally:
+            if self._backstop:
+                faulthandler.cancel_dump_traceback_later()
+            with self._changed:
+                self._phase = None
+                self._changed.notify()
+            if self.marks:
+                self._say(f"{PHASE_MARK}rank {self.rank} done: {name}")
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                if self._phase is None:
+                    self._changed.wait()
+                    continue
+                name, deadline = self._phase
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._changed.wait(left)
+                    continue
+                self._say(f"error: rank {self.rank}: {name} did not finish in {self.timeout_s:.0f} s: another "
+                          f"rank failed, never started or waits elsewhere ({TIMEOUT_VARIABLE} sets the deadline; "
+                          "NCCL_DEBUG=INFO says more)")
+                self._phase = None
+                self._stop(TIMED_OUT)
 
 
 def bindings():
@@ -45,7 +146,7 @@ def _nccl_call(what: str, call, *args):
         raise DeviceError(f"NCCL {what}: {text}") from None
 
 
-def share_unique_id(rank: int, path: Path, wait_s: float = WAIT_S) -> bytes:
+def share_unique_id(rank: int, path: Path, wait_s: float = TIMEOUT_S) -> bytes:
     """Rank 0 makes the id and writes it to `path` whole (written aside, then renamed); the others
     wait for it."""
     if rank == 0:
@@ -98,9 +199,14 @@ class Communicator:
                                  rank)
 
     @classmethod
-    def join(cls, rank: int, ranks: int, id_file: Path) -> Communicator:
-        """Every rank's communicator, the id shared through `id_file` (removed once all joined)."""
-        communicator = cls(rank, ranks, share_unique_id(rank, id_file))
+    def join(cls, rank: int, ranks: int, id_file: Path, watchdog: Watchdog) -> Communicator:
+        """Every rank's communicator, the id shared through `id_file` (removed once all joined),
+        each wait under `watchdog`'s deadline."""
+        with watchdog.phase(f"the NCCL id exchange through {id_file}", extra_s=5.0):
+            unique_id = share_unique_id(rank, id_file, watchdog.timeout_s)
+        digest = hashlib.sha256(unique_id).hexdigest()[:12]  # every rank's log names the id it joined with
+        with watchdog.phase(f"NCCL communicator creation (ncclCommInitRank, rank {rank} of {ranks}, id {digest})"):
+            communicator = cls(rank, ranks, unique_id)
         if rank == 0:
             id_file.unlink(missing_ok=True)
         return communicator
@@ -110,6 +216,13 @@ class Communicator:
         return AllReduce(self, source, target, count, dtype, stream, name)
 
     def destroy(self) -> None:
+        """Free the communicator once every rank is done with it (NCCL waits for the peers)."""
         if self.handle is not None:
-            _nccl_call("ncclCommDestroy", bindings().comm_destroy, self.handle)
-            self.handle = None
+            handle, self.handle = self.handle, None
+            _nccl_call("ncclCommDestroy", bindings().comm_destroy, handle)
+
+    def abort(self) -> None:
+        """Drop the communicator without waiting for the peers: what a rank that failed does."""
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            _nccl_call("ncclCommAbort", bindings().comm_abort, handle)

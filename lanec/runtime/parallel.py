@@ -1,8 +1,11 @@
 """A plan for N ranks on N GPUs (`lanec compile --tp N`, then `lanec run`): one process a GPU.
 
 `lanec run plan.bin [--tp N]` with no launcher around it starts the N rank processes itself
-(rank r on GPU r, each `python -m lanec.runtime` with RANK / WORLD_SIZE / LOCAL_RANK set), waits
-for them, prints rank 0's lines and reports a failing rank's one-line error with its rank. Under
+(rank r on GPU r, each `python -m lanec.runtime` with RANK / WORLD_SIZE / LOCAL_RANK set, its
+stdout and stderr in log files of its own), waits for them, prints rank 0's lines and reports a
+failing rank's one-line error with its rank. No wait is endless: a rank waits on the others at
+most LANEC_TP_TIMEOUT seconds a phase (its watchdog ends it with a line naming the phase), the
+launcher stops every rank when one outlives that, and a rank dies with its launcher. Under
 torchrun or mpirun (their RANK / WORLD_SIZE / LOCAL_RANK, OMPI_COMM_WORLD_*, or PMI_* variables)
 the process is one rank, on GPU LOCAL_RANK. A plan for N ranks run on another count is a one-line
 error.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +40,9 @@ LAUNCHERS = (("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
              ("mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
              ("mpirun (MPICH)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"))
 ID_VARIABLE = "LANEC_TP_ID"  # the file through which rank 0 hands the NCCL id to the others
+PHASES_VARIABLE = "LANEC_TP_PHASES"  # set by the launcher: a rank marks its phases in its log
+LOGS_VARIABLE = "LANEC_TP_LOGS"  # where the launcher keeps the ranks' logs (default: a temporary folder,
+# removed when every rank succeeded)
 # what names one launch of a job where LANEC_TP_ID is not given (torchrun's rendezvous, MPI's job)
 JOB_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid",
                  "PMI_PORT")
@@ -167,38 +174,53 @@ def environments(plan: Plan, program, options, ranks: list[int]):
     return programs, [rank_environment(env, p) for p in programs]
 
 
-def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[str], None]) -> int:
+def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[str], None],
+             environ: Mapping[str, str] | None = None) -> int:
     """This process's rank: its step on its GPU with NCCL, checked against every rank's step on
-    the interpreter, or timed."""
+    the interpreter, or timed. Every phase that waits on the other ranks runs under a deadline
+    (LANEC_TP_TIMEOUT, `collectives.Watchdog`); a rank that fails aborts its communicator, so
+    the error reaches its launcher instead of a wait for peers that will never come."""
     from lanec.interp.program import Program
-    from lanec.runtime.collectives import Communicator
+    from lanec.runtime.collectives import Communicator, Watchdog, timeout_s
     from lanec.runtime.runner import Session, gpu_routing, judge, timings
 
+    environ = os.environ if environ is None else environ
     if not plan.program:
         raise run_error(f"{path} carries no interpreter program: recompile it with this lanec")
+    watchdog = Watchdog(rank.rank, timeout_s(environ), marks=bool(environ.get(PHASES_VARIABLE)))
     program = Program.from_json(plan.program)
     everyone = list(range(plan.ranks)) if options.check else [rank.rank]
     programs, envs = environments(plan, program, options, everyone)
     mine = everyone.index(rank.rank)
     driver.Device(rank.device)  # its context current: NCCL joins on this GPU
-    communicator = Communicator.join(rank.rank, rank.ranks, rank.id_file)
+    communicator = Communicator.join(rank.rank, rank.ranks, rank.id_file, watchdog)
     try:
         env = envs[mine]
         session = Session(plan, env, env.weights, pdl=options.pdl, device=rank.device, communicator=communicator)
         if not options.check:
-            return timings(session, options, say)
-        session.step_function(options.graph)()
-        session.stream.synchronize()
-        from lanec.interp.tp import run_ranks
+            with watchdog.phase("the timed steps (each all-reduce waits for every rank)"):
+                status = timings(session, options, say)
+        else:
+            with watchdog.phase("the first step (NCCL connects the ranks at the first all-reduces)"):
+                session.step_function(options.graph)()
+                session.stream.synchronize()
+            from lanec.interp.tp import run_ranks
 
-        reference = [e.copy() for e in envs]
-        values: list[dict] = [{} for _ in programs]
-        outputs = run_ranks(programs, reference, storage=True, values=values,
-                            routing=gpu_routing(session, programs[mine]))
-        kept = options if rank.rank == 0 else replace(options, outputs=None)
-        return judge(session, programs[mine], outputs, reference[mine].states, values[mine], kept, say)
-    finally:
+            reference = [e.copy() for e in envs]
+            values: list[dict] = [{} for _ in programs]
+            outputs = run_ranks(programs, reference, storage=True, values=values,
+                                routing=gpu_routing(session, programs[mine]))
+            kept = options if rank.rank == 0 else replace(options, outputs=None)
+            status = judge(session, programs[mine], outputs, reference[mine].states, values[mine], kept, say)
+    except BaseException:
+        try:
+            communicator.abort()
+        except driver.DeviceError:
+            pass  # the first error is the one to report
+        raise
+    with watchdog.phase("NCCL communicator teardown (ncclCommDestroy waits for every rank)"):
         communicator.destroy()
+    return status
 
 
 def execute(path: str | Path, options, say: Callable[[str], None],
@@ -212,11 +234,11 @@ def execute(path: str | Path, options, say: Callable[[str], None],
     if plan.ranks == 1:
         return None
     if rank is None:
-        return launch_ranks(path, options, plan.ranks, say)
+        return launch_ranks(path, options, plan.ranks, say, environ=environ)
     if rank.rank == 0:
-        return run_rank(path, plan, options, rank, say)
+        return run_rank(path, plan, options, rank, say, environ)
     lines: list[str] = []  # another rank prints nothing but, where it fails, its verdict (to stderr)
-    status = run_rank(path, plan, options, rank, lines.append)
+    status = run_rank(path, plan, options, rank, lines.append, environ)
     if status and lines:
         print(lines[-1], file=sys.stderr)
     return status
@@ -239,72 +261,175 @@ def rank_command(path: str | Path, options, ranks: int) -> list[str]:
 
 
 def rank_environ(environ: Mapping[str, str], rank: int, ranks: int, folder: Path) -> dict[str, str]:
-    """A started rank's environment: torchrun's variables, the NCCL id file in `folder`, and this
-    lanec importable."""
+    """A started rank's environment: torchrun's variables, the NCCL id file in `folder`, this lanec
+    importable, its phases marked in its log (LANEC_TP_PHASES), its lines written as they come,
+    and NCCL's warnings on (NCCL_DEBUG=WARN, unless set). The rest of `environ` passes as it is
+    (NCCL_NVLS_ENABLE=0 among it, where a machine sets it)."""
     here = str(Path(__file__).resolve().parents[2])
     path = environ.get("PYTHONPATH", "")
-    return {**environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(rank),
-            ID_VARIABLE: str(folder / "nccl.id"), "PYTHONPATH": here + (os.pathsep + path if path else "")}
+    return {"NCCL_DEBUG": "WARN", **environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(rank),
+            ID_VARIABLE: str(folder / "nccl.id"), PHASES_VARIABLE: "1", "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": here + (os.pathsep + path if path else "")}
 
 
 def failure_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """A rank's last line on stderr that is not one of its phase marks."""
+    from lanec.runtime.collectives import PHASE_MARK
+
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith(PHASE_MARK)]
     return lines[-1] if lines else ""
 
 
-def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], None],
-                 command: Callable[[int], list[str]] | None = None) -> int:
-    """Start `ranks` rank processes, wait for them (a rank that fails leaves the others GRACE_S, then
-    they are stopped: they would wait for it in NCCL), say rank 0's lines, and report a failing
-    rank's last line with its rank: an error as one RunError line, a check that disagrees beside
-    rank 0's verdict. Returns the worst exit status."""
-    command = command or (lambda rank: rank_command(path, options, ranks))
-    with tempfile.TemporaryDirectory(prefix="lanec-tp-") as name:
-        folder = Path(name)
-        processes = []
-        for rank in range(ranks):
-            with open(folder / f"rank{rank}.out", "w") as out, open(folder / f"rank{rank}.err", "w") as err:
-                processes.append(subprocess.Popen(command(rank), env=rank_environ(os.environ, rank, ranks, folder),
-                                                  stdout=out, stderr=err, stdin=subprocess.DEVNULL))
-        stopped: set[int] = set()
+class RankLog:
+    """What the launcher knows of one rank from its log files (`rank<r>.err`, `rank<r>.out`): the
+    phase it waits in, from its PHASE_MARK lines, and since when the launcher saw it there."""
+
+    def __init__(self, folder: Path, rank: int):
+        self.rank = rank
+        self.err, self.out = folder / f"rank{rank}.err", folder / f"rank{rank}.out"
+        self.phase: str | None = None
+        self.since = 0.0
+        self._read = 0
+        self._partial = ""
+
+    def update(self, now: float) -> None:
+        """Read what the rank wrote to stderr since the last call."""
+        from lanec.runtime.collectives import PHASE_MARK
+
         try:
-            failed_at = None
-            while any(p.poll() is None for p in processes):
-                if failed_at is None and any(p.returncode not in (None, 0) for p in processes):
-                    failed_at = time.monotonic()
-                if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
-                    for rank, process in enumerate(processes):
-                        if process.poll() is None:
-                            process.kill()
-                            stopped.add(rank)
-                    break
-                time.sleep(0.05)
-        finally:
-            for rank, process in enumerate(processes):
-                if process.poll() is None:  # interrupted: leave no rank behind
-                    process.kill()
-                    stopped.add(rank)
-                process.wait()
-        for line in (folder / "rank0.out").read_text().splitlines():
-            say(line)
-        errors, status = [], 0
-        for rank, process in enumerate(processes):
-            code = process.returncode
-            if code == 0 or rank in stopped:
+            with open(self.err, "rb") as handle:
+                handle.seek(self._read)
+                data = handle.read()
+        except OSError:
+            return
+        self._read += len(data)
+        *lines, self._partial = (self._partial + data.decode(errors="replace")).split("\n")
+        for line in lines:
+            if not line.startswith(PHASE_MARK):
                 continue
-            line = failure_line((folder / f"rank{rank}.err").read_text())
-            status = max(status, code if code > 0 else 1)
-            if code == 1 and line.startswith("check:"):
-                if rank:  # rank 0's verdict is among its lines already
-                    say(f"rank {rank}: {line}")
-            else:
-                why = line.removeprefix("error: ") if line else (f"killed by signal {-code}" if code < 0
-                                                                 else f"exited with status {code}")
-                errors.append(f"rank {rank}: {why}")
-        if errors:
-            more = f" (and {len(errors) - 1} more ranks failed)" if len(errors) > 1 else ""
-            raise run_error(errors[0] + more)
-        if stopped:
-            raise run_error(f"ranks {', '.join(map(str, sorted(stopped)))} stopped {GRACE_S:.0f} s after another "
-                            "failed")
+            _rank, _, state = line.removeprefix(PHASE_MARK).partition(" waits: ")
+            if state:
+                self.phase, self.since = state, now
+            elif " done: " in line:
+                self.phase = None
+
+    def tail(self, lines: int = 8) -> list[str]:
+        """The last lines of its stderr and stdout (NCCL writes its warnings to stdout)."""
+        shown = []
+        for path in (self.err, self.out):
+            try:
+                text = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            shown += [f"  {path.name}: {line}" for line in text[-lines:]]
+        return shown
+
+
+def die_with(parent: int) -> Callable[[], None]:
+    """A started rank's preexec: the kernel kills it when its launcher dies (PR_SET_PDEATHSIG), so a
+    launcher killed by a timeout leaves no rank holding a GPU."""
+    def arm() -> None:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the launcher died before the call
+            os._exit(1)
+
+    return arm
+
+
+def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], None],
+                 command: Callable[[int], list[str]] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Start `ranks` rank processes, each writing to its own log files (never a pipe), wait for
+    them, say rank 0's lines, and report a failing rank's last line with its rank: an error as
+    one RunError line, a check that disagrees beside rank 0's verdict. A rank that fails leaves
+    the others GRACE_S, then they are stopped (they would wait for it in NCCL); a rank that waits
+    in one phase past LANEC_TP_TIMEOUT (its own watchdog ends it then) is stopped with all the
+    others a little later. On any failure the ranks' last lines go to stderr and their logs stay in
+    a folder the error names (LANEC_TP_LOGS chooses it, and keeps it on success too). Returns the
+    worst exit status."""
+    from lanec.runtime.collectives import BACKSTOP_S, timeout_s
+
+    environ = os.environ if environ is None else environ
+    command = command or (lambda rank: rank_command(path, options, ranks))
+    deadline_s = timeout_s(environ) + BACKSTOP_S + GRACE_S
+    kept = bool(environ.get(LOGS_VARIABLE))
+    folder = Path(environ[LOGS_VARIABLE]) if kept else Path(tempfile.mkdtemp(prefix="lanec-tp-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise run_error(f"{LOGS_VARIABLE}={folder}: cannot make the folder for the ranks' logs ({error.strerror})") \
+            from None
+    (folder / "nccl.id").unlink(missing_ok=True)  # a kept folder's id is an earlier run's
+    logs = [RankLog(folder, rank) for rank in range(ranks)]
+    processes: list[subprocess.Popen] = []
+    stopped: set[int] = set()
+    stuck: tuple[int, str, float] | None = None
+    preexec = die_with(os.getpid()) if sys.platform.startswith("linux") else None
+    try:
+        for rank in range(ranks):
+            with open(logs[rank].out, "w") as out, open(logs[rank].err, "w") as err:
+                processes.append(subprocess.Popen(command(rank), env=rank_environ(environ, rank, ranks, folder),
+                                                  stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                                  preexec_fn=preexec))
+        failed_at = None
+        while any(p.poll() is None for p in processes):
+            now = time.monotonic()
+            for log in logs:
+                log.update(now)
+            if failed_at is None and any(p.returncode not in (None, 0) for p in processes):
+                failed_at = now
+            waiting = [log for log, p in zip(logs, processes) if p.returncode is None and log.phase is not None]
+            late = [log for log in waiting if now - log.since > deadline_s]
+            if late:
+                stuck = (late[0].rank, late[0].phase or "", now - late[0].since)
+            if late or (failed_at is not None and now - failed_at > GRACE_S):
+                for rank, process in enumerate(processes):
+                    if process.poll() is None:
+                        process.kill()
+                        stopped.add(rank)
+                break
+            time.sleep(0.05)
+    finally:
+        for rank, process in enumerate(processes):
+            if process.poll() is None:  # interrupted: leave no rank behind
+                process.kill()
+                stopped.add(rank)
+            process.wait()
+    for log in logs:
+        log.update(time.monotonic())
+    for line in logs[0].out.read_text().splitlines():
+        say(line)
+    errors, status = [], 0
+    if stuck is not None:
+        rank, phase, waited = stuck
+        errors.append(f"rank {rank}: {phase} did not finish in {waited:.0f} s and the rank did not end itself: "
+                      "the launcher stopped every rank")
+    for rank, process in enumerate(processes):
+        code = process.returncode
+        if code == 0 or rank in stopped:
+            continue
+        line = failure_line(logs[rank].err.read_text())
+        status = max(status, code if code > 0 else 1)
+        if code == 1 and line.startswith("check:"):
+            if rank:  # rank 0's verdict is among its lines already
+                say(f"rank {rank}: {line}")
+        else:
+            why = line.removeprefix("error: ") if line else (f"killed by signal {-code}" if code < 0
+                                                             else f"exited with status {code}")
+            errors.append(why if why.startswith((f"rank {rank}:", f"rank {rank} ")) else f"rank {rank}: {why}")
+    if not errors and not stopped:
+        if not kept:
+            shutil.rmtree(folder, ignore_errors=True)
         return status
+    for log, process in zip(logs, processes):
+        if process.returncode != 0 or log.rank in stopped:
+            print(f"rank {log.rank}'s last lines:", *log.tail(), sep="\n", file=sys.stderr)
+    where = "; ".join(f"rank {log.rank} was in {log.phase}" for log in logs if log.rank in stopped and log.phase)
+    where = f" ({where})" if where else ""
+    if errors:
+        more = f" (and {len(errors) - 1} more ranks failed)" if len(errors) > 1 else ""
+        raise run_error(f"{errors[0]}{more}{where}; the ranks' logs: {folder}")
+    raise run_error(f"ranks {', '.join(map(str, sorted(stopped)))} stopped {GRACE_S:.0f} s after another "
+                    f"failed{where}; the ranks' logs: {folder}")

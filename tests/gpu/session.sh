@@ -4,7 +4,8 @@
 # fla's naive_recurrent_kda in the KdaSplit tests):
 #
 #   here:  python tests/gpu/build.py && python tests/gpu/cases/kda_split.py --set bench --set full \
-#          && python bench/gemv.py build && pip download --no-deps fla-core==0.6.0 einops -d .whl
+#          && python bench/gemv.py build && python bench/linear_attention.py build \
+#          && pip download --no-deps fla-core==0.6.0 einops -d .whl
 #   there: bash tests/gpu/session.sh [PHASE ...]        # default: check; logs under $OUT
 #
 # Phases, with what they took on the H200 (2026-11-29):
@@ -27,6 +28,8 @@
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
+#   bench-linear     bench/linear_attention.py: the Gated DeltaNet and held-back KDA chains against fla's
+#              (carry build/bench-linear and .whl)
 #   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
 #              --gpu-seeding: --check at batch 1, 64 and 3 speculative tokens at 8, then the b1 and
 #              b64 profiles with their traces under $OUT (not yet run: run test_seeding_on_gpu.py first)
@@ -44,11 +47,14 @@ fi
 SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h16_l512_r64_p32"
           "combine_matches and r64_h8_d64_s2" "gemm_tc- and r100_k2304_merged_pitch"
           "gemm_wgmma- and r100_k2304_merged_pitch" "gated_r100_k1000_h192_k4" "n6145_bf16"
-          "expanded_latent and b5_t2_h4_n40" ${LANEC_SANITIZE_MORE:-})
+          "expanded_latent and b5_t2_h4_n40" "b7_t3_c1000_w3_bias" "b3_t4_h5_k64_v64_key"
+          "gated_swish_r5_h3_s200_pitched" "softplus_r7_h64_s1_pitched" "r5_h3_u20_o3_l7" "rope and r3_h3_u80_rot20"
+          ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
 SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py tests/gpu/test_mixture.py
-                tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py)
+                tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py tests/gpu/test_conv.py tests/gpu/test_delta_rule.py
+                tests/gpu/test_kernels.py)
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
@@ -98,6 +104,8 @@ for phase in "${phases[@]}"; do
       python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
     bench-mixture)
       python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
+    bench-linear)
+      python3 bench/linear_attention.py 2>&1 | tee "$logs/bench-linear.log" || status=1 ;;
     bench-rope|bench-seeded)
       python3 "bench/${phase#bench-}.py" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
     real)
@@ -115,7 +123,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-linear, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

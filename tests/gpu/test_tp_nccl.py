@@ -3,12 +3,15 @@
 all-reduces captured in each rank's CUDA graph), agrees with every rank's step on the interpreter
 (`--check`), and its outputs equal the one-GPU plan's of the same form on the same seeded weights
 (the step tolerance; a chosen token may differ only in a near tie of the one-GPU logits). The
-timing path runs too (the all-reduces timed alone). Skipped unless N GPUs and nccl4py are here."""
+timing path runs too (the all-reduces timed alone). Skipped unless N GPUs and nccl4py are here.
+Every run has deadlines: a rank waits on the others at most RANK_TIMEOUT_S a phase, a run lasts at
+most RUN_TIMEOUT_S, and a hang fails with the phase and the ranks' last lines."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +34,31 @@ def gpu_count() -> int:
     return int(driver.check(driver.cu.cuDeviceGetCount(), "cuDeviceGetCount"))
 
 
-def runtime(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lanec.runtime", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=540)
+RANK_TIMEOUT_S = 120  # LANEC_TP_TIMEOUT: a rank waiting on the others longer than this in one phase fails
+RUN_TIMEOUT_S = 300  # the whole run: past it the launcher and its ranks are killed, their logs shown
+
+
+def runtime(*args: str, logs: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m lanec.runtime ARGS` under deadlines, in a session of its own so that a hang kills
+    the launcher and every rank; the ranks' logs go to `logs` (LANEC_TP_LOGS) and their last
+    lines join the failure."""
+    command = [sys.executable, "-m", "lanec.runtime", *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANEC_TP_TIMEOUT": str(RANK_TIMEOUT_S)}
+    if logs is not None:
+        env["LANEC_TP_LOGS"] = str(logs)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                          start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            logged = sorted(logs.glob("rank*")) if logs is not None else []
+            tails = [f"{path.name}: {line}" for path in logged
+                     for line in path.read_text(errors="replace").splitlines()[-10:]]
+            pytest.fail(f"{' '.join(command[1:])} did not end in {RUN_TIMEOUT_S} s; its output:\n{out}{err}\n"
+                        + "\n".join(tails), pytrace=False)
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 @pytest.fixture
@@ -55,7 +80,7 @@ def tp_plan(request):
 @pytest.mark.parametrize("tp_plan", list(plans.TP_PLANS), indirect=True)
 def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, tmp_path):
     sharded, whole = tp_plan
-    done = runtime(str(sharded), "--check", "--seed", "7", "--outputs", str(tmp_path / "tp.npz"))
+    done = runtime(str(sharded), "--check", "--seed", "7", "--outputs", str(tmp_path / "tp.npz"), logs=tmp_path / "logs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "agree with the interpreter" in done.stdout and "rank 1" not in done.stdout
     done = runtime(str(whole), "--check", "--seed", "7", "--outputs", str(tmp_path / "one.npz"))
@@ -77,9 +102,9 @@ def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, tmp_path):
 
 
 @pytest.mark.parametrize("tp_plan", list(plans.TP_PLANS)[:1], indirect=True)
-def test_tp_plan_times_its_step_and_its_all_reduces(tp_plan):
+def test_tp_plan_times_its_step_and_its_all_reduces(tp_plan, tmp_path):
     sharded, _ = tp_plan
-    done = runtime(str(sharded), "--steps", "3", "--repeats", "5")
+    done = runtime(str(sharded), "--steps", "3", "--repeats", "5", logs=tmp_path / "logs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all-reduces alone:" in done.stdout and "steps run; step" in done.stdout
 
