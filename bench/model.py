@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,11 +219,13 @@ def side_command(which: str, plan: Path | None, repeats: int) -> list[str]:
     return [sys.executable, __file__, "--side", which, "--repeats", str(repeats)] + ([str(plan)] if plan else [])
 
 
-def run_side(which: str, plan: Path | None, repeats: int) -> tuple[float, str]:
-    """A side in a child process: (its figure, NaN where it failed; its output's last lines)."""
+def run_side(which: str, plan: Path | None, repeats: int, device: int | None = None) -> tuple[float, str]:
+    """A side in a child process (on GPU `device` alone where given): (its figure, NaN where it
+    failed; its output's last lines)."""
     command = side_command(which, plan, repeats)
+    environment = None if device is None else dict(os.environ, CUDA_VISIBLE_DEVICES=str(device))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=SIDE_TIMEOUT)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=SIDE_TIMEOUT, env=environment)
     except subprocess.TimeoutExpired as expired:
         return math.nan, f"timed out after {SIDE_TIMEOUT} s: {str(expired.stdout or '')[-400:]}"
     figures = [line.split() for line in done.stdout.splitlines() if line.startswith(f"{which} ")]
@@ -237,6 +242,8 @@ def main() -> None:
     parser.add_argument("--locate", action="store_true",
                         help="with --side chain: one eager step, each op synchronized, naming the op that fails")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="lanec's timed steps (median)")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="measure rows on this many GPUs at once (GPU i takes every i-th plan; rows print as done)")
     options = parser.parse_args()
     if options.side:
         if options.side != "copy" and len(options.plans) != 1:
@@ -249,24 +256,39 @@ def main() -> None:
     said = [line for line in tail.splitlines() if "TB/s" in line]
     print(said[-1].strip() if said and not math.isnan(copy_bw) else f"copy bandwidth failed ({tail})", flush=True)
     print(header(), flush=True)
-    failed = 0
-    for path in paths:
+    printing = threading.Lock()
+
+    def say(text: str) -> None:
+        with printing:
+            print(text, flush=True)
+
+    def row(path: Path, device: int | None) -> bool:
+        """One plan's row (lanec, then the chain, on `device`); True where it failed."""
         if not path.is_file():
-            print(f"{path.stem:<22} no plan at {path}: build it with python tests/gpu/plans.py {path.stem}", flush=True)
-            failed += 1
-            continue
+            say(f"{path.stem:<22} no plan at {path}: build it with python tests/gpu/plans.py {path.stem}")
+            return True
         plan = Plan.read(path)
         program = Program.from_json(plan.program)
-        ours, our_tail = run_side("lanec", path, options.repeats)
-        theirs, their_tail = run_side("chain", path, options.repeats)
-        print(format_row(Row(path.stem, program.batch, program.tokens, plan_context(program), ours, theirs,
-                             step_bytes(plan), copy_bw)), flush=True)
+        ours, our_tail = run_side("lanec", path, options.repeats, device)
+        theirs, their_tail = run_side("chain", path, options.repeats, device)
+        say(format_row(Row(path.stem, program.batch, program.tokens, plan_context(program), ours, theirs,
+                           step_bytes(plan), copy_bw)))
         if math.isnan(ours):
-            print(f"  {path.stem}: lanec failed, {our_tail}", flush=True)
+            say(f"  {path.stem}: lanec failed, {our_tail}")
         if math.isnan(theirs):
-            print(f"  {path.stem}: the chain failed, {their_tail}", flush=True)
-            locate_failure([*side_command("chain", path, options.repeats), "--locate"], path.stem, SIDE_TIMEOUT)
-        failed += int(math.isnan(ours) or math.isnan(theirs))
+            say(f"  {path.stem}: the chain failed, {their_tail}")
+            if device is None:  # the eager, op-by-op run names the op (one GPU at a time)
+                locate_failure([*side_command("chain", path, options.repeats), "--locate"], path.stem, SIDE_TIMEOUT)
+        return math.isnan(ours) or math.isnan(theirs)
+
+    if options.gpus <= 1:
+        failed = sum(row(path, None) for path in paths)
+    else:
+        def share(device: int) -> int:
+            return sum(row(path, device) for path in paths[device::options.gpus])
+
+        with ThreadPoolExecutor(options.gpus) as pool:
+            failed = sum(pool.map(share, range(options.gpus)))
     sys.exit(1 if failed else 0)
 
 
