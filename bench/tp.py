@@ -7,11 +7,14 @@ message sizes.
     PYTHONPATH=/tmp/site:. python3 bench/tp.py [ONE.plan TP.plan ...]                        # GPU machine
 
 Prints each pair's step times, the speedup of N GPUs over one (the anchor, measured in the same
-run) and the all-reduces' microseconds and share of the sharded step."""
+run) and the all-reduces' microseconds and share of the sharded step. Each run has deadlines (a rank
+waits on the others at most RANK_TIMEOUT_S a phase; a run lasts at most RUN_TIMEOUT_S)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,12 +28,26 @@ STEP = re.compile(r"steps run; step ([0-9.]+) us")
 REDUCES = re.compile(r"all-reduces alone: ([0-9.]+) us")
 
 
+RANK_TIMEOUT_S = 120  # LANEC_TP_TIMEOUT: how long a rank waits on the others in one phase
+RUN_TIMEOUT_S = 300  # one plan's run, launcher and ranks together
+
+
 def timed(path: Path, repeats: int = 50) -> tuple[float, float | None]:
-    """(step us, all-reduces alone us or None) of one plan, as `python -m lanec.runtime` prints them."""
-    done = subprocess.run([sys.executable, "-m", "lanec.runtime", str(path), "--steps", "20", "--repeats",
-                           str(repeats)], capture_output=True, text=True, cwd=ROOT)
+    """(step us, all-reduces alone us or None) of one plan, as `python -m lanec.runtime` prints them;
+    a run that hangs is killed with its ranks (a session of its own) and named."""
+    command = [sys.executable, "-m", "lanec.runtime", str(path), "--steps", "20", "--repeats", str(repeats)]
+    env = {**os.environ, "LANEC_TP_TIMEOUT": os.environ.get("LANEC_TP_TIMEOUT", str(RANK_TIMEOUT_S))}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                          start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise SystemExit(f"{path}: did not end in {RUN_TIMEOUT_S} s (killed with its ranks)") from None
+    done = subprocess.CompletedProcess(command, process.returncode, out, err)
     if done.returncode != 0:
-        raise SystemExit(f"{path}: {(done.stderr or done.stdout).strip().splitlines()[-1]}")
+        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exited with status {done.returncode}"]
+        raise SystemExit(f"{path}: {lines[-1]}")
     step, reduces = STEP.search(done.stdout), REDUCES.search(done.stdout)
     if step is None:
         raise SystemExit(f"{path}: no step time in its output")
@@ -51,7 +68,7 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
 
 def main(argv: list[str]) -> None:
     print(f"{'plan':<28} {'ranks':>5} {'step us':>9} {'1 GPU us':>9} {'speedup':>8} {'all-reduce us':>14} "
-          f"{'share':>6} {'message':>10}")
+          f"{'share':>6} {'message':>10}", flush=True)
     for one, sharded in pairs(argv):
         plan = Plan.read(sharded)
         sizes = sorted({c.count * (2 if c.dtype == "bfloat16" else 4) for c in plan.collectives})
@@ -59,8 +76,9 @@ def main(argv: list[str]) -> None:
         step, reduces = timed(sharded)
         share = f"{100 * reduces / step:5.1f}%" if reduces is not None else "-"
         reduce_text = f"{reduces:.2f} ({len(plan.collectives)})" if reduces is not None else "-"
+        message = "/".join(f"{s // 1024}K" if s >= 1024 else f"{s}B" for s in sizes)
         print(f"{sharded.stem:<28} {plan.ranks:>5} {step:>9.2f} {anchor:>9.2f} {anchor / step:>7.2f}x "
-              f"{reduce_text:>14} {share:>6} {'/'.join(f'{s // 1024}K' if s >= 1024 else f'{s}B' for s in sizes):>10}")
+              f"{reduce_text:>14} {share:>6} {message:>10}", flush=True)
 
 
 if __name__ == "__main__":

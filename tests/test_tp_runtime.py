@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -170,10 +172,13 @@ def test_a_started_rank_gets_the_parents_options_and_torchruns_variables(tmp_pat
     command = parallel.rank_command("p.plan", options, 2)
     assert command[:3] == [sys.executable, "-m", "lanec.runtime"]
     assert parse(command[3:], "x") == (Path("p.plan"), dataclasses.replace(options, tp=2))
-    environ = parallel.rank_environ({"PYTHONPATH": "/a"}, 1, 2, tmp_path)
+    environ = parallel.rank_environ({"PYTHONPATH": "/a", "NCCL_NVLS_ENABLE": "0"}, 1, 2, tmp_path)
     assert (environ["RANK"], environ["WORLD_SIZE"], environ["LOCAL_RANK"]) == ("1", "2", "1")
     assert environ["LANEC_TP_ID"] == str(tmp_path / "nccl.id")
     assert environ["PYTHONPATH"] == f"{ROOT}:/a"
+    assert environ["NCCL_DEBUG"] == "WARN" and environ["NCCL_NVLS_ENABLE"] == "0"  # multicast stays off
+    assert environ["LANEC_TP_PHASES"] == "1" and environ["PYTHONUNBUFFERED"] == "1"
+    assert parallel.rank_environ({"NCCL_DEBUG": "INFO"}, 0, 2, tmp_path)["NCCL_DEBUG"] == "INFO"
 
 
 def rank_script(code: str):
@@ -181,11 +186,12 @@ def rank_script(code: str):
     return lambda rank: [sys.executable, "-c", f"import sys, time\nrank = {rank}\n{code}"]
 
 
-def test_the_launcher_says_rank_0s_lines_and_reports_a_failing_rank(monkeypatch):
+def test_the_launcher_says_rank_0s_lines_and_reports_a_failing_rank(monkeypatch, tmp_path):
+    monkeypatch.setenv("LANEC_TP_LOGS", str(tmp_path))
     lines: list[str] = []
     script = rank_script("print(f'line of rank {rank}')\n"
                          "if rank == 1:\n    print('error: GPU 1 does not exist', file=sys.stderr); sys.exit(1)")
-    with pytest.raises(RunError, match="^rank 1: GPU 1 does not exist$"):
+    with pytest.raises(RunError, match=f"^rank 1: GPU 1 does not exist; the ranks' logs: {tmp_path}$"):
         parallel.launch_ranks("p", Options(), 2, lines.append, command=script)
     assert lines == ["line of rank 0"]
     lines.clear()
@@ -196,12 +202,179 @@ def test_the_launcher_says_rank_0s_lines_and_reports_a_failing_rank(monkeypatch)
                      "rank 1: check: 1 of 2 agree with the interpreter; mismatch in x"]
 
 
-def test_ranks_left_waiting_for_a_failed_one_are_stopped(monkeypatch):
+@pytest.mark.parametrize("failing", [0, 2])
+def test_ranks_left_waiting_for_a_failed_one_are_stopped(monkeypatch, tmp_path, failing):
+    """Whichever rank fails (rank 2 while rank 0 still runs, too), the others are stopped soon."""
     monkeypatch.setattr(parallel, "GRACE_S", 0.5)
-    script = rank_script("if rank == 0:\n    raise SystemExit('error: NCCL all_reduce: unhandled system error')\n"
-                         "time.sleep(60)")
-    with pytest.raises(RunError, match="^rank 0: NCCL all_reduce: unhandled system error$"):
+    monkeypatch.setenv("LANEC_TP_LOGS", str(tmp_path))
+    script = rank_script(f"if rank == {failing}:\n    raise SystemExit('error: NCCL all_reduce: unhandled system "
+                         "error')\ntime.sleep(60)")
+    started = time.monotonic()
+    with pytest.raises(RunError, match=f"^rank {failing}: NCCL all_reduce: unhandled system error; the ranks' logs: "):
         parallel.launch_ranks("p", Options(), 3, print, command=script)
+    assert time.monotonic() - started < 20
+
+
+MARK = collectives.PHASE_MARK
+
+
+def test_a_rank_stuck_in_a_phase_past_the_deadline_is_stopped_with_its_phase_and_last_lines(monkeypatch, capsys,
+                                                                                            tmp_path):
+    """Rank 1 waits in NCCL's communicator creation and never ends itself (as a call holding the
+    GIL would); rank 0 computes. The launcher stops both soon after the deadline, names rank 1's
+    phase, shows the ranks' last lines and keeps their logs."""
+    monkeypatch.setattr(parallel, "GRACE_S", 0.2)
+    monkeypatch.setattr(collectives, "BACKSTOP_S", 0.1)
+    monkeypatch.setenv("LANEC_TP_TIMEOUT", "0.3")
+    monkeypatch.setenv("LANEC_TP_LOGS", str(tmp_path / "logs"))
+    script = rank_script("if rank == 1:\n"
+                         f"    print('{MARK}rank 1 waits: NCCL communicator creation (ncclCommInitRank)', "
+                         "file=sys.stderr, flush=True)\n"
+                         "print(f'rank {rank} started', flush=True)\ntime.sleep(60)")
+    started = time.monotonic()
+    with pytest.raises(RunError, match=r"^rank 1: NCCL communicator creation \(ncclCommInitRank\) did not finish in "
+                       r"\d+ s and the rank did not end itself: the launcher stopped every rank; the ranks' logs: "):
+        parallel.launch_ranks("p", Options(), 2, print, command=script)
+    assert time.monotonic() - started < 20
+    shown = capsys.readouterr()
+    assert "rank 0 started" in shown.out  # rank 0's lines are said all the same
+    assert "rank 1's last lines:" in shown.err and "rank1.out: rank 1 started" in shown.err
+    assert "rank1.err: lanec phase: rank 1 waits: NCCL communicator creation" in shown.err
+    assert (tmp_path / "logs" / "rank1.err").read_text().startswith(MARK)
+
+
+def test_a_rank_ended_by_its_watchdog_is_reported_with_where_the_others_were(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(parallel, "GRACE_S", 0.2)
+    monkeypatch.setenv("LANEC_TP_LOGS", str(tmp_path / "logs"))
+    script = rank_script(f"print(f'{MARK}rank {{rank}} waits: ' + ('the first step' if rank == 0 else "
+                         "'NCCL communicator creation'), file=sys.stderr, flush=True)\n"
+                         "if rank == 1:\n"
+                         "    print('error: rank 1: NCCL communicator creation did not finish in 120 s: another rank "
+                         "failed', file=sys.stderr)\n    sys.exit(124)\n"
+                         "time.sleep(60)")
+    with pytest.raises(RunError, match=r"^rank 1: NCCL communicator creation did not finish in 120 s: another rank "
+                       r"failed \(rank 0 was in the first step\); the ranks' logs: (\S+)$") as caught:
+        parallel.launch_ranks("p", Options(), 2, print, command=script)
+    folder = Path(str(caught.value).rsplit(" ", 1)[1])
+    assert sorted(p.name for p in folder.iterdir()) == ["rank0.err", "rank0.out", "rank1.err", "rank1.out"]
+    assert "rank 0's last lines:" in capsys.readouterr().err
+
+
+def test_ranks_write_to_log_files_never_to_pipes_left_undrained(tmp_path, monkeypatch):
+    """Ranks that write far more than a pipe holds (64 KiB) still finish; a successful run's
+    temporary logs are removed, a chosen folder (LANEC_TP_LOGS) kept."""
+    script = rank_script("sys.stderr.write('e' * 2_000_000)\nfor i in range(50_000):\n    print(f'line {i}')")
+    lines: list[str] = []
+    made = []
+    real_mkdtemp = parallel.tempfile.mkdtemp
+    monkeypatch.setattr(parallel.tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    assert parallel.launch_ranks("p", Options(), 2, lines.append, command=script) == 0
+    assert len(lines) == 50_000 and lines[-1] == "line 49999"
+    assert made and not Path(made[0]).exists()
+    monkeypatch.setenv("LANEC_TP_LOGS", str(tmp_path / "kept"))
+    assert parallel.launch_ranks("p", Options(), 2, lines.append, command=script) == 0
+    assert (tmp_path / "kept" / "rank1.err").stat().st_size == 2_000_000
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_ranks_die_with_their_launcher(tmp_path):
+    """A launcher killed (as a test's timeout kills it) leaves no rank holding a GPU."""
+    pid_file = tmp_path / "rank.pid"
+    rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    code = ("import sys; from lanec.runtime import parallel; from lanec.runtime.runner import Options; "
+            f"parallel.launch_ranks('p', Options(), 1, print, command=lambda r: [sys.executable, '-c', {rank!r}])")
+    launcher = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and launcher.poll() is None
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        assert running(pid)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    deadline = time.monotonic() + 10
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(pid)
+
+
+def test_a_watchdog_ends_a_phase_that_waits_past_its_deadline():
+    out, stops = io.StringIO(), []
+    watchdog = collectives.Watchdog(1, 0.2, out=out, marks=True, stop=stops.append, backstop=False)
+    with watchdog.phase("the id exchange"):
+        pass
+    time.sleep(0.4)
+    assert stops == []  # a phase that ended in time
+    with watchdog.phase("NCCL communicator creation"):
+        time.sleep(0.6)
+    assert stops == [collectives.TIMED_OUT]
+    assert out.getvalue().splitlines() == [
+        f"{MARK}rank 1 waits: the id exchange", f"{MARK}rank 1 done: the id exchange",
+        f"{MARK}rank 1 waits: NCCL communicator creation",
+        "error: rank 1: NCCL communicator creation did not finish in 0 s: another rank failed, never started or "
+        "waits elsewhere (LANEC_TP_TIMEOUT sets the deadline; NCCL_DEBUG=INFO says more)",
+        f"{MARK}rank 1 done: NCCL communicator creation"]
+
+
+@pytest.mark.parametrize("text, seconds", [("", collectives.TIMEOUT_S), ("120", 120.0), (" 0.5 ", 0.5)])
+def test_the_ranks_deadline_comes_from_lanec_tp_timeout(text, seconds):
+    assert collectives.timeout_s({"LANEC_TP_TIMEOUT": text}) == seconds
+
+
+@pytest.mark.parametrize("text", ["x", "0", "-3", "nan"])
+def test_a_bad_lanec_tp_timeout_is_a_one_line_error(text):
+    with pytest.raises(DeviceError, match=r"^LANEC_TP_TIMEOUT=.*: give the seconds a rank may wait on the others"):
+        collectives.timeout_s({"LANEC_TP_TIMEOUT": text})
+
+
+class FakeNccl:
+    """nccl4py's bindings as `Communicator` calls them; comm_init_rank takes `init_s` (a peer that
+    never joins: forever, as far as a test goes)."""
+
+    def __init__(self, init_s: float = 0.0):
+        self.init_s, self.calls = init_s, []
+        self.UniqueId = type("UniqueId", (), {"from_buffer": staticmethod(bytes)})
+
+    def get_unique_id(self):
+        return b"\x05" * 128
+
+    def comm_init_rank(self, ranks, comm_id, rank):
+        self.calls.append(("init", ranks, bytes(comm_id), rank))
+        time.sleep(self.init_s)
+        return "comm"
+
+    def comm_abort(self, handle):
+        self.calls.append(("abort", handle))
+
+    def comm_destroy(self, handle):
+        self.calls.append(("destroy", handle))
+
+
+def test_joining_runs_the_id_exchange_and_communicator_creation_under_the_deadline(tmp_path, monkeypatch):
+    nccl = FakeNccl(init_s=0.6)
+    monkeypatch.setattr(collectives, "bindings", lambda: nccl)
+    out, stops = io.StringIO(), []
+    watchdog = collectives.Watchdog(0, 0.2, out=out, stop=stops.append, backstop=False)
+    communicator = collectives.Communicator.join(0, 2, tmp_path / "nccl.id", watchdog)
+    assert nccl.calls == [("init", 2, b"\x05" * 128, 0)] and stops == [collectives.TIMED_OUT]
+    digest = hashlib.sha256(b"\x05" * 128).hexdigest()[:12]
+    assert out.getvalue().startswith(f"error: rank 0: NCCL communicator creation (ncclCommInitRank, rank 0 of 2, "
+                                     f"id {digest}) did not finish in 0 s")
+    assert not (tmp_path / "nccl.id").exists()  # rank 0 removes the id once every rank joined
+    communicator.abort()  # a failed rank aborts: destroy would wait for the peers
+    communicator.abort()
+    communicator.destroy()
+    assert nccl.calls[1:] == [("abort", "comm")]
 
 
 def test_collectives_go_before_the_launch_at_their_place():

@@ -327,12 +327,15 @@ class RankLog:
 
 def die_with(parent: int) -> Callable[[], None]:
     """A started rank's preexec: the kernel kills it when its launcher dies (PR_SET_PDEATHSIG), so a
-    launcher killed by a timeout leaves no rank holding a GPU."""
-    def arm() -> None:
-        import ctypes
-        import signal
+    launcher killed by a timeout leaves no rank holding a GPU. Everything it calls is bound before
+    the fork (no import runs in the child)."""
+    import ctypes
+    import signal
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+    prctl, kill = ctypes.CDLL(None, use_errno=True).prctl, int(signal.SIGKILL)
+
+    def arm() -> None:
+        prctl(1, kill)  # 1: PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the launcher died before the call
             os._exit(1)
 
@@ -374,11 +377,14 @@ def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], Non
                                                   stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                                   preexec_fn=preexec))
         failed_at = None
-        while any(p.poll() is None for p in processes):
+        while True:
+            codes = [p.poll() for p in processes]  # every rank polled: `any` over poll() would stop at rank 0
+            if all(code is not None for code in codes):
+                break
             now = time.monotonic()
             for log in logs:
                 log.update(now)
-            if failed_at is None and any(p.returncode not in (None, 0) for p in processes):
+            if failed_at is None and any(code not in (None, 0) for code in codes):
                 failed_at = now
             waiting = [log for log, p in zip(logs, processes) if p.returncode is None and log.phase is not None]
             late = [log for log in waiting if now - log.since > deadline_s]
@@ -426,7 +432,8 @@ def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], Non
     for log, process in zip(logs, processes):
         if process.returncode != 0 or log.rank in stopped:
             print(f"rank {log.rank}'s last lines:", *log.tail(), sep="\n", file=sys.stderr)
-    where = "; ".join(f"rank {log.rank} was in {log.phase}" for log in logs if log.rank in stopped and log.phase)
+    where = "; ".join(f"rank {log.rank} was in {log.phase}" for log in logs
+                      if log.rank in stopped and log.phase and (stuck is None or log.rank != stuck[0]))
     where = f" ({where})" if where else ""
     if errors:
         more = f" (and {len(errors) - 1} more ranks failed)" if len(errors) > 1 else ""
