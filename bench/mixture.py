@@ -30,6 +30,10 @@ do not fit in the free memory is skipped.
   sum), as the anchors probe (`.anchors/bench_anchors.py`) calls it (`MoeCase`), timed by its own
   graph (`bench`); routing and alignment precomputed. A missing .anchors leaves it empty.
   "SGLang / experts only" compares the two on the same routings and bytes.
+- grouped (batch 16, 64, 256): the grouped experts' path (`lanec compile --grouped-experts`):
+  router, mixture_groups, mixture_grouped_gated, mixture_grouped_down, mixture_sum, the shared
+  expert one more expert of the grouped launches; "grouped experts only" the same four without the
+  shared expert, on the routings SGLang gets ("SGLang / grouped" compares the two).
 - torch: the router product (F.linear, bf16, cuBLAS), sigmoid, correction, (grouped) topk, then a
   loop over the step's chosen experts (index_select, F.linear of gate and up, SiLU*up, F.linear
   down, index_add_ weighted) and the shared expert, under a CUDA graph over the same memory; the
@@ -60,6 +64,9 @@ MODELS = [
 BATCHES = [1, 4, 16, 64, 256]
 ONLY = [label for label in os.environ.get("LANEC_MIXTURE_MODELS", "").split(",") if label]
 ROLES = ["router", "gated", "down", "gated_routed", "down_routed"]  # *_routed: without the shared expert
+GROUPED_BATCHES = [16, 64, 256]  # the grouped path's kernels are built and timed at these batches
+GROUPED_ROLES = ["groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
+                 "grouped_down_routed", "grouped_sum_routed"]
 SCALE = 0.02  # the weights' standard deviation
 CORRECTION = 0.01  # the correction bias's: small beside the scores, so x still decides the choice
 ROTATE_BYTES = 256 * 2**20
@@ -74,7 +81,8 @@ def problems() -> list[dict]:
         for batch in BATCHES:
             found.append(dict(label=label, experts=experts, top_k=top_k, width=width, hidden=hidden,
                               shared_hidden=shared, groups=groups, topk_groups=topk_groups, routed_scaling=scaling,
-                              batch=batch, stems={role: f"{role}_{label}_b{batch}" for role in ROLES}))
+                              batch=batch, stems={role: f"{role}_{label}_b{batch}" for role in
+                                                  ROLES + (GROUPED_ROLES if batch in GROUPED_BATCHES else [])}))
     return found
 
 
@@ -82,14 +90,23 @@ def kernels(p: dict) -> dict:
     """The shape's kernels by role: the three launches of a step, and the expert pair without the
     shared expert."""
     from lanec.codegen.kernels.mixture import MixtureDown, MixtureGated, MixtureRouter
+    from lanec.codegen.kernels.mixture_grouped import MixtureGroupedDown, MixtureGroupedGated, MixtureGroups, MixtureSum
 
     router = MixtureRouter(p["batch"], p["width"], p["experts"], p["top_k"], scoring="sigmoid", renormalize=True,
                            routed_scaling=p["routed_scaling"], correction=True, groups=p["groups"],
                            topk_groups=p["topk_groups"])
     spec = dict(rows=p["batch"], width=p["width"], hidden=p["hidden"], experts=p["experts"], top_k=p["top_k"])
-    return {"router": router, "gated": MixtureGated(**spec, shared_hidden=p["shared_hidden"]),
+    made = {"router": router, "gated": MixtureGated(**spec, shared_hidden=p["shared_hidden"]),
             "down": MixtureDown(**spec, shared_hidden=p["shared_hidden"]),
             "gated_routed": MixtureGated(**spec), "down_routed": MixtureDown(**spec)}
+    if p["batch"] in GROUPED_BATCHES:
+        made.update(groups=MixtureGroups(p["batch"], p["experts"], p["top_k"]),
+                    grouped_gated=MixtureGroupedGated(**spec, shared_hidden=p["shared_hidden"]),
+                    grouped_down=MixtureGroupedDown(**spec, shared_hidden=p["shared_hidden"]),
+                    grouped_sum=MixtureSum(p["batch"], p["width"], p["top_k"], shared=True),
+                    grouped_gated_routed=MixtureGroupedGated(**spec), grouped_down_routed=MixtureGroupedDown(**spec),
+                    grouped_sum_routed=MixtureSum(p["batch"], p["width"], p["top_k"]))
+    return made
 
 
 def build() -> None:
@@ -179,6 +196,28 @@ def run() -> None:
                     for tw, tid in draws for role in ("gated_routed", "down_routed")]
         experts_only = ours_us(launches, steps)
 
+        grouped, grouped_only = float("nan"), float("nan")
+        if "groups" in loaded:  # the grouped path: the same router, then its four launches
+            i32 = dict(dtype=torch.int32, device="cuda")
+            places = {"starts": torch.empty(E + 1, **i32), "order": torch.empty(B * K, **i32),
+                      "hidden": torch.empty(B * K, U, **bf), "shared": torch.empty(B, Us, **bf),
+                      "partial": torch.empty(B * (K + 1), H, dtype=torch.float32, device="cuda")}
+            launches = []
+            for s in range(steps):
+                c = s % copies
+                tensors = {"x": xs[s], "router": w["router"][c], "correction": w["correction"][c], "ids": ids[s],
+                           "weights": routing[s], "gate": w["gate"], "up": w["up"], "down": w["down"],
+                           "shared_gate": w["shared_w1"][c, :Us], "shared_up": w["shared_w1"][c, Us:],
+                           "shared_down": w["shared_down"][c], "out": outs[s], **places}
+                launches += [kernels.launch(loaded[role], tensors) for role in
+                             ("router", "groups", "grouped_gated", "grouped_down", "grouped_sum")]
+            grouped = ours_us(launches, steps)
+            launches = [kernels.launch(loaded[role], {"x": xs[0], "ids": tid, "weights": tw, "gate": w["gate"],
+                                                      "up": w["up"], "down": w["down"], "out": out_routed, **places})
+                        for tw, tid in draws
+                        for role in ("groups", "grouped_gated_routed", "grouped_down_routed", "grouped_sum_routed")]
+            grouped_only = ours_us(launches, steps)
+
         sgl_us = float("nan")
         if anchors is not None:
             try:
@@ -247,9 +286,10 @@ def run() -> None:
         check = "" if agree is None else (f"  same experts as torch on {int(agree.sum())}/{agree.numel()} rows, "
                                           f"ours vs torch {err:.1e}")
         print(f"  {p['label']} b{B} ({steps} steps, {sum(distinct) / steps:.1f} experts a step): ours {ours:.1f} us  "
-              f"experts only {experts_only:.1f}  SGLang {sgl_us:.1f}  torch {torch_us:.1f}  roofline "
+              f"experts only {experts_only:.1f}  grouped {grouped:.1f}  grouped experts only {grouped_only:.1f}  "
+              f"SGLang {sgl_us:.1f}  torch {torch_us:.1f}  roofline "
               f"{step_bytes / copy_bw * 1e6:.1f} us{check}", flush=True)
-        return steps, sum(distinct) / steps, step_bytes, ours, experts_only, sgl_us, torch_us
+        return steps, sum(distinct) / steps, step_bytes, ours, experts_only, grouped, grouped_only, sgl_us, torch_us
 
     rows = []
     for label in dict.fromkeys(p["label"] for p in listing):
@@ -279,12 +319,14 @@ def run() -> None:
     print()
     print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s (read + write); 256 experts, top 8, a shared expert")
     print("| model | batch | steps | experts a step | MB a step | ours us | % of roofline | experts only us "
-          "| SGLang fused MoE us | SGLang / experts only | torch us | torch / ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for p, steps, distinct, step_bytes, ours, experts_only, sgl_us, torch_us in rows:
+          "| grouped us | grouped experts only us | SGLang fused MoE us | SGLang / experts only | SGLang / grouped "
+          "| torch us | torch / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for p, steps, distinct, step_bytes, ours, experts_only, grouped, grouped_only, sgl_us, torch_us in rows:
         roofline_us = step_bytes / copy_bw * 1e6
         print(f"| {p['label']} | {p['batch']} | {steps} | {distinct:.1f} | {step_bytes / 1e6:.0f} | {ours:.1f} "
-              f"| {100 * roofline_us / ours:.0f}% | {experts_only:.1f} | {sgl_us:.1f} | {sgl_us / experts_only:.2f} "
+              f"| {100 * roofline_us / ours:.0f}% | {experts_only:.1f} | {grouped:.1f} | {grouped_only:.1f} "
+              f"| {sgl_us:.1f} | {sgl_us / experts_only:.2f} | {sgl_us / grouped_only:.2f} "
               f"| {torch_us:.1f} | {torch_us / ours:.2f} |")
 
 

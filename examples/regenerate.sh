@@ -11,3 +11,8 @@ lanec import kimi-linear-48b-a3b.config.json -o kimi-linear-kda.mlir --layers 3 
 lanec import kimi-linear-tiny.config.json -o kimi-linear-tiny.mlir
 # A dense Llama-style stack (paged GQA attention, SwiGLU MLP): the first example for the kernels.
 python -m lanec.models.dense -o dense-small.mlir --batch 1
+# The same stack with Q8_0 checkpoint rows (every projection and the lm head; the embed table and the
+# norms stay bf16), recorded under quantized numerics: its products read int8 activations.
+sed -E 's/(name = "[^"]*(_proj|lm_head)\.weight", format = )"bf16"/\1"q8_0"/' dense-small.mlir \
+  | sed '1s/^builtin.module {/builtin.module attributes {lane.shim = {numerics = "quantized", words = 1 : i64, fuse_quant = false, batch_products = false}} {/' \
+  > dense-small-q8.mlir

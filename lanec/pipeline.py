@@ -99,14 +99,15 @@ class Compiled:
     decisions: Decisions
 
 
-def lower(module: ModuleOp, where: str, tunings: list | None = None) -> ModuleOp:
+def lower(module: ModuleOp, where: str, tunings: list | None = None, grouped_experts: bool = False) -> ModuleOp:
     """5. lower: one lane.launch per kernel, each kernel shape under the tuned schedule table (an op
     with no kernel is named in the error); `tunings`, where given, gets each table lookup
-    (kernel, shape, overrides) in launch order."""
+    (kernel, shape, overrides) in launch order. `grouped_experts`: every mixture takes the grouped
+    experts' path (`lanec compile --grouped-experts`)."""
     from lanec.codegen.lower import LoweringError, lower_module
 
     try:
-        lane_module = lower_module(module, tunings)
+        lane_module = lower_module(module, tunings, grouped_experts)
         lane_module.verify()
     except (LoweringError, ValueError) as error:
         # where a held-back rule split the op out of a fused one, the cause is that rule's fact
@@ -142,7 +143,7 @@ def plan(form_module: ModuleOp, lane_module: ModuleOp, kernels: str, form_text: 
 
 
 def compile_plan(source: str | Path, shim: LaneShim | Mapping[str, object] | None = None, *,
-                 cache_dir: Path | None = None, progress=None, tp: int = 1) -> Compiled:
+                 cache_dir: Path | None = None, progress=None, tp: int = 1, grouped_experts: bool = False) -> Compiled:
     """The whole compiler: a form file to a plan. With `tp` > 1 the form is sharded (a model that
     does not divide says so) and the plan is rank 0's step for `tp` ranks, each all-reduce an NCCL
     collective (every rank runs the same kernels on its slices: lanec/runtime/parallel.py)."""
@@ -151,7 +152,7 @@ def compile_plan(source: str | Path, shim: LaneShim | Mapping[str, object] | Non
         shard(module, tp, 0, where)
     form_text, _ = read_source(source, None)
     decisions = fuse(module, shim, where)
-    lane_module = lower(module, where)
+    lane_module = lower(module, where, grouped_experts=grouped_experts)
     kernels = codegen(lane_module)
     # the plan's oracle is the fused form: the same meaning (the rules preserve it), in the ops
     # the kernels compute, so --check can round where they store

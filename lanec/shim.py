@@ -83,10 +83,16 @@ class LaneShim:
         at most the rows one gemv launch takes, or any number where the products are a batch's."""
         return rows <= GEMV_ROWS or self.batch_products
 
-    def gemv_reason(self, rows: int) -> str:
+    def gemv_kernel(self, formats, gated: bool = False) -> str:
+        """The GEMV a product (or gated pair) of rows in `formats` launches: q8_0 rows read an int8
+        activation under quantized numerics (q8_gemv, q8_gated_gemv), else gemv or gated_gemv."""
+        q8 = self.numerics == "quantized" and bool(formats) and all(f == "q8_0" for f in formats)
+        return ("q8_" if q8 else "") + ("gated_gemv" if gated else "gemv")
+
+    def gemv_reason(self, rows: int, kernel: str = "gemv") -> str:
         if self.batch_products:
             return "the products are a batch's"
-        return f"{rows} rows are at most the {GEMV_ROWS} a gemv launch takes"
+        return f"{rows} rows are at most the {GEMV_ROWS} a {kernel} launch takes"
 
     def attribute(self) -> DictionaryAttr:
         return DictionaryAttr({

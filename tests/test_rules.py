@@ -240,7 +240,7 @@ def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> No
     assert result.exit_code == 2 and "words 2: only quantized numerics read int8 words" in result.output
 
 
-BUILT = {"gemv", "gated_gemv", "rmsnorm", "elementwise", "embed", "argmax", "kda_split"}
+BUILT = {"gemv", "gated_gemv", "q8_gemv", "q8_gated_gemv", "rmsnorm", "elementwise", "embed", "argmax", "kda_split"}
 NOT_BUILT = ("gemm_tc", "conv_l2norm", "tensor-core GEMM in parts:", "on the tensor cores")
 
 

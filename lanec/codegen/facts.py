@@ -228,6 +228,31 @@ class RowProductsSpec(Spec):
 
 
 # ----------------------------------------------------------------------------------------------
+# The quantized form on the device (quantize.py, q8_gemv.py)
+
+Q8_0_BLOCK_BYTES = 34  # a q8_0 weight block as llama.cpp stores it: fp16 scale, then 32 int8 values
+QUANT_WORDS = (1, 2)  # int8 words a quantized activation value: one, or a high and a residual word
+Q8_GATED_ROWS = GEMV_ROWS // 2  # activation rows a q8_gated_gemv launch: a warp reduces 2 weights x 16 rows of sums
+
+
+def quantized_pitch(width: int, words: int) -> int:
+    """Bytes a quantized activation row takes: its `words` planes of `width` int8 values (word 1,
+    then the residual word), then one fp32 scale a 32-value block (the residual's is that scale /
+    254), padded to 16 bytes so every row starts 16-byte aligned."""
+    return -(-(words * width + 4 * (width // 32)) // VECTOR_BYTES) * VECTOR_BYTES
+
+
+def quantized_problems(width: int, words: int) -> list[str]:
+    """Why rows of `width` values cannot be held as `words` int8 words a value (none: they can)."""
+    found = []
+    if words not in QUANT_WORDS:
+        found.append(f"{words} words: a quantized activation value is one or two int8 words")
+    if width < 32 or width % 32:
+        found.append(f"width {width} must be whole 32-value blocks (the quantized form's block)")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
 # gemm_tc: a batch's rows against a weight read once, on tensor cores
 
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
@@ -890,6 +915,60 @@ class MixtureExpertsSpec(Spec):
             found.append(f"an expert of {max(self.hidden, self.shared_hidden)} x {self.width} values: offsets inside "
                          f"an expert are 32-bit, so below {INT32_ELEMENTS} values")
         if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        return found
+
+
+# The grouped path (mixture_grouped.py): rows grouped by expert on the device, tensor cores for an
+# expert's rows. None: every mixture keeps the per-row kernels above (the grouped kernels have not
+# run on a GPU yet); a row count: mixtures of more rows take the grouped path. `lanec compile
+# --grouped-experts` takes it at every row count.
+MIXTURE_GROUPED_ROWS: int | None = None
+MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
+
+
+@dataclass(frozen=True)
+class MixtureGroupedSpec(Spec):
+    """A launch of the grouped path (`kernel`: mixture_groups, mixture_grouped_gated,
+    mixture_grouped_down or mixture_sum): `rows` of `width` values, `top_k` of `experts` chosen a
+    row (rows x top_k pairs), experts of `hidden` units and a shared expert of `shared_hidden`
+    (0: none); x rows `x_pitch` apart. A field left None is not the kernel's (mixture_groups reads
+    only ids)."""
+
+    kernel: str
+    rows: int
+    experts: int
+    top_k: int
+    width: int | None = None
+    hidden: int | None = None
+    shared_hidden: int = 0
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if not 1 <= self.experts <= MIXTURE_MAX_EXPERTS:
+            found.append(f"experts {self.experts}: 1-{MIXTURE_MAX_EXPERTS} (mixture_groups scans them with one warp)")
+        if not 1 <= self.top_k <= min(self.experts, MIXTURE_MAX_WARPS):
+            found.append(f"top_k {self.top_k}: 1 to the experts, at most {MIXTURE_MAX_WARPS}")
+        if self.rows * self.top_k > MIXTURE_GROUP_MAX_PAIRS:
+            found.append(f"{self.rows} rows x top_k {self.top_k} pairs: at most {MIXTURE_GROUP_MAX_PAIRS} (one CTA "
+                         "groups them)")
+        if self.width is not None:
+            found += filter(None, [vector_width("width", self.width)])
+            slots = self.top_k + (1 if self.shared_hidden else 0)
+            if self.rows * slots * self.width >= INT32_ELEMENTS:
+                found.append(f"{self.rows} rows x {slots} slots x width {self.width} partial sums: offsets are 32-bit, "
+                             f"so below {INT32_ELEMENTS} values")
+        if self.hidden is not None:
+            found += filter(None, [vector_width("expert width", self.hidden)])
+            if self.width is not None and max(self.hidden, self.shared_hidden) * self.width >= INT32_ELEMENTS:
+                found.append(f"an expert of {max(self.hidden, self.shared_hidden)} x {self.width} values: offsets "
+                             f"inside an expert are 32-bit, so below {INT32_ELEMENTS} values")
+            if self.rows * self.top_k * self.hidden >= INT32_ELEMENTS:
+                found.append(f"{self.rows * self.top_k} pairs x expert width {self.hidden}: offsets are 32-bit")
+        if self.shared_hidden:
+            found += filter(None, [vector_width("shared expert width", self.shared_hidden)])
+        if self.x_pitch is not None and self.width is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
         return found
 

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    Signedness,
     StringAttr,
     TensorType,
 )
@@ -34,10 +35,14 @@ from xdsl.utils.exceptions import DiagnosticException
 from lanec.codegen.facts import (
     GEMM_MAX_ROWS,
     GEMV_ROWS,
+    MIXTURE_GROUPED_ROWS,
     PAIR_TILE,
+    Q8_0_BLOCK_BYTES,
+    Q8_GATED_ROWS,
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
+    quantized_pitch,
 )
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
@@ -125,6 +130,10 @@ class Lowering:
     # (kernel, shape, the table's overrides) of every lookup, in launch order: `lanec explain`
     tunings: list[tuple[str, dict, dict]] = field(default_factory=list)
     after_collective: bool = False  # the next launch follows an all-reduce: no PDL across it
+    # a mixture of more rows takes the grouped experts' path (None: none does; `lower_mixture`)
+    grouped_rows: int | None = MIXTURE_GROUPED_ROWS
+    # int8 values a quantize launch wrote -> their words a value (what q8_gemv reads)
+    quantized_words: dict[SSAValue, int] = field(default_factory=dict)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -144,16 +153,19 @@ class Lowering:
     def activation(self, name: str, shape: Sequence[int], element: Attribute | None = None) -> Window:
         return self.buffer(name, "activation", shape, element or BFloat16Type())
 
-    def weight(self, values: Sequence[SSAValue], transforms: Sequence[dict] = (), shape=None) -> Window:
-        """The buffer made from form weights `values` through `transforms` (made once, shared)."""
+    def weight(self, values: Sequence[SSAValue], transforms: Sequence[dict] = (), shape=None,
+               element: Attribute | None = None) -> Window:
+        """The buffer made from form weights `values` through `transforms` (made once, shared);
+        `element`: the buffer's, where a transform changes it (q8_0 blocks are bytes)."""
         ops = [self.sources[v] for v in values]
         key = (tuple(op.weight_name.data for op in ops), repr(transforms))
-        element = form.element(values[0])
+        element = element or form.element(values[0])
         if shape is None:
             shape = form.shape(values[0])
         if key not in self.weights:
-            for op in ops:  # a consumer of q8_0 rows notes itself as without a kernel first
-                assert op.format.data == "bf16", op.weight_name.data
+            blocks = any(t["kind"] == "quantize_q8_0" for t in transforms)
+            for op in ops:  # a consumer of q8_0 rows without a kernel for them notes itself first
+                assert (op.format.data == "q8_0") == blocks, op.weight_name.data
             first = ops[0].weight_name.data
             name = first if len(ops) == 1 else f"{first}+{len(ops) - 1}"  # its sources list them all
             attrs = [spec_attrs(t) for t in transforms]
@@ -216,10 +228,47 @@ class Lowering:
                 self.windows[result] = self.activation(op.name, form.shape(result), form.element(result))
 
     def quantized(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
-        """Whether a product reads or writes the quantized form (no lane kernel links it yet)."""
-        return bool((isinstance(op, form.QuantizedEpilogue) and op.quantize_words())
-                    or form.is_int(op.operands[0], 8)
+        """Whether an op reads the quantized form or q8_0 rows other than as q8_gemv and
+        q8_gated_gemv do (an int8 activation by q8_0 rows only): no lane kernel links that."""
+        return bool(form.is_int(op.operands[0], 8)
                     or any(self.sources[w].format.data != "bf16" for w in weights if w in self.sources))
+
+    def reads_quantized(self, x: SSAValue, weights: Sequence[SSAValue]) -> bool:
+        """Whether a product or gated pair is q8_gemv's or q8_gated_gemv's: a quantize launch's
+        int8 rows (`quantized_words`) by q8_0 checkpoint rows only."""
+        return (x in self.quantized_words
+                and all(w in self.sources and self.sources[w].format.data == "q8_0" for w in weights))
+
+    def q8_rows(self, weights: Sequence[SSAValue], places: Sequence[int]) -> Window:
+        """The q8_0 buffer of `weights` (their rows back to back at `places`, zero rows filling
+        each gap, then quantized once at load into llama.cpp's 34-byte blocks: uint8)."""
+        width = form.shape(weights[0])[1]
+        concatenate = [{"kind": "concatenate", "axis": 0, "align": PART_ALIGN}] if len(weights) > 1 else []
+        return self.weight(list(weights), [*concatenate, {"kind": "quantize_q8_0"}],
+                           shape=(sum(places), width // form.BLOCK * Q8_0_BLOCK_BYTES),
+                           element=IntegerType(8, Signedness.UNSIGNED))
+
+    def quantize(self, x: Window, result: SSAValue, words: int, name: str, after: str, why: str) -> None:
+        """A standalone quantize launch of the bf16 rows `x` (`after`: the kernel that wrote them)
+        into `result`'s quantized form (`why`: why it stands alone, for `lanec explain`)."""
+        rows, width = x.shape
+        shape = {"rows": rows, "width": width, "words": words}
+        self.tunings.append(("quantize", {**shape, "after": after}, {"launch": "standalone", "why": why}))
+        out = self.activation(f"{name}.q", (rows, quantized_pitch(width, words)), IntegerType(8))
+        self.launch("quantize", {**shape, **pitch_of(x)}, [x, out])
+        self.windows[result] = out
+        self.quantized_words[result] = words
+
+    def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str) -> None:
+        """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
+        op's epilogue (its result i8), a standalone quantize launch follows instead: no lane kernel
+        has the quantize epilogue yet."""
+        words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
+        if not words or not form.is_int(result, 8):
+            self.windows[result] = out
+            return
+        self.quantize(out, result, words, out.buffer.owner.buffer_name.data, kernel,
+                      f"fuse-quant put it in the {kernel}'s epilogue, which the {kernel} kernel does not have yet")
 
     def unlinked(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
         """Note (and say) where an op's weights are not bf16 checkpoint rows the lane's kernels
@@ -297,7 +346,17 @@ class Lowering:
         self.windows[op.result] = out
 
     @lower.register
+    def lower_quantize(self, op: form.QuantizeOp) -> None:
+        producer = op.x.owner.name.removeprefix("form.") if isinstance(op.x.owner, Operation) else "input"
+        self.quantize(self.window(op.x), op.result, op.words.value.data, "quantize", producer,
+                      f"the {producer}'s result, read quantized by q8_0 rows, is quantized apart from it "
+                      "(fuse-quant's decisions say why)")
+
+    @lower.register
     def lower_product(self, op: form.ProductOp) -> None:
+        if self.reads_quantized(op.x, op.weights):
+            self.q8_product(op)
+            return
         if self.unlinked(op, op.weights):
             return
         rows, _ = form.shape(op.x)
@@ -316,10 +375,39 @@ class Lowering:
             heads, unit, offset, length = part
             spec["per_head"] = (heads, unit, offset)
         self.gemv(x, weight, out, spec)
+        self.bind_parts(op, out, parts, places, "gemv")
+
+    def bind_parts(self, op: form.ProductOp, out: Window, parts: Sequence[int], places: Sequence[int],
+                   kernel: str) -> None:
+        """A product's parts as windows of its output row (a quantize after a product of one part
+        where fuse-quant put it in the epilogue)."""
+        rows, total = out.shape
         start = 0
         for n, place, result in zip(parts, places, op.parts, strict=True):
-            self.windows[result] = Window(out.buffer, start, (rows, n), (total, 1))
+            self.bind(op, result, Window(out.buffer, start, (rows, n), (total, 1)), kernel)
             start += place
+
+    def q8_product(self, op: form.ProductOp) -> None:
+        """A product by q8_0 rows reading its activation quantized: q8_gemv launches of at most
+        GEMV_ROWS rows (dp4a on CUDA cores; no tensor-core path for the quantized form yet)."""
+        if op.part() is not None:
+            self.no_kernel(op, "a per-head read of the quantized form")
+            return
+        x = self.window(op.x)
+        rows = x.shape[0]
+        parts = [form.shape(w)[0] for w in op.weights]
+        places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
+        weight = self.q8_rows(op.weights, places)
+        width = form.shape(op.weights[0])[1]
+        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.out", (rows, sum(places)))
+        words = self.quantized_words[op.x]
+        for first in range(0, rows, GEMV_ROWS):
+            count = min(GEMV_ROWS, rows - first)
+            tuned = self.tuned("q8_gemv", {"rows": count, "width": width, "outputs": sum(places), "words": words})
+            self.launch("q8_gemv", {"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned},
+                        [x.rows(first, count), weight, out.rows(first, count)])
+        self.bind_parts(op, out, parts, places, "q8_gemv")
 
     @staticmethod
     def gemm_takes(rows: int, spec: dict) -> bool:
@@ -353,6 +441,9 @@ class Lowering:
 
     @lower.register
     def lower_gated_product(self, op: form.GatedProductOp) -> None:
+        if self.reads_quantized(op.x, [op.gate, op.up]):
+            self.q8_gated_product(op)
+            return
         if self.unlinked(op, [op.gate, op.up]):
             return
         rows, width = form.shape(op.x)
@@ -385,13 +476,27 @@ class Lowering:
             tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
             self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned},
                         [x.rows(first, count), gate, up, out.rows(first, count)])
-        self.windows[op.result] = out
+        self.bind(op, op.result, out, "gated_gemv")
+
+    def q8_gated_product(self, op: form.GatedProductOp) -> None:
+        """A gated pair by q8_0 rows reading its activation quantized: q8_gated_gemv launches of
+        at most Q8_GATED_ROWS rows (a warp reduces 32 sums: 2 weights x 16 rows)."""
+        x = self.window(op.x)
+        rows, width = x.shape[0], form.shape(op.gate)[1]
+        hidden = form.shape(op.gate)[0]
+        gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
+        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.swiglu", (rows, hidden))
+        words = self.quantized_words[op.x]
+        for first in range(0, rows, Q8_GATED_ROWS):
+            count = min(Q8_GATED_ROWS, rows - first)
+            tuned = self.tuned("q8_gated_gemv", {"rows": count, "width": width, "outputs": hidden, "words": words})
+            self.launch("q8_gated_gemv", {"rows": count, "width": width, "hidden": hidden, "words": words, **tuned},
+                        [x.rows(first, count), gate, up, out.rows(first, count)])
+        self.bind(op, op.result, out, "q8_gated_gemv")
 
     @lower.register
     def lower_norm(self, op: form.NormOp) -> None:
-        if op.quantize_words():
-            self.no_kernel(op, "quantized")
-            return
         if self.unlinked(op, [op.weight]):
             return
         rows, width = form.shape(op.x)
@@ -408,11 +513,11 @@ class Lowering:
             args.append(h)
             self.windows[op.sum] = h
         self.launch("rmsnorm", spec, args)
-        self.windows[op.result] = y
+        self.bind(op, op.result, y, "rmsnorm")
 
     @lower.register
     def lower_elementwise(self, op: form.AddOp | form.MulOp | form.SwigluOp | form.SiluOp | form.SigmoidOp) -> None:
-        if op.quantize_words() or not form.is_float(op.result):  # type: ignore[attr-defined]
+        if not all(form.is_float(v) for v in op.operands):
             self.no_kernel(op, "quantized")
             return
         kind = ELEMENTWISE[type(op)]
@@ -420,7 +525,7 @@ class Lowering:
         out = self.activation(kind, (rows, width))
         inputs = [self.contiguous(self.window(v), kind) for v in op.operands]  # elementwise reads whole rows
         self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
-        self.windows[op.results[0]] = out
+        self.bind(op, op.results[0], out, "elementwise")
 
     @lower.register
     def lower_all_reduce(self, op: form.AllReduceOp) -> None:
@@ -572,9 +677,6 @@ class Lowering:
 
     @lower.register
     def lower_delta_rule(self, op: form.DeltaRuleOp) -> None:
-        if op.quantize_words():
-            self.no_kernel(op, "quantized")
-            return
         if not isinstance(form.element(op.state), Float32Type) or not isinstance(form.element(op.decay), Float32Type):
             raise LoweringError("delta_rule: the delta rule kernel keeps an fp32 state and reads an fp32 decay")
         rows = form.shape(op.q)[0]
@@ -590,7 +692,7 @@ class Lowering:
         args = [q, k, v, self.contiguous(self.window(op.decay), "delta_rule.decay"), beta, self.window(op.slots),
                 *([self.window(op.accepted)] if op.accepted is not None else []), self.window(op.state), out]
         self.launch("delta_rule", spec, args)
-        self.windows[op.result] = out
+        self.bind(op, op.result, out, "delta_rule")
 
     def head_norm(self, op: Operation, heads: int, eps: float, weight: SSAValue | None = None,
                   gate: SSAValue | None = None, activation: str | None = None, mean: bool = True) -> None:
@@ -609,7 +711,7 @@ class Lowering:
             args.append(self.window(weight))
         out = self.activation(op.name.removeprefix("form."), (rows, width))
         self.launch("head_norm", spec, [*args, out])
-        self.windows[op.results[0]] = out
+        self.bind(op, op.results[0], out, "head_norm")
 
     @lower.register
     def lower_l2norm(self, op: form.L2NormOp) -> None:
@@ -621,9 +723,6 @@ class Lowering:
 
     @lower.register
     def lower_norm_gated(self, op: form.NormGatedOp) -> None:
-        if op.quantize_words():
-            self.no_kernel(op, "quantized")
-            return
         self.head_norm(op, op.heads.value.data, op.eps.value.data, weight=op.weight, gate=op.gate,
                        activation=op.activation.data)
 
@@ -653,6 +752,16 @@ class Lowering:
                   "correction": op.correction is not None, **grouped, **pitch_of(x)}
         correction = [self.window(op.correction)] if op.correction is not None else []
         self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
+        shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
+                 "shared_hidden": shared_hidden}
+        if self.grouped_rows is not None and rows > self.grouped_rows:
+            self.tunings.append(("mixture", shape, {"path": "grouped", "why": f"{rows} rows are above "
+                                                    f"{self.grouped_rows}: rows grouped by expert, tensor cores"}))
+            self.grouped_mixture(op, x, ids, routing, name, shape)
+            return
+        why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
+               if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}")
+        self.tunings.append(("mixture", shape, {"path": "per-row", "why": why}))
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x)}
         between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
@@ -664,6 +773,34 @@ class Lowering:
         self.launch("mixture_down", {**experts_spec, "shared_gate": gated},
                     [*([x] if gated else []), between, ids, routing, self.window(op.down), *shared[2:3],
                      *shared[3:], out])
+        self.windows[op.result] = out
+
+    def grouped_mixture(self, op: form.MixtureOp, x: Window, ids: Window, routing: Window, name: str,
+                        shape: dict) -> None:
+        """The grouped path after the router (mixture_grouped.py): the pairs grouped by expert
+        (mixture_groups: starts and order, plan buffers), the gated pairs and the down products on
+        tensor cores, one expert's rows at a time (the folded shared expert one more expert), and
+        the sum of a row's slots."""
+        rows, width, hidden, experts, top_k, shared_hidden = (shape[k] for k in ("rows", "width", "hidden", "experts",
+                                                                                  "top_k", "shared_hidden"))
+        pairs, slots = rows * top_k, top_k + (1 if shared_hidden else 0)
+        starts = self.activation(f"{name}.starts", (experts + 1,), IntegerType(32))
+        order = self.activation(f"{name}.order", (pairs,), IntegerType(32))
+        self.launch("mixture_groups", {"rows": rows, "experts": experts, "top_k": top_k}, [ids, starts, order])
+        shared = [self.window(w) for w in op.shared]
+        between = self.activation(f"{name}.hidden", (pairs, hidden))
+        shared_between = [self.activation(f"{name}.shared_hidden", (rows, shared_hidden))] if shared_hidden else []
+        self.launch("mixture_grouped_gated", {**shape, **pitch_of(x)},
+                    [x, starts, order, self.window(op.gate), self.window(op.up), *shared[:2], between,
+                     *shared_between])
+        partial = self.activation(f"{name}.partial", (rows * slots, width), Float32Type())
+        self.launch("mixture_grouped_down", shape,
+                    [between, starts, order, routing, self.window(op.down), *shared_between, *shared[2:3], partial])
+        out = self.activation(f"{name}.out", (rows, width))
+        gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
+        self.launch("mixture_sum", {"rows": rows, "width": width, "top_k": top_k, "shared": bool(shared_hidden),
+                                    "shared_gate": gated, **(pitch_of(x) if gated else {})},
+                    [*([x] if gated else []), partial, *shared[3:], out])
         self.windows[op.result] = out
 
     @lower.register
@@ -811,14 +948,15 @@ class Lowering:
         self.windows[op.result] = out
 
 
-def lower_module(module: ModuleOp, tunings: list | None = None) -> ModuleOp:
+def lower_module(module: ModuleOp, tunings: list | None = None, grouped_experts: bool = False) -> ModuleOp:
     """A new module holding the lane step of `module`'s form step, each kernel shape under the
     tuned schedule table (the one lowering `lanec compile` and `-p lower-to-lane` share);
-    `tunings`, where given, gets each table lookup (kernel, shape, overrides) in launch order."""
+    `tunings`, where given, gets each table lookup (kernel, shape, overrides) in launch order.
+    `grouped_experts`: every mixture takes the grouped path (else those above MIXTURE_GROUPED_ROWS)."""
     steps = [op for op in module.ops if isinstance(op, form.StepOp)]
     if len(steps) != 1:
         raise LoweringError(f"a module to lower holds one form.step; this one holds {len(steps)}")
-    lowering = Lowering(steps[0])
+    lowering = Lowering(steps[0], grouped_rows=0 if grouped_experts else MIXTURE_GROUPED_ROWS)
     lowered = ModuleOp([lowering.run()])
     if tunings is not None:
         tunings.extend(lowering.tunings)

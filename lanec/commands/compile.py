@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from lanec.commands import reported
-from lanec.commands.knobs import knob_options, shim_of, tp_option
+from lanec.commands.knobs import grouped_option, knob_options, shim_of, tp_option
 
 
 @click.command("compile")
@@ -23,9 +23,10 @@ from lanec.commands.knobs import knob_options, shim_of, tp_option
               help="also write the cute-dsl module of kernel specializations here")
 @knob_options
 @tp_option
+@grouped_option
 def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lane: Path | None,
                     emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool,
-                    batch_products: bool, tp: int) -> None:
+                    batch_products: bool, tp: int, grouped_experts: bool) -> None:
     """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan).
     With --tp N > 1 the form is sharded: the plan is for N GPUs (`lanec run` starts a rank on each)."""
     from lanec.pipeline import compile_plan
@@ -40,9 +41,10 @@ def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lan
                     bar.label = f"compiling kernels ({kernel})"
                     bar.update(1)
 
-                result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress, tp=tp)
+                result = compile_plan(source, shim, cache_dir=cache_dir, progress=progress, tp=tp,
+                                      grouped_experts=grouped_experts)
         else:
-            result = compile_plan(source, shim, cache_dir=cache_dir, tp=tp)
+            result = compile_plan(source, shim, cache_dir=cache_dir, tp=tp, grouped_experts=grouped_experts)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         result.plan.write(output)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import click
 
 from lanec.commands import reported
-from lanec.commands.knobs import knob_options, shim_of, tp_option
+from lanec.commands.knobs import grouped_option, knob_options, shim_of, tp_option
 
 SCHEMA = "lanec.explain/1"
 
@@ -55,7 +55,8 @@ class Tuning:
         from lanec.runtime.plan import spec_text
 
         if "why" in self.overrides:  # a decision the lowering makes itself (an attention's split count)
-            chosen = f"splits {self.overrides['splits']}: {self.overrides['why']}"
+            made = " ".join(f"{k} {v}" for k, v in self.overrides.items() if k != "why")
+            chosen = f"{made}: {self.overrides['why']}"
         elif not self.overrides:
             chosen = "not in the table: the kernel's defaults"
         else:
@@ -64,7 +65,7 @@ class Tuning:
         return f"{self.kernel:<11} {spec_text(self.shape):<40} x{self.launches:<3} {chosen}"
 
 
-def tunings(module, where: str) -> list[Tuning]:
+def tunings(module, where: str, grouped_experts: bool = False) -> list[Tuning]:
     """Stage 5 (lower) of the fused `module`, for its schedule table lookups: each distinct
     (kernel, shape), with its launch count and what the table gave it. Raises the lowering's
     FormError where an op has no kernel. The module is cloned: the caller's stays as it was."""
@@ -72,7 +73,7 @@ def tunings(module, where: str) -> list[Tuning]:
     from lanec.pipeline import lower
 
     found: list[tuple[str, dict, dict]] = []
-    lower(module.clone(), where, tunings=found)
+    lower(module.clone(), where, tunings=found, grouped_experts=grouped_experts)
     merged: dict[str, Tuning] = {}
     for kernel, shape, overrides in found:
         name = f"{kernel} {sorted(shape.items())}"
@@ -90,12 +91,13 @@ def sort_key(decision, order: dict[str, int]) -> tuple:
     return (STAGES.index(decision.stage), order[decision.rule], layer, decision.op, decision.reason)
 
 
-def schedules(module, where: str) -> dict:
-    """Stage 5's schedule lookups of the fused `module` (see the module's docstring)."""
+def schedules(module, where: str, grouped_experts: bool = False) -> dict:
+    """Stage 5's schedule lookups of the fused `module` (see the module's docstring); a mixture's
+    entry says which path it took and why."""
     from lanec.diagnostics import FormError
 
     try:
-        found = tunings(module, where)
+        found = tunings(module, where, grouped_experts)
     except FormError as error:
         return {"lowered": False, "reason": error.message}
     return {"lowered": True, "kernels": [
@@ -103,7 +105,7 @@ def schedules(module, where: str) -> dict:
          "table": json.loads(json.dumps(t.overrides)) or None, "us": t.us} for t in found]}
 
 
-def report(model: str, shim, decisions, module=None, tp: int = 1) -> dict:
+def report(model: str, shim, decisions, module=None, tp: int = 1, grouped_experts: bool = False) -> dict:
     from dataclasses import asdict
 
     from lanec.passes.shard import sharding_lines
@@ -119,7 +121,7 @@ def report(model: str, shim, decisions, module=None, tp: int = 1) -> dict:
         "decisions": [d.as_json() for d in ordered],
         "summary": {"taken": taken, "held_back": len(ordered) - taken},
         **({"sharding": {"ranks": tp, "rank": 0, "ops": sharding_lines(module)}} if tp > 1 else {}),
-        **({"schedules": schedules(module, model)} if module is not None else {}),
+        **({"schedules": schedules(module, model, grouped_experts)} if module is not None else {}),
     }
 
 
@@ -128,8 +130,9 @@ def report(model: str, shim, decisions, module=None, tp: int = 1) -> dict:
 @click.option("--json", "as_json", is_flag=True, help=f"print the decisions as JSON (schema {SCHEMA})")
 @knob_options
 @tp_option
+@grouped_option
 def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool,
-            tp: int) -> None:
+            tp: int, grouped_experts: bool) -> None:
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
     then each kernel shape's schedule, from the tuned table or the kernel's defaults. With --tp N
     first how each op splits over N ranks and every all-reduce, then rank 0's fusions."""
@@ -139,7 +142,8 @@ def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bo
     shim = shim_of(numerics, words, fuse_quant, batch_products)
     with reported():
         module, decisions = compile_rules(model, shim, tp=tp)
-        data = report(model, LaneShim.of(module), decisions, module, tp)  # the knobs the rules ran under
+        # the knobs the rules ran under
+        data = report(model, LaneShim.of(module), decisions, module, tp, grouped_experts)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return

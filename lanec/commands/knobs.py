@@ -34,6 +34,15 @@ def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_pro
             "fuse_quant": fuse_quant or None, "batch_products": batch_products or None}
 
 
+def grouped_option(command: Callable) -> Callable:
+    """--grouped-experts: every mixture's experts on the grouped path (lanec/codegen/kernels/
+    mixture_grouped.py), whatever its row count (by default none takes it: MIXTURE_GROUPED_ROWS)."""
+    return click.option("--grouped-experts", is_flag=True,
+                        help="mixtures: rows grouped by expert on the device, an expert's rows on tensor cores "
+                             "(mixture_groups, mixture_grouped_gated, mixture_grouped_down, mixture_sum) "
+                             "[default: the per-row kernels]")(command)
+
+
 def tp_option(command: Callable) -> Callable:
     """--tp N: tensor parallel over N GPUs (the form sharded, lanec/passes/shard.py)."""
     return click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,

@@ -12,7 +12,7 @@ from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from lanec.codegen.facts import GEMV_ROWS
 from lanec.dialects.form import ProductOp
 from lanec.passes.parts import merge, names, products_of
-from lanec.passes.rule import Judge, Rule, rows_of
+from lanec.passes.rule import Judge, Rule, rows_of, weight_format
 
 
 class GemvInParts(Judge):
@@ -27,7 +27,8 @@ class GemvInParts(Judge):
             self.decide(op, False, f"{what} left to merge-products: {rows} rows are above the {GEMV_ROWS} a gemv "
                                    "launch takes and the products are not a batch's")
             return
-        self.decide(op, True, f"{what} as one GEMV in parts (gemv): {self.shim.gemv_reason(rows)}")
+        kernel = self.shim.gemv_kernel([weight_format(w) for p in group for w in p.weights])
+        self.decide(op, True, f"{what} as one GEMV in parts ({kernel}): {self.shim.gemv_reason(rows, kernel)}")
         merge(group, rewriter)
 
 

@@ -24,7 +24,8 @@ class HoldGatedPair(Judge):
     def match_and_rewrite(self, op: GatedProductOp, rewriter: PatternRewriter) -> None:
         rows = rows_of(op)
         if self.shim.as_gemv(rows):
-            self.decide(op, True, f"gated pair as one gated GEMV (gated_gemv): {self.shim.gemv_reason(rows)}")
+            kernel = self.shim.gemv_kernel([weight_format(op.gate), weight_format(op.up)], gated=True)
+            self.decide(op, True, f"gated pair as one gated GEMV ({kernel}): {self.shim.gemv_reason(rows, kernel)}")
             return
         hidden = shape(op.gate)[0]
         failed = gated_pair_problems(hidden, weight_format(op.gate), weight_format(op.up))

@@ -43,8 +43,9 @@ class HoldProductsInParts(Judge):
             return
         rows = rows_of(op)
         if self.shim.as_gemv(rows):
-            self.decide(op, True, f"{len(op.weights)} parts as one GEMV in parts (gemv): "
-                                  f"{self.shim.gemv_reason(rows)}")
+            kernel = self.shim.gemv_kernel([weight_format(w) for w in op.weights])
+            self.decide(op, True, f"{len(op.weights)} parts as one GEMV in parts ({kernel}): "
+                                  f"{self.shim.gemv_reason(rows, kernel)}")
             return
         failed = gemm_problems(list(op.weights))
         if not failed:

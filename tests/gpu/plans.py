@@ -36,6 +36,7 @@ class Kimi(NamedTuple):
     heads: int | None = None
     changes: dict | None = None  # other top-level config fields (e.g. the MLA's qk_nope_head_dim)
     head_size: int | None = None  # the KDA head size (64: hold-kda splits the kda back into its chain)
+    compile: tuple[str, ...] = ()  # `lanec compile` options (e.g. --grouped-experts)
 
 
 class Qwen(NamedTuple):
@@ -71,9 +72,20 @@ class Imported(NamedTuple):
     arguments: list[str]
 
 
+class Shipped(NamedTuple):
+    """A plan's form: a shipped form file of examples/ (`form`, its stem), compiled with `compile`."""
+
+    form: str
+    compile: tuple[str, ...] = ()
+
+
 # name -> how its form is made (None: a shipped form file)
-PLANS: dict[str, Kimi | Dense | Qwen | Imported | None] = {
+PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "dense-small": None,
+    # Q8_0 rows under quantized numerics (the form's lane.shim): quantize, q8_gemv, q8_gated_gemv;
+    # then two words a value, with fuse-quant's epilogues (still standalone quantize launches)
+    "dense-small-q8": None,
+    "dense-small-q8-w2-fused": Shipped("dense-small-q8", ("--words", "2", "--fuse-quant")),
     "kimi-linear-small": None,  # KDA, MLA and the mixture: the seed's model, whole
     # the first MLA layer (layer 4) behind three KDA layers, dense MLPs: the latent attention alone
     "kimi-mla-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3"]),
@@ -90,6 +102,8 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | None] = {
     "kimi-spec3-b2": Kimi(["--layers", "4", "--batch", "2", "--spec-tokens", "3"]),
     "kimi-moe-b8": Kimi(["--kda-only", "--layers", "2", "--batch", "8"]),
     "kimi-moe-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"]),
+    # the same mixtures on the grouped experts' path (rows grouped by expert, tensor cores)
+    "kimi-moe-grouped-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"], compile=("--grouped-experts",)),
     "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
     "dense-small-b8": Dense(["--batch", "8"]),
     "dense-small-b64": Dense(["--batch", "64"]),
@@ -162,8 +176,8 @@ def build(names: list[str] | None = None) -> list[Path]:
             built.append(OUT / f"{name}.plan")
             continue
         made = every[name]
-        if made is None:
-            source = ROOT / "examples" / f"{name}.mlir"
+        if made is None or isinstance(made, Shipped):
+            source = ROOT / "examples" / f"{name if made is None else made.form}.mlir"
         elif isinstance(made, Dense):
             source = OUT / f"{name}.mlir"
             subprocess.run([sys.executable, "-m", "lanec.models.dense", *made.arguments, "-o", str(source)],
@@ -183,7 +197,7 @@ def build(names: list[str] | None = None) -> list[Path]:
             source = OUT / f"{name}.mlir"
             lanec("import", str(config), *made.arguments, "-o", str(source))
         target = OUT / f"{name}.plan"
-        lanec("compile", str(source), "-o", str(target))
+        lanec("compile", *getattr(made, "compile", ()), str(source), "-o", str(target))
         built.append(target)
     return built
 

@@ -49,12 +49,13 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "gemm_wgmma- and r100_k2304_merged_pitch" "gated_r100_k1000_h192_k4" "n6145_bf16"
           "expanded_latent and b5_t2_h4_n40" "b7_t3_c1000_w3_bias" "b3_t4_h5_k64_v64_key"
           "gated_swish_r5_h3_s200_pitched" "softplus_r7_h64_s1_pitched" "r5_h3_u20_o3_l7" "rope and r3_h3_u80_rot20"
+          "grouped and b64_e8_k2_sigmoid_odd_apart"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
 SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py tests/gpu/test_mixture.py
                 tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py tests/gpu/test_conv.py tests/gpu/test_delta_rule.py
-                tests/gpu/test_kernels.py)
+                tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py)
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)

@@ -61,9 +61,11 @@ FAMILIES: dict[str, Family] = {
         "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
     # MLA with q LoRA and YaRN on the interleaved rope part (mscale apart from mscale_all_dim), a dense
-    # first layer, then 8 routed experts in 4 groups (2 kept, top 2) with a shared expert
+    # first layer, then 8 routed experts in 4 groups (2 kept, top 2) with a shared expert: one
+    # mixture layer, as each router's choice must stay clear of near ties at every step (with two,
+    # no prompt of 3 x 400 was)
     "deepseek_v3": Family("DeepseekV3ForCausalLM", "DeepseekV3Config", {
-        **COMMON, "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 3,
+        **COMMON, "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 128, "kv_lora_rank": 256,
         "qk_nope_head_dim": 64, "qk_rope_head_dim": 64, "v_head_dim": 64, "rope_interleave": True,
         "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,

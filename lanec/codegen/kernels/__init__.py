@@ -24,12 +24,19 @@ KERNELS = {
     "mixture_router": "lanec.codegen.kernels.mixture:MixtureRouter",
     "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",
     "mixture_down": "lanec.codegen.kernels.mixture:MixtureDown",
+    "mixture_groups": "lanec.codegen.kernels.mixture_grouped:MixtureGroups",
+    "mixture_grouped_gated": "lanec.codegen.kernels.mixture_grouped:MixtureGroupedGated",
+    "mixture_grouped_down": "lanec.codegen.kernels.mixture_grouped:MixtureGroupedDown",
+    "mixture_sum": "lanec.codegen.kernels.mixture_grouped:MixtureSum",
     "seeded": "lanec.codegen.kernels.seeded:Seeded",
     "conv": "lanec.codegen.kernels.conv:Conv",
     "delta_rule": "lanec.codegen.kernels.delta_rule:DeltaRule",
     "kda_gate": "lanec.codegen.kernels.kda_gate:KdaGate",
     "head_norm": "lanec.codegen.kernels.head_norm:HeadNorm",
     "part": "lanec.codegen.kernels.part:Part",
+    "quantize": "lanec.codegen.kernels.quantize:Quantize",
+    "q8_gemv": "lanec.codegen.kernels.q8_gemv:Q8Gemv",
+    "q8_gated_gemv": "lanec.codegen.kernels.q8_gemv:Q8GatedGemv",
 }
 
 

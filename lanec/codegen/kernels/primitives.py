@@ -530,3 +530,72 @@ def copy_g2s_zfill(destination, source, keep, *, loc=None, ip=None):
     size = cutlass.select_(keep, Int32(16), Int32(0))
     _asm(None, [_address(destination, loc, ip), _address(source, loc, ip), size.ir_value(loc=loc, ip=ip)],
          "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", loc, ip)
+
+
+# --- int8: the quantized form (q8_0 weight blocks, int8 activations) -------------------------
+
+
+def _int_asm(text, constraints, operands, loc=None, ip=None):
+    return Uint32(llvm.inline_asm(T.i32(), operands, text, constraints, has_side_effects=False,
+                                  asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def round_to_int(value, *, loc=None, ip=None):
+    """``value`` rounded to the nearest integer, ties to even (numpy's rint), as an Int32."""
+    return Int32(_int_asm("cvt.rni.s32.f32 $0, $1;", "=r,f", [_f(value, loc, ip)], loc, ip))
+
+
+@dsl_user_op
+def dp4a(a, b, c, *, loc=None, ip=None):
+    """``c`` plus the dot product of the four signed bytes of word ``a`` with those of ``b`` (int32)."""
+    return Int32(_int_asm("dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r",
+                          [_u(a, loc, ip), _u(b, loc, ip), Int32(c).ir_value(loc=loc, ip=ip)], loc, ip))
+
+
+@dsl_user_op
+def funnel_right(low, high, shift, *, loc=None, ip=None):
+    """The 32 bits of the 64-bit ``high:low`` from bit ``shift`` (0-32) up."""
+    return _int_asm("shf.r.clamp.b32 $0, $1, $2, $3;", "=r,r,r,r",
+                    [_u(low, loc, ip), _u(high, loc, ip), _u(shift, loc, ip)], loc, ip)
+
+
+@dsl_user_op
+def half_to_float(word, *, loc=None, ip=None):
+    """The fp16 in the low half of ``word`` as a float (exact)."""
+    return Float32(llvm.inline_asm(T.f32(), [_u(word, loc, ip)],
+                                   "{ .reg .b16 h; cvt.u16.u32 h, $1; cvt.f32.f16 $0, h; }", "=f,r",
+                                   has_side_effects=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def load_weight_word(pointer, *, loc=None, ip=None):
+    """One 4-byte aligned word of weights through the read-only path (L1 keeps its sector for the
+    neighbouring lanes' loads)."""
+    return _int_asm("ld.global.nc.b32 $0, [$1];", "=r,l", [_address(pointer, loc, ip)], loc, ip)
+
+
+@dsl_user_op
+def load_weight_half(pointer, when=True, *, loc=None, ip=None):
+    """Two bytes of weights (2-byte aligned) zero-extended to a word; 0 without a load where
+    ``when`` is false (a read that would run past the buffer)."""
+    return Uint32(llvm.inline_asm(
+        T.i32(), [_address(pointer, loc, ip), Int32(when).ir_value(loc=loc, ip=ip)],
+        "{ .reg .pred p; .reg .b16 h; setp.ne.b32 p, $2, 0; mov.b32 $0, 0;\n"
+        "@p ld.global.nc.b16 h, [$1]; @p cvt.u32.u16 $0, h; }", "=r,l,r",
+        has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def load_activation_words(pointer, *, loc=None, ip=None):
+    """Two words (8 int8 activations, 8-byte aligned) a predecessor wrote: a coherent load."""
+    result = _asm(_struct(2, "r"), [_address(pointer, loc, ip)], "ld.global.v2.b32 {$0, $1}, [$2];", "=r,=r,l",
+                  loc, ip)
+    return _fields(result, 2, "r", loc, ip)
+
+
+@dsl_user_op
+def load_activation_f32(pointer, *, loc=None, ip=None):
+    """One float a predecessor wrote (4-byte aligned): a coherent load."""
+    return Float32(llvm.inline_asm(T.f32(), [_address(pointer, loc, ip)], "ld.global.f32 $0, [$1];", "=f,l",
+                                   has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))

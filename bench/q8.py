@@ -1,0 +1,215 @@
+"""q8_0 GEMV and gated GEMV (int8 activations, one and two words) against our bf16 kernels and
+torch's bf16 matmul (cuBLAS), at Llama-3.1-8B's product shapes, rows 1, 4 and 8, measured in the
+same run; and the quantize launch that feeds them. Two steps:
+
+    python bench/q8.py build             # CPU machine: compile into build/bench/q8/
+    PYTHONPATH=. python3 bench/q8.py     # GPU machine (torch for the anchor): the table
+
+Method as bench/gemv.py's: clocks warmed by copies; each product's weights rotate over copies
+past 240 MB (4x the L2), one launch a copy in a CUDA graph (ours with PDL), the median replay over
+the copies. Bytes are the weights as stored: q8_0 34 bytes a 32-value block (scales included),
+bf16 2 a value. `bf16 / q8` > 1: the q8_0 kernel is faster than ours on bf16 (about 1.9x at
+the byte ratio); `% copy` is the bytes read over the device-to-device copy bandwidth (1 GiB,
+read + write counted). The gated rows' torch anchor is one matmul over gate and up stacked."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import measure  # bench/measure.py: this script's directory is on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench" / "q8"
+
+# Llama-3.1-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, vocab 128256
+PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
+    ("qkv", 4096, 6144),
+    ("o proj", 4096, 4096),
+    ("down", 14336, 4096),
+    ("lm head", 4096, 128256),
+    ("gate+up pair", 4096, 14336),
+]
+ROWS = [1, 4, 8]
+WORDS = [1, 2]
+# schedules timed beside the q8 defaults at one row (RowSchedule knobs: CUDA cores only)
+SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {"warps": 4, "rows_per_cta": 2}]
+ROTATE_BYTES = 240 * 2**20
+
+
+def q8_bytes(k: int, n: int) -> int:
+    return n * k // 32 * 34
+
+
+def build() -> None:
+    sys.path.insert(0, str(ROOT))
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gated_gemv import GatedGemv
+    from lanec.codegen.kernels.gemv import Gemv
+    from lanec.codegen.kernels.q8_gemv import Q8GatedGemv, Q8Gemv
+    from lanec.codegen.kernels.quantize import Quantize
+
+    entries = []
+
+    def add(kernel, stem, **info):
+        compiled = compile_kernel(kernel)
+        compiled.save(OUT, stem)
+        schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "warps") else ""
+        entries.append({"stem": stem, "schedule": schedule, **info})
+        print(f"{stem:44s} grid {compiled.launch.grid} x {compiled.launch.block[0]}")
+
+    for label, k, n in PRODUCTS:
+        gated = "pair" in label
+        slug = label.replace(" ", "_").replace("+", "")
+        for rows in ROWS:
+            shape = {"label": label, "k": k, "n": n, "rows": rows, "gated": gated}
+            bf16 = GatedGemv(rows, k, n) if gated else Gemv(rows, k, (n,))
+            add(bf16, f"{slug}_r{rows}_bf16", kind="bf16", words=0, default=True, **shape)
+            for words in WORDS:
+                make = (lambda s, rows=rows, k=k, n=n, words=words: Q8GatedGemv(rows, k, n, words=words, schedule=s)) \
+                    if gated else (lambda s, rows=rows, k=k, n=n, words=words: Q8Gemv(rows, k, (n,), words=words,
+                                                                                       schedule=s))
+                default = make(None)
+                add(default, f"{slug}_r{rows}_w{words}", kind="q8", words=words, default=True, **shape)
+                for schedule in SCHEDULES if rows == 1 else []:
+                    try:
+                        kernel = make(schedule)
+                    except ValueError:  # more held weights than a thread's registers: not a schedule
+                        continue
+                    if (kernel.warps, kernel.rows_per_cta) != (default.warps, default.rows_per_cta):
+                        add(kernel, f"{slug}_r{rows}_w{words}_w{kernel.warps}r{kernel.rows_per_cta}", kind="q8",
+                            words=words, default=False, **shape)
+    for width in sorted({k for _, k, _ in PRODUCTS}):
+        for rows in ROWS:
+            for words in WORDS:
+                add(Quantize(rows, width, words), f"quantize_k{width}_r{rows}_w{words}", kind="quantize",
+                    words=words, default=True, label="quantize", k=width, n=0, rows=rows, gated=False)
+    (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+    print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
+
+
+def run() -> list:
+    import torch
+
+    from lanec.runtime import driver
+    from lanec.runtime.artifact import load_artifact
+
+    device = driver.Device(0)
+    torch.cuda.init()
+    entries = json.loads((OUT / "manifest.json").read_text())
+    torch_stream = torch.cuda.Stream()
+    ours_stream = driver.Stream()
+
+    def torch_time(fn, repeats=25) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        with torch.cuda.stream(torch_stream):
+            for i in range(repeats + 3):
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                if i >= 3:
+                    times.append(start.elapsed_time(end) * 1000.0)
+        return statistics.median(times)
+
+    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    with torch.cuda.stream(torch_stream):
+        for _ in range(200):  # warm the clocks (the card idles at 345 MHz)
+            dst.copy_(src)
+    copy_tbs = 2 * src.numel() / torch_time(lambda: dst.copy_(src), repeats=20) / 1e6
+    src = dst = None
+    print(f"{device.name}: device-to-device copy {copy_tbs:.2f} TB/s (1 GiB, read + write)")
+
+    def ours(stem: str, pointers: list) -> float:
+        """Median us of one launch of `stem`, a graph of one launch a pointer list."""
+        artifact = load_artifact(OUT, stem)
+        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        launches = [driver.Launch(function, artifact.launch, p, ours_stream) for p in pointers]
+        graph = driver.Graph.capture(ours_stream, lambda: [launch.enqueue() for launch in launches])
+        for _ in range(3):
+            graph.replay(ours_stream)
+        us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=25) / len(pointers)
+        graph.destroy()
+        return us
+
+    results = []
+    for entry in entries:
+        k, n, rows, words = entry["k"], entry["n"], entry["rows"], entry["words"]
+        torch.cuda.empty_cache()
+        if entry["kind"] == "quantize":
+            x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+            q = torch.empty(rows, words * k + k // 8 + 16, dtype=torch.int8, device="cuda")
+            us = ours(entry["stem"], [[x.data_ptr(), q.data_ptr()]] * 16)
+            results.append((entry, us, None, None))
+            print(f"  {entry['stem']:44s} {us:8.2f} us", flush=True)
+            continue
+        sources = 2 if entry["gated"] else 1
+        stored = sources * (q8_bytes(k, n) if entry["kind"] == "q8" else 2 * n * k)
+        copies = max(1, math.ceil(ROTATE_BYTES / stored))
+        if entry["kind"] == "q8":
+            weights = torch.randint(-127, 127, (copies, sources, n, k // 32 * 34), dtype=torch.int8, device="cuda")
+            x = torch.randint(-127, 127, (rows, words * k + k // 8 + 16), dtype=torch.int8, device="cuda")
+        else:
+            weights = torch.empty(copies, sources, n, k, dtype=torch.bfloat16, device="cuda").normal_()
+            x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+        y = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+        pointers = [[x.data_ptr(), *(weights[i, s].data_ptr() for s in range(sources)), y.data_ptr()]
+                    for i in range(copies)]
+        us = ours(entry["stem"], pointers)
+        torch_us = None
+        if entry["kind"] == "bf16":
+            xb, out = x, torch.empty(rows, sources * n, dtype=torch.bfloat16, device="cuda")
+            with torch.cuda.stream(torch_stream):
+                for i in range(copies):  # warm cuBLAS's choice outside the capture
+                    torch.matmul(xb, weights[i].reshape(sources * n, k).t(), out=out)
+                torch_stream.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, stream=torch_stream):
+                    for i in range(copies):
+                        torch.matmul(xb, weights[i].reshape(sources * n, k).t(), out=out)
+            torch_us = torch_time(graph.replay) / copies
+            del graph
+        tbs = stored / us / 1e6
+        results.append((entry, us, tbs, torch_us))
+        anchor = f"  torch {torch_us:8.2f} us" if torch_us else ""
+        print(f"  {entry['stem']:44s} {us:8.2f} us {tbs:5.2f} TB/s{anchor}", flush=True)
+        del weights
+
+    print()
+    print(f"GPU: {device.name}; copy ceiling {copy_tbs:.2f} TB/s")
+    print("| product | K -> N | rows | words | MB read | schedule | us | TB/s | % copy | bf16 us | bf16 / q8 "
+          "| torch us | torch / q8 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    anchors = {(e["label"], e["rows"]): (us, t) for e, us, _, t in results if e["kind"] == "bf16"}
+    for entry, us, tbs, _ in results:
+        if entry["kind"] != "q8" or not entry["default"]:
+            continue
+        bf16_us, torch_us = anchors[(entry["label"], entry["rows"])]
+        megabytes = (2 if entry["gated"] else 1) * q8_bytes(entry["k"], entry["n"]) / 1e6
+        print(f"| {entry['label']} | {entry['k']} -> {entry['n']} | {entry['rows']} | {entry['words']} "
+              f"| {megabytes:.1f} | {entry['schedule']} | {us:.2f} | {tbs:.2f} | {100 * tbs / copy_tbs:.0f}% "
+              f"| {bf16_us:.2f} | {bf16_us / us:.2f} | {torch_us:.2f} | {torch_us / us:.2f} |")
+    print()
+    print("q8 schedules at one row (warps x weight rows a CTA; * = default): us")
+    cells: dict[str, list] = {}
+    for entry, us, _, _ in results:
+        if entry["kind"] == "q8" and entry["rows"] == 1:
+            key = f"{entry['label']} w{entry['words']}"
+            cells.setdefault(key, []).append(f"{entry['schedule']}{'*' if entry['default'] else ''} {us:.2f}")
+    for key, row in cells.items():
+        print(f"  {key:28s} " + "  ".join(row))
+    print()
+    print("quantize (the standalone launch before a q8 product): us")
+    for entry, us, _, _ in results:
+        if entry["kind"] == "quantize":
+            print(f"  width {entry['k']:6d} rows {entry['rows']} words {entry['words']}: {us:.2f}")
+    return results
+
+
+if __name__ == "__main__":
+    measure.main(build, run, "q8.py")

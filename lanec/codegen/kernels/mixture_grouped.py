@@ -1,0 +1,538 @@
+"""The mixture's experts at larger batches, rows grouped by expert on the device so that one read of
+an expert's weights serves every row that chose it (mixture.py's kernels read a row's experts
+apart: at batch 64 most experts are read by several rows). Four launches after mixture_router:
+
+- `mixture_groups`: one CTA turns the router's ids [rows, top_k] into each expert's segment of the
+  (row, k) pairs: per-expert counts, their exclusive prefix sum `starts` [experts + 1] and `order`
+  [pairs] (the pair index row * top_k + k at each place of its expert's segment). Each warp walks a
+  run of consecutive pairs 32 at a time; a lane ranks its pair among the step's lanes with the same
+  expert (shuffles), the warps' counts are summed in warp order and the experts' in expert order:
+  a segment lists its pairs in ascending order, the same every run (no atomics).
+- `mixture_grouped_gated`: one CTA an (expert, tile of 64 hidden units): the expert's rows in
+  blocks of 64, their activations gathered by `order` (a block's tail padded to the MMA's row tile
+  inside the kernel: zero-filled copies, never stored), the tile's 64 gate rows beside its 64 up
+  rows on tensor cores (gemm_tc's mma.sync machinery: its stage buffers, warps and `multiply`),
+  SwiGLU in registers, the hidden values [pairs, hidden] written in segment order. The folded
+  shared expert is one more expert (the last grid row) whose segment is every row, in row order.
+- `mixture_grouped_down`: one CTA an (expert, tile of 128 outputs): the expert's hidden rows (its
+  segment, contiguous) times its down rows, times the pair's routing weight, to the pair's fp32
+  row of `partial` [rows * slots, width] (slot k of a row: its k-th chosen expert; the last slot
+  the shared expert's, unscaled).
+- `mixture_sum`: out[row] = the row's routed slots summed in k order, plus the shared slot (times
+  sigmoid(x . gate row) where it has one), stored as bf16. Every sum has a fixed order: two runs
+  are bitwise equal.
+
+Which expert's rows a CTA multiplies depends on the router's ids, so every launch waits for its
+predecessor (PDL) before its first load and releases its dependents at once. A CTA whose expert no
+row chose loops zero times. The grid covers every expert: at small batches most CTAs exit at once
+(the per-row kernels stay the path there; `lower_mixture` picks)."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+
+from lanec.codegen.facts import VECTOR, WARP, MixtureGroupedSpec
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.gemm_tc import MAX_STAGES, MMA_M, MMA_N, PITCH, STAGE_BUDGET, THREADS, TILE_K, GemmTc
+from lanec.codegen.kernels.mixture import expert_rows, row_dots
+from lanec.codegen.kernels.primitives import (
+    alloc,
+    at,
+    copy_g2s_zfill,
+    load_f32x4,
+    pack_bf16,
+    shared_bytes,
+    sigmoid,
+    store_global_words,
+    wait_stage,
+)
+
+GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
+GROUP_ROWS = 64  # an expert's rows a block of the grouped products: 4 MMA row tiles
+PAIR_UNITS = 64  # hidden units a grouped gated CTA: their 64 gate rows beside their 64 up rows
+DOWN_OUTPUTS = 128  # outputs a grouped down CTA
+SUM_THREADS = 128  # mixture_sum: a thread sums 4 outputs of a row
+
+
+class MixtureGroups:
+    """Params: ids [rows, top_k] int32 (the router's), starts [experts + 1] int32 and order
+    [rows * top_k] int32 (both written); see the module docstring."""
+
+    name = "mixture_groups"
+
+    def __init__(self, rows: int, experts: int, top_k: int):
+        MixtureGroupedSpec(self.name, rows, experts, top_k).check()
+        self.rows, self.experts, self.top_k = rows, experts, top_k
+        self.pairs = rows * top_k
+        self.warps = min(GROUP_WARPS, -(-self.pairs // WARP))
+        self.steps = -(-self.pairs // (WARP * self.warps))  # 32-pair steps a warp walks
+        self.held = -(-experts // WARP)  # experts a lane of the scanning warp holds: lane * held + i
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("ids", (self.rows, self.top_k), "int32"),
+                TensorParam("starts", (self.experts + 1,), "int32", written=True),
+                TensorParam("order", (self.pairs,), "int32", written=True)]
+
+    def shared_bytes(self) -> int:
+        return shared_bytes([(4 * self.warps * self.experts, 16), (4 * self.experts, 16)])
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(1, 1, 1), block=(WARP * self.warps, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
+        launch(self, ids, starts, order)
+
+    @cute.kernel
+    def kernel(self, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        lane, warp = thread % WARP, thread // WARP
+        threads: cutlass.Constexpr = WARP * self.warps
+        smem = cutlass.memory.SmemAllocator()
+        counts = alloc(smem, Int32, (self.warps, self.experts))  # a warp's pairs an expert, then its offset
+        firsts = alloc(smem, Int32, self.experts)  # an expert's pairs, then its segment's start
+        cute.arch.griddepcontrol_wait()  # the ids are the router's
+        cute.arch.griddepcontrol_launch_dependents()
+        cells: cutlass.Constexpr = self.warps * self.experts
+        for i in cutlass.range_constexpr(-(-cells // threads)):
+            c = thread + i * threads
+            if c < cells:
+                counts[c // self.experts, c % self.experts] = Int32(0)
+        cute.arch.sync_threads()
+        self.walk(ids, counts, firsts, order, warp, lane, False)
+        cute.arch.sync_threads()
+        for i in cutlass.range_constexpr(-(-self.experts // threads)):
+            e = thread + i * threads
+            if e < self.experts:  # each warp's offset in the expert's segment: the earlier warps' pairs
+                running = Int32(0)
+                for w in cutlass.range_constexpr(self.warps):
+                    mine = counts[w, e]
+                    counts[w, e] = running
+                    running = running + mine
+                firsts[e] = running
+        cute.arch.sync_threads()
+        if warp == 0:
+            self.scan(firsts, starts, lane)
+        cute.arch.sync_threads()
+        self.walk(ids, counts, firsts, order, warp, lane, True)
+
+    @cute.jit
+    def walk(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr):
+        """Warp `warp`'s pairs in order, 32 a step: a lane's rank among the step's lanes with its
+        expert (those below it) and their number. First walk (`place` False): counts[warp, e] sums
+        them. Second: the pair goes to order[start of e + the warp's offset + rank], and the offset
+        moves past the step's pairs of e. One leader a step an expert writes its count."""
+        for s in cutlass.range(self.steps):
+            p = (warp * self.steps + s) * WARP + lane
+            q = cutlass.min(p, self.pairs - 1)
+            expert = ids[q // self.top_k, q % self.top_k]
+            valid = (p < self.pairs) & (expert >= 0) & (expert < self.experts)
+            expert = cutlass.select_(valid, expert, Int32(-1))
+            rank, same = Int32(0), Int32(0)
+            for j in cutlass.range_constexpr(WARP):
+                match = cute.arch.shuffle_sync(expert, j) == expert
+                same = same + cutlass.select_(match, Int32(1), Int32(0))
+                rank = rank + cutlass.select_(match & (j < lane), Int32(1), Int32(0))
+            before = counts[warp, cutlass.max(expert, Int32(0))]
+            cute.arch.sync_warp()  # every lane has read the offset before its leader moves it
+            if valid:
+                if cutlass.const_expr(place):
+                    order[firsts[expert] + before + rank] = p
+                if rank == 0:
+                    counts[warp, expert] = before + same
+            cute.arch.sync_warp()
+
+    @cute.jit
+    def scan(self, firsts, starts, lane: Int32):
+        """The first warp: the experts' exclusive prefix sum in expert order (lane l sums its
+        `held` experts, then a shuffle scan over the lanes), into firsts and starts; starts[experts]
+        the pairs in all."""
+        E: cutlass.Constexpr = self.experts
+        held = cute.make_rmem_tensor(self.held, Int32)
+        total = Int32(0)
+        for j in cutlass.range_constexpr(self.held):
+            e = lane * self.held + j
+            held[j] = cutlass.select_(e < E, firsts[cutlass.min(e, E - 1)], Int32(0))
+            total = total + held[j]
+        inclusive = total
+        for offset in (1, 2, 4, 8, 16):
+            below = cute.arch.shuffle_sync_up(inclusive, offset)
+            inclusive = inclusive + cutlass.select_(lane >= offset, below, Int32(0))
+        base = inclusive - total
+        cute.arch.sync_warp()  # every lane has read its counts before any start replaces them
+        for j in cutlass.range_constexpr(self.held):
+            e = lane * self.held + j
+            if e < E:
+                firsts[e] = base
+                starts[e] = base
+            base = base + held[j]
+        if lane == WARP - 1:
+            starts[E] = inclusive
+
+
+class GroupedProduct(GemmTc):
+    """What the grouped gated and down kernels share: gemm_tc's mma.sync machinery (stage buffers
+    of `tile_n` weight rows then GROUP_ROWS activation rows, its warps' arrangement and
+    `multiply`, the `wait_stage` pipeline) over blocks of one expert's rows, and the tables a block
+    keeps in shared memory: each block row's source row (-1: padding), target row and scale.
+    Not gemm_tc's constructor: a subclass sets its shape and calls `arrange` with its tile."""
+
+    engine = "mma"
+
+    def arrange(self, tile_n: int) -> None:
+        self.tile_n, self.padded_rows = tile_n, GROUP_ROWS
+        self.splits = 1
+        self.arrange_warps()
+        self.stages = max(self.min_stages, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
+
+    def shared_bytes(self) -> int:
+        return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * GROUP_ROWS, 16)] * 3)
+
+    def tables(self, smem):
+        """The stage buffers and the block's tables (sources, targets, scales)."""
+        rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
+        layout = cute.make_layout((self.stages, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
+        buffers = smem.allocate_tensor(cutlass.BFloat16, layout, 128)
+        return (buffers, alloc(smem, Int32, GROUP_ROWS), alloc(smem, Int32, GROUP_ROWS),
+                alloc(smem, Float32, GROUP_ROWS))
+
+    @cute.jit
+    def accumulate(self, act, weights, sources, buffers, acc, n0: Int32, inner: cutlass.Constexpr,
+                   outputs: cutlass.Constexpr, tid: Int32, warp: Int32, lane: Int32):
+        """acc = the block's rows (act rows `sources[i]`) x the tile's weight rows, over `inner` K
+        values: the copies of `stages - 1` stages ahead of the one multiplied (the first stages'
+        weights one group each, their rows one group, then a group a stage: `wait_stage`)."""
+        S: cutlass.Constexpr = self.stages
+        tiles: cutlass.Constexpr = -(-inner // TILE_K)
+        acc.fill(0.0)
+        for s in cutlass.range_constexpr(S - 1):
+            if cutlass.const_expr(s < tiles):
+                self.load_tile(weights, buffers, s, n0, s, outputs, inner, tid)
+            cute.arch.cp_async_commit_group()
+        for s in cutlass.range_constexpr(S - 1):
+            if cutlass.const_expr(s < tiles):
+                self.load_block(act, sources, buffers, s, s, inner, tid)
+        cute.arch.cp_async_commit_group()
+        for tile in range(tiles):
+            wait_stage(tile, S)  # this stage's copies have landed
+            cute.arch.sync_threads()  # every thread's copies visible; the previous stage's buffer free
+            ahead = tile + S - 1
+            if ahead < tiles:
+                self.load_tile(weights, buffers, ahead % S, n0, ahead, outputs, inner, tid)
+                self.load_block(act, sources, buffers, ahead % S, ahead, inner, tid)
+            cute.arch.cp_async_commit_group()
+            self.multiply(buffers, acc, tile % S, warp, lane)
+        cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
+    def load_tile(self, weights, buffers, buffer, n0: Int32, k_tile, outputs: cutlass.Constexpr,
+                  inner: cutlass.Constexpr, tid: Int32):
+        """cp.async of the tile's weight rows at K stage `k_tile`; zeros past `outputs` and past K.
+        One matrix: its rows n0.. in order. A gated pair (gate, up): warp column j's 32 shared rows
+        are gate units n0 + 16 j.. then the same up units, so a warp's accumulators hold both."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        col = k_tile * TILE_K
+        if cutlass.const_expr(len(weights) == 1):
+            for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
+                c = tid + j * THREADS
+                r, v = c // V, c % V
+                n = n0 + r
+                keep = (n < outputs) & (col + v * VECTOR < inner)
+                source = at(weights[0], cutlass.min(n, outputs - 1), cutlass.min(col + v * VECTOR, inner - VECTOR))
+                copy_g2s_zfill(at(buffers, buffer, r, v * VECTOR), source, keep)
+        else:
+            per: cutlass.Constexpr = PAIR_UNITS * V // THREADS  # copies a thread of one matrix
+            for j in cutlass.range_constexpr(2 * per):
+                which: cutlass.Constexpr = j // per
+                c = tid + (j % per) * THREADS
+                u, v = c // V, c % V
+                n = n0 + u
+                keep = (n < outputs) & (col + v * VECTOR < inner)
+                source = at(weights[which], cutlass.min(n, outputs - 1),
+                            cutlass.min(col + v * VECTOR, inner - VECTOR))
+                row = (u // 16) * 32 + which * 16 + u % 16
+                copy_g2s_zfill(at(buffers, buffer, row, v * VECTOR), source, keep)
+
+    @cute.jit
+    def load_block(self, act, sources, buffers, buffer, k_tile, inner: cutlass.Constexpr, tid: Int32):
+        """cp.async of the block's rows (act row `sources[i]`) at K stage `k_tile`, after the
+        weight rows; zeros past K and in the padding rows (source -1)."""
+        V: cutlass.Constexpr = TILE_K // VECTOR
+        copies: cutlass.Constexpr = GROUP_ROWS * V
+        for j in cutlass.range_constexpr(-(-copies // THREADS)):
+            c = tid + j * THREADS
+            i, v = c // V, c % V
+            if c < copies:
+                row = sources[i]
+                col = k_tile * TILE_K + v * VECTOR
+                keep = (row >= 0) & (col < inner)
+                source = at(act, cutlass.max(row, Int32(0)), cutlass.min(col, inner - VECTOR))
+                copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, v * VECTOR), source, keep)
+
+
+class MixtureGroupedGated(GroupedProduct):
+    """Params: x [rows, width] (rows `x_pitch` apart), starts [experts + 1] and order [rows *
+    top_k] int32 (mixture_groups'), gate and up [experts, hidden, width], shared_gate and shared_up
+    [shared_hidden, width] (where folded), hidden [rows * top_k, hidden] bf16 (segment order),
+    shared [rows, shared_hidden] bf16 (the shared expert's hidden values, where folded)."""
+
+    name = "mixture_grouped_gated"
+
+    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
+                 x_pitch: int | None = None):
+        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch).check()
+        self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
+        self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
+        self.arrange(2 * PAIR_UNITS)
+        self.n_tiles = -(-max(hidden, shared_hidden) // PAIR_UNITS)
+
+    def params(self) -> list[TensorParam]:
+        stacked = (self.experts, self.hidden, self.width)
+        params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+                  TensorParam("starts", (self.experts + 1,), "int32"), TensorParam("order", (self.pairs,), "int32"),
+                  TensorParam("gate", stacked, "bfloat16"), TensorParam("up", stacked, "bfloat16")]
+        if self.shared_hidden:
+            params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
+                       for name in ("shared_gate", "shared_up")]
+        params.append(TensorParam("hidden", (self.pairs, self.hidden), "bfloat16", written=True))
+        if self.shared_hidden:
+            params.append(TensorParam("shared", (self.rows, self.shared_hidden), "bfloat16", written=True))
+        return params
+
+    def touched(self) -> dict[str, int]:
+        return {"gate": min(self.experts, self.pairs), "up": min(self.experts, self.pairs)}
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
+                           block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, gate: cute.Tensor,
+                 up: cute.Tensor, shared_gate=None, shared_up=None, hidden: cute.Tensor, shared=None):
+        launch(self, x, starts, order, gate, up, shared_gate, shared_up, hidden, shared)
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, gate: cute.Tensor, up: cute.Tensor,
+               shared_gate, shared_up, hidden: cute.Tensor, shared):
+        tid, _, _ = cute.arch.thread_idx()
+        n_tile, expert, _ = cute.arch.block_idx()
+        warp, lane = tid // WARP, tid % WARP
+        smem = cutlass.memory.SmemAllocator()
+        buffers, sources, targets, _ = self.tables(smem)
+        acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
+        n0 = n_tile * PAIR_UNITS
+        cute.arch.griddepcontrol_wait()  # the segments are mixture_groups'
+        cute.arch.griddepcontrol_launch_dependents()
+        if expert < self.experts:
+            if n0 < self.hidden:
+                pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
+                first = starts[expert]
+                self.blocks(x, pair, order, hidden, first, starts[expert + 1] - first, True, self.hidden, buffers,
+                            sources, targets, acc, n0, tid, warp, lane)
+        else:
+            if cutlass.const_expr(self.shared_hidden > 0):
+                if n0 < self.shared_hidden:
+                    self.blocks(x, [shared_gate, shared_up], order, shared, Int32(0), Int32(self.rows), False,
+                                self.shared_hidden, buffers, sources, targets, acc, n0, tid, warp, lane)
+
+    @cute.jit
+    def blocks(self, x, pair, order, out, first: Int32, count: Int32, routed: cutlass.Constexpr,
+               units: cutlass.Constexpr, buffers, sources, targets, acc, n0: Int32, tid: Int32, warp: Int32,
+               lane: Int32):
+        """The segment's `count` rows from place `first`, GROUP_ROWS a block: routed, block row i is
+        x row order[place] // top_k and writes hidden row `place`; the shared expert's segment is
+        every row, row i writing shared row i."""
+        for b in range((count + GROUP_ROWS - 1) // GROUP_ROWS):
+            cute.arch.sync_threads()  # the previous block's tables are read
+            if tid < GROUP_ROWS:
+                i = b * GROUP_ROWS + tid
+                inside = i < count
+                if cutlass.const_expr(routed):
+                    place = first + i
+                    sources[tid] = cutlass.select_(inside, order[cutlass.min(place, self.pairs - 1)] // self.top_k,
+                                                   Int32(-1))
+                    targets[tid] = cutlass.select_(inside, place, Int32(-1))
+                else:
+                    sources[tid] = cutlass.select_(inside, i, Int32(-1))
+                    targets[tid] = cutlass.select_(inside, i, Int32(-1))
+            cute.arch.sync_threads()
+            self.accumulate(x, pair, sources, buffers, acc, n0, self.width, units, tid, warp, lane)
+            self.store_swiglu(out, acc, targets, n0, units, warp, lane)
+
+    @cute.jit
+    def store_swiglu(self, out, acc, targets, n0: Int32, units: cutlass.Constexpr, warp: Int32, lane: Int32):
+        """silu(gate) * up of each accumulator pair (a warp's first half of column tiles are gate
+        units, the second half the same up units) as one bf16 word of row targets[i]."""
+        half: cutlass.Constexpr = self.warp_col_tiles // 2
+        row0 = (warp // self.warps_n) * self.warp_row_tiles * MMA_M
+        unit0 = n0 + (warp % self.warps_n) * half * MMA_N
+        for rt in cutlass.range_constexpr(self.warp_row_tiles):
+            for h in cutlass.range_constexpr(2):
+                target = targets[row0 + rt * MMA_M + h * 8 + lane // 4]
+                for ct in cutlass.range_constexpr(half):
+                    unit = unit0 + ct * MMA_N + 2 * (lane % 4)
+                    g0, g1 = acc[rt, ct, 2 * h], acc[rt, ct, 2 * h + 1]
+                    u0, u1 = acc[rt, ct + half, 2 * h], acc[rt, ct + half, 2 * h + 1]
+                    if (target >= 0) & (unit < units):
+                        store_global_words(at(out, target, unit),
+                                           pack_bf16(g0 * sigmoid(g0) * u0, g1 * sigmoid(g1) * u1))
+
+
+class MixtureGroupedDown(GroupedProduct):
+    """Params: hidden [rows * top_k, hidden] bf16 (segment order), starts and order (mixture_groups'),
+    weights [rows, top_k] fp32 (the routing weights), down [experts, width, hidden], shared [rows,
+    shared_hidden] and shared_down [width, shared_hidden] (where folded), partial [rows * slots,
+    width] fp32 (written: a row's slots, the shared expert's last)."""
+
+    name = "mixture_grouped_down"
+
+    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0):
+        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden).check()
+        self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
+        self.shared_hidden, self.pairs = shared_hidden, rows * top_k
+        self.slots = top_k + (1 if shared_hidden else 0)
+        self.arrange(DOWN_OUTPUTS)
+        self.n_tiles = -(-width // DOWN_OUTPUTS)
+
+    def params(self) -> list[TensorParam]:
+        params = [TensorParam("hidden", (self.pairs, self.hidden), "bfloat16"),
+                  TensorParam("starts", (self.experts + 1,), "int32"), TensorParam("order", (self.pairs,), "int32"),
+                  TensorParam("weights", (self.rows, self.top_k), "float32"),
+                  TensorParam("down", (self.experts, self.width, self.hidden), "bfloat16")]
+        if self.shared_hidden:
+            params += [TensorParam("shared", (self.rows, self.shared_hidden), "bfloat16"),
+                       TensorParam("shared_down", (self.width, self.shared_hidden), "bfloat16")]
+        return params + [TensorParam("partial", (self.rows * self.slots, self.width), "float32", written=True)]
+
+    def touched(self) -> dict[str, int]:
+        return {"down": min(self.experts, self.pairs)}
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
+                           block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *, hidden: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, weights: cute.Tensor,
+                 down: cute.Tensor, shared=None, shared_down=None, partial: cute.Tensor):
+        launch(self, hidden, starts, order, weights, down, shared, shared_down, partial)
+
+    @cute.kernel
+    def kernel(self, hidden: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, weights: cute.Tensor,
+               down: cute.Tensor, shared, shared_down, partial: cute.Tensor):
+        tid, _, _ = cute.arch.thread_idx()
+        n_tile, expert, _ = cute.arch.block_idx()
+        warp, lane = tid // WARP, tid % WARP
+        smem = cutlass.memory.SmemAllocator()
+        buffers, sources, targets, scales = self.tables(smem)
+        acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
+        n0 = n_tile * DOWN_OUTPUTS
+        cute.arch.griddepcontrol_wait()  # the hidden values, segments and routing weights are predecessors'
+        cute.arch.griddepcontrol_launch_dependents()
+        if expert < self.experts:
+            rows = expert_rows(down, expert, self.width, self.hidden)
+            first = starts[expert]
+            self.blocks(hidden, rows, order, weights, partial, first, starts[expert + 1] - first, True, self.hidden,
+                        buffers, sources, targets, scales, acc, n0, tid, warp, lane)
+        else:
+            if cutlass.const_expr(self.shared_hidden > 0):
+                self.blocks(shared, shared_down, order, weights, partial, Int32(0), Int32(self.rows), False,
+                            self.shared_hidden, buffers, sources, targets, scales, acc, n0, tid, warp, lane)
+
+    @cute.jit
+    def blocks(self, act, rows, order, weights, partial, first: Int32, count: Int32, routed: cutlass.Constexpr,
+               inner: cutlass.Constexpr, buffers, sources, targets, scales, acc, n0: Int32, tid: Int32,
+               warp: Int32, lane: Int32):
+        """The segment's rows GROUP_ROWS a block: routed, block row i is hidden row `place` (the
+        segment is contiguous), pair order[place] = r * top_k + k, written to partial row
+        r * slots + k times weights[r, k]; the shared expert's row i to partial row i * slots +
+        top_k, unscaled."""
+        for b in range((count + GROUP_ROWS - 1) // GROUP_ROWS):
+            cute.arch.sync_threads()  # the previous block's tables are read
+            if tid < GROUP_ROWS:
+                i = b * GROUP_ROWS + tid
+                inside = i < count
+                if cutlass.const_expr(routed):
+                    place = first + i
+                    pair = order[cutlass.min(place, self.pairs - 1)]
+                    row, k = pair // self.top_k, pair % self.top_k
+                    sources[tid] = cutlass.select_(inside, place, Int32(-1))
+                    targets[tid] = cutlass.select_(inside, row * self.slots + k, Int32(-1))
+                    scales[tid] = weights[cutlass.min(row, self.rows - 1), k]
+                else:
+                    sources[tid] = cutlass.select_(inside, i, Int32(-1))
+                    targets[tid] = cutlass.select_(inside, i * self.slots + self.top_k, Int32(-1))
+                    scales[tid] = Float32(1.0)
+            cute.arch.sync_threads()
+            self.accumulate(act, [rows], sources, buffers, acc, n0, inner, self.width, tid, warp, lane)
+            self.store_scaled(partial, acc, targets, scales, n0, warp, lane)
+
+    @cute.jit
+    def store_scaled(self, partial, acc, targets, scales, n0: Int32, warp: Int32, lane: Int32):
+        """Each accumulator pair (outputs c, c + 1 of block row i) times scales[i] to partial row
+        targets[i] (fp32)."""
+        row0 = (warp // self.warps_n) * self.warp_row_tiles * MMA_M
+        col0 = n0 + (warp % self.warps_n) * self.warp_col_tiles * MMA_N
+        for rt in cutlass.range_constexpr(self.warp_row_tiles):
+            for h in cutlass.range_constexpr(2):
+                i = row0 + rt * MMA_M + h * 8 + lane // 4
+                target, scale = targets[i], scales[i]
+                for ct in cutlass.range_constexpr(self.warp_col_tiles):
+                    c = col0 + ct * MMA_N + 2 * (lane % 4)
+                    if (target >= 0) & (c < self.width):
+                        partial[target, c] = acc[rt, ct, 2 * h] * scale
+                        partial[target, c + 1] = acc[rt, ct, 2 * h + 1] * scale
+
+
+class MixtureSum:
+    """Params: x [rows, width] (only with the shared expert's gate row; rows `x_pitch` apart),
+    partial [rows * slots, width] fp32 (mixture_grouped_down's), shared_gate_row [1, width] (where
+    `shared_gate`), out [rows, width] bf16. `shared`: the last slot of a row is the shared
+    expert's."""
+
+    name = "mixture_sum"
+
+    def __init__(self, rows: int, width: int, top_k: int, shared: bool = False, shared_gate: bool = False,
+                 x_pitch: int | None = None):
+        MixtureGroupedSpec(self.name, rows, max(top_k, 1), top_k, width, x_pitch=x_pitch).check()
+        if shared_gate and not shared:
+            raise ValueError("mixture_sum shared_gate: the gate row scales a shared expert; there is none")
+        self.rows, self.width, self.top_k, self.shared, self.shared_gate = rows, width, top_k, shared, shared_gate
+        self.x_pitch = x_pitch
+        self.slots = top_k + (1 if shared else 0)
+
+    def params(self) -> list[TensorParam]:
+        params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1))] \
+            if self.shared_gate else []
+        params.append(TensorParam("partial", (self.rows * self.slots, self.width), "float32"))
+        if self.shared_gate:
+            params.append(TensorParam("shared_gate_row", (1, self.width), "bfloat16"))
+        return params + [TensorParam("out", (self.rows, self.width), "bfloat16", written=True)]
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(-(-self.width // (4 * SUM_THREADS)), self.rows, 1), block=(SUM_THREADS, 1, 1))
+
+    @cute.jit
+    def __call__(self, *, x=None, partial: cute.Tensor, shared_gate_row=None, out: cute.Tensor):
+        launch(self, x, partial, shared_gate_row, out)
+
+    @cute.kernel
+    def kernel(self, x, partial: cute.Tensor, shared_gate_row, out: cute.Tensor):
+        tid, _, _ = cute.arch.thread_idx()
+        block, row, _ = cute.arch.block_idx()
+        cute.arch.griddepcontrol_wait()  # the partial sums are mixture_grouped_down's
+        cute.arch.griddepcontrol_launch_dependents()
+        scale = Float32(1.0)
+        if cutlass.const_expr(self.shared_gate):  # every warp dots the gate row itself: no barrier
+            gate = row_dots([shared_gate_row], Int32(0), 1, 1, x, row, Int32(0), self.width, tid % WARP)
+            scale = sigmoid(gate[0])
+        c = (block * SUM_THREADS + tid) * 4
+        if c < self.width:
+            total = [Float32(0.0)] * 4
+            for k in cutlass.range_constexpr(self.slots):  # slot order: the same sum every run
+                values = load_f32x4(at(partial, row * self.slots + k, c))
+                if cutlass.const_expr(self.shared and k == self.top_k):
+                    values = [v * scale for v in values]
+                total = [total[e] + values[e] for e in range(4)]
+            store_global_words(at(out, row, c), (pack_bf16(total[0], total[1]), pack_bf16(total[2], total[3])))

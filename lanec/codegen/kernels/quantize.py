@@ -1,0 +1,114 @@
+"""`quantize`: bf16 activation rows -> the quantized form a product by q8_0 rows reads, exactly as
+the interpreter's `ops.quantize` computes it: per 32-value block s = max|x| / 127, q1 = rint(x / s)
+(ties to even); two words add q2 = clip(rint((x - q1 s) / (s / 254)), -127, 127); an all-zero
+block stays zero. Every step is one fp32 operation rounded to nearest (explicit `div.rn`, `mul.rn`,
+`sub.rn`: never fused into an FMA), so the int8 words and the scale are bit for bit numpy's.
+
+A row of the result (`quantized_pitch` bytes, lanec/codegen/facts.py): the int8 high words, then
+(two words) the residual words, then one fp32 scale a block (the residual's scale is s / 254,
+which the product recomputes). Four lanes take a block, 8 values (one 16-byte vector) each, and
+find its max with two butterfly steps: a row's blocks are quantized side by side, a CTA of at most
+128 lanes a row part, so even a one-row step spreads over many SMs."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Uint32
+
+from lanec.codegen.facts import VECTOR, quantized_pitch, quantized_problems, row_pitch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.primitives import (
+    at,
+    float_bits,
+    load_activation_bf16x8,
+    round_to_int,
+    rounded,
+    store_global_words,
+    unpack_bf16,
+    warp_reduce,
+)
+
+MAX_THREADS = 128  # lanes a CTA: 32 blocks of a row
+LANES_A_BLOCK = 4  # 32 values / 8 a lane
+
+
+def int8_words(values) -> tuple:
+    """Eight integers in -127..127 as two words of signed bytes, the first value lowest."""
+    words = []
+    for half in range(2):
+        word = Uint32(0)
+        for e in range(4):
+            word = word | ((Uint32(values[4 * half + e]) & Uint32(0xFF)) << Uint32(8 * e))
+        words.append(word)
+    return tuple(words)
+
+
+def clamp_int8(value):
+    return cutlass.max(cutlass.min(value, Int32(127)), Int32(-127))
+
+
+class Quantize:
+    """q[rows, pitch] = the quantized form of x[rows, width] in ``words`` int8 words a value (see
+    the module's docstring for the row's layout). ``x_pitch``: x's rows are parts of wider rows,
+    read in place. Params: x, q."""
+
+    name = "quantize"
+
+    def __init__(self, rows: int, width: int, words: int, *, x_pitch: int | None = None):
+        problems = quantized_problems(width, words)
+        if rows < 1:
+            problems.append(f"needs at least one row; got {rows}")
+        if x_pitch is not None:
+            problems += filter(None, [row_pitch("x pitch", x_pitch, width)])
+        if problems:
+            raise ValueError("quantize " + "; ".join(problems))
+        self.rows, self.width, self.words, self.x_pitch = rows, width, words, x_pitch
+        self.units = width // VECTOR  # 16-byte vectors of a row: one a lane
+        self.threads = min(MAX_THREADS, -(-self.units // 32) * 32)
+        self.pitch = quantized_pitch(width, words)
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+                TensorParam("q", (self.rows, self.pitch), "int8", written=True)]
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(-(-self.units // self.threads), self.rows, 1), block=(self.threads, 1, 1))
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, q: cute.Tensor):
+        launch(self, x, q)
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, q: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        part, row, _ = cute.arch.block_idx()
+        lane = part * self.threads + thread
+        # lanes past the row redo its last vector: every lane of a block's four takes the shuffles
+        unit = cutlass.min(lane, self.units - 1)
+        cute.arch.griddepcontrol_wait()  # x is the predecessor's output
+        packed = load_activation_bf16x8(at(x, row, unit * VECTOR))
+        cute.arch.griddepcontrol_launch_dependents()
+        values = []
+        for word in packed:
+            low, high = unpack_bf16(word)
+            values += [low, high]
+        peak = Float32(0.0)
+        for v in values:
+            peak = cutlass.max(peak, cutlass.max(v, -v))
+        peak = warp_reduce(peak, cutlass.max, width=LANES_A_BLOCK)
+        scale = rounded("div", peak, Float32(127.0))
+        safe = cutlass.select_(scale > Float32(0.0), scale, Float32(1.0))  # an all-zero block stays zero
+        high = [clamp_int8(round_to_int(rounded("div", v, safe))) for v in values]
+        if lane < self.units:
+            store_global_words(at(q, row, unit * VECTOR), int8_words(high))
+            if cutlass.const_expr(self.words == 2):
+                step = rounded("div", safe, Float32(254.0))
+                residual = []
+                for v, h in zip(values, high, strict=True):
+                    rest = rounded("sub", v, rounded("mul", Float32(h), scale))
+                    residual.append(clamp_int8(round_to_int(rounded("div", rest, step))))
+                store_global_words(at(q, row, self.width + unit * VECTOR), int8_words(residual))
+            if lane % LANES_A_BLOCK == 0:
+                block = unit // LANES_A_BLOCK
+                store_global_words(at(q, row, self.words * self.width + 4 * block), float_bits(scale))

@@ -1,0 +1,57 @@
+"""The grouped mixture shapes the GPU tests check (tests/gpu/test_mixture_grouped.py), each as its
+four launches after the router: mixture_groups.py, mixture_grouped_gated.py,
+mixture_grouped_down.py and mixture_sum.py build every shape's kernels under the shape's name.
+Experts 8..256, top-k 1..8, widths 512..2048 (one x read in place from a wider row, one width and
+one expert width that are not whole tiles), batch 7, 64 and 256; the routing (the interpreter's,
+as tests/gpu/test_mixture.py draws it) from sigmoid and softmax scores, grouped and flat top-k;
+one expert chosen by every row ("same"), experts chosen by no row (most of 256 at batch 7), and
+segments longer than a block of 64 rows (8 and 16 experts at batch 256); the shared expert folded
+(with and without its gate row, narrower and wider than a routed expert) and apart."""
+
+SHAPES = {
+    "b7_e8_k1_sigmoid_apart": dict(
+        rows=7, width=512, hidden=2048, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0),
+    "b7_e256_k8_g8_sigmoid_correction_shared": dict(
+        rows=7, width=1024, hidden=768, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768),
+    "b64_e64_k4_softmax_shared_gate_row": dict(
+        rows=64, width=512, hidden=512, experts=64, top_k=4, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=512, shared_gate=True),
+    "b64_e128_k8_sigmoid_correction_same_shared": dict(
+        rows=64, width=1024, hidden=512, experts=128, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=512, inputs="same"),
+    "b64_e8_k2_sigmoid_odd_apart": dict(  # K's tail (520 = 8 stages + 8) and a last tile of 8 units
+        rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.0),
+    "b256_e256_k8_g8_sigmoid_correction_shared": dict(  # DeepSeek-V3's routing at a serving batch
+        rows=256, width=2048, hidden=512, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=256),
+    "b256_e16_k2_softmax_pitched_wider_shared": dict(
+        rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280),
+    "b256_e8_k8_softmax_apart": dict(  # every row chooses every expert: 4 blocks of 64 rows each
+        rows=256, width=512, hidden=512, experts=8, top_k=8, scoring="softmax", renormalize=False,
+        routed_scaling=1.0),
+}
+
+
+def groups_spec(shape: dict) -> dict:
+    return {k: shape[k] for k in ("rows", "experts", "top_k")}
+
+
+def gated_spec(shape: dict) -> dict:
+    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch")
+            if k in shape}
+
+
+def down_spec(shape: dict) -> dict:
+    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden") if k in shape}
+
+
+def sum_spec(shape: dict) -> dict:
+    spec = {"rows": shape["rows"], "width": shape["width"], "top_k": shape["top_k"],
+            "shared": bool(shape.get("shared_hidden")), "shared_gate": bool(shape.get("shared_gate"))}
+    if shape.get("shared_gate") and shape.get("x_pitch"):
+        spec["x_pitch"] = shape["x_pitch"]
+    return spec

@@ -1,0 +1,19 @@
+"""q8_gated_gemv specializations: Llama-3.1-8B's gate and up pair (4096 -> 14336), the dense
+example's (2048 -> 8192), one and two words, odd sizes, and the 16-row limit (a warp reduces 2
+weights x 16 rows of sums)."""
+
+KERNEL = "q8_gated_gemv"
+
+CASES = {
+    "r1_k4096_h14336_w1": dict(rows=1, width=4096, hidden=14336, words=1),
+    "r1_k2048_h8192_w2": dict(rows=1, width=2048, hidden=8192, words=2),
+    "r3_k96_h37_w1": dict(rows=3, width=96, hidden=37, words=1),
+    "r7_k2080_h999_w2": dict(rows=7, width=2080, hidden=999, words=2),
+    "r16_k4096_h1000_w1": dict(rows=16, width=4096, hidden=1000, words=1),
+}
+
+
+def make(spec: dict):
+    from lanec.codegen.kernels.q8_gemv import Q8GatedGemv
+
+    return Q8GatedGemv(**spec)

@@ -1,0 +1,209 @@
+"""The grouped experts' kernels (mixture_groups, mixture_grouped_gated, mixture_grouped_down,
+mixture_sum) compile for sm_90a (CPU only): PDL, no local memory, tensor cores and cp.async where
+they multiply, no float atomics anywhere (two runs are bitwise equal); params and launches follow
+the specialization; bad specializations raise one line. And the lowering: without the knob a
+mixture keeps the per-row kernels; with --grouped-experts it is the router then the four grouped
+launches (the folded shared expert one more expert of theirs), and `lanec explain` says which path
+each mixture took and why."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ptx import compiled_for_sm90a
+from test_mixture_compile import MIXTURE
+
+from lanec.codegen.kernels import kernel_class
+from lanec.codegen.kernels.mixture_grouped import (
+    MixtureGroupedDown,
+    MixtureGroupedGated,
+    MixtureGroups,
+    MixtureSum,
+)
+
+KERNELS = {
+    "groups_b256_e256_k8": lambda: MixtureGroups(256, 256, 8),
+    "groups_b7_e8_k1": lambda: MixtureGroups(7, 8, 1),
+    "groups_b64_e512_k10": lambda: MixtureGroups(64, 512, 10),
+    "gated_kimi_shared": lambda: MixtureGroupedGated(64, 2304, 1024, 256, 8, shared_hidden=1024),
+    "gated_apart_pitched_odd": lambda: MixtureGroupedGated(7, 520, 200, 16, 2, x_pitch=1024),
+    "gated_shared_wider": lambda: MixtureGroupedGated(16, 1024, 256, 64, 6, shared_hidden=512),
+    "down_kimi_shared": lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024),
+    "down_apart_odd": lambda: MixtureGroupedDown(7, 1000, 520, 16, 2),
+    "sum_shared_gate_pitched": lambda: MixtureSum(7, 2304, 8, shared=True, shared_gate=True, x_pitch=2560),
+    "sum_apart": lambda: MixtureSum(256, 1000, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNELS))
+def test_compiles_for_sm90a(case):
+    kernel = KERNELS[case]()
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert not re.search(r"^\s*(@%p\d+\s+)?(atom|red)\.", ptx, re.M)  # fixed orders, no atomics: deterministic
+    if isinstance(kernel, MixtureGroupedGated | MixtureGroupedDown):
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx and "ldmatrix.sync.aligned" in ptx
+        assert "cp.async.cg.shared.global" in ptx
+    if isinstance(kernel, MixtureGroups):
+        assert "shfl.sync.idx" in ptx and "shfl.sync.up" in ptx  # ranks among a step's lanes, the scan
+    if isinstance(kernel, MixtureSum):
+        assert "ld.global.v4.f32" in ptx and "cvt.rn.bf16x2.f32" in ptx
+
+
+def test_params_follow_the_specialization():
+    groups = MixtureGroups(7, 64, 3)
+    assert [(p.name, p.shape, p.written) for p in groups.params()] == [
+        ("ids", (7, 3), False), ("starts", (65,), True), ("order", (21,), True)]
+    gated = MixtureGroupedGated(7, 512, 256, 16, 3, shared_hidden=128, x_pitch=1024)
+    assert [p.name for p in gated.params()] == ["x", "starts", "order", "gate", "up", "shared_gate", "shared_up",
+                                                "hidden", "shared"]
+    assert gated.params()[0].strides == (1024, 1) and gated.params()[7].shape == (21, 256)
+    assert [p.name for p in MixtureGroupedGated(7, 512, 256, 16, 3).params()] == ["x", "starts", "order", "gate",
+                                                                                "up", "hidden"]
+    down = MixtureGroupedDown(7, 512, 256, 16, 3, shared_hidden=128)
+    assert [p.name for p in down.params()] == ["hidden", "starts", "order", "weights", "down", "shared",
+                                               "shared_down", "partial"]
+    assert down.params()[-1].shape == (7 * 4, 512) and down.params()[-1].dtype == "float32"
+    assert MixtureGroupedDown(7, 512, 256, 16, 3).params()[-1].shape == (21, 512)
+    assert [p.name for p in MixtureSum(7, 512, 3, shared=True, shared_gate=True).params()] == [
+        "x", "partial", "shared_gate_row", "out"]
+    assert [p.name for p in MixtureSum(7, 512, 3).params()] == ["partial", "out"]
+    for name, cls in (("mixture_groups", MixtureGroups), ("mixture_grouped_gated", MixtureGroupedGated),
+                      ("mixture_grouped_down", MixtureGroupedDown), ("mixture_sum", MixtureSum)):
+        assert kernel_class(name) is cls
+
+
+@pytest.mark.parametrize(("make", "grid", "block"), [
+    (lambda: MixtureGroups(256, 256, 8), (1, 1, 1), 1024),  # 2048 pairs: 32 warps, 2 steps each
+    (lambda: MixtureGroups(7, 8, 1), (1, 1, 1), 32),
+    (lambda: MixtureGroups(64, 64, 3), (1, 1, 1), 192),
+    # an (hidden tile, expert) each, the shared expert the last grid row
+    (lambda: MixtureGroupedGated(64, 2304, 1024, 256, 8, shared_hidden=1024), (16, 257, 1), 256),
+    (lambda: MixtureGroupedGated(7, 512, 200, 16, 2), (4, 16, 1), 256),
+    (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, shared_hidden=512), (8, 17, 1), 256),
+    (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024), (18, 257, 1), 256),
+    (lambda: MixtureGroupedDown(7, 1000, 520, 16, 2), (8, 16, 1), 256),
+    (lambda: MixtureSum(7, 2304, 8, shared=True), (5, 7, 1), 128),
+])
+def test_launch_covers_every_expert(make, grid, block):
+    kernel = make()
+    shape = kernel.launch()
+    assert shape.grid == grid and shape.block == (block, 1, 1) and shape.pdl and shape.cluster == (1, 1, 1)
+    assert shape.shared_bytes <= 227 * 1024
+
+
+def test_the_grouped_products_are_gemm_tcs_mma_machinery():
+    gated = MixtureGroupedGated(64, 2304, 1024, 256, 8)
+    down = MixtureGroupedDown(64, 2304, 1024, 256, 8)
+    for kernel in (gated, down):  # 64 rows a block: 2 x 4 warps, each 2 row tiles x 4 column tiles
+        assert (kernel.warps_m, kernel.warps_n, kernel.warp_row_tiles, kernel.warp_col_tiles) == (2, 4, 2, 4)
+        assert kernel.stages == 6
+    assert gated.tile_n == 128 and down.tile_n == 128  # 64 gate beside 64 up rows; 128 outputs
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: MixtureGroups(1, 1024, 8), "mixture_groups experts 1024: 1-512"),
+    (lambda: MixtureGroups(4096, 256, 8), "4096 rows x top_k 8 pairs: at most 16384"),
+    (lambda: MixtureGroups(0, 8, 1), "needs at least one row"),
+    (lambda: MixtureGroupedGated(7, 500, 256, 16, 2), "width 500 must be a positive multiple of 8"),
+    (lambda: MixtureGroupedGated(7, 512, 260, 16, 2), "expert width 260 must be"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 17), "top_k 17: 1 to the experts"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, shared_hidden=100), "shared expert width 100 must be"),
+    (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, x_pitch=500), "x pitch 500: at least the row's 512 values"),
+    (lambda: MixtureSum(7, 512, 2, shared_gate=True), "the gate row scales a shared expert; there is none"),
+])
+def test_invalid_specializations_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
+
+
+# -- lowering ----------------------------------------------------------------------------------
+
+
+def lowered(tmp_path: Path, text: str, grouped: bool):
+    from lanec.codegen.lower import lower_module
+    from lanec.pipeline import fuse, parse_verify
+    from lanec.shim import LaneShim
+
+    source = tmp_path / "mixture.mlir"
+    source.write_text(text)
+    module, where = parse_verify(source)
+    fuse(module, LaneShim(), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings, grouped_experts=grouped).ops))
+    step.verify()
+    return list(step.body.block.ops), tunings
+
+
+def test_without_the_knob_a_mixture_keeps_the_per_row_kernels(tmp_path):
+    from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
+    from lanec.dialects import lane
+
+    assert MIXTURE_GROUPED_ROWS is None  # nothing of the grouped path has run on a GPU yet
+    ops, tunings = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"), grouped=False)
+    kinds = [op.kernel.data for op in ops if isinstance(op, lane.LaunchOp)]
+    assert kinds == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+    assert [t[2]["path"] for t in tunings if t[0] == "mixture"] == ["per-row"]
+
+
+def test_the_knob_gives_the_grouped_launches(tmp_path):
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    ops, tunings = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"), grouped=True)
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launched] == ["embed", "mixture_router", "mixture_groups",
+                                                   "mixture_grouped_gated", "mixture_grouped_down", "mixture_sum"]
+    groups, gated, down, summed = (spec_of(op) for op in launched[2:])
+    assert groups == {"rows": 3, "experts": 16, "top_k": 4}
+    shape = {"rows": 3, "width": 256, "hidden": 128, "experts": 16, "top_k": 4, "shared_hidden": 64}
+    assert gated == shape and down == shape
+    assert summed == {"rows": 3, "width": 256, "top_k": 4, "shared": True, "shared_gate": False}
+    assert tuple(launched[3].grid.get_values()) == (2, 17, 1)  # 128 units in 64-unit tiles; 16 experts + shared
+    buffers = {op.buffer_name.data: op for op in ops if isinstance(op, lane.BufferOp)}
+    assert str(buffers["model.layers.1.moe.gate.weight.ids"].result.type) == "memref<3x4xi32>"
+    assert str(buffers["model.layers.1.moe.starts"].result.type) == "memref<17xi32>"
+    assert str(buffers["model.layers.1.moe.order"].result.type) == "memref<12xi32>"
+    assert str(buffers["model.layers.1.moe.hidden"].result.type) == "memref<12x128xbf16>"
+    assert str(buffers["model.layers.1.moe.shared_hidden"].result.type) == "memref<3x64xbf16>"
+    assert str(buffers["model.layers.1.moe.partial"].result.type) == "memref<15x256xf32>"  # 3 rows x 5 slots
+    (mixture,) = [t for t in tunings if t[0] == "mixture"]
+    assert mixture[2]["path"] == "grouped" and "3 rows are above 0" in mixture[2]["why"]
+
+
+def test_a_wide_mixture_with_a_shared_expert_apart_is_grouped_too(tmp_path):
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    text = MIXTURE.replace("TOP_K", "32").replace("16x", "64x").replace("<16xf32>", "<64xf32>")
+    text = text.replace("groups = 4 : i64, topk_groups = 2 : i64", "groups = 8 : i64, topk_groups = 8 : i64")
+    ops, _ = lowered(tmp_path, text, grouped=True)
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    kinds = [op.kernel.data for op in launched]
+    assert kinds[:6] == ["embed", "mixture_router", "mixture_groups", "mixture_grouped_gated",
+                         "mixture_grouped_down", "mixture_sum"]
+    assert spec_of(launched[3])["shared_hidden"] == 0 and spec_of(launched[5])["shared"] is False
+    assert kinds[6:] == ["gemv", "gemv", "elementwise", "gemv", "elementwise"]  # the shared expert, the add
+
+
+def test_compile_and_explain_take_the_knob(tmp_path):
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    source = tmp_path / "mixture.mlir"
+    source.write_text(MIXTURE.replace("TOP_K", "2"))
+    result = CliRunner().invoke(main, ["compile", "--grouped-experts", str(source), "-o", str(tmp_path / "m.plan")])
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["show", str(tmp_path / "m.plan")])
+    assert shown.exit_code == 0, shown.output
+    for kernel in ("mixture_groups", "mixture_grouped_gated", "mixture_grouped_down", "mixture_sum"):
+        assert kernel in shown.output
+    explained = CliRunner().invoke(main, ["explain", "--grouped-experts", str(source)])
+    assert explained.exit_code == 0, explained.output
+    assert "path grouped: 3 rows are above 0" in explained.output
+    plain = CliRunner().invoke(main, ["explain", str(source)])
+    assert plain.exit_code == 0, plain.output
+    assert "path per-row: the grouped path is off" in plain.output

@@ -1,0 +1,147 @@
+"""The quantized form's kernels and lowering on the CPU: quantize, q8_gemv and q8_gated_gemv
+specializations compile for sm_90a (PDL, no local memory, one pointer a param), their PTX has the
+instructions their exactness and speed rest on (rounded divisions and ties-to-even conversions,
+no FMA; dp4a after the PDL wait, every weight load before it), bad specializations are one-line
+errors, the tests' numpy encoding of the device rows is ops.quantize's, and a q8_0 Llama-style
+form lowers to quantize + q8 launches under both word counts, with `explain`'s reasons."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ptx import compiled_for_sm90a
+
+from lanec.codegen.facts import quantized_pitch
+from lanec.codegen.lower import lower_module
+from lanec.codegen.spec import spec_of
+from lanec.dialects import lane
+from lanec.interp import ops
+from lanec.pipeline import fuse, parse_verify
+from lanec.shim import LaneShim
+
+ROOT = Path(__file__).resolve().parents[1]
+FORM = ROOT / "examples" / "dense-small-q8.mlir"
+
+
+def quantize_kernel(*args, **kwargs):
+    from lanec.codegen.kernels.quantize import Quantize
+
+    return Quantize(*args, **kwargs)
+
+
+def q8_gemv(*args, **kwargs):
+    from lanec.codegen.kernels.q8_gemv import Q8Gemv
+
+    return Q8Gemv(*args, **kwargs)
+
+
+def q8_gated_gemv(*args, **kwargs):
+    from lanec.codegen.kernels.q8_gemv import Q8GatedGemv
+
+    return Q8GatedGemv(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("rows", "width", "words", "pitch"), [(1, 4096, 1, None), (3, 96, 2, None),
+                                                                (7, 160, 2, 264)])
+def test_quantize_compiles_with_exact_rounding(rows, width, words, pitch):
+    ptx = compiled_for_sm90a(quantize_kernel(rows, width, words, x_pitch=pitch)).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    # per value: x / s, then (two words) s / 254 and the residual's division: all rounded once
+    assert after.count("div.rn.f32") >= 8 * words + 1 and after.count("cvt.rni.s32.f32") == 8 * words
+    assert "fma" not in ptx  # x - q1 s is a multiply and a subtraction, each rounded: numpy's
+    assert "shfl.sync.bfly" in after  # the block's max over its four lanes
+
+
+@pytest.mark.parametrize("make", [
+    lambda: q8_gemv(1, 4096, (4096,)),
+    lambda: q8_gemv(3, 96, (37,), words=2),
+    lambda: q8_gemv(32, 14336, (1000,), words=2),
+    lambda: q8_gemv(3, 2048, (2048, 512, 512)),
+    lambda: q8_gated_gemv(1, 4096, 14336),
+    lambda: q8_gated_gemv(16, 2080, 999, words=2),
+], ids=["r1", "r3_odd_w2", "r32_w2", "parts", "gated_r1", "gated_r16_w2"])
+def test_q8_products_compile_with_dp4a_after_the_wait(make):
+    kernel = make()
+    ptx = compiled_for_sm90a(kernel).ptx
+    before, after = ptx.split("griddepcontrol.wait;")
+    assert "ld.global.nc.b32" in before and "ld.global.nc.b16" in before  # weights in flight before the wait
+    assert "ld.global.nc" not in after and "dp4a" not in before
+    assert after.count("dp4a.s32.s32") >= 2 * kernel.words and "shf.r.clamp.b32" in after
+    assert "mma.sync" not in ptx  # CUDA cores: dp4a only
+    x, w = kernel.params()[:2]
+    assert (x.dtype, x.shape) == ("int8", (kernel.rows, quantized_pitch(kernel.width, kernel.words)))
+    assert w.dtype == "uint8" and w.shape[1] == kernel.width // 32 * 34  # llama.cpp's blocks
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: quantize_kernel(1, 100, 1), "quantize width 100 must be whole 32-value blocks"),
+    (lambda: quantize_kernel(1, 64, 3), "quantize 3 words: a quantized activation value is one or two int8 words"),
+    (lambda: q8_gemv(1, 4104, (64,)), "q8_gemv width 4104 must be whole 32-value blocks"),
+    (lambda: q8_gemv(1, 64, (64,), schedule={"tensor_cores": True}), "q8_gemv multiplies on CUDA cores"),
+    (lambda: q8_gemv(33, 64, (64,)), "takes 1-32 rows a launch"),
+    (lambda: q8_gated_gemv(17, 64, 64), "exceed the 32 sums a warp reduces"),
+])
+def test_bad_specializations_are_one_line_errors(make, message):
+    with pytest.raises(ValueError, match=message) as error:
+        make()
+    assert "\n" not in str(error.value)
+
+
+def test_the_tests_device_rows_are_ops_quantize():
+    spec = importlib.util.spec_from_file_location("q8_inputs", ROOT / "tests" / "gpu" / "quantized_inputs.py")
+    inputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inputs)
+    rng = np.random.default_rng(3)
+    for rows, width in ((1, 4096), (3, 96), (5, 2080)):
+        x = inputs.activation(rng, rows, width)
+        for words in (1, 2):
+            stored = inputs.quantized_rows(x, words)
+            assert stored.shape == (rows, quantized_pitch(width, words))
+            assert np.array_equal(inputs.quantized_values(stored, width, words), ops.quantize(x, words))
+    # the ties block: rint breaks ties to even (-1.5 -> -2, -0.5 -> 0, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2)
+    assert stored[0, 32:38].tolist() == [127, 0, 0, 2, 2, -2]
+
+
+def lowered(**knobs):
+    module, where = parse_verify(FORM)
+    fuse(module, LaneShim.of(module, **knobs), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings).ops))
+    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    buffers = [op for op in step.body.block.ops if isinstance(op, lane.BufferOp)]
+    return launches, buffers, tunings
+
+
+@pytest.mark.parametrize("words", [1, 2])
+def test_q8_form_lowers_to_quantize_and_q8_launches(words):
+    launches, buffers, tunings = lowered(words=words)
+    kinds = [op.kernel.data for op in launches]
+    assert "gemv" not in kinds and "gated_gemv" not in kinds  # every product here has q8_0 rows
+    # per layer: q k v in parts, o, the gated pair (gate and up rows: two buffers), down; then the lm head
+    assert kinds.count("q8_gemv") == 2 * 3 + 1 and kinds.count("q8_gated_gemv") == 2
+    # before each: its activation quantized (after a norm, the attention, the gated pair)
+    assert kinds.count("quantize") == 2 * 4 + 1
+    for i, kind in enumerate(kinds):
+        if kind.startswith("q8_"):
+            assert kinds[i - 1] == "quantize"
+            assert spec_of(launches[i])["words"] == spec_of(launches[i - 1])["words"] == words
+    first = kinds.index("q8_gemv")
+    assert spec_of(launches[first])["parts"] == (2048, 512, 512)
+    q8 = [b for b in buffers if b.role.data == "weight" and "quantize_q8_0" in str(b.transforms)]
+    assert len(q8) == 2 * 5 + 1 and all(str(b.result.type.element_type) == "ui8" for b in q8)
+    reasons = [o["why"] for kernel, _, o in tunings if kernel == "quantize"]
+    assert len(reasons) == 9 and all("quantized apart from it" in r for r in reasons)
+
+
+def test_fused_quantize_stays_a_standalone_launch_and_explain_says_so():
+    launches, _, tunings = lowered(words=2, fuse_quant=True)
+    kinds = [op.kernel.data for op in launches]
+    after = [shape["after"] for kernel, shape, _ in tunings if kernel == "quantize"]
+    # fuse-quant put the quantize in the norms' and the gated pairs' epilogues; the attention has none
+    assert sorted(set(after)) == ["attention", "q8_gated_gemv", "rmsnorm"]
+    why = {shape["after"]: o["why"] for kernel, shape, o in tunings if kernel == "quantize"}
+    assert why["rmsnorm"] == "fuse-quant put it in the rmsnorm's epilogue, which the rmsnorm kernel does not have yet"
+    assert kinds.count("quantize") == 2 * 4 + 1
