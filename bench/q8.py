@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -104,26 +103,9 @@ def run() -> list:
     ours_stream = driver.Stream()
 
     def torch_time(fn, repeats=25) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        with torch.cuda.stream(torch_stream):
-            for i in range(repeats + 3):
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                if i >= 3:
-                    times.append(start.elapsed_time(end) * 1000.0)
-        return statistics.median(times)
+        return measure.events_us(torch, torch_stream, fn, repeats)
 
-    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(0, 255)
-    dst = torch.empty_like(src)
-    with torch.cuda.stream(torch_stream):
-        for _ in range(200):  # warm the clocks (the card idles at 345 MHz)
-            dst.copy_(src)
-    copy_tbs = 2 * src.numel() / torch_time(lambda: dst.copy_(src), repeats=20) / 1e6
-    src = dst = None
-    print(f"{device.name}: device-to-device copy {copy_tbs:.2f} TB/s (1 GiB, read + write)")
+    copy_tbs = measure.ceilings(torch, torch_stream, device.name)[0] / 1e12  # clocks warmed first
 
     def ours(stem: str, pointers: list) -> float:
         """Median us of one launch of `stem`, a graph of one launch a pointer list."""
