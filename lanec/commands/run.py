@@ -1,6 +1,7 @@
 """`lanec run`: time a plan's decode steps on the GPU, `--check` one step against the interpreter,
-or `--interpret` it on the CPU. The runner does the work (lanec/runtime/runner.py, which keeps
-its own argparse line for `python -m lanec.runtime` on a machine without click)."""
+`--serve` N steps as a server drives them, or `--interpret` it on the CPU. The runner does the
+work (lanec/runtime/runner.py, which keeps its own argparse line for `python -m lanec.runtime` on a
+machine without click)."""
 
 from __future__ import annotations
 
@@ -41,16 +42,25 @@ from lanec.runtime.runner import Options  # no GPU is touched until a step runs
                    "plan's; under torchrun or mpirun this process is one rank]")
 @click.option("--outputs", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="with --check, save the GPU's outputs (rank 0's) to this .npz")
+@click.option("--serve", type=int, default=None, metavar="N",
+              help="serve N consecutive steps on the GPU, states and caches carried, positions moving on, "
+                   "requests joining and leaving through the slot and page tables; prints a digest and steps/s")
+@click.option("--check-every", type=int, default=None, metavar="K",
+              help="with --serve, check every K-th step (and the last) against the interpreter, from the GPU's "
+                   "states as they were before it")
+@click.option("--churn", type=int, default=None, metavar="P",
+              help="with --serve, every P steps a request leaves and a new one joins at position 0")
 def run(plan: Path, steps: int, check: bool, interpret: bool, graph: bool, pdl: bool, seed: int,
         weights: Path | None, repeats: int, profile: bool, trace: Path | None, gpu_seeding: bool,
-        context: int | None, tp: int | None, outputs: Path | None) -> None:
-    """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, or --interpret.
-    A plan for N GPUs (`lanec compile --tp N`) starts a rank on each of GPUs 0..N-1."""
+        context: int | None, tp: int | None, outputs: Path | None, serve: int | None, check_every: int | None,
+        churn: int | None) -> None:
+    """Run PLAN (a plan.bin): decode steps and their timings, --profile, --check, --serve, or
+    --interpret. A plan for N GPUs (`lanec compile --tp N`) starts a rank on each of GPUs 0..N-1."""
     from lanec.runtime.runner import execute, user_errors
 
     options = Options(steps=steps, check=check, interpret=interpret, graph=graph, pdl=pdl, seed=seed,
                       weights=weights, repeats=repeats, profile=profile, trace=trace, gpu_seeding=gpu_seeding,
-                      context=context, tp=tp, outputs=outputs)
+                      context=context, tp=tp, outputs=outputs, serve=serve, check_every=check_every, churn=churn)
     try:
         status = execute(plan, options, say=click.echo)
     except user_errors() as error:

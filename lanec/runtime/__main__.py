@@ -1,5 +1,6 @@
 """`python -m lanec.runtime plan.bin [--steps N] [--check] [--interpret] [--no-graph] [--no-pdl]
-[--seed S] [--weights f.safetensors|f.gguf] [--repeats R] [--tp N] [--outputs f.npz]`: the runner on a
+[--seed S] [--weights f.safetensors|f.gguf] [--repeats R] [--tp N] [--outputs f.npz]
+[--serve N [--churn P] [--check-every K]]`: the runner on a
 machine with nothing but numpy and cuda-python (and nccl4py for a plan for several ranks)."""
 
 from __future__ import annotations

@@ -213,6 +213,15 @@ class Buffer:
             check(cu.cuMemsetD8(self.ptr, byte & 0xFF, self.nbytes), "cuMemsetD8")
         synchronize()
 
+    def zero(self, offset: int, nbytes: int) -> None:
+        """Zero bytes [offset, offset + nbytes) (a state's slot before a new request reads it)."""
+        if not 0 <= offset <= offset + nbytes <= self.nbytes:
+            raise DeviceError(f"zeroing bytes [{offset}, {offset + nbytes}) of a buffer of {self.nbytes}")
+        synchronize()
+        if nbytes:
+            check(cu.cuMemsetD8(self.ptr + offset, 0, nbytes), "cuMemsetD8")
+        synchronize()
+
     def free(self) -> None:
         if self._handle is not None:
             check(cu.cuMemFree(self._handle), "cuMemFree")

@@ -112,7 +112,8 @@ def ranks_to_run(path: str | Path, plan: Plan, options, rank: Rank | None) -> in
                         f"run on {asked}: compile it with --tp {asked}")
     if plan.ranks > 1:
         refused = [flag for flag, given in (("--interpret", options.interpret), ("--profile", options.profile),
-                                            ("--trace", options.trace is not None)) if given]
+                                            ("--trace", options.trace is not None),
+                                            ("--serve", options.serve is not None)) if given]
         if refused:
             raise run_error(f"{refused[0]} runs a plan for one GPU; {path} is a plan for {plan.ranks} ranks "
                             "(--check and timing run it)")

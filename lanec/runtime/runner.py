@@ -1,14 +1,17 @@
 """Run a plan: load it, make its buffers (weights through their transforms, states and inputs from
 one seeded environment), launch the step with PDL and clusters, capture it into a CUDA graph, run
-N steps and time them; or `--check` one step against the interpreter, or `--interpret` the plan's
-program on the CPU alone. The step's slot table, page table and positions are validated before
-anything is uploaded (`validate_inputs`: one-line errors, nothing written).
+N steps and time them; or `--check` one step against the interpreter, `--interpret` the plan's
+program on the CPU alone, or `--serve` N steps as a server drives them (lanec/runtime/serve.py).
+The step's slot table, page table and positions are validated before anything is uploaded
+(`validate_inputs`: one-line errors, nothing written), and a plan larger than the GPU's free
+memory is refused before anything is allocated (`check_memory`).
 
 The interpreter (`lanec.interp`, numpy only) is imported where a program runs; the GPU path
 needs nothing but numpy and cuda.bindings."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -55,6 +58,9 @@ class Options:
     context: int | None = None  # a full batch served at this context (served_inputs); None: the seeded inputs
     tp: int | None = None  # the ranks to run on (None: the plan's; a plan for N ranks runs on N)
     outputs: Path | None = None  # with --check: the GPU's outputs (rank 0's) saved here (.npz)
+    serve: int | None = None  # serve this many consecutive steps, states carried (lanec/runtime/serve.py)
+    check_every: int | None = None  # with --serve: a drift check of every K-th step (and the last)
+    churn: int | None = None  # with --serve: every P steps a request leaves and another joins
 
 
 def validate_slots(slots: np.ndarray, tokens: int, accepted: np.ndarray | None = None,
@@ -115,7 +121,9 @@ def validate_pages(pages: np.ndarray, positions: np.ndarray, tokens: int, page_s
                        f"[{batch * tokens}]")
     table = positions.astype(np.int64).reshape(batch, tokens)
     pages = pages.astype(np.int64)
-    owner: dict[tuple[int, int], int] = {}
+    if pages_readable(pages, table, page_size, cache_pages):
+        return
+    owner: dict[tuple[int, int], int] = {}  # request by request, for the first fault's message
     for b, row in enumerate(table):
         if row[0] < 0:
             raise RunError(f"request {b} starts at position {row[0]}: positions start at 0")
@@ -138,6 +146,23 @@ def validate_pages(pages: np.ndarray, positions: np.ndarray, tokens: int, page_s
             if owner.setdefault(place, b) != b:
                 raise RunError(f"requests {owner[place]} and {b} both write row {place[1]} of page {place[0]}: "
                                "a page row is one request's")
+
+
+def pages_readable(pages: np.ndarray, table: np.ndarray, page_size: int, cache_pages: int) -> bool:
+    """`validate_pages`'s rules over the whole batch at once (a served step validates every step):
+    True where they all hold; False where one may not (the request-by-request walk then names it)."""
+    if batch := table.shape[0]:
+        if (table[:, 0] < 0).any() or (np.diff(table, axis=1) != 1).any():
+            return False
+        columns = table[:, -1] // page_size
+        if (columns >= pages.shape[1]).any():
+            return False
+        held = pages[np.arange(pages.shape[1])[None, :] <= columns[:, None]]
+        if (held < 0).any() or (held >= cache_pages).any():
+            return False
+        places = pages[np.arange(batch)[:, None], table // page_size] * page_size + table % page_size
+        return np.unique(places).size == places.size
+    return True
 
 
 def validate_inputs(program, inputs: dict[str, np.ndarray]) -> None:
@@ -163,9 +188,7 @@ def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.n
     rng = np.random.default_rng(seed)
     inputs: dict[str, np.ndarray] = {}
     if "tokens" in shapes:
-        tables = {step.operands["table"] for step in program.steps if step.op == "embed"}
-        vocab = min((w.shape[0] for w in program.weights if w.value in tables), default=32)
-        inputs["tokens"] = rng.integers(0, vocab, shapes["tokens"]).astype(np.int32)
+        inputs["tokens"] = rng.integers(0, vocabulary(program), shapes["tokens"]).astype(np.int32)
     if "slots" in shapes:
         capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=batch * tokens + 1)
         if batch * tokens >= capacity:
@@ -199,6 +222,12 @@ def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.n
             rows = context - tokens + np.arange(tokens)
             inputs["positions"] = np.tile(rows, batch).astype(np.int32)
     return inputs
+
+
+def vocabulary(program) -> int:
+    """The token ids a step may take: the rows of its smallest embedding table (32 without one)."""
+    tables = {step.operands["table"] for step in program.steps if step.op == "embed"}
+    return min((w.shape[0] for w in program.weights if w.value in tables), default=32)
 
 
 def load(path: str | Path, options: Options):
@@ -252,6 +281,28 @@ def plan_sources(plan: Plan, program, options: Options, path: str | Path) -> dic
     return sources
 
 
+def check_memory(plan: Plan, free: int, device: str) -> None:
+    """Refuse, before anything is allocated or written, a plan whose buffers exceed the GPU's free
+    memory (cuMemGetInfo's): one line with what it needs, by role, and what is free."""
+    needed = sum(b.nbytes for b in plan.buffers)
+    if needed <= free:
+        return
+    roles: dict[str, int] = {}
+    for spec in plan.buffers:
+        group = {"weight": "weights", "state": "states and caches"}.get(spec.role, "activations and inputs")
+        roles[group] = roles.get(group, 0) + spec.nbytes
+    parts = ", ".join(f"{size(nbytes)} {group}" for group, nbytes in roles.items())
+    raise DeviceError(f"the plan needs {size(needed)} of buffers ({parts}); {device} has {size(free)} free")
+
+
+def size(nbytes: int) -> str:
+    """A byte count in GiB (MiB, KiB or bytes where smaller)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} bytes"
+
+
 def in_order(launches: list, places: list[int], collectives: list) -> list:
     """The step's launches with each collective right before the launch at its place (`places`, in
     order, as `Plan.validate` checks; a place past the last launch: after it)."""
@@ -276,11 +327,7 @@ class Session:
                             f"{plan.ranks}`")
         self.plan = plan
         self.device = driver.Device(device)
-        needed = sum(b.nbytes for b in plan.buffers)
-        free = self.device.free_bytes()
-        if needed > free:
-            raise DeviceError(f"the plan needs {needed / 2**30:.2f} GiB of buffers; {self.device.name} has "
-                              f"{free / 2**30:.2f} GiB free")
+        check_memory(plan, self.device.free_bytes(), self.device.name)
         self.stream = driver.Stream()
         modules = [driver.Module(cubin) for cubin in plan.cubins]
         self.buffers = {b.name: driver.Buffer.empty(b.nbytes) for b in plan.buffers}
@@ -332,6 +379,25 @@ class Session:
                     raise PlanError(f"input buffer {spec.name!r} is {list(spec.shape)}; got {list(values.shape)}")
                 self.buffers[spec.name].upload(dtypes.encode(values, spec.dtype))
 
+    @functools.cached_property
+    def slot_states(self) -> list:
+        """The state buffers indexed by slot (conv, recurrent), by the plan's program."""
+        from lanec.interp.program import Program
+
+        kinds = {decl.name: decl.kind for decl in Program.from_json(self.plan.program).states} \
+            if self.plan.program else {}
+        return [spec for spec in self.plan.buffers if spec.role == "state" and kinds.get(spec.source) in SLOT_STATES]
+
+    def zero_slots(self, slots: list[int]) -> None:
+        """Zero the rows `slots` of every slot-indexed state (conv, recurrent): what a server does
+        before a new request's first step reads its slot."""
+        for spec in self.slot_states if slots else []:
+            row = math.prod(spec.shape[1:]) * dtypes.storage(spec.dtype).itemsize
+            for slot in slots:
+                if not 0 < slot < spec.shape[0]:
+                    raise RunError(f"slot {slot} is outside state {spec.name!r}: slots 1..{spec.shape[0] - 1}")
+                self.buffers[spec.name].zero(slot * row, row)
+
     def enqueue(self) -> None:
         for item in self.sequence:
             item.enqueue()
@@ -346,10 +412,13 @@ class Session:
         captured = driver.Graph.capture(self.stream, self.enqueue)
         return lambda: captured.replay(self.stream)
 
-    def read(self, name: str) -> np.ndarray:
+    def read_stored(self, name: str) -> np.ndarray:
+        """The buffer as stored (bf16 as its uint16 words): what a bitwise comparison hashes."""
         spec = self.plan.buffer(name)
-        stored = self.buffers[name].to_array(dtypes.storage(spec.dtype), spec.shape)
-        return dtypes.decode(stored, spec.dtype)
+        return self.buffers[name].to_array(dtypes.storage(spec.dtype), spec.shape)
+
+    def read(self, name: str) -> np.ndarray:
+        return dtypes.decode(self.read_stored(name), self.plan.buffer(name).dtype)
 
 
 @dataclass(frozen=True)
@@ -457,6 +526,20 @@ def judge(session: Session, program, outputs: list[np.ndarray], states: dict[str
     """The GPU's outputs and states after one step against the interpreter's (`outputs`, `states`,
     every value in `values`), one line a buffer; 0 when all agree. With `options.outputs`, the
     GPU's outputs are saved there (.npz, `output<index>`)."""
+    rows = verdicts(session, program, outputs, states, values)
+    for line in table(rows):
+        say(line)
+    if options.outputs is not None:
+        saved = {f"output{spec.source}": session.read(spec.name) for spec in session.plan.buffers
+                 if spec.role == "output"}
+        np.savez(options.outputs, **saved)
+    return 1 if any(not r.ok for r in rows) else 0
+
+
+def verdicts(session: Session, program, outputs: list[np.ndarray], states: dict[str, np.ndarray],
+             values: dict[int, np.ndarray]) -> list[Comparison]:
+    """Each output and state buffer of the GPU after one step against the interpreter's, each
+    held to its dtype's step tolerance grown by its depth (`tolerance.deep`)."""
     plan = session.plan
     chosen_from = {step.results[0]: step.operands["x"] for step in program.steps if step.op == "argmax"}
     depth = layer_depths(plan)
@@ -479,19 +562,21 @@ def judge(session: Session, program, outputs: list[np.ndarray], states: dict[str
                                 states[spec.source], tolerance.deep(tolerance.state(spec.dtype), depth(spec.name))))
     if not rows:
         raise PlanError("the plan has no output or state buffer to check")
+    return rows
+
+
+def table(rows: list[Comparison]) -> list[str]:
+    """The judge's table: one line a buffer, then the verdict."""
     width = max(len(r.name) for r in rows)
-    say(f"{'buffer':<{width}}  role    dtype     max |err| / scale   tolerance  scale")
+    lines = [f"{'buffer':<{width}}  role    dtype     max |err| / scale   tolerance  scale"]
     for r in rows:
         verdict = "ok" if r.ok else f"MISMATCH {r.note}".rstrip()
-        say(f"{r.name:<{width}}  {r.role:<6}  {r.dtype:<8}  {r.error:>17.3e}   {str(r.tolerance):>9}  "
-            f"{r.scale:<9.3g} {verdict}")
+        lines.append(f"{r.name:<{width}}  {r.role:<6}  {r.dtype:<8}  {r.error:>17.3e}   {str(r.tolerance):>9}  "
+                     f"{r.scale:<9.3g} {verdict}")
     failed = [r.name for r in rows if not r.ok]
-    say(f"check: {len(rows) - len(failed)} of {len(rows)} agree with the interpreter"
-        + (f"; mismatch in {', '.join(failed)}" if failed else ""))
-    if options.outputs is not None:
-        saved = {f"output{spec.source}": session.read(spec.name) for spec in plan.buffers if spec.role == "output"}
-        np.savez(options.outputs, **saved)
-    return 1 if failed else 0
+    lines.append(f"check: {len(rows) - len(failed)} of {len(rows)} agree with the interpreter"
+                 + (f"; mismatch in {', '.join(failed)}" if failed else ""))
+    return lines
 
 
 def bench(plan: Plan, env, sources, options: Options, say: Callable[[str], None]) -> int:
@@ -590,6 +675,7 @@ def execute(path: str | Path, options: Options, say: Callable[[str], None] = pri
         raise RunError("--profile / --trace time the plan on the GPU; --check and --interpret do not: choose one")
     if options.outputs is not None and not options.check:
         raise RunError("--outputs saves the outputs of --check's step: add --check")
+    check_serving(options)
     from lanec.runtime import parallel
 
     status = parallel.execute(path, options, say)  # a plan for several ranks: one process a GPU
@@ -600,9 +686,32 @@ def execute(path: str | Path, options: Options, say: Callable[[str], None] = pri
         return interpret(program, env, options, say)
     if options.check:
         return check(plan, program, env, sources, options, say)
+    if options.serve is not None:
+        from lanec.runtime.serve import serve
+
+        return serve(plan, program, env, sources, options, say)
     if profiling:
         return profile(plan, env, sources, options, say)
     return bench(plan, env, sources, options, say)
+
+
+def check_serving(options: Options) -> None:
+    """`--serve N [--check-every K] [--churn P]`: counts of at least one, the pacing options only
+    with --serve, and --serve alone among the modes (it makes its own inputs: no --context)."""
+    for flag, value in (("--serve", options.serve), ("--check-every", options.check_every),
+                        ("--churn", options.churn)):
+        if value is not None and value < 1:
+            raise RunError(f"{flag} {value}: at least 1")
+    if options.serve is None:
+        if options.check_every is not None or options.churn is not None:
+            raise RunError("--check-every and --churn pace --serve's steps: add --serve N")
+        return
+    others = [flag for flag, given in (("--check", options.check), ("--interpret", options.interpret),
+                                       ("--profile", options.profile or options.trace is not None),
+                                       ("--context", options.context is not None)) if given]
+    if others:
+        raise RunError(f"--serve runs its own schedule of steps; {others[0]} is another mode: choose one "
+                       "(--check-every K checks served steps)")
 
 
 def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
@@ -611,7 +720,8 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
     import argparse
 
     parser = argparse.ArgumentParser(prog=prog, description="Run a lanec plan: time decode steps on the GPU, "
-                                     "--check one step against the interpreter, or --interpret it on the CPU.")
+                                     "--check one step against the interpreter, --serve N steps as a server "
+                                     "drives them, or --interpret it on the CPU.")
     parser.add_argument("plan", type=Path, help="plan.bin written by `lanec compile`")
     parser.add_argument("--steps", type=int, default=Options.steps, help="decode steps to run (default %(default)s)")
     parser.add_argument("--check", action="store_true", help="one step on the GPU against the interpreter")
@@ -636,8 +746,15 @@ def parse(argv: list[str], prog: str) -> tuple[Path, Options]:
                         help="GPUs to run on, one rank each: the plan's count (`lanec compile --tp N`; the default)")
     parser.add_argument("--outputs", type=Path, default=None,
                         help="with --check, save the GPU's outputs (rank 0's) to this .npz")
+    parser.add_argument("--serve", type=int, default=None, metavar="N",
+                        help="serve N consecutive steps, states and caches carried, requests joining and leaving")
+    parser.add_argument("--check-every", type=int, default=None, metavar="K",
+                        help="with --serve, check every K-th step (and the last) against the interpreter")
+    parser.add_argument("--churn", type=int, default=None, metavar="P",
+                        help="with --serve, every P steps a request leaves and a new one joins at position 0")
     args = parser.parse_args(argv)
     return args.plan, Options(steps=args.steps, check=args.check, interpret=args.interpret, graph=args.graph,
                               pdl=args.pdl, seed=args.seed, weights=args.weights, repeats=args.repeats,
                               profile=args.profile, trace=args.trace, gpu_seeding=args.gpu_seeding,
-                              context=args.context, tp=args.tp, outputs=args.outputs)
+                              context=args.context, tp=args.tp, outputs=args.outputs, serve=args.serve,
+                              check_every=args.check_every, churn=args.churn)

@@ -154,6 +154,22 @@ class Checkpoint(Tensors):
         self._data_start = 8 + header_size
         self._data_size = size - self._data_start
         self._header = header
+        self._check_extent()
+
+    def _check_extent(self) -> None:
+        """A file cut short (a shard whose download or copy stopped): the header places a tensor's
+        bytes past the end of the data, named here at open, before any tensor is read."""
+        ends = []
+        for name, entry in self._header.items():
+            try:
+                ends.append((int(entry["data_offsets"][1]), name))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise WeightError(f"checkpoint {self.path}: tensor {name!r} has a malformed header entry") from None
+        end, name = max(ends, default=(0, ""))
+        if end > self._data_size:
+            raise WeightError(f"checkpoint {self.path} is truncated: its header places tensor {name!r} up to byte "
+                              f"{end} of the data, which holds {self._data_size} ({end - self._data_size} bytes "
+                              "missing)")
 
     @property
     def names(self) -> list[str]:
@@ -324,7 +340,11 @@ def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None, lazy: bool
                 if not checkpoint.holds(source.name):
                     raise WeightError(f"checkpoint {checkpoint.path} has no {checkpoint.describe(source.name)} "
                                       f"(weight {binding.buffer!r} needs it)")
-                tensor = checkpoint.resolve(source.name, source.shape, q8_0).astype(np.float32)
+                tensor = checkpoint.resolve(source.name, source.shape, q8_0)
+                if tensor.dtype.kind != "f" and dtypes.canonical(source.dtype) in dtypes.FLOATS:
+                    raise WeightError(f"checkpoint {checkpoint.describe(source.name)} holds {tensor.dtype} values; "
+                                      f"weight {binding.buffer!r} needs {source.dtype} (floating point)")
+                tensor = tensor.astype(np.float32)
                 values[source.name] = tensor if q8_0 else dtypes.representable(tensor, source.dtype)
             elif lazy:
                 values[source.name] = LazyWeight.seeded(source.name, source.shape, seed, source.scale, source.center,
