@@ -15,7 +15,9 @@ Shapes (page size 16; every request at the full context: positions = context - q
   16-head shard; context 4096 and 32768, batch 1, 8, 64; and q = 4 at 32768, batch 8.
 Each shape runs with the split count `attention_splits` picks and, where they differ, fixed
 splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more; LANEC_ATTN_SWEEP=1 measures every split at
-batch 1 and 8; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel with a schedule of its own).
+batch 1 and 8; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel with a schedule of its own;
+LANEC_ATTN_BULK=1 also builds each shape's chosen split with the bulk-copy load engine, `loads`
+"bulk", and times it beside the default cp.async engine: set it for both steps).
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -44,7 +46,8 @@ import measure  # bench/measure.py: this script's directory is on sys.path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_ATTN_SWEEP") == "1" else "")
                         + "".join(f"-{k}{v}" for k, v in sorted(json.loads(os.environ.get("LANEC_ATTN_SCHEDULE")
-                                                                            or "{}").items())))
+                                                                            or "{}").items()))
+                        + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else ""))
 
 PAGE = 16
 HEAD = 128
@@ -62,6 +65,8 @@ SWEEP = os.environ.get("LANEC_ATTN_SWEEP") == "1"
 # built with it (the latent kernels keep their defaults: their buffers fill the shared memory), into
 # a folder of its own (build/bench-attention[-sweep]-<fields>), to compare schedules
 SCHEDULE = json.loads(os.environ.get("LANEC_ATTN_SCHEDULE") or "{}")
+# LANEC_ATTN_BULK=1: each shape's chosen split also with loads "bulk" (stem + "_bulk"), timed beside it
+BULK = os.environ.get("LANEC_ATTN_BULK") == "1"
 SWEEP_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
@@ -100,13 +105,15 @@ def stem(p: dict, splits: int, kernel: str = "attn") -> str:
     return f"{kernel}_{kind}_h{p['heads']}kv{p['kv']}_c{p['context']}_b{p['batch']}_q{p['q']}_s{splits}"
 
 
-def kernel_spec(p: dict, splits: int) -> dict:
+def kernel_spec(p: dict, splits: int, bulk: bool = False) -> dict:
     pages = p["context"] // PAGE
     common = dict(batch=p["batch"], tokens=p["q"], heads=p["heads"], page_size=PAGE, max_pages=pages,
                   cache_pages=p["batch"] * pages, splits=splits)
+    loads = {"loads": "bulk"} if bulk else {}
     if p["kind"] == "gqa":
-        return dict(common, kv_heads=p["kv"], head=HEAD, **({"schedule": SCHEDULE} if SCHEDULE else {}))
-    return dict(common, lora=p["lora"], rope=p["rope"], nope=128)
+        schedule = dict(SCHEDULE, **loads)
+        return dict(common, kv_heads=p["kv"], head=HEAD, **({"schedule": schedule} if schedule else {}))
+    return dict(common, lora=p["lora"], rope=p["rope"], nope=128, **({"schedule": loads} if loads else {}))
 
 
 def _build_one(job: tuple) -> str:
@@ -128,6 +135,8 @@ def build() -> None:
     for p in listing:
         for splits in p["splits"]:
             jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
+            if BULK and splits == p["chosen"]:
+                jobs.append((p["kind"], kernel_spec(p, splits, bulk=True), stem(p, splits) + "_bulk"))
             if splits > 1:
                 jobs.append(("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"],
                                              splits=splits), stem(p, splits, "combine")))
@@ -164,20 +173,24 @@ def run() -> None:
 
     def time_ours(p: dict, copies: int, step: dict, stores: dict) -> dict:
         """Our kernel (and its combine) a copy each of the `stores` (name -> [copies, ...]) in one
-        graph, the `step`'s other tensors shared: {splits: us a step}."""
+        graph, the `step`'s other tensors shared: {splits: us a step}, and {"bulk": us} for the
+        chosen split's bulk-copy build (LANEC_ATTN_BULK=1)."""
         timings = {}
         rows = p["batch"] * p["q"]
-        for splits in p["splits"]:
+        builds = [(splits, splits, stem(p, splits)) for splits in p["splits"]]
+        if BULK:
+            builds.append(("bulk", p["chosen"], stem(p, p["chosen"]) + "_bulk"))
+        for key, splits, built in builds:
             partial = torch.empty(splits, rows, p["heads"], p["lora"], dtype=torch.float32, device="cuda")
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
             launches = []
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
-                launches.append(kernels.launch(stem(p, splits), tensors))
+                launches.append(kernels.launch(built, tensors))
                 if splits > 1:
                     launches.append(kernels.launch(stem(p, splits, "combine"), tensors))
             torch.cuda.synchronize()
-            timings[splits] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
+            timings[key] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
             del partial, lse
         return timings
 
@@ -261,21 +274,23 @@ def run() -> None:
         roofline_us = max(nbytes / copy_bw, flops / peak) * 1e6
         rows.append((p, nbytes, timings, sdpa_us, sgl_us, roofline_us))
         print(f"  {p['label']} ctx {context} b{batch} q{q} ({copies} copies): "
-              + "  ".join(f"s{s} {us:.1f} us" for s, us in timings.items())
+              + "  ".join(f"{'' if s == 'bulk' else 's'}{s} {us:.1f} us" for s, us in timings.items())
               + f"  SDPA {sdpa_us:.1f}  SGLang {sgl_us:.1f}  roofline {roofline_us:.1f} us", flush=True)
 
     print()
     print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s (read + write); bf16 peak {peak / 1e12:.0f} "
           f"TFLOP/s; page size {PAGE}")
     print("| shape | context | batch | q | cache MB | splits (chosen) | ours us | % of roofline | best fixed "
-          "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |"
+          + (" bulk loads us | ours / bulk |" if BULK else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else ""))
     for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
         ours = timings[p["chosen"]]
         fixed = min(timings[1], timings[16])
         print(f"| {p['label']} | {p['context']} | {p['batch']} | {p['q']} | {nbytes / 1e6:.0f} | {p['chosen']} "
               f"| {ours:.1f} | {100 * roofline_us / ours:.0f}% | {fixed:.1f} | {sgl_us:.1f} | {sgl_us / ours:.2f} "
-              f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |")
+              f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |"
+              + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else ""))
 
 
 if __name__ == "__main__":

@@ -44,5 +44,17 @@ def main(path: str) -> None:
           f"{times['no graph, PDL'] - best:.2f} us")
 
 
+def compare(anchor: str, other: str) -> None:
+    """The step (graph + PDL) of `other` against `anchor` measured in the same run: e.g. a plan
+    compiled with a knob (`--fold-norms`) against the same form compiled without it."""
+    first, second = step_us(Path(anchor), True, True), step_us(Path(other), True, True)
+    print(f"{anchor}: {first:.2f} us a step (anchor)")
+    print(f"{other}: {second:.2f} us a step, {first / second:.3f}x the anchor's speed "
+          f"({first - second:+.2f} us saved)")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "build/plans/dense-small.plan")
+    if len(sys.argv) > 2:  # plan_step.py ANCHOR.plan OTHER.plan
+        compare(sys.argv[1], sys.argv[2])
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "build/plans/dense-small.plan")

@@ -39,12 +39,15 @@ class LaneShim:
     """The lane under its knobs: the numerics (`precise`, or `quantized` with one or two int8
     words a value), whether producers quantize in their epilogue (`fuse_quant`, quantized only),
     and whether the products are a batch's (each row its own sequence: the lane keeps them on
-    the GEMV kernels whatever the row count); with the lane's held-back rules (`heldback`)."""
+    the GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs
+    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured); with
+    the lane's held-back rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
     fuse_quant: bool = False
     batch_products: bool = False
+    fold_norms: bool = False
 
     def __post_init__(self) -> None:
         if self.numerics not in NUMERICS:
@@ -65,7 +68,9 @@ class LaneShim:
         """The lane's held-back rules, in the order they run: each keeps a fused op only where a
         kernel of the lane launches it, and splits it back otherwise. The splits that make new
         producers (kda, gated pair, products in parts) run before the check of quantize
-        epilogues, which must see the final producers."""
+        epilogues, which must see the final producers; the norms fold into the GEMVs they left
+        last (fold-norm-into-gemv: it reads the final products and their activations' numerics)."""
+        from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
         from lanec.passes.hold_gated_pair import HoldGatedPairRule
         from lanec.passes.hold_kda import HoldKdaRule
@@ -76,7 +81,7 @@ class LaneShim:
         from lanec.passes.hold_values_in_place import HoldValuesInPlaceRule
 
         return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, HoldConvL2NormRule, HoldMixtureSharedRule,
-                HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule)
+                HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule)
 
     def as_gemv(self, rows: int) -> bool:
         """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:
@@ -89,10 +94,10 @@ class LaneShim:
         q8 = self.numerics == "quantized" and bool(formats) and all(f == "q8_0" for f in formats)
         return ("q8_" if q8 else "") + ("gated_gemv" if gated else "gemv")
 
-    def gemv_reason(self, rows: int, kernel: str = "gemv") -> str:
+    def gemv_reason(self, rows: int) -> str:
         if self.batch_products:
             return "the products are a batch's"
-        return f"{rows} rows are at most the {GEMV_ROWS} a {kernel} launch takes"
+        return f"{rows} rows are at most the {GEMV_ROWS} a GEMV launch takes"
 
     def attribute(self) -> DictionaryAttr:
         return DictionaryAttr({
@@ -100,6 +105,7 @@ class LaneShim:
             "words": IntegerAttr(self.words, i64),
             "fuse_quant": IntegerAttr(int(self.fuse_quant), IntegerType(1)),
             "batch_products": IntegerAttr(int(self.batch_products), IntegerType(1)),
+            "fold_norms": IntegerAttr(int(self.fold_norms), IntegerType(1)),
         })
 
     def record(self, module: ModuleOp) -> None:

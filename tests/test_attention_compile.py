@@ -1,6 +1,8 @@
 """attention and attention_combine compile for sm_90a (CPU only): their PTX has the PDL pair, the
 cp.async pipeline and no local memory (a register indexed at run time would spill there); their
-launch and params follow the specialization; bad specializations raise one line naming the fact."""
+launch and params follow the specialization; bad specializations raise one line naming the fact.
+With `loads` "bulk" the cache rows come by cp.async.bulk on an mbarrier a buffer; the default
+engine stays cp.async alone."""
 
 from __future__ import annotations
 
@@ -56,6 +58,43 @@ def test_compiles_for_sm90a(case):
         assert "fma.rn.f32" in ptx and "cvt.rn.bf16.f32" in ptx
 
 
+BULK = {
+    "h32_kv8_d128_p16": lambda s: Attention(8, 1, 32, 8, 128, 16, 256, 2048, schedule=s),
+    "h8_kv2_d128_p64_t4_s4": lambda s: Attention(2, 4, 8, 2, 128, 64, 64, 128, splits=4, schedule=s),
+    "h12_kv4_d128_p32_t3": lambda s: Attention(3, 3, 12, 4, 128, 32, 32, 100, schedule=s),
+    "h16_kv16_d64_p16_t4_tile32": lambda s: Attention(2, 4, 16, 16, 64, 16, 64, 128, schedule=dict(s or {}, tile=32)),
+    "h4_kv1_d256_p64_s4": lambda s: Attention(1, 1, 4, 1, 256, 64, 16, 16, splits=4, schedule=s),
+    "mla_h32_l512_r64_t1": lambda s: LatentAttention(8, 1, 32, 512, 64, 16, 256, 2048, nope=128, schedule=s),
+    "mla_h32_l512_nope_t4_s3": lambda s: LatentAttention(2, 4, 32, 512, 0, 16, 160, 400, splits=3,
+                                                          latent_pitch=2304, schedule=s),
+    "mla_h128_l512_r64_s8": lambda s: LatentAttention(1, 1, 128, 512, 64, 64, 64, 80, splits=8, nope=128,
+                                                       schedule=s),
+}
+BULK_COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+
+
+@pytest.mark.parametrize("case", sorted(BULK))
+def test_bulk_loads_compile_for_sm90a(case):
+    """loads "bulk": an mbarrier a buffer (initialized, fenced for the async proxy), armed with the
+    tile's bytes and waited by phase parity; the first tiles' bulk copies issued before
+    griddepcontrol.wait; the step's rows and the queries still by cp.async; no local memory."""
+    kernel = BULK[case]({"loads": "bulk"})
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert BULK_COPY in ptx and "cp.async.cg.shared.global" in ptx
+    assert ptx.count("mbarrier.init.shared.b64") == kernel.stages and "fence.mbarrier_init" in ptx
+    assert "mbarrier.arrive.expect_tx.shared.b64" in ptx and "mbarrier.try_wait.parity.shared.b64" in ptx
+    assert ptx.index(BULK_COPY) < ptx.index("griddepcontrol.wait;"), "the cache rows wait for the predecessor"
+    assert kernel.launch().shared_bytes == BULK[case](None).launch().shared_bytes + 8 * kernel.stages
+
+
+@pytest.mark.parametrize("case", ["h8_kv2_d128_p64_t4_s4", "mla_h32_l512_nope_t4_s3"])
+def test_copy_loads_stay_the_default(case):
+    """No schedule and loads "copy" build the same kernel: cp.async alone, no bulk copy, no mbarrier."""
+    default = compiled_for_sm90a(BULK[case](None)).ptx
+    assert compiled_for_sm90a(BULK[case]({"loads": "copy"})).ptx == default
+    assert "cp.async.bulk" not in default and "mbarrier" not in default
+
+
 def test_expanded_keys_are_whole_mma_steps():
     """A head's key (nope + rope) is padded with zeros to whole 32-value steps; the expand writes
     the padded rows, the attention reads them; one CTA a (chunk, head, request)."""
@@ -103,6 +142,10 @@ def test_grid_covers_chunks_kv_heads_and_requests(make, grid, rows):
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, v_pitch=260), "v pitch 260: at least the row's 256 values and a "
                                                                 "multiple of 8"),
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 48}), "Attention tile is 32, 64 or 128"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"loads": "tma"}),
+     "Attention loads is 'copy' or 'bulk'; got 'tma'"),
+    (lambda: ExpandedLatentAttention(5, 1, 4, 40, 0, 64, 32, 10, 60, schedule={"loads": "bulk"}),
+     "expanded_attention: loads 'bulk' is for a cache the step's rows are written into"),
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"tile": 128, "stages": 4}),
      "attention: 4 buffers of 128 keys take 287744 bytes of shared memory, above the SM's 232448"),
     (lambda: Attention(1, 1, 8, 2, 64, 16, 4, 4, schedule={"warps": 8}),

@@ -173,6 +173,17 @@ class KdaSchedule(Schedule):
 # more as several launches.
 GEMV_ROWS = 32
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
+GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
+# A norm in the row products' prologue (`norm`): each CTA sums the squares of the whole activation
+# rows itself, on the CUDA-core path only (the tensor cores' fragments are loaded packed), holding
+# a thread's share of every row in registers: at most NORM_HELD_VECTORS 16-byte vectors of them.
+NORM_ROWS = GEMV_TENSOR_CORE_ROWS - 1
+NORM_HELD_VECTORS = 8
+
+
+def norm_held_vectors(rows: int, width: int, warps: int = GEMV_WARPS) -> int:
+    """16-byte vectors of the activation rows one thread holds in a norm prologue of `warps` warps."""
+    return rows * -(-(width // VECTOR) // (WARP * warps))
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,8 @@ class RowProductsSpec(Spec):
     parts: tuple[int, ...]
     per_head: tuple[int, int, int] | None = None
     x_pitch: int | None = None
+    norm: bool = False  # an RMS norm of the activation rows in the prologue (facts: NORM_ROWS)
+    warps: int = GEMV_WARPS
 
     @property
     def outputs(self) -> int:
@@ -224,6 +237,22 @@ class RowProductsSpec(Spec):
                 found.append(f"per-head read: offset {offset} + width {self.width} runs past the head's unit {unit}")
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
+        if self.norm:
+            found += self.norm_problems()
+        return found
+
+    def norm_problems(self) -> list[str]:
+        """Why a norm of the activation rows cannot run in this launch's prologue (none: it can)."""
+        found = []
+        if self.rows > NORM_ROWS:
+            found.append(f"norm prologue: {self.rows} rows are above the {NORM_ROWS} of the CUDA-core path (from "
+                         f"{GEMV_TENSOR_CORE_ROWS} rows the tensor cores load the activation as packed fragments)")
+        if self.per_head is not None:
+            found.append("norm prologue: a per-head read takes a part of each row, the norm needs whole rows")
+        held = norm_held_vectors(self.rows, self.width, self.warps)
+        if held > NORM_HELD_VECTORS:
+            found.append(f"norm prologue: {self.rows} rows of {self.width} over {self.warps} warps hold {held} "
+                         f"vectors a thread, above the {NORM_HELD_VECTORS} its registers take")
         return found
 
 
@@ -591,6 +620,7 @@ ATTENTION_HEADS = (64, 128, 256)  # head sizes: whole 16-byte vectors, a PV accu
 ATTENTION_PAGES = (16, 32, 64)  # cache page sizes (positions a page)
 ATTENTION_MAX_GROUP = 16  # query heads a KV head
 ATTENTION_MAX_TOKENS = 8  # speculative tokens a request
+ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or bulk copies on mbarriers
 
 
 VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)
@@ -615,13 +645,18 @@ class AttentionSchedule(Schedule):
     64), its `stages` (2-4 buffers; None: 3, or 2 where 3 would pass 160 KB) and the `warps` a
     CTA (4 or 8; None: 8 for a value width of 512 and more, else 4). A warp takes tile / warps
     keys of the scores (whole 8-key MMA tiles) and value width / warps output columns (whole
-    pairs of 8-column MMA tiles)."""
+    pairs of 8-column MMA tiles). `loads` is the engine that fills the buffers: "copy" (None:
+    every thread's 16-byte cp.async) or "bulk" (a key row a `cp.async.bulk`, completing on the
+    buffer's mbarrier)."""
 
     tile: int | None = None
     stages: int | None = None
     warps: int | None = None
+    loads: str | None = None
 
     def __post_init__(self) -> None:
+        if self.loads is not None:
+            _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
         if self.tile is not None:
             _choice("Attention", "tile", self.tile, (32, 64, 128), "32, 64 or 128 keys a shared-memory tile")
         if self.stages is not None:

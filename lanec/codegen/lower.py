@@ -134,6 +134,9 @@ class Lowering:
     grouped_rows: int | None = MIXTURE_GROUPED_ROWS
     # int8 values a quantize launch wrote -> their words a value (what q8_gemv reads)
     quantized_words: dict[SSAValue, int] = field(default_factory=dict)
+    # a norm's result that its reader's gemv computes in its prologue (fold-norm-into-gemv) -> the
+    # norm (`lower_norm` launches nothing for it; `normed_gemv` takes its windows)
+    prologues: dict[SSAValue, form.NormOp] = field(default_factory=dict)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -366,16 +369,33 @@ class Lowering:
         concatenate = {"kind": "concatenate", "axis": 0, "align": PART_ALIGN}  # zero rows fill each gap
         weight = self.weight(list(op.weights), [concatenate] if len(parts) > 1 else [],
                              shape=(total, form.shape(op.weights[0])[1]))
-        x = self.window(op.x)
         name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
         out = self.activation(f"{name}.out", (rows, total))
         spec: dict = {"width": form.shape(op.weights[0])[1], "parts": tuple(places)}
+        if op.x in self.prologues:
+            self.normed_gemv(self.prologues[op.x], weight, out, spec)
+            self.bind_parts(op, out, parts, places, "gemv")
+            return
+        x = self.window(op.x)
         part = op.part()
         if part is not None:
             heads, unit, offset, length = part
             spec["per_head"] = (heads, unit, offset)
         self.gemv(x, weight, out, spec)
         self.bind_parts(op, out, parts, places, "gemv")
+
+    def normed_gemv(self, norm: form.NormOp, weight: Window, out: Window, spec: dict) -> None:
+        """One gemv launch whose prologue computes `norm` (fold-norm-into-gemv): it reads the
+        norm's input (and residual) and weight, and writes the norm's sum where it has one."""
+        x = self.window(norm.x)
+        rows, outputs = out.shape
+        residual = norm.residual is not None
+        tuned = self.tuned("gemv", {"rows": rows, "width": spec["width"], "outputs": outputs, "norm": 1})
+        args = [x, *([self.window(norm.residual)] if residual else []), self.window(norm.weight), weight, out]
+        if residual:
+            args.append(self.window(norm.sum))
+        self.launch("gemv", {"rows": rows, **spec, **pitch_of(x), "norm": True, "eps": norm.eps.value.data,
+                             "residual": residual, **tuned}, args)
 
     def bind_parts(self, op: form.ProductOp, out: Window, parts: Sequence[int], places: Sequence[int],
                    kernel: str) -> None:
@@ -501,6 +521,11 @@ class Lowering:
             return
         rows, width = form.shape(op.x)
         name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
+        if op.prologue is not None:  # its reader's gemv computes it: only the sum needs a buffer
+            self.prologues[op.result] = op
+            if op.sum is not None:
+                self.windows[op.sum] = self.activation(f"{name}.sum", (rows, width))
+            return
         y = self.activation(name, (rows, width))
         args = [self.window(op.x)]
         spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,

@@ -8,7 +8,7 @@ import click
 
 
 def knob_options(command: Callable) -> Callable:
-    """--numerics, --words, --fuse-quant, --batch-products: each one given replaces the module's
+    """--numerics, --words, --fuse-quant, --batch-products, --fold-norms: each one given replaces the module's
     own knob (its `lane.shim`, as `lanec opt` reads it), the others stay (`shim_of`)."""
     options = [
         click.option("--numerics", type=click.Choice(["precise", "quantized"]), default=None,
@@ -20,18 +20,23 @@ def knob_options(command: Callable) -> Callable:
         click.option("--fuse-quant", is_flag=True, help="quantize in producers' epilogues (quantized numerics only)"),
         click.option("--batch-products", is_flag=True,
                      help="the products are a batch's (each row its own sequence): keep them on the GEMV kernels"),
+        click.option("--fold-norms", is_flag=True,
+                     help="a norm whose one reader is a GEMV of at most 3 rows runs in that GEMV's prologue "
+                          "(fold-norm-into-gemv) [default: off]"),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool) -> dict:
+def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool,
+            fold_norms: bool = False) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
-            "fuse_quant": fuse_quant or None, "batch_products": batch_products or None}
+            "fuse_quant": fuse_quant or None, "batch_products": batch_products or None,
+            "fold_norms": fold_norms or None}
 
 
 def grouped_option(command: Callable) -> Callable:

@@ -466,10 +466,15 @@ class PartOp(IRDLOperation):
 # Norms and elementwise ops
 
 
+NORM_PROLOGUES = ("gemv",)  # kernels that take a norm of their activation in their prologue
+
+
 @irdl_op_definition
 class NormOp(IRDLOperation, QuantizedEpilogue):
     """RMS norm: h = x (+ residual), y = h * rsqrt(mean(h^2) + eps) * w. With a residual the op
-    also returns h (the new residual stream)."""
+    also returns h (the new residual stream). `prologue` is the lane's choice (the
+    fold-norm-into-gemv rule's): the norm runs in the prologue of its one reader's launch, that
+    kernel named ("gemv"); it does not change the meaning."""
 
     name = "form.norm"
     irdl_options = (ParsePropInAttrDict(),)
@@ -480,6 +485,7 @@ class NormOp(IRDLOperation, QuantizedEpilogue):
     sum = opt_result_def(TensorType)
     eps = prop_def(FloatAttr[Float64Type])
     quantize = opt_prop_def(IntegerAttr[I64])
+    prologue = opt_prop_def(StringAttr)
     traits = traits_def(Pure())
     assembly_format = "$x `,` $weight (`,` $residual^)? attr-dict `:` functional-type(operands, results)"
 
@@ -500,6 +506,11 @@ class NormOp(IRDLOperation, QuantizedEpilogue):
             expect(shape(self.residual) == (rows, width), "the residual must have the input's shape")
             expect(shape(self.sum) == (rows, width), "the sum must have the input's shape")
         self.verify_epilogue(self.result)
+        if self.prologue is not None:
+            expect(self.prologue.data in NORM_PROLOGUES,
+                   f"norm prologue '{self.prologue.data}': the kernels that take a norm in their prologue are "
+                   f"{', '.join(NORM_PROLOGUES)}")
+            expect(self.quantize is None, "a norm in its reader's prologue has no quantize epilogue")
 
 
 class Binary(IRDLOperation, QuantizedEpilogue):

@@ -34,7 +34,7 @@ RENAME = {
 }
 
 # properties that do not change an op's meaning
-IGNORED = {"operandSegmentSizes", "path"}
+IGNORED = {"operandSegmentSizes", "path", "prologue"}
 
 
 def dtype(typ: Attribute) -> str:

@@ -24,7 +24,7 @@ TABLE_PASSES = (
     "merge-products", "pair-gate-up", "conv-l2norm", "fold-kda", "fold-shared-expert", "fold-residual",
     "part-in-place", "absorb-latent", "fuse-quant",
     "hold-per-head-part", "hold-values-in-place", "hold-kda", "hold-conv-l2norm", "hold-mixture-shared",
-    "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation",
+    "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation", "fold-norm-into-gemv",
 )
 
 

@@ -28,7 +28,7 @@ class GemvInParts(Judge):
                                    "launch takes and the products are not a batch's")
             return
         kernel = self.shim.gemv_kernel([weight_format(w) for p in group for w in p.weights])
-        self.decide(op, True, f"{what} as one GEMV in parts ({kernel}): {self.shim.gemv_reason(rows, kernel)}")
+        self.decide(op, True, f"{what} as one GEMV in parts ({kernel}): {self.shim.gemv_reason(rows)}")
         merge(group, rewriter)
 
 

@@ -25,7 +25,7 @@ class HoldGatedPair(Judge):
         rows = rows_of(op)
         if self.shim.as_gemv(rows):
             kernel = self.shim.gemv_kernel([weight_format(op.gate), weight_format(op.up)], gated=True)
-            self.decide(op, True, f"gated pair as one gated GEMV ({kernel}): {self.shim.gemv_reason(rows, kernel)}")
+            self.decide(op, True, f"gated pair as one gated GEMV ({kernel}): {self.shim.gemv_reason(rows)}")
             return
         hidden = shape(op.gate)[0]
         failed = gated_pair_problems(hidden, weight_format(op.gate), weight_format(op.up))

@@ -45,7 +45,7 @@ class HoldProductsInParts(Judge):
         if self.shim.as_gemv(rows):
             kernel = self.shim.gemv_kernel([weight_format(w) for w in op.weights])
             self.decide(op, True, f"{len(op.weights)} parts as one GEMV in parts ({kernel}): "
-                                  f"{self.shim.gemv_reason(rows, kernel)}")
+                                  f"{self.shim.gemv_reason(rows)}")
             return
         failed = gemm_problems(list(op.weights))
         if not failed:

@@ -109,6 +109,10 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "dense-small-b64": Dense(["--batch", "64"]),
     "dense-small-spec4-b8": Dense(["--batch", "8", "--spec-tokens", "4"]),
     "kimi-kda-b1": Kimi([*KDA, "--batch", "1"]),
+    # the same step with each norm before a gemv in that gemv's prologue (fold-norm-into-gemv), and at
+    # 3 rows (the prologue's limit) behind speculative tokens
+    "kimi-kda-b1-fold-norms": Kimi([*KDA, "--batch", "1"], compile=("--fold-norms",)),
+    "kimi-kda-spec2-b1-fold-norms": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-norms",)),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
     "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),

@@ -12,9 +12,11 @@ CTA that writes the cache (chunk 0, row block 0) never races one that reads it.
 One CTA a (chunk of the keys, KV head and row block, request). Its query rows (the KV head's
 query heads x the request's tokens; for MLA every head) are the M side of `mma.m16n8k16`, padded
 to whole 16-row tiles; every key and value the CTA reads serves all of them. Tiles of `tile`
-keys stream through `stages` shared-memory buffers by `cp.async` (rows past the chunk
-zero-filled); the cache rows of the first tiles are requested before `griddepcontrol.wait`
-(they do not depend on the predecessor, only the step's rows and the queries do). A tile:
+keys stream through `stages` shared-memory buffers, filled by the schedule's load engine
+(`CopyLoads`: every thread's 16-byte `cp.async`; `BulkLoads`: one `cp.async.bulk` a cache row
+on the buffer's mbarrier); rows past the chunk are zero-filled. The cache rows of the first
+tiles are requested before `griddepcontrol.wait` (they do not depend on the predecessor, only
+the step's rows and the queries do). A tile:
 
 1. S = Q K^T: warp w takes keys [w, w + 1) x tile / warps; K's rows are the MMA's B operand
    as stored (`ldmatrix`), Q's the A operand; scaled into base 2 and masked (past the chunk, or
@@ -89,6 +91,10 @@ class TileAttention:
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
+        self.loads = schedule.loads or "copy"
+        if self.loads == "bulk" and not hasattr(self, "bulk_rows"):
+            raise ValueError(f"{self.name}: loads 'bulk' is for a cache the step's rows are written into; this "
+                             "kernel reads only a predecessor's rows: loads 'copy'")
         self.warps = schedule.warps or (8 if self.value_width >= 512 else 4)
         self.threads = self.warps * WARP
         self.tile = schedule.tile or 64
@@ -119,11 +125,19 @@ class TileAttention:
 
     def shared_layout(self, stages: int | None = None) -> list[tuple[int, int]]:
         """(bytes, alignment) of each shared allocation, in the kernel's order: the queries, the
-        key / value buffers (`buffer_bytes`), the probabilities and the warps' row maxima / sums."""
+        key / value buffers (`buffer_bytes`), the probabilities and the warps' row maxima / sums,
+        then the load engine's own (`BulkLoads`: an mbarrier a buffer)."""
         stages = stages or self.stages
         rows = self.padded_rows
         return ([(2 * rows * self.key_pitch(), 16)] + [(stages * b, 16) for b in self.buffer_bytes()]
-                + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)])
+                + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)]
+                + self.engine.shared_layout(stages))
+
+    @property
+    def engine(self):
+        """The schedule's engine that fills the key / value buffers (`loads`): built when asked,
+        so the kernel's attributes stay plain values (the compile cache hashes them)."""
+        return BulkLoads(self) if self.loads == "bulk" else CopyLoads(self)
 
     def touched(self) -> dict[str, int]:
         """The cache pages a full page table reaches (the step reads its requests' positions)."""
@@ -151,6 +165,7 @@ class TileAttention:
         buffers = self.alloc_buffers(smem)
         p_s = alloc(smem, BFloat16, (R, N + VECTOR))
         red_s = alloc(smem, Float32, (8, R))
+        ring = self.engine.start(smem, tid)
 
         p0 = positions[request * T]  # a step input, written before the step: no wait needed
         keys = p0 + T  # positions 0..p0+T-1: the request's last row sees them all
@@ -163,7 +178,7 @@ class TileAttention:
         # the first tiles' cache rows fly while the predecessor finishes
         for s in cutlass.range_constexpr(S - 1):
             if s < tiles:
-                self.load_tile(views, buffers, request, g, p0, lo, hi, Int32(s), tid, 1)
+                self.engine.load(views, buffers, ring, request, g, p0, lo, hi, Int32(s), tid, 1)
             cute.arch.cp_async_commit_group()
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
@@ -172,7 +187,7 @@ class TileAttention:
         self.load_queries(views, q_s, request, g, first_row, tid)
         for s in cutlass.range_constexpr(S - 1):  # the step's own rows of the first tiles
             if s < tiles:
-                self.load_tile(views, buffers, request, g, p0, lo, hi, Int32(s), tid, 2)
+                self.engine.load(views, buffers, ring, request, g, p0, lo, hi, Int32(s), tid, 2)
         cute.arch.cp_async_commit_group()
 
         o = cute.make_rmem_tensor((self.row_tiles, self.col_tiles, 4), Float32)
@@ -183,9 +198,10 @@ class TileAttention:
         l_run.fill(0.0)
         for tile in range(tiles):
             wait_stage(tile, S)  # this tile's copies (and the first group's) have landed
+            self.engine.wait(ring, tile)
             cute.arch.sync_threads()  # every thread's copies visible; the oldest buffer free
             if tile + S - 1 < tiles:
-                self.load_tile(views, buffers, request, g, p0, lo, hi, tile + S - 1, tid, 0)
+                self.engine.load(views, buffers, ring, request, g, p0, lo, hi, tile + S - 1, tid, 0)
             cute.arch.cp_async_commit_group()
             start = lo + tile * N
             count = cutlass.min(hi - start, N)
@@ -313,6 +329,96 @@ class TileAttention:
                                 Float32(NEG_INF))
 
 
+class CopyLoads:
+    """The cp.async engine: every thread copies 16-byte slices of the tile's rows (the kernel's
+    `load_tile`), tracked by the tile loop's commit groups; nothing of its own to set up or wait on."""
+
+    def __init__(self, attention: TileAttention):
+        self.attention = attention
+
+    def shared_layout(self, stages: int) -> list[tuple[int, int]]:
+        """No shared memory of its own."""
+        return []
+
+    @cute.jit
+    def start(self, smem, tid: Int32):
+        """Nothing to set up: no ring of barriers."""
+        return None
+
+    @cute.jit
+    def load(self, views, buffers, ring, request: Int32, g: Int32, p0: Int32, lo: Int32, hi: Int32, tile: Int32,
+             tid: Int32, part: cutlass.Constexpr):
+        """The kernel's `load_tile`, every row by cp.async."""
+        self.attention.load_tile(views, buffers, request, g, p0, lo, hi, tile, tid, part)
+
+    @cute.jit
+    def wait(self, ring, tile: Int32):
+        """Nothing: the tile loop's `wait_stage` covers every copy."""
+
+
+class BulkLoads:
+    """The bulk-copy engine: the cache rows of a tile (positions before p0) come by one
+    `cp.async.bulk` a row, completing on their buffer's mbarrier. A row, not a page: the GQA
+    cache is [pages, page size, KV heads, head], so only one position's key (or value) of one KV
+    head is contiguous, and the shared rows carry 16 bytes of padding for ldmatrix. Warp 0
+    issues them (lane 0 arms the barrier with the tile's bytes, `bulk_bytes` a position; each
+    lane copies every 32nd row). The step's own rows and the zeros past the chunk are few (the
+    last tile of a request) and keep `load_tile`'s cp.async (part 2), tracked by the tile loop's
+    commit groups as before.
+
+    Buffer b's barrier completes a phase per tile it holds (tile t: phase t // stages); every
+    thread waits on it before the tile loop's `sync_threads`, and the buffer is refilled only
+    after that barrier, which every warp reaches after its last read of the previous tile."""
+
+    def __init__(self, attention: TileAttention):
+        self.attention = attention
+
+    def shared_layout(self, stages: int) -> list[tuple[int, int]]:
+        return [(8 * stages, 8)]
+
+    @cute.jit
+    def start(self, smem, tid: Int32):
+        """The buffers' mbarriers (one arrival a phase: lane 0's), visible to the async proxy
+        and to every thread before any copy or wait."""
+        ring = smem.allocate_array(cutlass.Uint64, self.attention.stages, byte_alignment=8)
+        if tid == 0:
+            for s in cutlass.range_constexpr(self.attention.stages):
+                cute.arch.mbarrier_init(ring + s, 1)
+            cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()
+        return ring
+
+    @cute.jit
+    def load(self, views, buffers, ring, request: Int32, g: Int32, p0: Int32, lo: Int32, hi: Int32, tile: Int32,
+             tid: Int32, part: cutlass.Constexpr):
+        """Tile `tile` into buffer tile % stages: `part` 1 the cache rows (one arrival on the
+        buffer's barrier, expecting their bytes), 2 the step's rows and the zeros, 0 both. Rows
+        past the chunk but before p0 come from the cache, as `load_tile` reads them."""
+        N: cutlass.Constexpr = self.attention.tile
+        start = lo + tile * N
+        buffer = tile % self.attention.stages
+        if cutlass.const_expr(part != 2):
+            rows = cutlass.max(cutlass.min(p0 - start, Int32(N)), Int32(0))
+            if tid < WARP:
+                barrier = ring + buffer
+                if tid == 0:
+                    cute.arch.mbarrier_arrive_and_expect_tx(barrier, rows * self.attention.bulk_bytes())
+                cute.arch.sync_warp()
+                for j in cutlass.range_constexpr(-(-N // WARP)):
+                    n = tid + j * WARP
+                    if n < rows:
+                        self.attention.bulk_rows(views, buffers, barrier, buffer, request, g, n, start + n)
+        if cutlass.const_expr(part != 1):
+            if start + N > p0:
+                self.attention.load_tile(views, buffers, request, g, p0, lo, hi, tile, tid, 2)
+
+    @cute.jit
+    def wait(self, ring, tile: Int32):
+        """Until tile `tile`'s bulk copies have landed (its buffer's phase tile // stages)."""
+        S: cutlass.Constexpr = self.attention.stages
+        cute.arch.mbarrier_wait(ring + tile % S, (tile // S) % 2)
+
+
 class Attention(TileAttention):
     """GQA over a paged cache for `batch` requests of `tokens` rows; see the module docstring.
     Params: q, k, v, positions, pages, k_cache, v_cache, then out (one split) or partial and lse."""
@@ -438,6 +544,21 @@ class Attention(TileAttention):
                         row = request * self.tokens + cutlass.select_(real, position - p0, Int32(0))
                         copy_g2s_zfill(at(k_s, buffer, n, vec * VECTOR), at(k, row, g * self.head + vec * VECTOR), real)
                         copy_g2s_zfill(at(v_s, buffer, n, vec * VECTOR), at(v, row, g * self.head + vec * VECTOR), real)
+
+    def bulk_bytes(self) -> int:
+        """Bytes a cache position brings to `BulkLoads`: KV head g's key row and value row."""
+        return 2 * 2 * self.head
+
+    @cute.jit
+    def bulk_rows(self, views, buffers, barrier, buffer: Int32, request: Int32, g: Int32, n: Int32, position: Int32):
+        """Key and value rows n of buffer `buffer`: KV head g's at `position` in the cache, a bulk
+        copy each (`head` x 2 bytes, 16-byte aligned at both ends) completing on `barrier`."""
+        _, _, _, pages, k_cache, v_cache = views
+        k_s, v_s = buffers
+        P: cutlass.Constexpr = self.page_size
+        page = pages[request, position // P]
+        copy_g2s(at(k_s, buffer, n, 0), at(k_cache, page, position % P, g, 0), 2 * self.head, barrier)
+        copy_g2s(at(v_s, buffer, n, 0), at(v_cache, page, position % P, g, 0), 2 * self.head, barrier)
 
 
 class LatentAttention(TileAttention):
@@ -589,6 +710,19 @@ class LatentAttention(TileAttention):
                         else:
                             copy_g2s_zfill(at(buffers, buffer, n, vec * VECTOR),
                                            at(k_rope, r, (vec - LV) * VECTOR), real)
+
+    def bulk_bytes(self) -> int:
+        """Bytes a cache position brings to `BulkLoads`: the whole latent row."""
+        return 2 * self.key_width
+
+    @cute.jit
+    def bulk_rows(self, views, buffers, barrier, buffer: Int32, request: Int32, g: Int32, n: Int32, position: Int32):
+        """Row n of buffer `buffer`: the latent cache row at `position`, one bulk copy
+        ((lora + rope) x 2 bytes) completing on `barrier`."""
+        _, _, _, _, pages, cache = views
+        P: cutlass.Constexpr = self.page_size
+        page = pages[request, position // P]
+        copy_g2s(at(buffers, buffer, n, 0), at(cache, page, position % P, 0), 2 * self.key_width, barrier)
 
 
 class AttentionCombine:

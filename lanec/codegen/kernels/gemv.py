@@ -13,9 +13,18 @@ so a CTA's weights are in flight while the previous kernel finishes. Two ways to
   tile) and up to 16 activation rows the A operand, so an activation load serves 8 weight rows
   instead of 1-4. A lane's 16-byte loads of weight row g and activation row g at K offset
   32c + 8t hold the fragments of two MMAs (k halves 0 and 1): K is permuted identically in both
-  operands, which leaves the sums unchanged."""
+  operands, which leaves the sums unchanged.
+
+With `norm` (CUDA cores only) the activation is a norm's input: every CTA reads the whole rows
+(x, plus a residual where there is one) after the PDL wait, sums their squares itself and scales
+its held values by rsqrt(mean + eps) times the norm weight, rounded to bf16 as the norm's output
+would be stored, before its products; CTA 0 alone writes the sum x + residual (the next layer's
+residual stream). At a decode step's 1-3 rows a row is a few KB: reading it in every CTA costs
+less than the norm's own launch."""
 
 from __future__ import annotations
+
+import operator
 
 import cutlass
 import cutlass.cute as cute
@@ -23,6 +32,7 @@ from cutlass import BFloat16, Float32, Int32, Uint32
 
 from lanec.codegen.facts import (
     GEMV_TENSOR_CORE_ROWS,
+    GEMV_WARPS,
     SM_COUNT,
     VECTOR,
     WARP,
@@ -36,6 +46,7 @@ from lanec.codegen.kernels.primitives import (
     load_activation_bf16x8,
     load_weight_bf16x8,
     mma_into,
+    warp_reduce,
     warp_reduce_scatter,
 )
 
@@ -43,6 +54,8 @@ from lanec.codegen.kernels.primitives import (
 MAX_VECTORS_IN_FLIGHT = 16
 # A warp reduces at most 32 accumulators with one reduce-scatter (one lane each at the end).
 MAX_VALUES = WARP
+# Weight rows a CTA with a norm prologue takes by default (each CTA re-reads the activation rows).
+NORM_ROWS_PER_CTA = 8
 CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
 TILE = 8  # weight rows of one MMA tile (its N)
 
@@ -57,16 +70,24 @@ class RowProducts:
     row. Subclasses give `name`, `params`, the `@cute.jit __call__` and the kernel's epilogue,
     which reads sums through `total`. Their limits are `RowProductsSpec`'s (facts.py);
     ``schedule`` is a `RowSchedule` (or a mapping of its fields): what it leaves out the kernel
-    picks for its shape."""
+    picks for its shape. ``norm``: x is a norm's input, normed in the prologue (the module's
+    docstring), with ``eps`` and, with ``residual``, a residual added first and the sum written."""
 
     sources = 1
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
+                 norm=False, eps=1e-6, residual=False):
         parts = tuple(int(p) for p in parts)
         per_head = tuple(per_head) if per_head is not None else None
-        self.spec = RowProductsSpec(self.name, rows, width, parts, per_head, x_pitch)
-        self.spec.check()
         schedule = RowSchedule.of(schedule or {})
+        self.norm, self.eps, self.residual = bool(norm), float(eps), bool(residual)
+        if self.residual and not self.norm:
+            raise ValueError(f"{self.name}: a residual is added only by a norm prologue (norm=True)")
+        if self.norm and not self.eps > 0:
+            raise ValueError(f"{self.name} norm prologue: eps must be positive; got {eps}")
+        self.spec = RowProductsSpec(self.name, rows, width, parts, per_head, x_pitch, self.norm,
+                                    schedule.warps or GEMV_WARPS)
+        self.spec.check()
         self.rows, self.width, self.outputs = rows, width, sum(parts)
         self.per_head = per_head
         self.x_pitch = x_pitch
@@ -74,6 +95,9 @@ class RowProducts:
         # tensor-core tiles are 8 weight rows, so per-head rows must come in whole tiles
         by_rows = rows >= GEMV_TENSOR_CORE_ROWS and self.splits(head_rows, TILE)
         self.tensor_cores = by_rows if schedule.tensor_cores is None else schedule.tensor_cores
+        if self.norm and self.tensor_cores:
+            raise ValueError(f"{self.name} norm prologue: only on the CUDA cores (the tensor cores load the "
+                             "activation as packed fragments)")
         if self.tensor_cores:
             self._plan_tiles(schedule, head_rows)
         else:
@@ -92,12 +116,16 @@ class RowProducts:
         if slots < 1:
             raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed "
                              f"the {MAX_VALUES} sums a warp reduces; use the tensor-core path")
-        self.warps = schedule.warps or 8
+        self.warps = schedule.warps or GEMV_WARPS
         self.steps = -(-(self.width // VECTOR) // (32 * self.warps))
         # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
         fits = self.sources * 2 * self.steps <= MAX_VECTORS_IN_FLIGHT
         pair = slots >= 2 and fits and self.splits(head_rows, 2)
-        self.rows_per_cta = schedule.rows_per_cta or (2 if pair else 1)
+        # a norm prologue reads the whole activation rows in every CTA: more rows a CTA, fewer
+        # reads (NORM_ROWS_PER_CTA where the sums and registers allow; not yet measured)
+        wide = (self.norm and slots >= NORM_ROWS_PER_CTA
+                and self.sources * NORM_ROWS_PER_CTA * self.steps <= 2 * MAX_VECTORS_IN_FLIGHT)
+        self.rows_per_cta = schedule.rows_per_cta or (NORM_ROWS_PER_CTA if wide else 2 if pair else 1)
         if self.rows_per_cta > slots:
             raise ValueError(f"{self.name} schedule: {self.rows_per_cta} rows a CTA x {self.rows} activation "
                              f"rows x {self.sources} weights exceeds the {MAX_VALUES} sums a warp reduces")
@@ -142,7 +170,19 @@ class RowProducts:
     def shared_bytes(self) -> int:
         if self.tensor_cores:
             return 4 * self.warps * self.sources * 16 * self.row_tiles * self.rows_per_cta
-        return 4 * self.warps * self.values
+        # the norm prologue's sums of squares (a row and warp) sit 16-byte aligned before the partials
+        squares = -(-4 * self.rows * self.warps // 16) * 16 if self.norm else 0
+        return squares + 4 * self.warps * self.values
+
+    def norm_params(self) -> tuple[list[TensorParam], list[TensorParam]]:
+        """The norm prologue's tensors: those read before the weights (the residual, the norm
+        weight `norm_w`) and the sum written after the outputs (`h`); none without a norm."""
+        if not self.norm:
+            return [], []
+        row = (self.rows, self.width)
+        before = [TensorParam("residual", row, "bfloat16")] if self.residual else []
+        after = [TensorParam("h", row, "bfloat16", written=True)] if self.residual else []
+        return before + [TensorParam("norm_w", (self.width,), "bfloat16")], after
 
     def launch(self) -> LaunchShape:
         blocks = -(-self.outputs // self.rows_per_cta)
@@ -160,16 +200,23 @@ class RowProducts:
         return base
 
     @cute.jit
-    def products(self, x, weights, first: Int32, thread: Int32):
+    def products(self, x, weights, first: Int32, thread: Int32, norm=None):
         """Every sum of the CTA's rows, in shared memory (read them with `total` after the
-        barrier this ends with). Waits for the predecessor (PDL) after issuing weight loads."""
+        barrier this ends with). Waits for the predecessor (PDL) after issuing weight loads.
+        ``norm``: the prologue's (residual, norm weight, sum) tensors, where it has one."""
         lane, warp = thread % 32, thread // 32
         if cutlass.const_expr(self.tensor_cores):
             return self.products_mma(x, weights, first, lane, warp)
         held = self.load_vectors(weights, first, thread)
+        scales = None
+        if cutlass.const_expr(self.norm):
+            scales = self.load_norm_weight(norm[1], thread)  # a weight: ready at launch
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents may prefetch their weights now
-        sums = self.accumulate(x, held, first, thread)
+        normed = None
+        if cutlass.const_expr(self.norm):
+            normed = self.norm_rows(x, norm[0], scales, norm[2], first, thread)
+        sums = self.accumulate(x, held, first, thread, normed)
         smem = cutlass.memory.SmemAllocator()
         partial = smem.allocate_tensor(Float32, cute.make_layout((self.values, self.warps)), 16)
         warp_reduce_scatter(sums, self.values, lane)
@@ -189,6 +236,68 @@ class RowProducts:
             else:
                 value += partial[(source * self.rows_per_cta + r) * self.rows + b, v]
         return value
+
+    # --- the norm prologue (CUDA cores) -----------------------------------------------------
+
+    @cute.jit
+    def load_norm_weight(self, norm_w, thread: Int32):
+        """The norm weight's vectors at this thread's K positions: [8, steps] (zero past the row)."""
+        S, threads = self.steps, 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        tiles = cute.zipped_divide(cute.make_tensor(norm_w.iterator, cute.make_layout((1, self.width))), (1, VECTOR))
+        scales = cute.make_rmem_tensor((VECTOR, S), BFloat16)
+        scales.fill(0)
+        for s in cutlass.range_constexpr(S):
+            vector = thread + s * threads
+            if vector < vectors:
+                cute.autovec_copy(tiles[None, (0, vector)], scales[None, s])
+        return scales
+
+    @cute.jit
+    def norm_rows(self, x, residual, scales, h_out, first: Int32, thread: Int32):
+        """The normed activation at this thread's K positions, [8, rows * steps] bf16 (index
+        b * steps + s), as rmsnorm computes and stores it: h = x (+ residual) in fp32, the row's
+        1/rms from the CTA's sum of h^2, bf16(h * rstd * w). CTA 0 writes bf16(h) to `h_out`."""
+        B, S, threads = self.rows, self.steps, 32 * self.warps
+        lane, warp = thread % 32, thread // 32
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        x_tiles = cute.zipped_divide(x, (1, VECTOR))
+        values = cute.make_rmem_tensor((VECTOR, B * S), Float32)
+        values.fill(0.0)
+        squares = cute.make_rmem_tensor(B, Float32)
+        squares.fill(0.0)
+        for b in cutlass.range_constexpr(B):
+            for s in cutlass.range_constexpr(S):
+                vector = thread + s * threads
+                if vector < vectors:
+                    loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
+                    cute.autovec_copy(x_tiles[None, (b, vector)], loaded)
+                    h = loaded.load().to(Float32)
+                    if cutlass.const_expr(self.residual):
+                        cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (b, vector)], loaded)
+                        h = h + loaded.load().to(Float32)
+                        if first == 0:  # one CTA writes the new residual stream
+                            loaded.store(h.to(BFloat16))
+                            cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (b, vector)])
+                    values[None, b * S + s].store(h)
+                    squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        smem = cutlass.memory.SmemAllocator()
+        sums = smem.allocate_tensor(Float32, cute.make_layout((B, self.warps)), 16)
+        for b in cutlass.range_constexpr(B):
+            total = warp_reduce(squares[b], operator.add)
+            if lane == 0:
+                sums[b, warp] = total
+        cute.arch.sync_threads()
+        normed = cute.make_rmem_tensor((VECTOR, B * S), BFloat16)
+        for b in cutlass.range_constexpr(B):
+            total = Float32(0.0)
+            for v in cutlass.range_constexpr(self.warps):
+                total += sums[b, v]
+            rstd = cute.math.rsqrt(total * Float32(1.0 / self.width) + Float32(self.eps))
+            for s in cutlass.range_constexpr(S):
+                scaled = values[None, b * S + s].load() * rstd * scales[None, s].load().to(Float32)
+                normed[None, b * S + s].store(scaled.to(BFloat16))
+        return normed
 
     # --- CUDA cores -------------------------------------------------------------------------
 
@@ -215,9 +324,9 @@ class RowProducts:
         return held
 
     @cute.jit
-    def accumulate(self, x, held, first: Int32, thread: Int32):
-        """Dot every held weight vector with the activation rows: [values] fp32 partial sums,
-        index (source * rows_per_cta + r) * rows + b."""
+    def accumulate(self, x, held, first: Int32, thread: Int32, normed=None):
+        """Dot every held weight vector with the activation rows (`normed`'s, where the norm
+        prologue holds them): [values] fp32 partial sums, index (source * rows_per_cta + r) * rows + b."""
         S, threads = self.steps, 32 * self.warps
         vectors: cutlass.Constexpr = self.width // VECTOR
         base = self.activation_base(first) // VECTOR
@@ -227,19 +336,22 @@ class RowProducts:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if cutlass.const_expr((s + 1) * threads <= vectors):
-                self.accumulate_step(tiles, held, sums, base + vector, s)
+                self.accumulate_step(tiles, held, sums, base + vector, s, normed)
             else:
                 if vector < vectors:  # noqa: SIM102
-                    self.accumulate_step(tiles, held, sums, base + vector, s)
+                    self.accumulate_step(tiles, held, sums, base + vector, s, normed)
         return sums
 
     @cute.jit
-    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr):
+    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, normed=None):
         R, S, B = self.rows_per_cta, self.steps, self.rows
         weights = [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
         for b in cutlass.range_constexpr(B):
             activation = cute.make_rmem_tensor(VECTOR, BFloat16)
-            cute.autovec_copy(tiles[None, (b, vector)], activation)
+            if cutlass.const_expr(self.norm):
+                activation.store(normed[None, b * S + s].load())
+            else:
+                cute.autovec_copy(tiles[None, (b, vector)], activation)
             values = activation.load().to(Float32)
             for i in cutlass.range_constexpr(self.sources * R):
                 sums[i * B + b] += (weights[i] * values).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
@@ -340,29 +452,35 @@ class Gemv(RowProducts):
     ``parts``: each product's output count (their weight rows back to back in ``w``, their outputs
     side by side in ``y``). ``per_head`` = (heads, unit, offset): head h's rows (outputs / heads of
     them) read the activation values [h*unit + offset, h*unit + offset + width) of an x row that
-    is heads*unit wide (only with one part). ``schedule``: see `RowProducts`."""
+    is heads*unit wide (only with one part). ``schedule``, ``norm``, ``eps``, ``residual``: see
+    `RowProducts`; with a norm the params are x, (residual), norm_w, w, y, (h)."""
 
     name = "gemv"
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None):
-        super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch)
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
+                 norm=False, eps=1e-6, residual=False):
+        super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
+                         norm=norm, eps=eps, residual=residual)
         self.parts = tuple(int(p) for p in parts)
 
     def params(self) -> list[TensorParam]:
-        return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()),
+        before, after = self.norm_params()
+        return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
-                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True), *after]
 
     @cute.jit
-    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
-        launch(self, x, w, y)
+    def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
+                 w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None):
+        launch(self, x, residual, norm_w, w, y, h)
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+    def kernel(self, x: cute.Tensor, residual: cute.Tensor, norm_w: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
+               h: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         first = block * self.rows_per_cta
-        partial = self.products(x, [w], first, thread)
+        partial = self.products(x, [w], first, thread, (residual, norm_w, h))
         count: cutlass.Constexpr = self.rows_per_cta * self.rows
         for start in cutlass.range_constexpr(0, count, 32 * self.warps):
             index = start + thread  # weight row fastest: neighbouring threads store neighbours

@@ -109,9 +109,10 @@ class Q8Products:
         held[3, slot] = load_weight_half(at(weights, row, block * Q8_0_BLOCK_BYTES))
 
     @cute.jit
-    def accumulate(self, x, held, first: Int32, thread: Int32):
+    def accumulate(self, x, held, first: Int32, thread: Int32, normed=None):
         """Dot every held quarter block with the activation rows' quarters: [values] fp32 partial
-        sums, index (source * rows_per_cta + r) * rows + b."""
+        sums, index (source * rows_per_cta + r) * rows + b. (`normed`: the bf16 GEMV's norm
+        prologue, which a quantized activation never takes.)"""
         S, threads = self.steps, 32 * self.warps
         units: cutlass.Constexpr = self.width // QUARTER
         sums = cute.make_rmem_tensor(self.values, Float32)

@@ -15,7 +15,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts (gemv): 1 rows are at most the 32 a gemv launch takes", layer = 0 : i64
+// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts (gemv): 1 rows are at most the 32 a GEMV launch takes", layer = 0 : i64
 // CHECK: %q, %k = form.product %x, %wq, %wk
 
 // -----
@@ -34,7 +34,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts (gemv): 32 rows are at most the 32 a gemv launch takes"
+// CHECK: rule = "gemv-in-parts", op = "product %q (q)", taken = true, reason = "2 products of one activation (%q, %k) as one GEMV in parts (gemv): 32 rows are at most the 32 a GEMV launch takes"
 // CHECK: %q, %k = form.product %x, %wq, %wk
 
 // -----

@@ -13,7 +13,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: rule = "hold-gated-pair", op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair as one gated GEMV (gated_gemv): 1 rows are at most the 32 a gemv launch takes", layer = 0 : i64
+// CHECK: rule = "hold-gated-pair", op = "gated_product %h (mlp.gate_proj, mlp.up_proj)", taken = true, reason = "gated pair as one gated GEMV (gated_gemv): 1 rows are at most the 32 a GEMV launch takes", layer = 0 : i64
 // CHECK: %h = form.gated_product
 
 // -----
@@ -152,5 +152,5 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: reason = "gated pair as one gated GEMV (gated_gemv): 32 rows are at most the 32 a gemv launch takes"
+// CHECK: reason = "gated pair as one gated GEMV (gated_gemv): 32 rows are at most the 32 a GEMV launch takes"
 // CHECK: %h = form.gated_product

@@ -16,7 +16,7 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts as one GEMV in parts (gemv): 8 rows are at most the 32 a gemv launch takes", layer = 0 : i64
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts as one GEMV in parts (gemv): 8 rows are at most the 32 a GEMV launch takes", layer = 0 : i64
 // CHECK: %p0, %p1, %p2, %p3, %p4 = form.product
 
 // -----

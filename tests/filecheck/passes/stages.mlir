@@ -35,8 +35,8 @@ builtin.module attributes {lane.shim = {numerics = "quantized", fuse_quant = tru
 // CHECK-SAME: rule = "pair-gate-up", {{[^}]*}} taken = true
 // CHECK-SAME: rule = "fold-residual", {{[^}]*}} taken = true
 // CHECK-SAME: rule = "fuse-quant", {{[^}]*}} taken = true
-// CHECK-SAME: rule = "hold-gated-pair", {{[^}]*}} taken = true, reason = "gated pair as one gated GEMV (gated_gemv): 1 rows are at most the 32 a gemv launch takes"
-// CHECK-SAME: rule = "hold-products-in-parts", {{[^}]*}} taken = true, reason = "3 parts as one GEMV in parts (gemv): 1 rows are at most the 32 a gemv launch takes"
+// CHECK-SAME: rule = "hold-gated-pair", {{[^}]*}} taken = true, reason = "gated pair as one gated GEMV (q8_gated_gemv): 1 rows are at most the 32 a GEMV launch takes"
+// CHECK-SAME: rule = "hold-products-in-parts", {{[^}]*}} taken = true, reason = "3 parts as one GEMV in parts (q8_gemv): 1 rows are at most the 32 a GEMV launch takes"
 // CHECK-SAME: rule = "hold-quantized-activation", {{[^}]*}} taken = true
 // CHECK: %h = form.norm %x, %n1 {eps = 1.000000e-05 : f64, quantize = 1 : i64} : (tensor<1x64xbf16>, tensor<64xbf16>) -> tensor<1x64xi8>
 // CHECK-NEXT: %q, %k, %v = form.product %h, %wq, %wk, %wv : (tensor<1x64xi8>,

@@ -4,7 +4,9 @@ and its 8 / 2 tensor-parallel shard), every head size and page size, groups of 1
 query heads, 1 to 32 KV heads and 4 to 128 query heads, query rows past one CTA's (16 heads x 8
 tokens), one chunk and several (their partials merged by the attention_combine case of the same
 name), and q / k / v read in place from wider rows. Every case's page table reaches a few
-thousand positions, two reach 32k; the test spreads the requests' contexts over it."""
+thousand positions, two reach 32k; the test spreads the requests' contexts over it. Some of
+them again with the bulk-copy load engine (`loads` "bulk", named `<case>_bulk`): one and four
+tokens, odd and round shapes, every page size and head size, split and whole, to 32k."""
 
 KERNEL = "attention"
 
@@ -36,6 +38,10 @@ CASES = {
     "b5_t1_h8_kv8_d64_p64_s5": dict(batch=5, tokens=1, heads=8, kv_heads=8, head=64, page_size=64,
                                     max_pages=40, cache_pages=256, splits=5),
 }
+
+BULK = ["b8_t1_h32_kv8_d128_p64", "b4_t4_h8_kv2_d128_p32_s3", "b3_t3_h12_kv4_d128_p16", "b2_t1_h4_kv1_d256_p64_s2",
+        "b2_t1_h64_kv32_d64_p64_32k_s16", "b1_t1_h32_kv8_d128_p16_s8"]
+CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
 
 
 def make(spec: dict):

@@ -36,6 +36,14 @@ CASES = {
     # a part of a product in parts read in place: g_b's input in the KDA layer (pitch 12576)
     "r1_k128_pitch": dict(rows=1, width=128, parts=[4096], x_pitch=12576),
     "r8_k128_pitch_mma": dict(rows=8, width=128, parts=[4096], x_pitch=12576),
+    # a norm in the prologue (fold-norm-into-gemv): Kimi Linear's input norm into q, k, v, f_a, b,
+    # g_a (parts at 8-row places), with the residual; odd sizes; a pitched input without one
+    "r1_norm_kda_parts": dict(rows=1, width=2304, parts=[4096, 4096, 4096, 128, 32, 128], norm=True, eps=1e-5,
+                              residual=True),
+    "r3_norm_k1000_n1001": dict(rows=3, width=1000, parts=[1001], norm=True, eps=1e-6, residual=True),
+    "r2_norm_pitch": dict(rows=2, width=2304, parts=[2048], x_pitch=2560, norm=True, eps=1e-6),
+    "r1_norm_k7168_w4": dict(rows=1, width=7168, parts=[777], norm=True, eps=1e-6, residual=True,
+                             schedule={"warps": 4, "rows_per_cta": 1}),
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too

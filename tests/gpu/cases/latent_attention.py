@@ -3,7 +3,9 @@
 with a rotated part (512 + 64), DeepSeek-V3's 128 heads (four row blocks) and its 16-head shard,
 an odd shape (12 heads, lora 256 + rope 32, 3 requests), speculative verify (4 and 8 tokens), one
 chunk and several (merged by the attention_combine case of the same name), and the query's
-rotated part and the step's latent read in place from wider rows."""
+rotated part and the step's latent read in place from wider rows. Kimi Linear's (512 + 0) and
+DeepSeek-V3's (512 + 64) rows again with the bulk-copy load engine (`loads` "bulk", named
+`<case>_bulk`), one and four tokens, split and whole."""
 
 KERNEL = "latent_attention"
 
@@ -24,6 +26,10 @@ CASES = {
     "b2_t8_h16_l512_r64_p16_s4": dict(batch=2, tokens=8, heads=16, lora=512, rope=64, page_size=16, max_pages=128,
                                       cache_pages=300, splits=4, nope=128),
 }
+
+BULK = ["b3_t1_h32_l512_r64_p64", "b2_t4_h32_l512_nope_p16_s3", "b1_t1_h128_l512_r64_p64_s8",
+        "b2_t1_h32_l512_nope_p64_32k_s64", "b5_t2_h16_l512_r64_p32"]
+CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
 
 
 def make(spec: dict):

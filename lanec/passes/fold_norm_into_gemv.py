@@ -1,0 +1,69 @@
+"""fold-norm-into-gemv (held-back, lane; only under the `fold_norms` knob, `--fold-norms`): a norm
+whose one reader is a product on the gemv kernel runs in that gemv's prologue. Each CTA of the
+gemv reads the norm's input (and residual) whole after the PDL wait, sums its squares itself and
+scales the values as it takes them; one CTA writes the new residual stream. The norm's own
+one-CTA-a-row launch is gone.
+
+The norm stays in the form, marked `prologue = "gemv"` (its meaning unchanged, so the oracle is
+the same); the lowering launches nothing for it and gives its input, residual, weight and eps to
+its reader's gemv. Taken only where gemv's prologue takes the shape (`RowProductsSpec`'s norm
+facts: the CUDA-core path's 1-3 rows, a thread's share of the rows within its registers) and the
+product is a plain bf16 gemv; otherwise held back, the reason recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
+
+from lanec.codegen.facts import RowProductsSpec
+from lanec.dialects.form import GatedProductOp, NormOp, ProductOp, WeightOp, is_float, shape
+from lanec.passes.decisions import describe
+from lanec.passes.rule import Judge, Rule, failures, reads_int8, users, weight_format
+
+
+class FoldNormIntoGemv(Judge):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: NormOp, rewriter: PatternRewriter) -> None:
+        if not self.shim.fold_norms or op.prologue is not None:
+            return
+        readers = {id(u): u for u in users(op.result)}
+        if len(readers) != 1:
+            self.decide(op, False, f"its result has {len(readers)} readers: a prologue serves one launch")
+            return
+        reader = next(iter(readers.values()))
+        if isinstance(reader, GatedProductOp):
+            self.decide(op, False, "its reader is a gated pair: gated_gemv has no norm prologue yet")
+            return
+        if not isinstance(reader, ProductOp):
+            self.decide(op, False, f"its reader is a {reader.name.removeprefix('form.')}: only gemv takes a norm "
+                                   "in its prologue")
+            return
+        rows, width = shape(op.x)
+        parts = tuple(shape(w)[0] for w in reader.weights)
+        problems = failures([
+            (op.quantize is None, "the norm quantizes its result (fuse-quant): its reader reads int8"),
+            (is_float(op.x), "the norm reads an int8 input"),
+            (isinstance(op.weight.owner, WeightOp), "the norm weight is an activation: the prologue loads it "
+                                                    "before the PDL wait"),
+            (reader.part() is None, "the product reads a part of each head's unit: the norm needs whole rows"),
+            (all(weight_format(w) == "bf16" for w in reader.weights) and not reads_int8(reader, self.shim),
+             "the product's rows are q8_0: q8_gemv has no norm prologue"),
+        ])
+        problems += RowProductsSpec("gemv", rows, width, parts, norm=True).norm_problems()
+        if problems:
+            self.decide(op, False, "; ".join(problems))
+            return
+        op.prologue = StringAttr("gemv")
+        rewriter.notify_op_modified(op)
+        self.decide(op, True, f"runs in the prologue of its one reader's gemv, {describe(reader)}: {rows} row(s) of "
+                              f"{width}, each CTA sums the squares itself (one launch fewer)")
+
+
+@dataclass(frozen=True)
+class FoldNormIntoGemvRule(Rule):
+    name = "fold-norm-into-gemv"
+    stage = "held-back"
+    patterns = (FoldNormIntoGemv,)
