@@ -73,14 +73,15 @@ FAMILIES: dict[str, Family] = {
                             "mscale": 1.0, "mscale_all_dim": 0.5},
         "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4,
         "topk_group": 2, "n_shared_experts": 1, "routed_scaling_factor": 2.5, "norm_topk_prob": True}),
-    # KDA layers of 2 heads of 128 (KdaSplit's head), an MLA layer (NoPE), the first layer dense
+    # KDA layers of 2 heads of 128 (KdaSplit's head), an MLA layer (NoPE), the first three layers
+    # dense: one mixture layer (with three, no prompt of 3 x 400 kept every router clear of ties)
     "kimi_linear": Family("KimiLinearForCausalLM", "KimiLinearConfig", {
         **COMMON, "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 4,
         "num_attention_heads": 2, "num_key_value_heads": 2, "q_lora_rank": None, "kv_lora_rank": 512,
         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
         "linear_attn_config": {"kda_layers": [1, 2, 4], "full_attn_layers": [3], "head_dim": 128, "num_heads": 2,
                                "short_conv_kernel_size": 4},
-        "num_experts": 8, "num_experts_per_token": 2, "num_shared_experts": 1, "first_k_dense_replace": 1,
+        "num_experts": 8, "num_experts_per_token": 2, "num_shared_experts": 1, "first_k_dense_replace": 3,
         "routed_scaling_factor": 2.446}),
     # Gated DeltaNet and gated full attention with partial rotary, one mixture layer (with three, no
     # prompt of 3 x 400 kept every router clear of near ties) and 128 tokens (with 512, whose top two
