@@ -30,6 +30,9 @@
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
 #   bench-linear     bench/linear_attention.py: the Gated DeltaNet and held-back KDA chains against fla's
 #              (carry build/bench-linear and .whl)
+#   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch (carry build/bench/q8)
+#   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
+#              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
 #   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
 #              --gpu-seeding: --check at batch 1, 64 and 3 speculative tokens at 8, then the b1 and
 #              b64 profiles with their traces under $OUT (not yet run: run test_seeding_on_gpu.py first)
@@ -107,7 +110,9 @@ for phase in "${phases[@]}"; do
       python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
     bench-linear)
       python3 bench/linear_attention.py 2>&1 | tee "$logs/bench-linear.log" || status=1 ;;
-    bench-rope|bench-seeded)
+    bench-model)
+      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
+    bench-rope|bench-seeded|bench-q8)
       python3 "bench/${phase#bench-}.py" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
     real)
       # the three checks at once where there are GPUs for them (each holds the model's 98 GB)
@@ -136,7 +141,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-linear, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
