@@ -90,6 +90,18 @@ def build() -> None:
     print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
 
 
+def cublas_products(torch, x, weights, out):
+    """torch's anchor: x times each copy's weights ([copies, sources, n, k], sources stacked as
+    one matrix), one cuBLAS matmul a copy into `out`."""
+    copies, sources, n, k = weights.shape
+
+    def products() -> None:
+        for i in range(copies):
+            torch.matmul(x, weights[i].reshape(sources * n, k).t(), out=out)
+
+    return products
+
+
 def run() -> list:
     import torch
 
@@ -112,12 +124,7 @@ def run() -> list:
         artifact = load_artifact(OUT, stem)
         function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
         launches = [driver.Launch(function, artifact.launch, p, ours_stream) for p in pointers]
-        graph = driver.Graph.capture(ours_stream, lambda: [launch.enqueue() for launch in launches])
-        for _ in range(3):
-            graph.replay(ours_stream)
-        us = driver.time_us(ours_stream, lambda: graph.replay(ours_stream), repeats=25) / len(pointers)
-        graph.destroy()
-        return us
+        return measure.graph_us(driver, ours_stream, launches, repeats=25) / len(pointers)
 
     results = []
     for entry in entries:
@@ -145,17 +152,9 @@ def run() -> list:
         us = ours(entry["stem"], pointers)
         torch_us = None
         if entry["kind"] == "bf16":
-            xb, out = x, torch.empty(rows, sources * n, dtype=torch.bfloat16, device="cuda")
-            with torch.cuda.stream(torch_stream):
-                for i in range(copies):  # warm cuBLAS's choice outside the capture
-                    torch.matmul(xb, weights[i].reshape(sources * n, k).t(), out=out)
-                torch_stream.synchronize()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, stream=torch_stream):
-                    for i in range(copies):
-                        torch.matmul(xb, weights[i].reshape(sources * n, k).t(), out=out)
-            torch_us = torch_time(graph.replay) / copies
-            del graph
+            out = torch.empty(rows, sources * n, dtype=torch.bfloat16, device="cuda")
+            torch_us = measure.torch_graph_us(torch, torch_stream, cublas_products(torch, x, weights, out),
+                                              repeats=25) / copies
         tbs = stored / us / 1e6
         results.append((entry, us, tbs, torch_us))
         anchor = f"  torch {torch_us:8.2f} us" if torch_us else ""

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lanec.runtime.parallel import run_within  # noqa: E402
 from lanec.runtime.plan import Plan  # noqa: E402
 
 STEP = re.compile(r"steps run; step ([0-9.]+) us")
@@ -37,14 +36,9 @@ def timed(path: Path, repeats: int = 50) -> tuple[float, float | None]:
     a run that hangs is killed with its ranks (a session of its own) and named."""
     command = [sys.executable, "-m", "lanec.runtime", str(path), "--steps", "20", "--repeats", str(repeats)]
     env = {**os.environ, "LANEC_TP_TIMEOUT": os.environ.get("LANEC_TP_TIMEOUT", str(RANK_TIMEOUT_S))}
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                          start_new_session=True) as process:
-        try:
-            out, err = process.communicate(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            raise SystemExit(f"{path}: did not end in {RUN_TIMEOUT_S} s (killed with its ranks)") from None
-    done = subprocess.CompletedProcess(command, process.returncode, out, err)
+    done = run_within(command, RUN_TIMEOUT_S, env, ROOT)
+    if done.returncode is None:
+        raise SystemExit(f"{path}: did not end in {RUN_TIMEOUT_S} s (killed with its ranks)")
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or [f"exited with status {done.returncode}"]
         raise SystemExit(f"{path}: {lines[-1]}")

@@ -462,3 +462,20 @@ def test_the_whl_tp_folder_is_ignored():
 def test_a_collective_names_its_buffers():
     collective = Collective("all_reduce x", 1, Arg("p"), Arg("x"), 4, "float32")
     assert Collective.from_json(collective.to_json()) == collective
+
+
+def test_run_within_kills_the_whole_session_past_its_deadline():
+    import os
+    import sys
+    import time
+
+    from lanec.runtime.parallel import run_within
+
+    done = run_within([sys.executable, "-c", "print('ranks done')"], 30, os.environ)
+    assert done.returncode == 0 and done.stdout.strip() == "ranks done"
+    child = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+             "print('launched', flush=True); time.sleep(60)")
+    started = time.monotonic()
+    done = run_within([sys.executable, "-c", child], 2, os.environ)
+    assert done.returncode is None and "launched" in done.stdout
+    assert time.monotonic() - started < 20  # the grandchild holding the pipe was killed too

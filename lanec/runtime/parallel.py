@@ -343,6 +343,24 @@ def die_with(parent: int) -> Callable[[], None]:
     return arm
 
 
+def run_within(command: list[str], timeout_s: float, environ: Mapping[str, str], cwd: str | Path | None = None
+               ) -> subprocess.CompletedProcess:
+    """`command` (a `lanec run` of a plan for several ranks: the launcher and its ranks) in a process
+    session of its own, its output collected; past `timeout_s` the whole session is killed (no rank
+    left holding a GPU) and the result's returncode is None."""
+    import signal
+
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          env=dict(environ), start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            return subprocess.CompletedProcess(command, None, out, err)
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
 def launch_ranks(path: str | Path, options, ranks: int, say: Callable[[str], None],
                  command: Callable[[int], list[str]] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Start `ranks` rank processes, each writing to its own log files (never a pipe), wait for

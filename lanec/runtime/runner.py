@@ -190,10 +190,8 @@ def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.n
     if "tokens" in shapes:
         inputs["tokens"] = rng.integers(0, vocabulary(program), shapes["tokens"]).astype(np.int32)
     if "slots" in shapes:
-        capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=batch * tokens + 1)
-        if batch * tokens >= capacity:
-            raise RunError(f"the states hold {capacity} slots (0 is padding); a full batch of {batch} requests of "
-                           f"{tokens} tokens needs {batch * tokens + 1}")
+        if any(s.kind in SLOT_STATES for s in program.states):
+            slot_capacity(program)  # a full batch's slots fit
         width = shapes["slots"][1] if len(shapes["slots"]) == 2 else 1
         table = np.full((batch, width), -1, np.int64)
         table[:, :tokens] = 1 + np.arange(batch * tokens).reshape(batch, tokens)
@@ -202,10 +200,7 @@ def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.n
         inputs["accepted"] = rng.integers(1, tokens + 1, batch).astype(np.int32)
     if "pages" in shapes:
         columns = shapes["pages"][1]
-        caches = [s.shape for s in program.states if s.kind in CACHE_STATES]
-        if not caches:
-            raise RunError("the plan reads a page table but holds no cache")
-        cache_pages, page_size = min(shape[0] for shape in caches), min(shape[1] for shape in caches)
+        cache_pages, page_size = cache_geometry(program)
         context = columns * page_size if context is None else context
         if not tokens <= context <= columns * page_size:
             raise RunError(f"--context {context}: a request of {tokens} tokens a step holds {tokens} to "
@@ -222,6 +217,27 @@ def served_inputs(program, context: int | None, seed: int = 0) -> dict[str, np.n
             rows = context - tokens + np.arange(tokens)
             inputs["positions"] = np.tile(rows, batch).astype(np.int32)
     return inputs
+
+
+def slot_capacity(program) -> int:
+    """The slots the plan's conv and recurrent states hold (0 is padding), checked to hold a full
+    batch: every request's tokens a slot of its own."""
+    batch, tokens = program.batch, program.tokens
+    capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
+    if capacity is None:
+        raise RunError("the plan reads a slot table but holds no conv or recurrent state")
+    if batch * tokens >= capacity:
+        raise RunError(f"the states hold {capacity} slots (0 is padding); {batch} requests of {tokens} tokens "
+                       f"need {batch * tokens + 1}")
+    return capacity
+
+
+def cache_geometry(program) -> tuple[int, int]:
+    """(pages, rows a page) of the plan's paged caches: the fewest of each over its caches."""
+    caches = [s.shape for s in program.states if s.kind in CACHE_STATES]
+    if not caches:
+        raise RunError("the plan reads a page table but holds no cache")
+    return min(shape[0] for shape in caches), min(shape[1] for shape in caches)
 
 
 def vocabulary(program) -> int:

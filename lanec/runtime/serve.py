@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lanec.runtime import runner
-from lanec.runtime.runner import CACHE_STATES, SLOT_STATES, Comparison, RunError
+from lanec.runtime.runner import Comparison, RunError
 
 
 @dataclass
@@ -90,21 +90,13 @@ class Schedule:
         self._ever_held: set[int] = set()
         self.free_slots: deque[int] = deque()
         if "slots" in self.shapes:
-            capacity = min((s.shape[0] for s in program.states if s.kind in SLOT_STATES), default=None)
-            if capacity is None:
-                raise RunError("the plan reads a slot table but holds no conv or recurrent state")
-            if self.batch * self.tokens > capacity - 1:
-                raise RunError(f"the states hold {capacity} slots (0 is padding); {self.batch} requests of "
-                               f"{self.tokens} tokens need {self.batch * self.tokens + 1}")
+            capacity = runner.slot_capacity(program)
             self.free_slots.extend(int(s) for s in self.rng.permutation(np.arange(1, capacity)))
         self.page_size: int | None = None
         self.limit: int | None = None  # positions a request's share of the cache holds (None: no pages)
         self.free_pages: deque[int] = deque()
         if "pages" in self.shapes:
-            caches = [s.shape for s in program.states if s.kind in CACHE_STATES]
-            if not caches:
-                raise RunError("the plan reads a page table but holds no cache")
-            cache_pages, self.page_size = min(c[0] for c in caches), min(c[1] for c in caches)
+            cache_pages, self.page_size = runner.cache_geometry(program)
             share = min(self.shapes["pages"][1], cache_pages // self.batch)
             self.limit = share * self.page_size
             if self.limit < self.tokens:

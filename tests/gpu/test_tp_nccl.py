@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from loader import load
 
 from lanec.runtime import driver
+from lanec.runtime.parallel import run_within
 from lanec.runtime.plan import Plan
 from lanec.runtime.runner import compare, compare_choice
 
@@ -46,19 +46,14 @@ def runtime(*args: str, logs: Path | None = None) -> subprocess.CompletedProcess
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANEC_TP_TIMEOUT": str(RANK_TIMEOUT_S)}
     if logs is not None:
         env["LANEC_TP_LOGS"] = str(logs)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                          start_new_session=True) as process:
-        try:
-            out, err = process.communicate(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-            logged = sorted(logs.glob("rank*")) if logs is not None else []
-            tails = [f"{path.name}: {line}" for path in logged
-                     for line in path.read_text(errors="replace").splitlines()[-10:]]
-            pytest.fail(f"{' '.join(command[1:])} did not end in {RUN_TIMEOUT_S} s; its output:\n{out}{err}\n"
-                        + "\n".join(tails), pytrace=False)
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
+    done = run_within(command, RUN_TIMEOUT_S, env, ROOT)
+    if done.returncode is None:
+        logged = sorted(logs.glob("rank*")) if logs is not None else []
+        tails = [f"{path.name}: {line}" for path in logged
+                 for line in path.read_text(errors="replace").splitlines()[-10:]]
+        pytest.fail(f"{' '.join(command[1:])} did not end in {RUN_TIMEOUT_S} s; its output:\n{done.stdout}"
+                    f"{done.stderr}\n" + "\n".join(tails), pytrace=False)
+    return done
 
 
 @pytest.fixture

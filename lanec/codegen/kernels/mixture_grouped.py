@@ -190,6 +190,11 @@ class GroupedProduct(GemmTc):
     def shared_bytes(self) -> int:
         return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * GROUP_ROWS, 16)] * 3)
 
+    def launch(self) -> LaunchShape:
+        """A CTA an (output tile, expert) pair; a folded shared expert is one more expert row."""
+        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
+                           block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
+
     def tables(self, smem):
         """The stage buffers and the block's tables (sources, targets, scales)."""
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
@@ -304,10 +309,6 @@ class MixtureGroupedGated(GroupedProduct):
     def touched(self) -> dict[str, int]:
         return {"gate": min(self.experts, self.pairs), "up": min(self.experts, self.pairs)}
 
-    def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
-                           block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
-
     @cute.jit
     def __call__(self, *, x: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, gate: cute.Tensor,
                  up: cute.Tensor, shared_gate=None, shared_up=None, hidden: cute.Tensor, shared=None):
@@ -408,10 +409,6 @@ class MixtureGroupedDown(GroupedProduct):
 
     def touched(self) -> dict[str, int]:
         return {"down": min(self.experts, self.pairs)}
-
-    def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
-                           block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
 
     @cute.jit
     def __call__(self, *, hidden: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, weights: cute.Tensor,
