@@ -7,6 +7,7 @@ in the same run with the copy bandwidth. Two steps:
     # GPU machine (carry build/bench-linear and .whl):
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:. python3 bench/linear_attention.py
+    LANEC_LINEAR_ONLY=kimi PYTHONPATH=/tmp/site:. python3 bench/linear_attention.py   # one layer's rows
 
 Shapes, read from examples/: Qwen3-Next-80B-A3B's Gated DeltaNet layer (16 key heads, 32 value
 heads of 128, a scalar decay a head, conv width 4) and Kimi Linear's KDA layer at head size 64
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -380,8 +382,11 @@ def run() -> None:
               "its column left empty")
         anchors = False
     listing = json.loads((OUT / "manifest.json").read_text())
+    only = os.environ.get("LANEC_LINEAR_ONLY", "")  # e.g. "kimi": only the problems whose label has it
     rows = []
     for index, p in enumerate(listing):
+        if only not in p["label"]:
+            continue
         ours = ours_us(torch, driver, stream, kernels, p)
         anchor = fla_us(index) if anchors else float("nan")
         rows.append((p, ours, anchor))

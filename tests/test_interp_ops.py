@@ -374,6 +374,18 @@ def test_a_mixture_follows_a_routing_hint_only_through_near_ties():
                                                @ down[swapped[0, 0]].T)
     np.testing.assert_allclose(hinted[0], expect_row0[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(hinted[1:], own[1:])  # row 1's far hint is not taken
+    # a Hint names its margin and collects the rows past it: at 1e-6 row 0's tie is past it too
+    farther: list[int] = []
+    tight = ops.mixture(x, router, gate, up, down, 1, "sigmoid", 0, 1.0, correction=correction,
+                        hint=ops.Hint(swapped, 1e-6, farther))
+    np.testing.assert_array_equal(tight, own)
+    assert farther == [0, 1]
+    # a margin wide enough for row 1's worst expert takes it
+    farther = []
+    wide = ops.mixture(x, router, gate, up, down, 1, "sigmoid", 0, 1.0, correction=correction,
+                       hint=ops.Hint(swapped, 2.0, farther))
+    np.testing.assert_allclose(wide[0], hinted[0], rtol=1e-6)
+    assert farther == [] and not np.allclose(wide[1], own[1])
 
 
 def test_routing_margin_is_the_last_chosen_experts_and_groups_lead():

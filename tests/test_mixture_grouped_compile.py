@@ -137,15 +137,30 @@ def lowered(tmp_path: Path, text: str, grouped: bool):
     return list(step.body.block.ops), tunings
 
 
-def test_without_the_knob_a_mixture_keeps_the_per_row_kernels(tmp_path):
+def test_without_the_knob_a_mixture_of_few_rows_keeps_the_per_row_kernels(tmp_path):
     from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
     from lanec.dialects import lane
 
-    assert MIXTURE_GROUPED_ROWS is None  # nothing of the grouped path has run on a GPU yet
+    assert MIXTURE_GROUPED_ROWS is not None and MIXTURE_GROUPED_ROWS >= 3
     ops, tunings = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"), grouped=False)
     kinds = [op.kernel.data for op in ops if isinstance(op, lane.LaunchOp)]
     assert kinds == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
-    assert [t[2]["path"] for t in tunings if t[0] == "mixture"] == ["per-row"]
+    (mixture,) = [t for t in tunings if t[0] == "mixture"]
+    assert mixture[2]["path"] == "per-row" and f"3 rows are at most {MIXTURE_GROUPED_ROWS}" in mixture[2]["why"]
+
+
+def test_without_the_knob_a_mixture_past_the_measured_row_count_takes_the_grouped_path(tmp_path):
+    from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
+    from lanec.dialects import lane
+
+    rows = MIXTURE_GROUPED_ROWS + 1
+    text = MIXTURE.replace("TOP_K", "4").replace("<3x", f"<{rows}x").replace("batch 3 ", f"batch {rows} ")
+    ops, tunings = lowered(tmp_path, text, grouped=False)
+    kinds = [op.kernel.data for op in ops if isinstance(op, lane.LaunchOp)]
+    assert kinds == ["embed", "mixture_router", "mixture_groups", "mixture_grouped_gated", "mixture_grouped_down",
+                     "mixture_sum"]
+    (mixture,) = [t for t in tunings if t[0] == "mixture"]
+    assert mixture[2]["path"] == "grouped" and f"{rows} rows are above {MIXTURE_GROUPED_ROWS}" in mixture[2]["why"]
 
 
 def test_the_knob_gives_the_grouped_launches(tmp_path):
@@ -206,4 +221,4 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     assert "path grouped: 3 rows are above 0" in explained.output
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
-    assert "path per-row: the grouped path is off" in plain.output
+    assert "path per-row: 3 rows are at most 24: the per-row kernels read each chosen expert once" in plain.output

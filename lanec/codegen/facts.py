@@ -955,10 +955,13 @@ class MixtureExpertsSpec(Spec):
 
 
 # The grouped path (mixture_grouped.py): rows grouped by expert on the device, tensor cores for an
-# expert's rows. None: every mixture keeps the per-row kernels above (the grouped kernels have not
-# run on a GPU yet); a row count: mixtures of more rows take the grouped path. `lanec compile
-# --grouped-experts` takes it at every row count.
-MIXTURE_GROUPED_ROWS: int | None = None
+# expert's rows; mixtures of more rows than this take it. Measured on the H200 (bench/mixture.py,
+# 2026-11-29, 256 experts top 8 with the shared expert): the per-row kernels are faster at 16 rows
+# (Kimi Linear 457 against 553 us, DeepSeek-V3 2785 against 3083), the grouped path at 64 (1177
+# against 1784, 6477 against 11074) and 256 (1546 against 7129, 8281 against 44268); the ratio,
+# interpolated in log rows, crosses 1 at 20 to 25 rows. `lanec compile --grouped-experts` takes
+# the grouped path at every row count.
+MIXTURE_GROUPED_ROWS: int | None = 24
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 
 

@@ -785,7 +785,8 @@ class Lowering:
             self.grouped_mixture(op, x, ids, routing, name, shape)
             return
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
-               if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}")
+               if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
+               "kernels read each chosen expert once a row, faster than grouping so few")
         self.tunings.append(("mixture", shape, {"path": "per-row", "why": why}))
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x)}

@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import click
 
+from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
+
 
 def knob_options(command: Callable) -> Callable:
     """--numerics, --words, --fuse-quant, --batch-products, --fold-norms: each one given replaces the module's
@@ -41,11 +43,11 @@ def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_pro
 
 def grouped_option(command: Callable) -> Callable:
     """--grouped-experts: every mixture's experts on the grouped path (lanec/codegen/kernels/
-    mixture_grouped.py), whatever its row count (by default none takes it: MIXTURE_GROUPED_ROWS)."""
+    mixture_grouped.py), whatever its row count (by default those of more rows than MIXTURE_GROUPED_ROWS)."""
     return click.option("--grouped-experts", is_flag=True,
                         help="mixtures: rows grouped by expert on the device, an expert's rows on tensor cores "
                              "(mixture_groups, mixture_grouped_gated, mixture_grouped_down, mixture_sum) "
-                             "[default: the per-row kernels]")(command)
+                             f"at every row count [default: above {MIXTURE_GROUPED_ROWS} rows]")(command)
 
 
 def tp_option(command: Callable) -> Callable:

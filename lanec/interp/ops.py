@@ -12,6 +12,7 @@ Bad input raises `InterpretError`, a `ValueError` with a one-line message.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Sequence
@@ -560,7 +561,7 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     scores, choice = routing_choice(x, router, top_k, scoring, correction, groups, topk_groups)
     chosen = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]  # ties: the lower expert
     if hint is not None:
-        chosen = near_ties(choice, chosen, np.asarray(hint))
+        chosen = near_ties(choice, chosen, hint)
     weights = np.take_along_axis(scores, chosen, axis=-1)
     if renormalize:
         weights = weights / weights.sum(axis=-1, keepdims=True)
@@ -573,8 +574,10 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
         return at, weights[at, which][:, None] * product(hidden, down[e])
 
     # each chosen expert's rows on a thread of its own (a real-size check makes 3 x 2.4M seeded
-    # values an expert: numpy releases the GIL), summed in expert order as one thread would
-    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
+    # values an expert: numpy releases the GIL), summed in expert order as one thread would. BLAS
+    # runs one thread a call meanwhile: 16 expert threads each calling a 16-thread OpenBLAS took
+    # the H200 machine's batch-64 check past 400 s, against 167 s with OPENBLAS_NUM_THREADS=1.
+    with one_blas_thread(), ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
         for at, part in pool.map(expert, np.unique(chosen).tolist()):
             out[at] += part
     if len(shared) not in (0, 3, 4):
@@ -593,6 +596,17 @@ def mixture(x, router, gate, up, down, top_k: int, scoring: str, renormalize, ro
     keep = rows >= 0
     scattered[rows[keep]] = out[keep]
     return scattered
+
+
+def one_blas_thread():
+    """A context in which BLAS runs one thread a call (threadpoolctl, a dependency). Where it is
+    not installed (a GPU machine given only the wheels it was carried) BLAS keeps its threads:
+    the same values, only slower on many cores."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def routing_choice(x, router, top_k: int, scoring: str, correction=None, groups: int | None = None,
@@ -636,22 +650,37 @@ def routing_margin(x, router, top_k: int, scoring: str, correction=None, groups:
 ROUTING_TIE = 1e-2
 
 
-def near_ties(choice: np.ndarray, chosen: np.ndarray, hint: np.ndarray) -> np.ndarray:
+class Hint(NamedTuple):
+    """Another computation's router choice that a mixture follows through near ties (`near_ties`):
+    expert ids [rows, top_k]; `tie`, the margin, a share of each row's largest |score|; `farther`,
+    when given, receives the rows whose hint was past it (those keep the mixture's own choice)."""
+
+    ids: np.ndarray
+    tie: float = ROUTING_TIE
+    farther: list | None = None
+
+
+def near_ties(choice: np.ndarray, chosen: np.ndarray, hint) -> np.ndarray:
     """`chosen`, with each row replaced by `hint`'s where the hinted experts are distinct and
-    each scores (in `choice`) within ROUTING_TIE of the row's k-th best: the same choice up to
-    near ties. Rows whose hint is farther keep their own choice (and a check then differs)."""
-    if hint.shape != chosen.shape:
+    each scores (in `choice`) within the hint's tie (ROUTING_TIE for bare ids) of the row's k-th
+    best: the same choice up to near ties. Rows whose hint is farther keep their own choice (and
+    a check then differs)."""
+    hint = hint if isinstance(hint, Hint) else Hint(np.asarray(hint), ROUTING_TIE)
+    ids = np.asarray(hint.ids)
+    if ids.shape != chosen.shape:
         return chosen
     experts = choice.shape[1]
     out = chosen.copy()
     kth = np.take_along_axis(choice, chosen[:, -1:], axis=1)[:, 0]
     scale = np.abs(np.where(np.isfinite(choice), choice, 0)).max(axis=1)
     for r in range(chosen.shape[0]):
-        row = hint[r].astype(np.int64)
+        row = ids[r].astype(np.int64)
         if row.min() < 0 or row.max() >= experts or len(set(row.tolist())) != len(row):
             continue
-        if np.all(choice[r, row] >= kth[r] - ROUTING_TIE * scale[r]):
+        if np.all(choice[r, row] >= kth[r] - hint.tie * scale[r]):
             out[r] = row
+        elif hint.farther is not None:
+            hint.farther.append(r)
     return out
 
 

@@ -119,20 +119,21 @@ class Program:
     # -- running ------------------------------------------------------------------------------
 
     def run(self, env: Environment, storage: bool = False, values: dict[int, np.ndarray] | None = None,
-            routing: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+            routing: dict | None = None) -> list[np.ndarray]:
         """The step's outputs; `env.states` are updated in place. With `storage`, every result
         stored as bf16 is rounded to bf16 as a kernel stores it (the meaning stays fp32 math
         between stores: the oracle for `lanec run --check`). `values`, if given, receives every
-        value of the step by id. `routing` (router weight name -> expert ids [rows, top_k]): a
-        mixture takes a row's given experts where they are a near-tie of its own choice
-        (`ops.mixture`'s `hint`), so a check follows the GPU's routing through near ties."""
+        value of the step by id. `routing` (router weight name -> expert ids [rows, top_k], or an
+        `ops.Hint` naming its margin): a mixture takes a row's given experts where they are a
+        near-tie of its own choice (`ops.mixture`'s `hint`), so a check follows the GPU's routing
+        through near ties."""
         values = self.bind(env, values, routing)
         for index, step in enumerate(self.steps):
             self.store(index, step, self.run_step(step, values), values, storage)
         return self.collect(values)
 
     def bind(self, env: Environment, values: dict[int, np.ndarray] | None = None,
-             routing: dict[str, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+             routing: dict | None = None) -> dict[int, np.ndarray]:
         """The step's declarations bound to `env`'s arrays (q8_0 weights dequantized), by value id."""
         values = {} if values is None else values
         self._routing = {decl.value: routing[decl.name] for decl in self.weights if decl.name in (routing or {})}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lanec.interp import ops
 from lanec.runtime import driver, dtypes, gpu_seeding, tolerance, weights
 from lanec.runtime.driver import DeviceError
 from lanec.runtime.plan import Plan, PlanError, routing_buffer
@@ -510,15 +511,24 @@ def check(plan: Plan, program, env, sources, options: Options, say: Callable[[st
     session.stream.synchronize()
     reference = env.copy()
     values: dict[int, np.ndarray] = {}
-    outputs = program.run(reference, storage=True, values=values, routing=gpu_routing(session, program))
+    routing = gpu_routing(session, program)
+    outputs = program.run(reference, storage=True, values=values, routing=routing)
+    for name, hint in routing.items():
+        if hint.farther:
+            say(f"routing: {name}: rows {hint.farther} of the GPU chose experts past a near tie "
+                f"({hint.tie:.1e} of the row's largest score); the interpreter kept its own choice there")
     return judge(session, program, outputs, reference.states, values, options, say)
 
 
-def gpu_routing(session: Session, program) -> dict[str, np.ndarray]:
-    """The expert ids the GPU's routers chose, by router weight name (`Program.run`'s `routing`)."""
+def gpu_routing(session: Session, program) -> dict[str, ops.Hint]:
+    """The expert ids the GPU's routers chose, by router weight name (`Program.run`'s `routing`),
+    each followed through near ties of the router's input drift: ROUTING_TIE grown with the
+    router's depth as the step tolerance grows (`tolerance.deep`)."""
     held = {spec.name for spec in session.plan.buffers}
-    return {decl.name: session.read(routing_buffer(decl.name)) for decl in program.weights
-            if routing_buffer(decl.name) in held}
+    depth = layer_depths(session.plan)
+    return {decl.name: ops.Hint(session.read(routing_buffer(decl.name)),
+                                ops.ROUTING_TIE * tolerance.growth(depth(decl.name)), [])
+            for decl in program.weights if routing_buffer(decl.name) in held}
 
 
 LAYER_PREFIX = re.compile(r"model\.layers\.(\d+)\.")

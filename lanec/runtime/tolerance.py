@@ -60,10 +60,16 @@ STEP = {"bfloat16": Tolerance(0.0, 2e-2), "float16": Tolerance(0.0, 5e-3), "floa
 CALIBRATED_LAYERS = 4
 
 
+def growth(layers: int) -> float:
+    """How a difference made of rounding flips grows through `layers` decoder layers, against the
+    CALIBRATED_LAYERS the tolerances were set on: sqrt(layers / CALIBRATED_LAYERS) past them, as
+    a sum of independent flips grows."""
+    return math.sqrt(max(1.0, layers / CALIBRATED_LAYERS))
+
+
 def deep(bound: Tolerance, layers: int) -> Tolerance:
-    """`bound` for a value computed through `layers` decoder layers: grown by sqrt(layers /
-    CALIBRATED_LAYERS) past CALIBRATED_LAYERS, as a sum of independent rounding flips grows."""
-    grow = math.sqrt(max(1.0, layers / CALIBRATED_LAYERS))
+    """`bound` for a value computed through `layers` decoder layers: grown by `growth(layers)`."""
+    grow = growth(layers)
     return bound if grow == 1.0 else Tolerance(bound.rtol * grow, bound.atol * grow)
 
 

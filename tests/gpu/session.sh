@@ -5,7 +5,7 @@
 #
 #   here:  python tests/gpu/build.py && python tests/gpu/cases/kda_split.py --set bench --set full \
 #          && python bench/gemv.py build && python bench/linear_attention.py build \
-#          && pip download --no-deps fla-core==0.6.0 einops -d .whl
+#          && pip download --no-deps fla-core==0.6.0 einops threadpoolctl==3.6.0 -d .whl
 #   there: bash tests/gpu/session.sh [PHASE ...]        # default: check; logs under $OUT
 #
 # Phases, with what they took on the H200 (2026-11-29):
@@ -35,7 +35,10 @@
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
 #   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
 #              --gpu-seeding: --check at batch 1, 64 and 3 speculative tokens at 8, then the b1 and
-#              b64 profiles with their traces under $OUT (not yet run: run test_seeding_on_gpu.py first)
+#              b64 profiles with their traces under $OUT (on the H200: b1 44 s, b64 167-240 s alone,
+#              spec3-b8 363 s beside two others; carry .whl for threadpoolctl, or BLAS threads
+#              oversubscribe the interpreter's expert threads and b64 runs past 400 s)
+# The device returns at most 8 files from $OUT: pack logs into one archive (tar) when there are more.
 # Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
@@ -52,13 +55,16 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "gemm_wgmma- and r100_k2304_merged_pitch" "gated_r100_k1000_h192_k4" "n6145_bf16"
           "expanded_latent and b5_t2_h4_n40" "b7_t3_c1000_w3_bias" "b3_t4_h5_k64_v64_key"
           "gated_swish_r5_h3_s200_pitched" "softplus_r7_h64_s1_pitched" "r5_h3_u20_o3_l7" "rope and r3_h3_u80_rot20"
-          "grouped and b64_e8_k2_sigmoid_odd_apart"
+          "grouped and b64_e8_k2_sigmoid_odd_apart" "quantize and r3_k96_w1" "q8_gemv_matches and r3_k96_n37_w2"
+          "q8_gated_gemv_matches and r3_k96_h37_w1" "gemv-r3_norm_k1000_n1001"
+          "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_bulk" "latent_attention-b5_t2_h16_l512_r64_p32_bulk"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
 SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py tests/gpu/test_mixture.py
                 tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py tests/gpu/test_conv.py tests/gpu/test_delta_rule.py
-                tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py)
+                tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py tests/gpu/test_quantize.py
+                tests/gpu/test_q8_gemv.py)
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)

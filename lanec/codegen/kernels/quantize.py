@@ -97,7 +97,8 @@ class Quantize:
         for v in values:
             peak = cutlass.max(peak, cutlass.max(v, -v))
         peak = warp_reduce(peak, cutlass.max, width=LANES_A_BLOCK)
-        scale = rounded("div", peak, Float32(127.0))
+        # max(+0, -0) may be -0 on the GPU: an all-zero block's scale is stored as numpy's +0
+        scale = cutlass.select_(peak > Float32(0.0), rounded("div", peak, Float32(127.0)), Float32(0.0))
         safe = cutlass.select_(scale > Float32(0.0), scale, Float32(1.0))  # an all-zero block stays zero
         high = [clamp_int8(round_to_int(rounded("div", v, safe))) for v in values]
         if lane < self.units:
