@@ -17,7 +17,10 @@ Each shape runs with the split count `attention_splits` picks and, where they di
 splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more; LANEC_ATTN_SWEEP=1 measures every split at
 batch 1 and 8; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel with a schedule of its own;
 LANEC_ATTN_BULK=1 also builds each shape's chosen split with the bulk-copy load engine, `loads`
-"bulk", and times it beside the default cp.async engine: set it for both steps).
+"bulk", and times it beside the default cp.async engine: set it for both steps). LANEC_ATTN_CLUSTER=1
+also builds each shape at its chosen split clamped to 2..8 with the chunks merged in the
+attention's own cluster over DSMEM (`combine` "cluster"), timed beside the same split's attention +
+attention_combine launches.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -47,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_ATTN_SWEEP") == "1" else "")
                         + "".join(f"-{k}{v}" for k, v in sorted(json.loads(os.environ.get("LANEC_ATTN_SCHEDULE")
                                                                             or "{}").items()))
-                        + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else ""))
+                        + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else "")
+                        + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else ""))
 
 PAGE = 16
 HEAD = 128
@@ -67,6 +71,11 @@ SWEEP = os.environ.get("LANEC_ATTN_SWEEP") == "1"
 SCHEDULE = json.loads(os.environ.get("LANEC_ATTN_SCHEDULE") or "{}")
 # LANEC_ATTN_BULK=1: each shape's chosen split also with loads "bulk" (stem + "_bulk"), timed beside it
 BULK = os.environ.get("LANEC_ATTN_BULK") == "1"
+# LANEC_ATTN_CLUSTER=1: each shape also with its chunks merged in the attention's own cluster
+# (`combine` "cluster", stem + "_cluster") at its chosen split clamped to 2..8 (a cluster's CTAs),
+# timed beside the same split's two launches (attention + attention_combine)
+CLUSTER = os.environ.get("LANEC_ATTN_CLUSTER") == "1"
+CLUSTER_SPLITS = 8  # lanec.codegen.facts.ATTENTION_CLUSTER_SPLITS (not imported: the GPU side has no CuTe DSL)
 SWEEP_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
@@ -105,15 +114,28 @@ def stem(p: dict, splits: int, kernel: str = "attn") -> str:
     return f"{kernel}_{kind}_h{p['heads']}kv{p['kv']}_c{p['context']}_b{p['batch']}_q{p['q']}_s{splits}"
 
 
-def kernel_spec(p: dict, splits: int, bulk: bool = False) -> dict:
+def kernel_spec(p: dict, splits: int, extra: dict | None = None) -> dict:
+    """The kernel's spec for problem `p` at `splits` chunks, `extra` schedule knobs added (a
+    variant's: loads "bulk", combine "cluster")."""
     pages = p["context"] // PAGE
     common = dict(batch=p["batch"], tokens=p["q"], heads=p["heads"], page_size=PAGE, max_pages=pages,
                   cache_pages=p["batch"] * pages, splits=splits)
-    loads = {"loads": "bulk"} if bulk else {}
+    extra = extra or {}
     if p["kind"] == "gqa":
-        schedule = dict(SCHEDULE, **loads)
+        schedule = dict(SCHEDULE, **extra)
         return dict(common, kv_heads=p["kv"], head=HEAD, **({"schedule": schedule} if schedule else {}))
-    return dict(common, lora=p["lora"], rope=p["rope"], nope=128, **({"schedule": loads} if loads else {}))
+    return dict(common, lora=p["lora"], rope=p["rope"], nope=128, **({"schedule": extra} if extra else {}))
+
+
+def variants(p: dict) -> list[tuple[str, int, str, dict]]:
+    """The builds timed beside the splits of problem `p`: (key, splits, stem, schedule knobs)."""
+    found = []
+    if BULK:
+        found.append(("bulk", p["chosen"], stem(p, p["chosen"]) + "_bulk", {"loads": "bulk"}))
+    if CLUSTER:
+        splits = min(max(p["chosen"], 2), CLUSTER_SPLITS)
+        found.append(("cluster", splits, stem(p, splits) + "_cluster", {"combine": "cluster"}))
+    return found
 
 
 def _build_one(job: tuple) -> str:
@@ -133,10 +155,9 @@ def build() -> None:
     sys.path.insert(0, str(ROOT))
     jobs, listing = [], problems()
     for p in listing:
-        for splits in p["splits"]:
+        jobs += [(p["kind"], kernel_spec(p, splits, extra), name) for _, splits, name, extra in variants(p)]
+        for splits in sorted({*p["splits"], *(v[1] for v in variants(p) if v[0] == "cluster")}):
             jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
-            if BULK and splits == p["chosen"]:
-                jobs.append((p["kind"], kernel_spec(p, splits, bulk=True), stem(p, splits) + "_bulk"))
             if splits > 1:
                 jobs.append(("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"],
                                              splits=splits), stem(p, splits, "combine")))
@@ -173,13 +194,16 @@ def run() -> None:
 
     def time_ours(p: dict, copies: int, step: dict, stores: dict) -> dict:
         """Our kernel (and its combine) a copy each of the `stores` (name -> [copies, ...]) in one
-        graph, the `step`'s other tensors shared: {splits: us a step}, and {"bulk": us} for the
-        chosen split's bulk-copy build (LANEC_ATTN_BULK=1)."""
+        graph, the `step`'s other tensors shared: {splits: us a step}, {"bulk": us} for the chosen
+        split's bulk-copy build (LANEC_ATTN_BULK=1), {"cluster": us} for the cluster-combined build
+        (LANEC_ATTN_CLUSTER=1) and {"launched": us} for the same split's two launches."""
         timings = {}
         rows = p["batch"] * p["q"]
         builds = [(splits, splits, stem(p, splits)) for splits in p["splits"]]
-        if BULK:
-            builds.append(("bulk", p["chosen"], stem(p, p["chosen"]) + "_bulk"))
+        builds += [(key, splits, name) for key, splits, name, _ in variants(p)]
+        clustered = next((splits for key, splits, _, _ in variants(p) if key == "cluster"), None)
+        if clustered is not None and clustered not in p["splits"]:
+            builds.append(("launched", clustered, stem(p, clustered)))
         for key, splits, built in builds:
             partial = torch.empty(splits, rows, p["heads"], p["lora"], dtype=torch.float32, device="cuda")
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
@@ -187,7 +211,7 @@ def run() -> None:
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
                 launches.append(kernels.launch(built, tensors))
-                if splits > 1:
+                if splits > 1 and key != "cluster":
                     launches.append(kernels.launch(stem(p, splits, "combine"), tensors))
             torch.cuda.synchronize()
             timings[key] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
@@ -274,7 +298,7 @@ def run() -> None:
         roofline_us = max(nbytes / copy_bw, flops / peak) * 1e6
         rows.append((p, nbytes, timings, sdpa_us, sgl_us, roofline_us))
         print(f"  {p['label']} ctx {context} b{batch} q{q} ({copies} copies): "
-              + "  ".join(f"{'' if s == 'bulk' else 's'}{s} {us:.1f} us" for s, us in timings.items())
+              + "  ".join(f"{'' if isinstance(s, str) else 's'}{s} {us:.1f} us" for s, us in timings.items())
               + f"  SDPA {sdpa_us:.1f}  SGLang {sgl_us:.1f}  roofline {roofline_us:.1f} us", flush=True)
 
     print()
@@ -282,15 +306,26 @@ def run() -> None:
           f"TFLOP/s; page size {PAGE}")
     print("| shape | context | batch | q | cache MB | splits (chosen) | ours us | % of roofline | best fixed "
           "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |"
-          + (" bulk loads us | ours / bulk |" if BULK else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else ""))
+          + (" bulk loads us | ours / bulk |" if BULK else "")
+          + (" cluster splits | two launches us | cluster combine us | launches / cluster |" if CLUSTER else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else "")
+          + ("---|---|---|---|" if CLUSTER else ""))
     for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
         ours = timings[p["chosen"]]
         fixed = min(timings[1], timings[16])
         print(f"| {p['label']} | {p['context']} | {p['batch']} | {p['q']} | {nbytes / 1e6:.0f} | {p['chosen']} "
               f"| {ours:.1f} | {100 * roofline_us / ours:.0f}% | {fixed:.1f} | {sgl_us:.1f} | {sgl_us / ours:.2f} "
               f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |"
-              + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else ""))
+              + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else "")
+              + (cluster_cells(p, timings) if CLUSTER else ""))
+
+
+def cluster_cells(p: dict, timings: dict) -> str:
+    """The cluster columns of problem `p`'s row: its split, the same split's two launches, the
+    cluster combine, and their ratio (> 1: the cluster combine is faster)."""
+    splits = min(max(p["chosen"], 2), CLUSTER_SPLITS)
+    launched = timings.get(splits, timings.get("launched", float("nan")))
+    return f" {splits} | {launched:.1f} | {timings['cluster']:.1f} | {launched / timings['cluster']:.2f} |"
 
 
 if __name__ == "__main__":

@@ -95,6 +95,34 @@ def test_copy_loads_stay_the_default(case):
     assert "cp.async.bulk" not in default and "mbarrier" not in default
 
 
+@pytest.mark.parametrize("case", ["h8_kv2_d128_p64_t4_s4", "h4_kv1_d256_p64_s4", "mla_h32_l512_nope_t4_s3"])
+def test_cluster_combine_merges_the_chunks_in_the_launch(case):
+    """combine "cluster": the chunks are one cluster; each leaves its rows in its shared memory,
+    and, between two cluster barriers, reads every chunk's over DSMEM (mapa + ld.shared::cluster)
+    and writes `out`: no partial, no lse, no second launch, the same shared memory."""
+    kernel = BULK[case]({"combine": "cluster"})
+    apart = BULK[case](None)
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert kernel.launch().cluster == (kernel.splits, 1, 1) and apart.launch().cluster == (1, 1, 1)
+    assert kernel.launch().shared_bytes == apart.launch().shared_bytes
+    assert [p.name for p in kernel.params()][-1] == "out" and "partial" not in [p.name for p in kernel.params()]
+    assert "mapa.shared::cluster" in ptx and "ld.shared::cluster.v4.f32" in ptx
+    assert ptx.count("barrier.cluster.arrive") == 2 and ptx.count("barrier.cluster.wait") == 2
+    assert "mapa" not in compiled_for_sm90a(apart).ptx
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, schedule={"combine": "cluster"}), "2 to 8 chunks"),
+    (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, splits=16, schedule={"combine": "cluster"}), "2 to 8 chunks"),
+    (lambda: Attention(1, 8, 32, 2, 128, 64, 16, 16, splits=4, schedule={"tile": 32, "stages": 2, "combine": "cluster"}),
+     "64 rows of 128 fp32 values in the key buffers"),
+    (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, splits=2, schedule={"combine": "dsmem"}), "'launch' or 'cluster'"),
+])
+def test_a_cluster_combine_the_kernel_cannot_hold_is_refused_by_name(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
 def test_expanded_keys_are_whole_mma_steps():
     """A head's key (nope + rope) is padded with zeros to whole 32-value steps; the expand writes
     the padded rows, the attention reads them; one CTA a (chunk, head, request)."""

@@ -621,6 +621,10 @@ ATTENTION_PAGES = (16, 32, 64)  # cache page sizes (positions a page)
 ATTENTION_MAX_GROUP = 16  # query heads a KV head
 ATTENTION_MAX_TOKENS = 8  # speculative tokens a request
 ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or bulk copies on mbarriers
+# how split-KV chunks meet: a second launch (attention_combine, the default) or inside the attention's
+# own launch, its chunks one cluster whose CTAs read each other's partial rows from shared memory
+ATTENTION_COMBINES = ("launch", "cluster")
+ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluster size attribute
 
 
 VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)
@@ -647,16 +651,22 @@ class AttentionSchedule(Schedule):
     keys of the scores (whole 8-key MMA tiles) and value width / warps output columns (whole
     pairs of 8-column MMA tiles). `loads` is the engine that fills the buffers: "copy" (None:
     every thread's 16-byte cp.async) or "bulk" (a key row a `cp.async.bulk`, completing on the
-    buffer's mbarrier)."""
+    buffer's mbarrier). `combine` is where split-KV chunks meet: "launch" (None: a second
+    launch, attention_combine) or "cluster" (the chunks are one cluster of at most
+    ATTENTION_CLUSTER_SPLITS CTAs; after its tile loop each CTA leaves its normalized rows in its
+    shared memory, and each combines a share of the output from every chunk's, over DSMEM)."""
 
     tile: int | None = None
     stages: int | None = None
     warps: int | None = None
     loads: str | None = None
+    combine: str | None = None
 
     def __post_init__(self) -> None:
         if self.loads is not None:
             _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
+        if self.combine is not None:
+            _choice("Attention", "combine", self.combine, ATTENTION_COMBINES, "'launch' or 'cluster'")
         if self.tile is not None:
             _choice("Attention", "tile", self.tile, (32, 64, 128), "32, 64 or 128 keys a shared-memory tile")
         if self.stages is not None:

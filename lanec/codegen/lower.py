@@ -867,9 +867,10 @@ class Lowering:
     def attend(self, kernel: str, spec: dict, args: list, out: Window, name: str, heads: int, width: int,
                splits: int) -> None:
         """An attention launch into `out` [rows, heads x width]; split, each chunk's partial softmax
-        result and log-sum-exp (`name`.partial / .lse), merged by attention_combine."""
+        result and log-sum-exp (`name`.partial / .lse), merged by attention_combine, or by the
+        attention's own cluster where its schedule says combine 'cluster'."""
         rows = out.shape[0]
-        if splits == 1:
+        if splits == 1 or (spec.get("schedule") or {}).get("combine") == "cluster":
             self.launch(kernel, spec, [*args, out])
             return
         partial = self.activation(f"{name}.partial", (splits, rows, heads, width), Float32Type())

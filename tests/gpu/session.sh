@@ -24,6 +24,8 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on one case of each kernel in SANITIZE
 #              (pytest -k expressions over the kernel tests in SANITIZE_FILES)
 #   bench-attention  bench/attention.py (carry .anchors too for SGLang's column)
+#   bench-cluster    bench/attention.py with LANEC_ATTN_CLUSTER=1: split-KV combined in the attention's own
+#              cluster (DSMEM) against attention + attention_combine (carry build/bench-attention-cluster)
 #   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
@@ -58,6 +60,8 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "grouped and b64_e8_k2_sigmoid_odd_apart" "quantize and r3_k96_w1" "q8_gemv_matches and r3_k96_n37_w2"
           "q8_gated_gemv_matches and r3_k96_h37_w1" "gemv-r3_norm_k1000_n1001"
           "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_bulk" "latent_attention-b5_t2_h16_l512_r64_p32_bulk"
+          "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_cluster"
+          "latent_attention-b2_t4_h32_l512_nope_p16_s3_cluster"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
@@ -112,6 +116,8 @@ for phase in "${phases[@]}"; do
       done ;;
     bench-attention)
       python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
+    bench-cluster)
+      LANEC_ATTN_CLUSTER=1 python3 bench/attention.py 2>&1 | tee "$logs/bench-cluster.log" || status=1 ;;
     bench-mixture)
       python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" || status=1 ;;
     bench-linear)
@@ -147,7 +153,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

@@ -40,6 +40,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
+    ATTENTION_CLUSTER_SPLITS,
     SHARED_LIMIT,
     VECTOR,
     WARP,
@@ -57,6 +58,7 @@ from lanec.codegen.kernels.primitives import (
     copy_g2s_zfill,
     float_bits,
     ldmatrix_x4,
+    load_dsmem_f32x4,
     load_f32x4,
     mma_into,
     pack_bf16,
@@ -114,6 +116,24 @@ class TileAttention:
         if needed > SHARED_LIMIT:
             raise ValueError(f"{self.name}: {self.stages} buffers of {self.tile} keys take {needed} bytes of shared "
                              f"memory, above the SM's {SHARED_LIMIT}")
+        self.clustered = (schedule.combine or "launch") == "cluster"
+        if self.clustered:
+            if not 2 <= self.splits <= ATTENTION_CLUSTER_SPLITS:
+                raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
+                                 f"{ATTENTION_CLUSTER_SPLITS} chunks")
+            ring = self.stages * self.buffer_bytes()[0]
+            if self.staged_bytes() > ring:
+                raise ValueError(f"{self.name}: combine 'cluster' leaves {self.padded_rows} rows of {self.value_width} "
+                                 f"fp32 values in the key buffers ({self.staged_bytes()} bytes); they hold {ring}")
+
+    def staged_bytes(self) -> int:
+        """A cluster chunk's rows left for its peers (combine 'cluster'): each row's normalized
+        values (fp32) and its lse (a 16-byte slot), in the key buffers the tile loop is done with."""
+        return self.padded_rows * (self.value_width + 4) * 4
+
+    def writes_out(self) -> bool:
+        """Whether the launch writes `out` itself: one chunk, or chunks combined in the cluster."""
+        return self.splits == 1 or self.clustered
 
     def default_stages(self) -> int:
         """Buffers of `tile` keys: three, or two where three would pass 160 KB with the queries."""
@@ -146,7 +166,16 @@ class TileAttention:
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.splits, self.kv_heads * self.row_blocks, self.batch),
-                           block=(self.threads, 1, 1), shared_bytes=shared_bytes(self.shared_layout()))
+                           block=(self.threads, 1, 1), cluster=(self.splits if self.clustered else 1, 1, 1),
+                           shared_bytes=shared_bytes(self.shared_layout()))
+
+    def outputs(self, rows: int, width: int, heads: int) -> list[TensorParam]:
+        """`out` [rows, heads x width] where the launch writes it (`writes_out`), else each
+        chunk's `partial` and `lse` for attention_combine."""
+        if self.writes_out():
+            return [TensorParam("out", (rows, heads * width), "bfloat16", written=True)]
+        return [TensorParam("partial", (self.splits, rows, heads, width), "float32", written=True),
+                TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
 
     @cute.jit
     def attend(self, views, positions, out, partial, lse):
@@ -209,7 +238,10 @@ class TileAttention:
             self.softmax(s, o, m_run, l_run, p_s, red_s, start, count, p0, first_row, warp, lane)
             self.accumulate(p_s, buffers, o, tile % S, warp, lane)
         cute.arch.cp_async_wait_group(0)
-        self.store(views, out, partial, lse, o, m_run, l_run, red_s, split, request, g, first_row, warp, lane)
+        self.store(views, out, partial, lse, o, m_run, l_run, red_s, split, request, g, first_row, warp, lane,
+                   buffers)
+        if cutlass.const_expr(self.clustered):
+            self.combine_in_cluster(out, buffers, split, request, g, first_row, tid)
 
     @cute.jit
     def scores(self, q_s, buffers, buffer: Int32, warp: Int32, lane: Int32):
@@ -291,9 +323,10 @@ class TileAttention:
 
     @cute.jit
     def store(self, views, out, partial, lse, o, m_run, l_run, red_s, split: Int32, request: Int32, g: Int32,
-              first_row: Int32, warp: Int32, lane: Int32):
+              first_row: Int32, warp: Int32, lane: Int32, buffers=None):
         """out = o / sum (one chunk); or partial = o / sum and lse = ln(sum) + max (natural
-        units), 0 and -inf for a row the chunk holds no key of."""
+        units), 0 and -inf for a row the chunk holds no key of: to global memory for
+        attention_combine, or (combine 'cluster') to the CTA's `staging` for its peers."""
         T: cutlass.Constexpr = self.tokens
         DV: cutlass.Constexpr = self.value_width
         for mt in cutlass.range_constexpr(self.row_tiles):
@@ -301,7 +334,8 @@ class TileAttention:
                 total = warp_reduce(l_run[mt, h], lambda a, b: a + b, width=4)
                 if lane % 4 == 0:
                     red_s[warp, mt * MMA_M + h * 8 + lane // 4] = total
-        cute.arch.sync_threads()
+        cute.arch.sync_threads()  # also: every warp is done with the key / value buffers
+        staged = self.staging(buffers) if cutlass.const_expr(self.clustered) else None
         for mt in cutlass.range_constexpr(self.row_tiles):
             for h in cutlass.range_constexpr(2):
                 i = mt * MMA_M + h * 8 + lane // 4
@@ -314,19 +348,75 @@ class TileAttention:
                     r = request * T + row % T
                     seen = total > Float32(0.0)
                     inverse = cutlass.select_(seen, Float32(1.0) / total, Float32(0.0))
+                    chunk_lse = cutlass.select_(
+                        seen, (m_run[mt, h] + cute.math.log2(total, fastmath=True)) * Float32(LN2), Float32(NEG_INF))
                     for ct in cutlass.range_constexpr(self.col_tiles):
                         col = warp * self.cols + ct * MMA_N + 2 * (lane % 4)
                         x0, x1 = o[mt, ct, 2 * h] * inverse, o[mt, ct, 2 * h + 1] * inverse
                         if cutlass.const_expr(self.splits == 1):
                             store_global_words(at(out, r, head * DV + col), pack_bf16(x0, x1))
+                        elif cutlass.const_expr(self.clustered):
+                            staged[i, col] = x0
+                            staged[i, col + 1] = x1
                         else:
                             store_global_words(at(partial, split, r, head, col),
                                                (float_bits(x0), float_bits(x1)))
                     if cutlass.const_expr(self.splits > 1):
                         if (warp == 0) & (lane % 4 == 0):
-                            lse[split, r, head] = cutlass.select_(
-                                seen, (m_run[mt, h] + cute.math.log2(total, fastmath=True)) * Float32(LN2),
-                                Float32(NEG_INF))
+                            if cutlass.const_expr(self.clustered):
+                                staged[i, DV] = chunk_lse
+                            else:
+                                lse[split, r, head] = chunk_lse
+
+    def staging(self, buffers):
+        """The chunk's rows for its peers (combine 'cluster'): [padded_rows, value_width + 4] fp32
+        over the key buffers, each row's values then its lse in a 16-byte slot
+        (rows of 16-byte multiples: whole vectors for DSMEM loads)."""
+        ring = self.key_buffer(buffers)
+        pitch = self.value_width + 4
+        return cute.make_tensor(cute.recast_ptr(ring.iterator, dtype=Float32),
+                                cute.make_layout((self.padded_rows, pitch), stride=(pitch, 1)))
+
+    @cute.jit
+    def combine_in_cluster(self, out, buffers, split: Int32, request: Int32, g: Int32, first_row: Int32, tid: Int32):
+        """combine 'cluster': every chunk's rows are in its CTA's `staging`; chunk `split` (the
+        CTA's rank in the cluster) merges its share of the (row, 4-value vector) pairs over every
+        chunk, in chunk order (deterministic, as attention_combine): out = sum_s w_s partial_s /
+        sum_s w_s, w_s = exp(lse_s - max lse)."""
+        T: cutlass.Constexpr = self.tokens
+        DV: cutlass.Constexpr = self.value_width
+        Q: cutlass.Constexpr = DV // 4
+        vectors: cutlass.Constexpr = self.block_rows * Q
+        share: cutlass.Constexpr = -(-vectors // self.splits)
+        staged = self.staging(buffers)
+        cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
+        cute.arch.cluster_wait()
+        for j in cutlass.range_constexpr(-(-share // self.threads)):
+            local = tid + j * self.threads
+            v = split * share + local
+            i, q = v // Q, v % Q
+            row = first_row + i
+            if (local < share) & (v < vectors) & (row < self.group * T):
+                lses = [load_dsmem_f32x4(at(staged, i, DV), c)[0] for c in range(self.splits)]
+                top = lses[0]
+                for c in cutlass.range_constexpr(1, self.splits):
+                    top = cutlass.select_(lses[c] > top, lses[c], top)
+                total = Float32(0.0)
+                acc = [Float32(0.0)] * 4
+                for c in cutlass.range_constexpr(self.splits):
+                    # a chunk without the row's keys has lse = -inf: weight 0, values 0
+                    weight = cute.math.exp2((lses[c] - top) * Float32(LOG2E), fastmath=True)
+                    total += weight
+                    values = load_dsmem_f32x4(at(staged, i, 4 * q), c)
+                    acc = [acc[e] + weight * values[e] for e in range(4)]
+                inverse = Float32(1.0) / total
+                head = g * self.group + row // T
+                r = request * T + row % T
+                store_global_words(at(out, r, head * DV + 4 * q),
+                                   (pack_bf16(acc[0] * inverse, acc[1] * inverse),
+                                    pack_bf16(acc[2] * inverse, acc[3] * inverse)))
+        cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
+        cute.arch.cluster_wait()
 
 
 class CopyLoads:
@@ -449,10 +539,7 @@ class Attention(TileAttention):
                   TensorParam("pages", (self.batch, self.max_pages), "int32"),
                   TensorParam("k_cache", cache, "bfloat16", written=True),
                   TensorParam("v_cache", cache, "bfloat16", written=True)]
-        if self.splits == 1:
-            return params + [TensorParam("out", (rows, heads * d), "bfloat16", written=True)]
-        return params + [TensorParam("partial", (self.splits, rows, heads, d), "float32", written=True),
-                         TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
+        return params + self.outputs(rows, d, heads)
 
     def buffer_bytes(self) -> list[int]:
         one = 2 * self.tile * self.key_pitch()
@@ -600,10 +687,7 @@ class LatentAttention(TileAttention):
                    TensorParam("pages", (self.batch, self.max_pages), "int32"),
                    TensorParam("cache", (self.cache_pages, self.page_size, self.key_width), "bfloat16",
                                written=True)]
-        if self.splits == 1:
-            return params + [TensorParam("out", (rows, heads * self.lora), "bfloat16", written=True)]
-        return params + [TensorParam("partial", (self.splits, rows, heads, self.lora), "float32", written=True),
-                         TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
+        return params + self.outputs(rows, self.lora, heads)
 
     def buffer_bytes(self) -> list[int]:
         return [2 * self.tile * self.key_pitch()]

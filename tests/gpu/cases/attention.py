@@ -6,7 +6,8 @@ tokens), one chunk and several (their partials merged by the attention_combine c
 name), and q / k / v read in place from wider rows. Every case's page table reaches a few
 thousand positions, two reach 32k; the test spreads the requests' contexts over it. Some of
 them again with the bulk-copy load engine (`loads` "bulk", named `<case>_bulk`): one and four
-tokens, odd and round shapes, every page size and head size, split and whole, to 32k."""
+tokens, odd and round shapes, every page size and head size, split and whole, to 32k. Split cases
+again with their chunks merged in the launch's own cluster (`combine` "cluster", `<case>_cluster`)."""
 
 KERNEL = "attention"
 
@@ -42,6 +43,13 @@ CASES = {
 BULK = ["b8_t1_h32_kv8_d128_p64", "b4_t4_h8_kv2_d128_p32_s3", "b3_t3_h12_kv4_d128_p16", "b2_t1_h4_kv1_d256_p64_s2",
         "b2_t1_h64_kv32_d64_p64_32k_s16", "b1_t1_h32_kv8_d128_p16_s8"]
 CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
+
+# split cases again with their chunks combined inside the launch (`combine` "cluster", named
+# `<case>_cluster`): 2 to 8 chunks, head sizes 64, 128 and 256, one and four tokens, and with bulk loads
+CLUSTER = ["b4_t4_h8_kv2_d128_p32_s3", "b1_t1_h32_kv8_d128_p16_s8", "b3_t3_h12_kv4_d128_p16_s4",
+           "b2_t1_h4_kv1_d256_p64_s2", "b5_t1_h8_kv8_d64_p64_s5", "b4_t4_h8_kv2_d128_p32_s3_bulk"]
+CASES.update({f"{name}_cluster": dict(CASES[name], schedule={**CASES[name].get("schedule", {}), "combine": "cluster"})
+              for name in CLUSTER})
 
 
 def make(spec: dict):

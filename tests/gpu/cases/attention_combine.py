@@ -24,7 +24,7 @@ CASES = {
 }
 for _kernel in ("attention", "latent_attention", "expanded_attention"):
     for _name, _case in _cases(_kernel).items():
-        if _case.get("splits", 1) > 1:
+        if _case.get("splits", 1) > 1 and _case.get("schedule", {}).get("combine") != "cluster":
             CASES[_name] = dict(rows=_case["batch"] * _case["tokens"], heads=_case["heads"],
                                 head=_case.get("head", _case.get("lora", _case.get("v"))), splits=_case["splits"])
 

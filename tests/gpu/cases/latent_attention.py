@@ -5,7 +5,8 @@ an odd shape (12 heads, lora 256 + rope 32, 3 requests), speculative verify (4 a
 chunk and several (merged by the attention_combine case of the same name), and the query's
 rotated part and the step's latent read in place from wider rows. Kimi Linear's (512 + 0) and
 DeepSeek-V3's (512 + 64) rows again with the bulk-copy load engine (`loads` "bulk", named
-`<case>_bulk`), one and four tokens, split and whole."""
+`<case>_bulk`), one and four tokens, split and whole. Split cases again with their chunks merged in
+the launch's own cluster (`combine` "cluster", `<case>_cluster`)."""
 
 KERNEL = "latent_attention"
 
@@ -30,6 +31,13 @@ CASES = {
 BULK = ["b3_t1_h32_l512_r64_p64", "b2_t4_h32_l512_nope_p16_s3", "b1_t1_h128_l512_r64_p64_s8",
         "b2_t1_h32_l512_nope_p64_32k_s64", "b5_t2_h16_l512_r64_p32"]
 CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
+
+# split cases merged in the launch's own cluster (`combine` "cluster", `<case>_cluster`): the 512-wide
+# rows of a chunk left in its key buffers for its peers
+CLUSTER = ["b2_t4_h32_l512_nope_p16_s3", "b3_t3_h12_l256_r32_p32_s2", "b2_t8_h16_l512_r64_p16_s4",
+           "b2_t4_h32_l512_nope_p16_s3_bulk"]
+CASES.update({f"{name}_cluster": dict(CASES[name], schedule={**CASES[name].get("schedule", {}), "combine": "cluster"})
+              for name in CLUSTER})
 
 
 def make(spec: dict):
