@@ -55,6 +55,33 @@ def test_quantize_compiles_with_exact_rounding(rows, width, words, pitch):
     assert "shfl.sync.bfly" in after  # the block's max over its four lanes
 
 
+@pytest.mark.parametrize(("rows", "width", "words", "residual"), [(1, 4096, 1, False), (3, 4096, 2, True),
+                                                                    (5, 96, 1, False), (2, 14336, 2, False)])
+def test_rmsnorm_quantize_epilogue_compiles_with_the_quantize_kernels_rounding(rows, width, words, residual):
+    from lanec.codegen.kernels.rmsnorm import RmsNorm
+
+    kernel = RmsNorm(rows, width, 1e-6, residual=residual, quantize=words)
+    params = {p.name: p for p in kernel.params()}
+    assert params["y"].dtype == "int8" and params["y"].shape == (rows, quantized_pitch(width, words))
+    assert ("h" in params) == residual
+    assert not residual or params["h"].dtype == "bfloat16"  # the residual sum stays bf16
+    ptx = compiled_for_sm90a(kernel).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    steps = kernel.steps  # each of a thread's vectors of the row is quantized: 8 values, a division each
+    assert after.count("div.rn.f32") >= steps * (8 * words + 1)
+    assert after.count("cvt.rni.s32.f32") == steps * 8 * words
+    assert "shfl.sync.bfly" in after and "cvt.rn.bf16x2.f32" not in after.split("rsqrt")[-1]  # no bf16 y
+
+
+@pytest.mark.parametrize(("width", "words", "message"), [(1000, 1, "whole 32-value blocks"),
+                                                        (4096, 3, "one or two int8 words")])
+def test_a_norm_epilogue_the_quantized_form_cannot_hold_is_refused_by_name(width, words, message):
+    from lanec.codegen.kernels.rmsnorm import RmsNorm
+
+    with pytest.raises(ValueError, match=f"quantize epilogue: .*{message}"):
+        RmsNorm(2, width, 1e-6, quantize=words)
+
+
 @pytest.mark.parametrize("make", [
     lambda: q8_gemv(1, 4096, (4096,)),
     lambda: q8_gemv(3, 96, (37,), words=2),
@@ -136,12 +163,27 @@ def test_q8_form_lowers_to_quantize_and_q8_launches(words):
     assert len(reasons) == 9 and all("quantized apart from it" in r for r in reasons)
 
 
-def test_fused_quantize_stays_a_standalone_launch_and_explain_says_so():
-    launches, _, tunings = lowered(words=2, fuse_quant=True)
+@pytest.mark.parametrize("words", [1, 2])
+def test_fused_quantize_runs_in_the_norms_epilogue_and_apart_elsewhere(words):
+    launches, buffers, tunings = lowered(words=words, fuse_quant=True)
     kinds = [op.kernel.data for op in launches]
-    after = [shape["after"] for kernel, shape, _ in tunings if kernel == "quantize"]
+    quantized = {shape["after"]: o for kernel, shape, o in tunings if kernel == "quantize"}
     # fuse-quant put the quantize in the norms' and the gated pairs' epilogues; the attention has none
-    assert sorted(set(after)) == ["attention", "q8_gated_gemv", "rmsnorm"]
-    why = {shape["after"]: o["why"] for kernel, shape, o in tunings if kernel == "quantize"}
-    assert why["rmsnorm"] == "fuse-quant put it in the rmsnorm's epilogue, which the rmsnorm kernel does not have yet"
-    assert kinds.count("quantize") == 2 * 4 + 1
+    assert sorted(quantized) == ["attention", "q8_gated_gemv", "rmsnorm"]
+    assert quantized["rmsnorm"]["launch"] == "epilogue" and "rmsnorm's epilogue" in quantized["rmsnorm"]["why"]
+    assert quantized["q8_gated_gemv"]["launch"] == "standalone"
+    assert "which the q8_gated_gemv kernel does not have yet" in quantized["q8_gated_gemv"]["why"]
+    # 2 layers x 2 norms and the final norm quantize in their epilogue: only the attention's output
+    # and the gated pairs' hidden rows are quantized by a launch of their own
+    assert kinds.count("quantize") == 2 * 2
+    norms = [op for op in launches if op.kernel.data == "rmsnorm"]
+    assert len(norms) == 2 * 2 + 1 and all(spec_of(op)["quantize"] == words for op in norms)
+    for i, kind in enumerate(kinds):
+        if kind.startswith("q8_"):
+            assert kinds[i - 1] in ("quantize", "rmsnorm")
+    by_name = {b.buffer_name.data: b for b in buffers}
+    width = spec_of(norms[0])["width"]
+    from lanec.codegen.facts import quantized_pitch
+
+    assert str(by_name[next(n for n in by_name if n.endswith("norm.q"))].result.type) == \
+        f"memref<{spec_of(norms[0])['rows']}x{quantized_pitch(width, words)}xi8>"

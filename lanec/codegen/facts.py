@@ -381,17 +381,21 @@ RMSNORM_MAX_WIDTH = RMSNORM_MAX_STEPS * RMSNORM_MAX_THREADS * VECTOR
 
 @dataclass(frozen=True)
 class RmsNormSpec(Spec):
-    """A launch of rmsnorm: `rows` of `width` values, `eps`, x rows `x_pitch` apart."""
+    """A launch of rmsnorm: `rows` of `width` values, `eps`, x rows `x_pitch` apart, y written
+    bf16 or (`quantize` words) in the quantized form a product by q8_0 rows reads."""
 
     kernel: ClassVar[str] = "rmsnorm"
     rows: int
     width: int
     eps: float = 1e-6
     x_pitch: int | None = None
+    quantize: int = 0  # words a value of the quantized form y is written in (0: bf16 y)
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
         found += filter(None, [vector_width("width", self.width)])
+        if self.quantize:
+            found += [f"its quantize epilogue: {problem}" for problem in quantized_problems(self.width, self.quantize)]
         if not self.eps > 0:
             found.append(f"eps must be positive; got {self.eps}")
         if self.x_pitch is not None:

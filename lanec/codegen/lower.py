@@ -264,8 +264,8 @@ class Lowering:
 
     def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str) -> None:
         """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
-        op's epilogue (its result i8), a standalone quantize launch follows instead: no lane kernel
-        has the quantize epilogue yet."""
+        op's epilogue (its result i8), a standalone quantize launch follows instead: `kernel` has
+        no quantize epilogue (of the lane's kernels only rmsnorm has one: `lower_norm`)."""
         words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
         if not words or not form.is_int(result, 8):
             self.windows[result] = out
@@ -526,10 +526,14 @@ class Lowering:
             if op.sum is not None:
                 self.windows[op.sum] = self.activation(f"{name}.sum", (rows, width))
             return
-        y = self.activation(name, (rows, width))
+        # fuse-quant's quantize in the norm's epilogue: the rmsnorm writes the quantized form itself
+        words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
+        words = words if words and form.is_int(op.result, 8) else 0
+        y = (self.activation(f"{name}.q", (rows, quantized_pitch(width, words)), IntegerType(8)) if words
+             else self.activation(name, (rows, width)))
         args = [self.window(op.x)]
         spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
-                **pitch_of(args[0])}
+                **pitch_of(args[0]), **({"quantize": words} if words else {})}
         if op.residual is not None:
             args.append(self.window(op.residual))
         args += [self.window(op.weight), y]
@@ -538,7 +542,14 @@ class Lowering:
             args.append(h)
             self.windows[op.sum] = h
         self.launch("rmsnorm", spec, args)
-        self.bind(op, op.result, y, "rmsnorm")
+        if not words:
+            self.bind(op, op.result, y, "rmsnorm")
+            return
+        self.tunings.append(("quantize", {"rows": rows, "width": width, "words": words, "after": "rmsnorm"},
+                             {"launch": "epilogue", "why": "fuse-quant put it in the rmsnorm's epilogue: the norm "
+                              "writes the quantized rows, no bf16 rows and no quantize launch"}))
+        self.windows[op.result] = y
+        self.quantized_words[op.result] = words
 
     @lower.register
     def lower_elementwise(self, op: form.AddOp | form.MulOp | form.SwigluOp | form.SiluOp | form.SigmoidOp) -> None:

@@ -2,7 +2,13 @@
 tests/gpu/cases/quantize.py (built by tests/gpu/build.py): fresh random rows each run (a block of
 zeros and a block of exact ties among them), launched twice over differently poisoned outputs.
 The int8 words and the fp32 scales must be numpy's bit for bit (every step is one fp32 operation
-rounded to nearest), so the values they stand for are exactly ops.quantize's."""
+rounded to nearest), so the values they stand for are exactly ops.quantize's.
+
+Then rmsnorm's quantize epilogue (tests/gpu/cases/rmsnorm.py's `quantize` cases) against
+ops.rmsnorm then ops.quantize: the norm's fp32 values differ from numpy's by its sum's order, so
+a value on a rounding boundary may land a word either side. Each block's scale must be numpy's
+within 1e-5, each value the quantized form stands for within half a quantum (the scale, or with
+two words the scale / 254) of the norm's exact value, and the residual sum h numpy's in bf16."""
 
 from __future__ import annotations
 
@@ -16,20 +22,27 @@ from quantized_inputs import activation, quantized_rows, quantized_values
 
 from lanec.codegen.facts import quantized_pitch
 from lanec.interp import ops
-from lanec.runtime.dtypes import to_bf16
+from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
 
 HERE = Path(__file__).resolve().parent
 CASES = load("lanec_gpu_cases_quantize", HERE / "cases" / "quantize.py").CASES
+NORMS = {name: spec for name, spec in load("lanec_gpu_cases_rmsnorm_q", HERE / "cases" / "rmsnorm.py").CASES.items()
+         if spec.get("quantize")}
+
+
+def drawn(spec: dict):
+    """(a fresh generator, the activation rows as wide as their pitch as the device holds them,
+    the `width` values the kernel reads of each)."""
+    rng = np.random.default_rng()
+    wide = activation(rng, spec["rows"], spec.get("x_pitch") or spec["width"])
+    return rng, wide, wide[:, :spec["width"]]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_quantize_matches_interpreter(case, stream):
     spec = CASES[case]
     rows, width, words = spec["rows"], spec["width"], spec["words"]
-    pitch = spec.get("x_pitch") or width
-    rng = np.random.default_rng()
-    wide = activation(rng, rows, pitch)  # the device holds the whole pitch; the kernel reads the first width
-    x = wide[:, :width]
+    rng, wide, x = drawn(spec)
     want = quantized_rows(x, words)
     used = words * width + 4 * (width // 32)  # the row's padding after the scales is never written
     for poison in (0xFF, 0x00):
@@ -39,3 +52,37 @@ def test_quantize_matches_interpreter(case, stream):
         assert wrong.size == 0, (f"quantize/{case} (poison {poison:#x}): {len(wrong)} of {rows * used} bytes differ; "
                                  f"first at {wrong[0].tolist()}: got {got[tuple(wrong[0])]}, want {want[tuple(wrong[0])]}")
     assert np.array_equal(quantized_values(got, width, words), ops.quantize(x, words))
+
+
+@pytest.mark.parametrize("case", sorted(NORMS))
+def test_rmsnorm_quantize_epilogue_matches_interpreter(case, stream):
+    spec = NORMS[case]
+    rows, width, words = spec["rows"], spec["width"], spec["quantize"]
+    rng, wide, x = drawn(spec)
+    stored = {"x": to_bf16(wide), "w": to_bf16(rng.standard_normal(width, dtype=np.float32))}
+    w = from_bf16(stored["w"])
+    residual = None
+    if spec.get("residual"):
+        stored["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=np.float32))
+        residual = from_bf16(stored["residual"])
+    normed = ops.rmsnorm(x, w, spec["eps"], residual=residual)
+    y, h = normed if residual is not None else (normed, None)
+    blocks = width // 32
+    want_scale = np.abs(y.reshape(rows, blocks, 32)).max(axis=-1) / np.float32(127)
+    quantum = (want_scale if words == 1 else want_scale / np.float32(254))[:, :, None]
+    for poison in (0xFF, 0x00):
+        got = launch_case("rmsnorm", case, stored, stream) if poison == 0xFF else \
+            launch_case("rmsnorm", case, {**stored, "y": np.zeros((rows, quantized_pitch(width, words)), np.int8)},
+                        stream)
+        scale = np.ascontiguousarray(got["y"][:, words * width:words * width + 4 * blocks]).view(np.float32)
+        assert np.isfinite(scale).all(), f"rmsnorm/{case} (poison {poison:#x}): a block's scale never written"
+        np.testing.assert_allclose(scale, want_scale, rtol=1e-5, atol=1e-30,
+                                   err_msg=f"rmsnorm/{case} (poison {poison:#x}): block scales")
+        error = np.abs(quantized_values(got["y"], width, words) - y).reshape(rows, blocks, 32)
+        bound = quantum * np.float32(0.5 + 1e-3) + np.float32(1e-6) * np.abs(y).reshape(rows, blocks, 32)
+        worst = np.unravel_index(int(np.argmax(error - bound)), error.shape)
+        assert (error <= bound).all(), (f"rmsnorm/{case} (poison {poison:#x}): {int((error > bound).sum())} of "
+                                        f"{y.size} values past half a quantum; worst row {worst[0]} block "
+                                        f"{worst[1]}: error {error[worst]:.3g}, bound {bound[worst]:.3g}")
+        if h is not None:
+            np.testing.assert_array_equal(got["h"], round_bf16(h), err_msg=f"rmsnorm/{case}: the residual sum")

@@ -48,6 +48,43 @@ def clamp_int8(value):
     return cutlass.max(cutlass.min(value, Int32(127)), Int32(-127))
 
 
+def quantized_lane(values, words: int):
+    """One lane's 8 consecutive fp32 values of a 32-value block in the quantized form, as
+    ops.quantize computes them: ([high words (2 x 4 int8), then (two words) the residual's], the
+    block's fp32 scale). The block's four lanes (consecutive lanes of one warp) call it together,
+    every lane of the warp (their peak meets by shuffles; a lane past the row gives zeros)."""
+    peak = Float32(0.0)
+    for v in values:
+        peak = cutlass.max(peak, cutlass.max(v, -v))
+    peak = warp_reduce(peak, cutlass.max, width=LANES_A_BLOCK)
+    # max(+0, -0) may be -0 on the GPU: an all-zero block's scale is stored as numpy's +0
+    scale = cutlass.select_(peak > Float32(0.0), rounded("div", peak, Float32(127.0)), Float32(0.0))
+    safe = cutlass.select_(scale > Float32(0.0), scale, Float32(1.0))  # an all-zero block stays zero
+    high = [clamp_int8(round_to_int(rounded("div", v, safe))) for v in values]
+    packed = [int8_words(high)]
+    if words == 2:
+        step = rounded("div", safe, Float32(254.0))
+        residual = []
+        for v, h in zip(values, high, strict=True):
+            rest = rounded("sub", v, rounded("mul", Float32(h), scale))
+            residual.append(clamp_int8(round_to_int(rounded("div", rest, step))))
+        packed.append(int8_words(residual))
+    return packed, scale
+
+
+def store_quantized(q, row, unit, width: int, packed) -> None:
+    """A lane's words (`quantized_lane`'s) for values [unit x 8, unit x 8 + 8) of row `row` of the
+    quantized form `q` of rows of `width` values; the block's scale goes to `scale_at`."""
+    for plane, words in enumerate(packed):
+        store_global_words(at(q, row, plane * width + unit * VECTOR), words)
+
+
+def scale_at(q, row, unit, width: int, words: int):
+    """Where the scale of the block holding vector `unit` lies in row `row` (stored by one lane
+    of the block's four: `lane % LANES_A_BLOCK == 0`)."""
+    return at(q, row, words * width + 4 * (unit // LANES_A_BLOCK))
+
+
 class Quantize:
     """q[rows, pitch] = the quantized form of x[rows, width] in ``words`` int8 words a value (see
     the module's docstring for the row's layout). ``x_pitch``: x's rows are parts of wider rows,
@@ -93,23 +130,8 @@ class Quantize:
         for word in packed:
             low, high = unpack_bf16(word)
             values += [low, high]
-        peak = Float32(0.0)
-        for v in values:
-            peak = cutlass.max(peak, cutlass.max(v, -v))
-        peak = warp_reduce(peak, cutlass.max, width=LANES_A_BLOCK)
-        # max(+0, -0) may be -0 on the GPU: an all-zero block's scale is stored as numpy's +0
-        scale = cutlass.select_(peak > Float32(0.0), rounded("div", peak, Float32(127.0)), Float32(0.0))
-        safe = cutlass.select_(scale > Float32(0.0), scale, Float32(1.0))  # an all-zero block stays zero
-        high = [clamp_int8(round_to_int(rounded("div", v, safe))) for v in values]
+        words, scale = quantized_lane(values, self.words)
         if lane < self.units:
-            store_global_words(at(q, row, unit * VECTOR), int8_words(high))
-            if cutlass.const_expr(self.words == 2):
-                step = rounded("div", safe, Float32(254.0))
-                residual = []
-                for v, h in zip(values, high, strict=True):
-                    rest = rounded("sub", v, rounded("mul", Float32(h), scale))
-                    residual.append(clamp_int8(round_to_int(rounded("div", rest, step))))
-                store_global_words(at(q, row, self.width + unit * VECTOR), int8_words(residual))
+            store_quantized(q, row, unit, self.width, words)
             if lane % LANES_A_BLOCK == 0:
-                block = unit // LANES_A_BLOCK
-                store_global_words(at(q, row, self.words * self.width + 4 * block), float_bits(scale))
+                store_global_words(scale_at(q, row, unit, self.width, self.words), float_bits(scale))

@@ -1,7 +1,12 @@
 """`rmsnorm`: y = h * rsqrt(mean(h^2) + eps) * w with h = x (+ residual), bf16 in and out, fp32
 arithmetic. With a residual it also writes h (the new residual stream). One CTA a row; each
 thread holds its 16-byte vectors of the row in registers between the sum of squares and the
-scaling, so the row is read once."""
+scaling, so the row is read once.
+
+With `quantize` (1 or 2 words: fuse-quant put the quantize in the norm's epilogue) y leaves in
+the quantized form a product by q8_0 rows reads (lanec/codegen/kernels/quantize.py's layout),
+quantized from its fp32 values as ops.quantize does: a 32-value block is four consecutive
+threads' vectors, whose peak meets by shuffles; no bf16 y is written."""
 
 from __future__ import annotations
 
@@ -11,20 +16,23 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec
+from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.primitives import warp_reduce
+from lanec.codegen.kernels.primitives import float_bits, store_global_words, warp_reduce
+from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
 
 
 class RmsNorm:
     """Rows of ``width`` bf16 values; ``residual``: add a residual input first and also write the
-    sum. Params: x, (residual), w, y, (h)."""
+    sum; ``quantize``: y in the quantized form of that many int8 words a value. Params: x,
+    (residual), w, y (bf16, or int8 rows of the quantized form), (h)."""
 
     name = "rmsnorm"
 
-    def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None):
-        RmsNormSpec(rows, width, eps, x_pitch).check()
+    def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None, quantize: int = 0):
+        RmsNormSpec(rows, width, eps, x_pitch, quantize).check()
         self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
+        self.quantize = int(quantize)
         # x may be one part of a wider row (a product in parts' output, read in place)
         self.x_pitch = width if x_pitch is None else int(x_pitch)
         vectors = width // VECTOR
@@ -36,8 +44,12 @@ class RmsNorm:
         params = [TensorParam("x", row, "bfloat16", (self.x_pitch, 1))]
         if self.residual:
             params.append(TensorParam("residual", row, "bfloat16"))
-        params += [TensorParam("w", (self.width,), "bfloat16"),
-                   TensorParam("y", row, "bfloat16", written=True)]
+        params.append(TensorParam("w", (self.width,), "bfloat16"))
+        if self.quantize:
+            params.append(TensorParam("y", (self.rows, quantized_pitch(self.width, self.quantize)), "int8",
+                                      written=True))
+        else:
+            params.append(TensorParam("y", row, "bfloat16", written=True))
         if self.residual:
             params.append(TensorParam("h", row, "bfloat16", written=True))
         return params
@@ -61,7 +73,6 @@ class RmsNorm:
         w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
         w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
         x_tiles = cute.zipped_divide(x, (1, VECTOR))
-        y_tiles = cute.zipped_divide(y, (1, VECTOR))
         scale = cute.make_rmem_tensor((VECTOR, S), BFloat16)
         scale.fill(0)
         for s in cutlass.range_constexpr(S):  # the norm weights are ready at launch
@@ -98,7 +109,17 @@ class RmsNorm:
         rstd = cute.math.rsqrt(total * Float32(1.0 / self.width) + Float32(self.eps))
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
-            if vector < vectors:
+            if cutlass.const_expr(self.quantize):
+                # every lane takes the block's shuffles (a lane past the row holds zeros); a block's
+                # four vectors are four consecutive lanes' (vectors is a multiple of 4)
+                normed = [values[e, s] * rstd * scale[e, s].to(Float32) for e in range(VECTOR)]
+                words, block_scale = quantized_lane(normed, self.quantize)
+                if vector < vectors:
+                    store_quantized(y, row, vector, self.width, words)
+                    if lane % LANES_A_BLOCK == 0:
+                        store_global_words(scale_at(y, row, vector, self.width, self.quantize),
+                                           float_bits(block_scale))
+            elif vector < vectors:
                 out = cute.make_rmem_tensor(VECTOR, BFloat16)
                 out.store((values[None, s].load() * rstd * scale[None, s].load().to(Float32)).to(BFloat16))
-                cute.autovec_copy(out, y_tiles[None, (row, vector)])
+                cute.autovec_copy(out, cute.zipped_divide(y, (1, VECTOR))[None, (row, vector)])

@@ -1,4 +1,6 @@
-"""rmsnorm specializations, with and without the residual add."""
+"""rmsnorm specializations, with and without the residual add, and (`quantize`, named `..._q1` /
+`..._q2`) with fuse-quant's quantize in the epilogue: y written in the quantized form of one or two
+int8 words a value (tests/gpu/test_quantize.py checks those; test_kernels.py the others)."""
 
 KERNEL = "rmsnorm"
 
@@ -9,6 +11,11 @@ CASES = {
     "r256_w9216_residual": dict(rows=256, width=9216, eps=1e-6, residual=True),
     "r3_w1000_residual": dict(rows=3, width=1000, eps=1e-6, residual=True),
     "r1_w2368": dict(rows=1, width=2368, eps=1e-5),
+    "r1_w4096_q1": dict(rows=1, width=4096, eps=1e-5, quantize=1),
+    "r3_w4096_residual_q2": dict(rows=3, width=4096, eps=1e-5, residual=True, quantize=2),
+    "r5_w96_q1": dict(rows=5, width=96, eps=1e-6, quantize=1),
+    "r33_w14336_q2": dict(rows=33, width=14336, eps=1e-6, quantize=2),
+    "r2_w2368_residual_pitch_q1": dict(rows=2, width=2368, eps=1e-5, residual=True, x_pitch=2400, quantize=1),
 }
 
 
