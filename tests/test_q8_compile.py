@@ -187,3 +187,55 @@ def test_fused_quantize_runs_in_the_norms_epilogue_and_apart_elsewhere(words):
 
     assert str(by_name[next(n for n in by_name if n.endswith("norm.q"))].result.type) == \
         f"memref<{spec_of(norms[0])['rows']}x{quantized_pitch(width, words)}xi8>"
+
+
+SILU_Q8 = """
+builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : i64, fuse_quant = true}} {
+  form.step batch 3 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<3xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "model.layers.0.q_proj.weight", format = "q8_0"} : tensor<96x64xbf16>
+    %x = form.embed %t, %e : (tensor<3xi32>, tensor<32x64xbf16>) -> tensor<3x64xbf16>
+    %s = form.silu %x : (tensor<3x64xbf16>) -> tensor<3x64xbf16>
+    %q = form.product %s, %wq : (tensor<3x64xbf16>, tensor<96x64xbf16>) -> tensor<3x96xbf16>
+    form.return %q : tensor<3x96xbf16>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("words", [1, 2])
+def test_an_elementwise_op_read_quantized_quantizes_in_its_epilogue(tmp_path, words):
+    """fuse-quant puts the quantize in the silu's epilogue: the elementwise launch writes the
+    quantized rows q8_gemv reads, no quantize launch between them, and the tunings say so."""
+    from lanec.pipeline import fuse, parse_verify
+    from lanec.shim import LaneShim
+
+    source = tmp_path / "silu.mlir"
+    source.write_text(SILU_Q8.replace("WORDS", str(words)))
+    module, where = parse_verify(source)
+    fuse(module, LaneShim.of(module), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings).ops))
+    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launches] == ["embed", "elementwise", "q8_gemv"]
+    assert spec_of(launches[1]) == {"op": "silu", "rows": 3, "width": 64, "quantize": words}
+    assert spec_of(launches[2])["words"] == words
+    (quantized,) = [(shape, o) for kernel, shape, o in tunings if kernel == "quantize"]
+    assert quantized[0]["after"] == "elementwise" and quantized[1]["launch"] == "epilogue"
+    buffers = {op.buffer_name.data: op for op in step.body.block.ops if isinstance(op, lane.BufferOp)}
+    assert str(buffers["silu.q"].result.type) == f"memref<3x{quantized_pitch(64, words)}xi8>"
+
+
+@pytest.mark.parametrize(("op", "rows", "width", "words"), [("swiglu", 1, 14336, 1), ("swiglu", 3, 2048, 2),
+                                                           ("add", 5, 96, 1), ("silu", 300, 14336, 2)])
+def test_elementwise_quantize_epilogue_compiles_with_the_quantize_kernels_rounding(op, rows, width, words):
+    from lanec.codegen.kernels.elementwise import Elementwise
+
+    kernel = Elementwise(op, rows, width, quantize=words)
+    out = kernel.params()[-1]
+    assert (out.name, out.dtype, out.shape) == ("out", "int8", (rows, quantized_pitch(width, words)))
+    ptx = compiled_for_sm90a(kernel).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    assert after.count("cvt.rni.s32.f32") == kernel.per_thread * 8 * words
+    assert "shfl.sync.bfly" in after and "cvt.rn.bf16" not in after  # the block's peak; no bf16 out

@@ -410,12 +410,14 @@ ELEMENTWISE_OPERANDS = {"add": 2, "mul": 2, "swiglu": 2, "silu": 1, "sigmoid": 1
 
 @dataclass(frozen=True)
 class ElementwiseSpec(Spec):
-    """A launch of elementwise: `op` over `rows` x `width` values."""
+    """A launch of elementwise: `op` over `rows` x `width` values, out bf16 or (`quantize` words)
+    in the quantized form a product by q8_0 rows reads."""
 
     kernel: ClassVar[str] = "elementwise"
     op: str
     rows: int
     width: int
+    quantize: int = 0  # words a value of the quantized form out is written in (0: bf16 out)
 
     def problems(self) -> list[str]:
         found = []
@@ -423,6 +425,8 @@ class ElementwiseSpec(Spec):
             found.append(f"op {self.op!r}: the lane has {', '.join(ELEMENTWISE_OPERANDS)}")
         if self.rows < 1:
             found.append(f"needs at least one row; got {self.rows}")
+        if self.quantize:
+            found += [f"its quantize epilogue: {problem}" for problem in quantized_problems(self.width, self.quantize)]
         return found + list(filter(None, [vector_width("width", self.width)]))
 
 

@@ -257,15 +257,34 @@ class Lowering:
         rows, width = x.shape
         shape = {"rows": rows, "width": width, "words": words}
         self.tunings.append(("quantize", {**shape, "after": after}, {"launch": "standalone", "why": why}))
-        out = self.activation(f"{name}.q", (rows, quantized_pitch(width, words)), IntegerType(8))
+        out = self.quantized_out(name, rows, width, words)
         self.launch("quantize", {**shape, **pitch_of(x)}, [x, out])
+        self.windows[result] = out
+        self.quantized_words[result] = words
+
+    def epilogue_words(self, op: Operation, result: SSAValue) -> int:
+        """The words a value of the quantize fuse-quant put in `op`'s epilogue (its `result` the
+        quantized form, i8); 0 where it put none."""
+        words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
+        return words if words and form.is_int(result, 8) else 0
+
+    def quantized_out(self, name: str, rows: int, width: int, words: int) -> Window:
+        """A buffer of `rows` quantized rows of `width` values (`name`.q, int8)."""
+        return self.activation(f"{name}.q", (rows, quantized_pitch(width, words)), IntegerType(8))
+
+    def bind_epilogue(self, result: SSAValue, out: Window, words: int, kernel: str) -> None:
+        """`result` is `out`, the quantized rows `kernel` wrote in its own epilogue."""
+        rows, width = form.shape(result)
+        self.tunings.append(("quantize", {"rows": rows, "width": width, "words": words, "after": kernel},
+                             {"launch": "epilogue", "why": f"fuse-quant put it in the {kernel}'s epilogue: the "
+                              f"{kernel} writes the quantized rows, no bf16 rows and no quantize launch"}))
         self.windows[result] = out
         self.quantized_words[result] = words
 
     def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str) -> None:
         """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
         op's epilogue (its result i8), a standalone quantize launch follows instead: `kernel` has
-        no quantize epilogue (of the lane's kernels only rmsnorm has one: `lower_norm`)."""
+        no quantize epilogue (rmsnorm and elementwise have one: `bind_epilogue`)."""
         words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
         if not words or not form.is_int(result, 8):
             self.windows[result] = out
@@ -526,11 +545,8 @@ class Lowering:
             if op.sum is not None:
                 self.windows[op.sum] = self.activation(f"{name}.sum", (rows, width))
             return
-        # fuse-quant's quantize in the norm's epilogue: the rmsnorm writes the quantized form itself
-        words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
-        words = words if words and form.is_int(op.result, 8) else 0
-        y = (self.activation(f"{name}.q", (rows, quantized_pitch(width, words)), IntegerType(8)) if words
-             else self.activation(name, (rows, width)))
+        words = self.epilogue_words(op, op.result)  # the rmsnorm writes the quantized form itself
+        y = self.quantized_out(name, rows, width, words) if words else self.activation(name, (rows, width))
         args = [self.window(op.x)]
         spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
                 **pitch_of(args[0]), **({"quantize": words} if words else {})}
@@ -542,14 +558,10 @@ class Lowering:
             args.append(h)
             self.windows[op.sum] = h
         self.launch("rmsnorm", spec, args)
-        if not words:
+        if words:
+            self.bind_epilogue(op.result, y, words, "rmsnorm")
+        else:
             self.bind(op, op.result, y, "rmsnorm")
-            return
-        self.tunings.append(("quantize", {"rows": rows, "width": width, "words": words, "after": "rmsnorm"},
-                             {"launch": "epilogue", "why": "fuse-quant put it in the rmsnorm's epilogue: the norm "
-                              "writes the quantized rows, no bf16 rows and no quantize launch"}))
-        self.windows[op.result] = y
-        self.quantized_words[op.result] = words
 
     @lower.register
     def lower_elementwise(self, op: form.AddOp | form.MulOp | form.SwigluOp | form.SiluOp | form.SigmoidOp) -> None:
@@ -558,10 +570,15 @@ class Lowering:
             return
         kind = ELEMENTWISE[type(op)]
         rows, width = form.shape(op.result)
-        out = self.activation(kind, (rows, width))
+        words = self.epilogue_words(op, op.results[0])  # the elementwise kernel writes the quantized form itself
+        out = self.quantized_out(kind, rows, width, words) if words else self.activation(kind, (rows, width))
         inputs = [self.contiguous(self.window(v), kind) for v in op.operands]  # elementwise reads whole rows
-        self.launch("elementwise", {"op": kind, "rows": rows, "width": width}, [*inputs, out])
-        self.bind(op, op.results[0], out, "elementwise")
+        self.launch("elementwise", {"op": kind, "rows": rows, "width": width, **({"quantize": words} if words else {})},
+                    [*inputs, out])
+        if words:
+            self.bind_epilogue(op.results[0], out, words, "elementwise")
+        else:
+            self.bind(op, op.results[0], out, "elementwise")
 
     @lower.register
     def lower_all_reduce(self, op: form.AllReduceOp) -> None:

@@ -62,6 +62,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_bulk" "latent_attention-b5_t2_h16_l512_r64_p32_bulk"
           "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_cluster"
           "latent_attention-b2_t4_h32_l512_nope_p16_s3_cluster"
+          "epilogue_matches and rmsnorm-r3_w4096_residual_q2" "epilogue_matches and elementwise-swiglu_r3_w2368_q2"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"

@@ -4,11 +4,12 @@ zeros and a block of exact ties among them), launched twice over differently poi
 The int8 words and the fp32 scales must be numpy's bit for bit (every step is one fp32 operation
 rounded to nearest), so the values they stand for are exactly ops.quantize's.
 
-Then rmsnorm's quantize epilogue (tests/gpu/cases/rmsnorm.py's `quantize` cases) against
-ops.rmsnorm then ops.quantize: the norm's fp32 values differ from numpy's by its sum's order, so
-a value on a rounding boundary may land a word either side. Each block's scale must be numpy's
-within 1e-5, each value the quantized form stands for within half a quantum (the scale, or with
-two words the scale / 254) of the norm's exact value, and the residual sum h numpy's in bf16."""
+Then the quantize epilogues of rmsnorm and elementwise (their cases' `quantize` entries) against
+the op on the interpreter then ops.quantize: a kernel's fp32 values differ from numpy's by an
+ulp or so (a norm's sum's order, the sigmoid's), so a value on a rounding boundary may land a word
+either side. Each block's scale must be numpy's within 1e-5, each value the quantized form stands
+for within half a quantum (the scale, or with two words the scale / 254) of the op's exact value,
+and a norm's residual sum h numpy's in bf16."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
 
 HERE = Path(__file__).resolve().parent
 CASES = load("lanec_gpu_cases_quantize", HERE / "cases" / "quantize.py").CASES
-NORMS = {name: spec for name, spec in load("lanec_gpu_cases_rmsnorm_q", HERE / "cases" / "rmsnorm.py").CASES.items()
-         if spec.get("quantize")}
+# the kernels with a quantize epilogue: their `quantize` cases
+EPILOGUES = {kernel: {name: spec for name, spec in load(f"lanec_gpu_cases_{kernel}_q", HERE / "cases" / f"{kernel}.py")
+                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise")}
 
 
 def drawn(spec: dict):
@@ -54,35 +56,46 @@ def test_quantize_matches_interpreter(case, stream):
     assert np.array_equal(quantized_values(got, width, words), ops.quantize(x, words))
 
 
-@pytest.mark.parametrize("case", sorted(NORMS))
-def test_rmsnorm_quantize_epilogue_matches_interpreter(case, stream):
-    spec = NORMS[case]
+def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.ndarray):
+    """(the inputs as the device stores them, the op's fp32 result, the residual sum or None) of a
+    quantize-epilogue case: rmsnorm of x (+ a residual), or the elementwise op of x (and another)."""
+    if kernel == "elementwise":
+        stored = {"a": to_bf16(wide)}
+        operands = [x]
+        if spec["op"] in ("add", "mul", "swiglu"):
+            stored["b"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
+            operands.append(from_bf16(stored["b"]))
+        return stored, getattr(ops, spec["op"])(*operands), None
+    stored = {"x": to_bf16(wide), "w": to_bf16(rng.standard_normal(spec["width"], dtype=np.float32))}
+    if not spec.get("residual"):
+        return stored, ops.rmsnorm(x, from_bf16(stored["w"]), spec["eps"]), None
+    stored["residual"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
+    y, h = ops.rmsnorm(x, from_bf16(stored["w"]), spec["eps"], residual=from_bf16(stored["residual"]))
+    return stored, y, h
+
+
+@pytest.mark.parametrize(("kernel", "case"), [(k, c) for k in sorted(EPILOGUES) for c in sorted(EPILOGUES[k])])
+def test_quantize_epilogue_matches_interpreter(kernel, case, stream):
+    spec = EPILOGUES[kernel][case]
     rows, width, words = spec["rows"], spec["width"], spec["quantize"]
     rng, wide, x = drawn(spec)
-    stored = {"x": to_bf16(wide), "w": to_bf16(rng.standard_normal(width, dtype=np.float32))}
-    w = from_bf16(stored["w"])
-    residual = None
-    if spec.get("residual"):
-        stored["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=np.float32))
-        residual = from_bf16(stored["residual"])
-    normed = ops.rmsnorm(x, w, spec["eps"], residual=residual)
-    y, h = normed if residual is not None else (normed, None)
+    stored, y, h = epilogue_reference(kernel, spec, rng, x, wide)
+    out = "y" if kernel == "rmsnorm" else "out"
     blocks = width // 32
     want_scale = np.abs(y.reshape(rows, blocks, 32)).max(axis=-1) / np.float32(127)
     quantum = (want_scale if words == 1 else want_scale / np.float32(254))[:, :, None]
     for poison in (0xFF, 0x00):
-        got = launch_case("rmsnorm", case, stored, stream) if poison == 0xFF else \
-            launch_case("rmsnorm", case, {**stored, "y": np.zeros((rows, quantized_pitch(width, words)), np.int8)},
-                        stream)
-        scale = np.ascontiguousarray(got["y"][:, words * width:words * width + 4 * blocks]).view(np.float32)
-        assert np.isfinite(scale).all(), f"rmsnorm/{case} (poison {poison:#x}): a block's scale never written"
+        zeros = {out: np.zeros((rows, quantized_pitch(width, words)), np.int8)} if poison == 0x00 else {}
+        got = launch_case(kernel, case, {**stored, **zeros}, stream)
+        scale = np.ascontiguousarray(got[out][:, words * width:words * width + 4 * blocks]).view(np.float32)
+        assert np.isfinite(scale).all(), f"{kernel}/{case} (poison {poison:#x}): a block's scale never written"
         np.testing.assert_allclose(scale, want_scale, rtol=1e-5, atol=1e-30,
-                                   err_msg=f"rmsnorm/{case} (poison {poison:#x}): block scales")
-        error = np.abs(quantized_values(got["y"], width, words) - y).reshape(rows, blocks, 32)
+                                   err_msg=f"{kernel}/{case} (poison {poison:#x}): block scales")
+        error = np.abs(quantized_values(got[out], width, words) - y).reshape(rows, blocks, 32)
         bound = quantum * np.float32(0.5 + 1e-3) + np.float32(1e-6) * np.abs(y).reshape(rows, blocks, 32)
         worst = np.unravel_index(int(np.argmax(error - bound)), error.shape)
-        assert (error <= bound).all(), (f"rmsnorm/{case} (poison {poison:#x}): {int((error > bound).sum())} of "
+        assert (error <= bound).all(), (f"{kernel}/{case} (poison {poison:#x}): {int((error > bound).sum())} of "
                                         f"{y.size} values past half a quantum; worst row {worst[0]} block "
                                         f"{worst[1]}: error {error[worst]:.3g}, bound {bound[worst]:.3g}")
         if h is not None:
-            np.testing.assert_array_equal(got["h"], round_bf16(h), err_msg=f"rmsnorm/{case}: the residual sum")
+            np.testing.assert_array_equal(got["h"], round_bf16(h), err_msg=f"{kernel}/{case}: the residual sum")
