@@ -37,15 +37,24 @@
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
 #   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
 #              --gpu-seeding: --check at batch 1, 64 and 3 speculative tokens at 8, then the b1 and
-#              b64 profiles with their traces under $OUT (on the H200: b1 44 s, b64 167-240 s alone,
+#              b64 profiles with their traces (in $OUT/logs.tgz; on the H200: b1 44 s, b64 167-240 s alone,
 #              spec3-b8 363 s beside two others; carry .whl for threadpoolctl, or BLAS threads
 #              oversubscribe the interpreter's expert threads and b64 runs past 400 s)
-# The device returns at most 8 files from $OUT: pack logs into one archive (tar) when there are more.
-# Copy $OUT/schedules.json to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
+# Copy schedules.json (in $OUT/logs.tgz) to lanec/codegen/schedules.json after kda / gemv, rebuild here, and run
 # `check` again: the tuned cases test every table entry.
 set -uo pipefail
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-logs=${OUT:-build/logs}
+# on the device machine only a few files come back from $OUT: the logs go to a folder of their own,
+# packed into $OUT/logs.tgz when the session ends (and every minute, in case the command is killed)
+if [ -n "${OUT:-}" ]; then
+  logs=$(mktemp -d /tmp/lanec-logs.XXXX)
+  pack() { tar -czf "$OUT/logs.tgz" -C "$logs" . 2>/dev/null; }
+  ( while sleep 60; do pack; done ) &
+  packer=$!
+  trap 'kill $packer 2>/dev/null; pack' EXIT
+else
+  logs=build/logs
+fi
 mkdir -p "$logs"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
