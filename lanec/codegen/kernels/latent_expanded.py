@@ -154,7 +154,8 @@ class LatentExpand:
 class ExpandedLatentAttention(TileAttention):
     """Attention over `LatentExpand`'s per-head keys and values. Params: q (the query projection:
     each head's [nope, rope] unit, pitch `qr_pitch`), positions, pages, keys, values, then out
-    [rows, heads x v] (one split) or partial and lse. See the module docstring."""
+    [rows, heads x v] (one split, or the chunks combined in the cluster) or partial and lse. See the
+    module docstring."""
 
     name = "expanded_attention"
 
@@ -179,10 +180,7 @@ class ExpandedLatentAttention(TileAttention):
                   TensorParam("pages", (self.batch, self.max_pages), "int32"),
                   TensorParam("keys", (self.cache_pages, self.page_size, heads, self.key_width), "bfloat16"),
                   TensorParam("values", (self.cache_pages, self.page_size, heads, self.v), "bfloat16")]
-        if self.splits == 1:
-            return params + [TensorParam("out", (rows, heads * self.v), "bfloat16", written=True)]
-        return params + [TensorParam("partial", (self.splits, rows, heads, self.v), "float32", written=True),
-                         TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
+        return params + self.outputs(rows, self.v, heads)
 
     def value_pitch(self) -> int:
         return self.v + VECTOR  # 16 bytes of padding, as the keys'
