@@ -145,3 +145,24 @@ def test_a_buffers_depth_is_its_layer_and_an_output_passes_all_of_them():
 
     depth = runner.layer_depths(FakePlan())
     assert (depth("model.layers.0.conv"), depth("model.layers.26.latent"), depth("lm_head.out")) == (1, 27, 27)
+
+
+def test_the_routing_a_check_follows_has_a_near_tie_margin_grown_with_the_routers_depth():
+    """`gpu_routing`: each router's GPU choice as an `ops.Hint` whose margin is ROUTING_TIE grown
+    as the step tolerance grows with depth (a router of layer 20 reads inputs 21 layers deep)."""
+    from types import SimpleNamespace
+
+    from lanec.interp import ops
+
+    routers = ["model.layers.1.mlp.gate.weight", "model.layers.20.mlp.gate.weight"]
+    ids = {f"{name}.ids": np.arange(6, dtype=np.int32).reshape(3, 2) + i for i, name in enumerate(routers)}
+    buffers = [SimpleNamespace(name=name) for name in [*ids, "model.layers.26.latent", "lm_head.out"]]
+    session = SimpleNamespace(plan=SimpleNamespace(buffers=buffers), read=lambda name: ids[name].copy())
+    program = SimpleNamespace(weights=[SimpleNamespace(name=name) for name in [*routers, "embed"]])
+    hints = runner.gpu_routing(session, program)
+    assert sorted(hints) == routers
+    shallow, deep = hints[routers[0]], hints[routers[1]]
+    assert shallow.tie == ops.ROUTING_TIE  # 2 layers deep: the calibrated 4 or fewer
+    assert deep.tie == pytest.approx(ops.ROUTING_TIE * (21 / 4) ** 0.5)
+    np.testing.assert_array_equal(deep.ids, ids[f"{routers[1]}.ids"])
+    assert shallow.farther == [] and deep.farther == []  # filled by the mixtures that follow them
