@@ -32,9 +32,10 @@ other: each holds the model's 98 GB, which fit the H200 once, not twice.
 Columns: step us (each side's median graph replay); chain / lanec (> 1: lanec faster); tok/s
 (the step's rows, batch x tokens a request, over its time: a speculative step's rows are
 verified, not all accepted); bytes (the step's traffic as the compiler records it for each
-launch: `Launch.traffic`, at most what the kernels move, the chosen experts counted up to batch x
-top-k); roofline us (those bytes over the copy bandwidth); lanec % of roofline (roofline / lanec
-us)."""
+launch, `Launch.traffic`, at most what the kernels move; each mixture's experts counted as the
+timed step routed them, its distinct chosen experts read back from the GPU, where the record
+counts min(experts, rows x top-k)); roofline us (those bytes over the copy bandwidth); lanec %
+of roofline (roofline / lanec us)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -55,7 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from step_chain import locate_failure, plan_context  # noqa: E402
 
 from lanec.interp.program import Program  # noqa: E402
-from lanec.runtime.plan import Plan  # noqa: E402
+from lanec.runtime.plan import Plan, routing_buffer  # noqa: E402
 from lanec.runtime.runner import Session  # noqa: E402
 from tests.gpu.plans import MODEL_PLANS, OUT  # noqa: E402
 
@@ -160,8 +163,30 @@ def default_plans() -> list[Path]:
 # -- the sides, each in a process of its own ---------------------------------------------------------
 
 
-def lanec_us(path: Path, repeats: int) -> float:
-    """lanec's step: the plan's graph with PDL, seeded weights made on the GPU, states zeroed."""
+def unrouted_bytes(program: Program, chosen: dict[str, np.ndarray]) -> int:
+    """The expert bytes the compiler's record counts beyond what the step routed: for each
+    mixture with bf16 experts, (min(experts, rows x top-k) - its distinct chosen experts) x one
+    expert's gate, up and down bytes. `chosen`: router weight name -> the expert ids [rows, top_k]
+    the GPU chose (plan buffer `routing_buffer(name)`)."""
+    weights = {w.value: w for w in program.weights}
+    extra = 0
+    for step in program.steps:
+        router = weights.get(step.operands.get("router")) if step.op == "mixture" else None
+        if router is None or router.name not in chosen:
+            continue
+        experts = [weights[step.operands[name]] for name in ("gate", "up", "down")]
+        if any(w.format != "bf16" for w in experts):
+            continue
+        ids = np.asarray(chosen[router.name])
+        count = experts[0].shape[0]
+        one = sum(math.prod(w.shape[1:]) for w in experts) * 2
+        extra += (min(count, ids.size) - len(np.unique(ids))) * one
+    return extra
+
+
+def lanec_us(path: Path, repeats: int) -> tuple[float, int]:
+    """lanec's step: the plan's graph with PDL, seeded weights made on the GPU, states zeroed;
+    and the expert bytes its traffic record counts beyond what the timed step routed."""
     from plan_step import session_step_us
 
     from lanec.interp.environment import Environment
@@ -176,7 +201,11 @@ def lanec_us(path: Path, repeats: int) -> float:
     inputs = served_inputs(program, plan_context(program), SEED)
     validate_inputs(program, inputs)
     session = ZeroStates(plan, Environment(inputs, {}, {}), sources, pdl=True, seed=seed)
-    return session_step_us(session, graph=True, repeats=repeats)
+    us = session_step_us(session, graph=True, repeats=repeats)
+    held = {spec.name for spec in plan.buffers}
+    chosen = {w.name: session.read(routing_buffer(w.name)) for w in program.weights
+              if routing_buffer(w.name) in held}
+    return us, unrouted_bytes(program, chosen)
 
 
 def chain_us(path: Path, locate: bool) -> float:
@@ -210,7 +239,8 @@ def side(which: str, plan: Path | None, locate: bool, repeats: int) -> None:
     if which == "copy":
         print(f"copy {copy_bandwidth():.6e}", flush=True)
     elif which == "lanec":
-        print(f"lanec {lanec_us(plan, repeats):.3f}", flush=True)
+        us, unrouted = lanec_us(plan, repeats)
+        print(f"lanec {us:.3f} {unrouted}", flush=True)
     else:
         print(f"chain {chain_us(plan, locate):.3f}", flush=True)
 
@@ -219,20 +249,20 @@ def side_command(which: str, plan: Path | None, repeats: int) -> list[str]:
     return [sys.executable, __file__, "--side", which, "--repeats", str(repeats)] + ([str(plan)] if plan else [])
 
 
-def run_side(which: str, plan: Path | None, repeats: int, device: int | None = None) -> tuple[float, str]:
-    """A side in a child process (on GPU `device` alone where given): (its figure, NaN where it
-    failed; its output's last lines)."""
+def run_side(which: str, plan: Path | None, repeats: int, device: int | None = None) -> tuple[list[float], str]:
+    """A side in a child process (on GPU `device` alone where given): (the numbers of its
+    `<which> ...` line, [NaN] where it failed; its output's last lines)."""
     command = side_command(which, plan, repeats)
     environment = None if device is None else dict(os.environ, CUDA_VISIBLE_DEVICES=str(device))
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=SIDE_TIMEOUT, env=environment)
     except subprocess.TimeoutExpired as expired:
-        return math.nan, f"timed out after {SIDE_TIMEOUT} s: {str(expired.stdout or '')[-400:]}"
-    figures = [line.split() for line in done.stdout.splitlines() if line.startswith(f"{which} ")]
+        return [math.nan], f"timed out after {SIDE_TIMEOUT} s: {str(expired.stdout or '')[-400:]}"
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith(f"{which} ")]
     tail = "\n    ".join((done.stdout + done.stderr).strip().splitlines()[-TAIL:])
-    if done.returncode != 0 or not figures:
-        return math.nan, f"exit {done.returncode}:\n    {tail}"
-    return float(figures[-1][1]), tail
+    if done.returncode != 0 or not lines:
+        return [math.nan], f"exit {done.returncode}:\n    {tail}"
+    return [float(value) for value in lines[-1][1:]], tail
 
 
 def main() -> None:
@@ -252,7 +282,7 @@ def main() -> None:
         return
 
     paths = [resolve(name) for name in options.plans] or default_plans()
-    copy_bw, tail = run_side("copy", None, options.repeats)
+    (copy_bw, *_), tail = run_side("copy", None, options.repeats)
     said = [line for line in tail.splitlines() if "TB/s" in line]
     print(said[-1].strip() if said and not math.isnan(copy_bw) else f"copy bandwidth failed ({tail})", flush=True)
     print(header(), flush=True)
@@ -269,10 +299,10 @@ def main() -> None:
             return True
         plan = Plan.read(path)
         program = Program.from_json(plan.program)
-        ours, our_tail = run_side("lanec", path, options.repeats, device)
-        theirs, their_tail = run_side("chain", path, options.repeats, device)
+        (ours, *unrouted), our_tail = run_side("lanec", path, options.repeats, device)
+        (theirs, *_), their_tail = run_side("chain", path, options.repeats, device)
         say(format_row(Row(path.stem, program.batch, program.tokens, plan_context(program), ours, theirs,
-                           step_bytes(plan), copy_bw)))
+                           step_bytes(plan) - int(unrouted[0] if unrouted else 0), copy_bw)))
         if math.isnan(ours):
             say(f"  {path.stem}: lanec failed, {our_tail}")
         if math.isnan(theirs):

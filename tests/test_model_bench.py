@@ -153,3 +153,25 @@ def test_the_model_plans_hold_just_their_context(model):
         pages = int(made.arguments[made.arguments.index("--context-pages") + 1])
         assert pages * 64 == (1024 if name.endswith("-c1k") else 16384)
     assert model.resolve("kimi-full-b1-c1k") == ROOT / "build" / "plans" / "kimi-full-b1-c1k.plan"
+
+
+def test_the_bytes_count_each_mixtures_experts_as_the_step_routed_them(model, spec_program):
+    """The record counts min(experts, rows x top-k) experts a mixture; the roofline's bytes take
+    the distinct experts the GPU chose instead: one expert's gate, up and down bytes for each
+    expert the record counts beyond them, mixture by mixture."""
+    weights = {w.value: w for w in spec_program.weights}
+    mixtures = [s for s in spec_program.steps if s.op == "mixture"]
+    assert len(mixtures) == 4  # layers 1-4 of Kimi Linear (the first is dense)
+    rng = np.random.default_rng()
+    chosen, want = {}, 0
+    for step in mixtures:
+        router = weights[step.operands["router"]]
+        gate, up, down = (weights[step.operands[name]] for name in ("gate", "up", "down"))
+        experts, rows, top_k = gate.shape[0], 6, step.properties["top_k"]
+        distinct = int(rng.integers(top_k, rows * top_k + 1))
+        ids = np.concatenate([np.arange(distinct), rng.integers(0, distinct, rows * top_k - distinct)])
+        chosen[router.name] = rng.permutation(ids).reshape(rows, top_k)
+        one = 2 * sum(int(np.prod(w.shape[1:])) for w in (gate, up, down))
+        want += (min(experts, rows * top_k) - distinct) * one
+    assert model.unrouted_bytes(spec_program, chosen) == want
+    assert model.unrouted_bytes(spec_program, {}) == 0  # no routing read back: the record stands
