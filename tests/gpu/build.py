@@ -5,9 +5,10 @@ the CPU machine, then carry build/ to the GPU machine:
     python tests/gpu/build.py [--cache-dir DIR] [--only KERNEL ...]
 
 Without --only it also builds KdaSplit's cases (tests/gpu/cases/kda_split.py), the driver tests'
-kernel (tests/gpu/test_driver.py --build), the whole plans of tests/gpu/plans.py and each family's
-tiny model for `lanec generate` (tests/gpu/tiny_models.py: needs the `ref` extra), so that
-`python3 -m pytest tests/gpu` there runs everything.
+kernel (tests/gpu/test_driver.py --build), the whole plans of tests/gpu/plans.py, each family's
+tiny model for `lanec generate` (tests/gpu/tiny_models.py: needs the `ref` extra) and the GGUF
+model with its plans (tests/gpu/gguf_model.py), so that `python3 -m pytest tests/gpu` there runs
+everything.
 
 A case module names its kernel (`KERNEL`), its specializations (`CASES`: case name -> JSON
 constructor arguments) and `make(spec)`, which builds the kernel object (importing CuTe DSL only
@@ -81,6 +82,9 @@ def main(argv=None) -> int:
             print(f"plan {path.relative_to(ROOT)}")
         # each family's tiny transformers model and its plan, for `lanec generate` (torch, transformers)
         for path in load_script("gpu_tiny_models", Path(__file__).resolve().parent / "tiny_models.py").build():
+            print(f"plan {path.relative_to(ROOT)}")
+        # a GGUF file of a tiny Llama-style model and its plans, for `lanec run --weights model.gguf --check`
+        for path in load_script("gpu_gguf_model", Path(__file__).resolve().parent / "gguf_model.py").build():
             print(f"plan {path.relative_to(ROOT)}")
     return 0
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # GPU check-and-time sessions, in phases that each fit one GPU command (10 minutes at most). Run
-# from the repository root there, with build/ carried (and .whl/ for fla: the KDA anchors, and
-# fla's naive_recurrent_kda in the KdaSplit tests):
+# from the repository root there, with build/ carried and .whl/ (fla: the KDA anchors and
+# naive_recurrent_kda in the KdaSplit tests; threadpoolctl for the interpreter's experts; gguf and
+# pyyaml for test_gguf_run.py's checkpoint):
 #
 #   here:  python tests/gpu/build.py && python tests/gpu/cases/kda_split.py --set bench --set full \
 #          && python bench/gemv.py build && python bench/linear_attention.py build \
-#          && pip download --no-deps fla-core==0.6.0 einops threadpoolctl==3.6.0 -d .whl
+#          && pip download --no-deps fla-core==0.6.0 einops threadpoolctl==3.6.0 gguf==0.19.0 -d .whl \
+#          && pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#               --platform manylinux_2_17_x86_64 pyyaml==6.0.3 -d .whl      # gguf imports yaml
 #   there: bash tests/gpu/session.sh [PHASE ...]        # default: check; logs under $OUT
 #
 # Phases, with what they took on the H200 (2026-11-29):
