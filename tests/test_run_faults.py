@@ -12,15 +12,14 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from tiny_plan import DIM, ROWS, VOCAB, embed_plan
 
 from lanec.cli import main
-from lanec.interp.program import Input, Program, Step, Weight
 from lanec.runtime import driver, runner
-from lanec.runtime.plan import Arg, Buffer, Launch, Plan, Shape, Source, Transform, WeightBinding
+from lanec.runtime.plan import Buffer, Plan
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-VOCAB, DIM, ROWS = 50, 64, 32
 
 
 class FakeDriver:
@@ -84,28 +83,6 @@ def gpu(monkeypatch):
     return install
 
 
-def product_plan(path) -> None:
-    """An embedding and one product of the weight `wqk` (w.q and w.k, concatenated)."""
-    program = Program(
-        batch=4, tokens=1, inputs=[Input(0, "tokens", [4], "i32")],
-        weights=[Weight(1, "embed", "bf16", [VOCAB, DIM], "bf16"), Weight(2, "w.q", "bf16", [ROWS, DIM], "bf16"),
-                 Weight(3, "w.k", "bf16", [ROWS, DIM], "bf16")],
-        states=[], steps=[Step("embed", {"tokens": 0, "table": 1}, [4]), Step("product", {"x": 4, "w": [2, 3]}, [5, 6])],
-        outputs=[5, 6])
-    plan = Plan(program=program.to_json(), form="")
-    kernel = plan.add_cubin(b"never loaded: every fault comes first")
-    plan.buffers = [Buffer("tokens", (4,), "int32", "input", "tokens"),
-                    Buffer("embed", (VOCAB, DIM), "bfloat16", "weight"),
-                    Buffer("wqk", (2 * ROWS, DIM), "bfloat16", "weight"),
-                    Buffer("x", (4, DIM), "bfloat16", "activation"),
-                    Buffer("q", (4, ROWS), "bfloat16", "output", 0), Buffer("k", (4, ROWS), "bfloat16", "output", 1)]
-    plan.weights = [WeightBinding("embed", (Source("embed", (VOCAB, DIM)),)),
-                    WeightBinding("wqk", (Source("w.q", (ROWS, DIM)), Source("w.k", (ROWS, DIM))),
-                                  (Transform("concatenate"),))]
-    plan.launches = [Launch("gemv qk", kernel, "gemv", Shape((8, 1, 1), (128, 1, 1)), (Arg("x"), Arg("wqk"), Arg("q")))]
-    plan.write(path)
-
-
 def one_line_error(*arguments) -> str:
     result = CliRunner().invoke(main, ["run", *map(str, arguments)])
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
@@ -116,7 +93,7 @@ def one_line_error(*arguments) -> str:
 # -- the GPU -----------------------------------------------------------------------------------
 
 def test_a_plan_larger_than_the_free_memory_says_what_it_needs(tmp_path, gpu):
-    product_plan(tmp_path / "plan.bin")
+    embed_plan(tmp_path / "plan.bin")
     fake = gpu(free=10_000)
     output = one_line_error(tmp_path / "plan.bin")
     needed = sum(b.nbytes for b in Plan.read(tmp_path / "plan.bin").buffers)
@@ -138,7 +115,7 @@ def test_the_memory_check_names_gib_by_role():
 
 @pytest.mark.parametrize("name, capability", [("NVIDIA A100-SXM4-80GB", (8, 0)), ("NVIDIA B200", (10, 0))])
 def test_a_gpu_of_another_architecture_is_refused(tmp_path, gpu, name, capability):
-    product_plan(tmp_path / "plan.bin")
+    embed_plan(tmp_path / "plan.bin")
     fake = gpu(name, capability)
     output = one_line_error(tmp_path / "plan.bin")
     major, minor = capability
@@ -156,7 +133,7 @@ def tensors() -> dict[str, np.ndarray]:
 
 def test_the_whole_checkpoint_loads(tmp_path, gpu):
     """The faults below are each one change of this checkpoint, which the plan takes."""
-    product_plan(tmp_path / "plan.bin")
+    embed_plan(tmp_path / "plan.bin")
     safetensors_numpy.save_file(tensors(), str(tmp_path / "model.safetensors"))
     result = CliRunner().invoke(main, ["run", str(tmp_path / "plan.bin"), "--interpret", "--weights",
                                        str(tmp_path / "model.safetensors")])
@@ -170,7 +147,7 @@ def test_the_whole_checkpoint_loads(tmp_path, gpu):
      "tensor 'w.k' holds int32 values; weight 'wqk' needs bfloat16 (floating point)"),
 ])
 def test_a_checkpoint_fault_is_one_line_before_the_gpu_is_touched(tmp_path, gpu, change, message):
-    product_plan(tmp_path / "plan.bin")
+    embed_plan(tmp_path / "plan.bin")
     held = tensors()
     change(held)
     safetensors_numpy.save_file(held, str(tmp_path / "model.safetensors"))
@@ -181,7 +158,7 @@ def test_a_checkpoint_fault_is_one_line_before_the_gpu_is_touched(tmp_path, gpu,
 
 
 def test_a_truncated_shard_is_named_when_it_is_opened(tmp_path, gpu):
-    product_plan(tmp_path / "plan.bin")
+    embed_plan(tmp_path / "plan.bin")
     folder = tmp_path / "model"
     folder.mkdir()
     held = tensors()

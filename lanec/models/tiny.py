@@ -12,7 +12,6 @@ are the checkpoint's values (and the interpreter reads the same values as fp32).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -118,4 +117,4 @@ def main(family: str, folder: Path, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

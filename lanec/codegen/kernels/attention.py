@@ -58,6 +58,7 @@ from lanec.codegen.kernels.primitives import (
     copy_g2s_zfill,
     float_bits,
     ldmatrix_x4,
+    load_dsmem_f32,
     load_dsmem_f32x4,
     load_f32x4,
     mma_into,
@@ -370,8 +371,8 @@ class TileAttention:
 
     def staging(self, buffers):
         """The chunk's rows for its peers (combine 'cluster'): [padded_rows, value_width + 4] fp32
-        over the key buffers, each row's values then its lse in a 16-byte slot
-        (rows of 16-byte multiples: whole vectors for DSMEM loads)."""
+        over the key buffers, each row's values then its lse (padded to a 16-byte slot: rows of
+        16-byte multiples, whole vectors for the values' DSMEM loads)."""
         ring = self.key_buffer(buffers)
         pitch = self.value_width + 4
         return cute.make_tensor(cute.recast_ptr(ring.iterator, dtype=Float32),
@@ -397,7 +398,7 @@ class TileAttention:
             i, q = v // Q, v % Q
             row = first_row + i
             if (local < share) & (v < vectors) & (row < self.group * T):
-                lses = [load_dsmem_f32x4(at(staged, i, DV), c)[0] for c in range(self.splits)]
+                lses = [load_dsmem_f32(at(staged, i, DV), c) for c in range(self.splits)]
                 top = lses[0]
                 for c in cutlass.range_constexpr(1, self.splits):
                     top = cutlass.select_(lses[c] > top, lses[c], top)

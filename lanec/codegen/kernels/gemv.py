@@ -46,6 +46,7 @@ from lanec.codegen.kernels.primitives import (
     load_activation_bf16x8,
     load_weight_bf16x8,
     mma_into,
+    norm_input,
     warp_reduce,
     warp_reduce_scatter,
 )
@@ -261,7 +262,6 @@ class RowProducts:
         B, S, threads = self.rows, self.steps, 32 * self.warps
         lane, warp = thread % 32, thread // 32
         vectors: cutlass.Constexpr = self.width // VECTOR
-        x_tiles = cute.zipped_divide(x, (1, VECTOR))
         values = cute.make_rmem_tensor((VECTOR, B * S), Float32)
         values.fill(0.0)
         squares = cute.make_rmem_tensor(B, Float32)
@@ -269,16 +269,9 @@ class RowProducts:
         for b in cutlass.range_constexpr(B):
             for s in cutlass.range_constexpr(S):
                 vector = thread + s * threads
-                if vector < vectors:
-                    loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
-                    cute.autovec_copy(x_tiles[None, (b, vector)], loaded)
-                    h = loaded.load().to(Float32)
-                    if cutlass.const_expr(self.residual):
-                        cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (b, vector)], loaded)
-                        h = h + loaded.load().to(Float32)
-                        if first == 0:  # one CTA writes the new residual stream
-                            loaded.store(h.to(BFloat16))
-                            cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (b, vector)])
+                if vector < vectors:  # one CTA writes the new residual stream
+                    h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, b, vector,
+                                   first == 0)
                     values[None, b * S + s].store(h)
                     squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
         smem = cutlass.memory.SmemAllocator()

@@ -10,10 +10,11 @@ import operator
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Float32, Int32, Uint32
+from cutlass import BFloat16, Boolean, Float32, Int32, Uint32
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
+from lanec.codegen.facts import VECTOR
 from lanec.runtime.launch import row_major
 
 LOG2E = 1.4426950408889634
@@ -365,6 +366,23 @@ def _shuffled(value, offset):
     if isinstance(value, tuple):
         return tuple(cute.arch.shuffle_sync_bfly(v, offset=offset) for v in value)
     return cute.arch.shuffle_sync_bfly(value, offset=offset)
+
+
+@cute.jit
+def norm_input(x, residual, h_out, row, vector, writes_sum):
+    """A norm's input, vector `vector` of row `row` as fp32: h = x (+ `residual`, None for none),
+    and with a residual its bf16 sum stored to `h_out` where `writes_sum` (the new residual
+    stream). x, residual and h_out are [rows, width] bf16, read and written 16 bytes at a time."""
+    loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
+    cute.autovec_copy(cute.zipped_divide(x, (1, VECTOR))[None, (row, vector)], loaded)
+    h = loaded.load().to(Float32)
+    if cutlass.const_expr(residual is not None):
+        cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (row, vector)], loaded)
+        h = h + loaded.load().to(Float32)
+        if writes_sum:
+            loaded.store(h.to(BFloat16))
+            cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
+    return h
 
 
 def warp_reduce(value, op, width=32):

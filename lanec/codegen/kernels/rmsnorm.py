@@ -18,7 +18,7 @@ from cutlass import BFloat16, Float32
 
 from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.primitives import float_bits, store_global_words, warp_reduce
+from lanec.codegen.kernels.primitives import float_bits, norm_input, store_global_words, warp_reduce
 from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
 
 
@@ -72,7 +72,6 @@ class RmsNorm:
         S: cutlass.Constexpr = self.steps
         w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
         w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
-        x_tiles = cute.zipped_divide(x, (1, VECTOR))
         scale = cute.make_rmem_tensor((VECTOR, S), BFloat16)
         scale.fill(0)
         for s in cutlass.range_constexpr(S):  # the norm weights are ready at launch
@@ -86,14 +85,7 @@ class RmsNorm:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if vector < vectors:
-                loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
-                cute.autovec_copy(x_tiles[None, (row, vector)], loaded)
-                h = loaded.load().to(Float32)
-                if cutlass.const_expr(self.residual):
-                    cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (row, vector)], loaded)
-                    h = h + loaded.load().to(Float32)
-                    loaded.store(h.to(BFloat16))
-                    cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
+                h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, row, vector, True)
                 values[None, s].store(h)
                 squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
         cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
