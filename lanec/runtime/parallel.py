@@ -195,6 +195,7 @@ def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[s
     mine = everyone.index(rank.rank)
     driver.Device(rank.device)  # its context current: NCCL joins on this GPU
     communicator = Communicator.join(rank.rank, rank.ranks, rank.id_file, watchdog)
+    session = None
     try:
         env = envs[mine]
         session = Session(plan, env, env.weights, pdl=options.pdl, device=rank.device, communicator=communicator)
@@ -215,10 +216,13 @@ def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[s
             status = judge(session, programs[mine], outputs, reference[mine].states, values[mine], kept, say)
     except BaseException:
         try:
+            if session is not None:
+                session.release_graphs(wait=False)  # the abort, too, waits for the graphs holding the communicator
             communicator.abort()
         except driver.DeviceError:
             pass  # the first error is the one to report
         raise
+    session.release_graphs()  # ncclCommDestroy waits until no captured graph holds the communicator
     with watchdog.phase("NCCL communicator teardown (ncclCommDestroy waits for every rank)"):
         communicator.destroy()
     return status

@@ -346,6 +346,7 @@ class Session:
         self.device = driver.Device(device)
         check_memory(plan, self.device.free_bytes(), self.device.name)
         self.stream = driver.Stream()
+        self.graphs: list[driver.Graph] = []  # the step's captures, destroyed by release_graphs
         modules = [driver.Module(cubin) for cubin in plan.cubins]
         self.buffers = {b.name: driver.Buffer.empty(b.nbytes) for b in plan.buffers}
         # seeded weights (`seed` given: no checkpoint) are made on the GPU where the plan's seeders
@@ -427,7 +428,19 @@ class Session:
                 collective.enqueue()
             self.stream.synchronize()
         captured = driver.Graph.capture(self.stream, self.enqueue)
+        self.graphs.append(captured)
         return lambda: captured.replay(self.stream)
+
+    def release_graphs(self, wait: bool = True) -> None:
+        """Destroy the step's captured graphs, after the stream's work where `wait` (a failing rank
+        does not wait: a replay still running finishes before CUDA frees it). A graph that captured
+        an NCCL all-reduce holds a reference on its communicator, and ncclCommDestroy (or
+        ncclCommAbort) waits until every such graph is gone: a rank releases its graphs before it
+        leaves its communicator."""
+        if wait:
+            self.stream.synchronize()
+        while self.graphs:
+            self.graphs.pop().destroy()
 
     def read_stored(self, name: str) -> np.ndarray:
         """The buffer as stored (bf16 as its uint16 words): what a bitwise comparison hashes."""
