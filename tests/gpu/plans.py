@@ -154,6 +154,9 @@ MODEL_PLANS: dict[str, Kimi] = {
                              ("b256", ["--batch", "256"]), ("spec3-b8", ["--batch", "8", "--spec-tokens", "3"]))
     for context in MODEL_CONTEXTS
 }
+# batch 1 with each norm before a GEMV folded into that GEMV's prologue (fold-norm-into-gemv): the
+# fold's gain at real size, the row beside kimi-full-b1-c1k
+MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form
