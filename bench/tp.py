@@ -7,8 +7,10 @@ message sizes.
     PYTHONPATH=/tmp/site:. python3 bench/tp.py [ONE.plan TP.plan ...]                        # GPU machine
 
 Prints each pair's step times, the speedup of N GPUs over one (the anchor, measured in the same
-run) and the all-reduces' microseconds and share of the sharded step. Each run has deadlines (a rank
-waits on the others at most RANK_TIMEOUT_S a phase; a run lasts at most RUN_TIMEOUT_S)."""
+run) and the all-reduces' microseconds and share of the sharded step, with NCCL's all-reduces
+and with the plan's one-shot kernel (LANEC_ALL_REDUCE=nccl, oneshot), and NCCL's step over the
+one-shot's. Each run has deadlines (a rank waits on the others at most RANK_TIMEOUT_S a phase; a
+run lasts at most RUN_TIMEOUT_S)."""
 
 from __future__ import annotations
 
@@ -31,11 +33,13 @@ RANK_TIMEOUT_S = 120  # LANEC_TP_TIMEOUT: how long a rank waits on the others in
 RUN_TIMEOUT_S = 300  # one plan's run, launcher and ranks together
 
 
-def timed(path: Path, repeats: int = 50) -> tuple[float, float | None]:
-    """(step us, all-reduces alone us or None) of one plan, as `python -m lanec.runtime` prints them;
-    a run that hangs is killed with its ranks (a session of its own) and named."""
+def timed(path: Path, repeats: int = 50, engine: str = "auto") -> tuple[float, float | None]:
+    """(step us, all-reduces alone us or None) of one plan, as `python -m lanec.runtime` prints them,
+    its all-reduces by `engine` (LANEC_ALL_REDUCE); a run that hangs is killed with its ranks (a
+    session of its own) and named."""
     command = [sys.executable, "-m", "lanec.runtime", str(path), "--steps", "20", "--repeats", str(repeats)]
-    env = {**os.environ, "LANEC_TP_TIMEOUT": os.environ.get("LANEC_TP_TIMEOUT", str(RANK_TIMEOUT_S))}
+    env = {**os.environ, "LANEC_TP_TIMEOUT": os.environ.get("LANEC_TP_TIMEOUT", str(RANK_TIMEOUT_S)),
+           "LANEC_ALL_REDUCE": engine}
     done = run_within(command, RUN_TIMEOUT_S, env, ROOT)
     if done.returncode is None:
         raise SystemExit(f"{path}: did not end in {RUN_TIMEOUT_S} s (killed with its ranks)")
@@ -61,18 +65,23 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
 
 
 def main(argv: list[str]) -> None:
-    print(f"{'plan':<28} {'ranks':>5} {'step us':>9} {'1 GPU us':>9} {'speedup':>8} {'all-reduce us':>14} "
-          f"{'share':>6} {'message':>10}", flush=True)
+    print(f"{'plan':<20} {'ranks':>5} {'message':>8} {'1 GPU us':>9} {'engine':>8} {'step us':>9} {'speedup':>8} "
+          f"{'all-reduce us':>14} {'share':>6} {'nccl / one-shot':>16}", flush=True)
     for one, sharded in pairs(argv):
         plan = Plan.read(sharded)
         sizes = sorted({c.count * (2 if c.dtype == "bfloat16" else 4) for c in plan.collectives})
-        anchor, _ = timed(one)
-        step, reduces = timed(sharded)
-        share = f"{100 * reduces / step:5.1f}%" if reduces is not None else "-"
-        reduce_text = f"{reduces:.2f} ({len(plan.collectives)})" if reduces is not None else "-"
         message = "/".join(f"{s // 1024}K" if s >= 1024 else f"{s}B" for s in sizes)
-        print(f"{sharded.stem:<28} {plan.ranks:>5} {step:>9.2f} {anchor:>9.2f} {anchor / step:>7.2f}x "
-              f"{reduce_text:>14} {share:>6} {message:>10}", flush=True)
+        anchor, _ = timed(one)
+        engines = ["nccl"] + (["oneshot"] if all(c.oneshot is not None for c in plan.collectives) else [])
+        steps = {}
+        for engine in engines:
+            step, reduces = timed(sharded, engine=engine)
+            steps[engine] = step
+            share = f"{100 * reduces / step:5.1f}%" if reduces is not None else "-"
+            reduce_text = f"{reduces:.2f} ({len(plan.collectives)})" if reduces is not None else "-"
+            ratio = f"{steps['nccl'] / step:15.2f}x" if engine != "nccl" else "-"
+            print(f"{sharded.stem:<20} {plan.ranks:>5} {message:>8} {anchor:>9.2f} {engine:>8} {step:>9.2f} "
+                  f"{anchor / step:>7.2f}x {reduce_text:>14} {share:>6} {ratio:>16}", flush=True)
 
 
 if __name__ == "__main__":

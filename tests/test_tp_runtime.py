@@ -60,7 +60,12 @@ def test_a_plan_for_two_ranks_holds_its_all_reduce_in_launch_order(plans):
     assert all(launch.shape.pdl for i, launch in enumerate(plan.launches) if i != reduce.at)
     assert plan.buffer(reduce.target.buffer).role == "output"  # the summed product is the step's output
     text = describe(plan)
-    assert "tensor parallel over 2 ranks" in text and "nccl sum of 192 bfloat16 over 2 ranks" in text
+    # beside NCCL's, the plan carries the one-shot kernel for the runtime's choice (runtime/peer.py)
+    assert reduce.oneshot is not None and 0 <= reduce.oneshot.kernel < len(plan.cubins)
+    assert reduce.oneshot.shape.block == (512, 1, 1) and reduce.oneshot.entry in plan.cubins[reduce.oneshot.kernel].decode(
+        "latin-1")
+    assert "tensor parallel over 2 ranks" in text and "nccl or one-shot (k" in text
+    assert "sum of 192 bfloat16 over 2 ranks" in text and "all_reduce_oneshot" in text
 
 
 def test_sharded_sources_keep_the_whole_tensors_initialiser(plans):

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
+from lanec.codegen.kernels.all_reduce import OneShotAllReduce
 from lanec.codegen.kernels.base import traffic
 from lanec.codegen.lower import dtype_name
 from lanec.codegen.spec import from_attr, spec_of
@@ -28,11 +29,13 @@ from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
 from lanec.interp.tp import Shard
 from lanec.runtime.gpu_seeding import SEEDED_DTYPES, SEEDER_COUNT
+from lanec.runtime.peer import PeerLayout
 from lanec.runtime.plan import (
     Arg,
     Buffer,
     Collective,
     Launch,
+    OneShot,
     Plan,
     Seeder,
     Shape,
@@ -99,9 +102,14 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
                 raise ValueError(f"an all_reduce over {op.ranks.value.data} ranks in a plan for {ranks}")
             assert isinstance(op.source.type, MemRefType)
             source, target = address(op.source), address(op.target)
-            plan.collectives.append(Collective(f"all_reduce {target.buffer}", at, source, target,
-                                               math.prod(op.source.type.get_shape()),
-                                               dtype_name(op.source.type.element_type)))
+            count, dtype = math.prod(op.source.type.get_shape()), dtype_name(op.source.type.element_type)
+            oneshot = None
+            if not PeerLayout(count, dtype, ranks).problems():
+                # the one-shot kernel beside NCCL's: the runtime takes the faster (runtime/peer.py)
+                artifact = compile_kernel(OneShotAllReduce(count, dtype, ranks))
+                oneshot = OneShot(plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(artifact.launch))
+            plan.collectives.append(Collective(f"all_reduce {target.buffer}", at, source, target, count, dtype,
+                                               oneshot))
     objects = kernel_objects(kernels if kernels is not None else kernel_source(lane_module))
     compiled: dict[str, object] = {}
     for index, (op, kernel) in enumerate(zip(launches, objects, strict=True)):

@@ -10,6 +10,10 @@ and every all-reduce is enqueued on the step's stream, so stream capture puts it
 Rank 0 makes the NCCL unique id and writes it to a file every rank can read (`LANEC_TP_ID`, or
 the one `lanec run --tp N` makes); the others wait for it. Once every rank joined, rank 0 removes it.
 
+An all-reduce the plan carries a one-shot kernel for runs that kernel instead, over the ranks'
+memory mapped into each other's processes (`PeerAllReduce`; lanec/runtime/peer.py); NCCL still
+makes the communicator, shares the memory handles (`all_gather_bytes`) and keeps the larger sums.
+
 A rank that waits on the others never waits forever: each phase that does (the id exchange,
 communicator creation, the steps, teardown) runs under a `Watchdog`, which ends the process with
 one line naming the rank and the phase once LANEC_TP_TIMEOUT seconds pass (a peer that failed or
@@ -186,6 +190,18 @@ class AllReduce:
         _nccl_call(f"all_reduce ({self.name})", self._call, *self._args)
 
 
+class PeerAllReduce:
+    """One all-reduce as the plan's `all_reduce_oneshot` launch over the ranks' mapped memory
+    (lanec/runtime/peer.py), prepared once and enqueued many times."""
+
+    def __init__(self, launch, table, name: str = "all_reduce"):
+        self.name = name
+        self._launch, self._table = launch, table  # the table's buffer lives as long as the launch
+
+    def enqueue(self) -> None:
+        self._launch.enqueue()
+
+
 class Communicator:
     """This process's rank of `ranks` on the current device, joined through `unique_id`."""
 
@@ -214,6 +230,31 @@ class Communicator:
     def all_reduce(self, source: int, target: int, count: int, dtype: str, stream: Stream,
                    name: str = "all_reduce") -> AllReduce:
         return AllReduce(self, source, target, count, dtype, stream, name)
+
+    def all_gather_bytes(self, mine, stream: Stream):
+        """Every rank's `mine` (uint8, the same length on each), rank by rank: [ranks, length]. It
+        returns once every rank gave its own, so it also orders what each did before it."""
+        import numpy as np
+
+        from lanec.runtime.driver import Buffer
+
+        mine = np.ascontiguousarray(mine, dtype=np.uint8)
+        source, target = Buffer.from_array(mine), Buffer.empty(mine.nbytes * self.ranks)
+        try:
+            nccl = bindings()
+            _nccl_call("all_gather", nccl.all_gather, source.ptr, target.ptr, mine.nbytes, int(nccl.DataType.Uint8),
+                       self.handle, int(stream.handle))
+            stream.synchronize()
+            return target.to_array(np.uint8, (self.ranks, mine.nbytes))
+        finally:
+            source.free()
+            target.free()
+
+    def barrier(self, stream: Stream) -> None:
+        """Return once every rank called it (an all-gather of one byte)."""
+        import numpy as np
+
+        self.all_gather_bytes(np.zeros(1, dtype=np.uint8), stream)
 
     def destroy(self) -> None:
         """Free the communicator once every rank is done with it (NCCL waits for the peers)."""

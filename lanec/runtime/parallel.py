@@ -223,6 +223,8 @@ def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[s
             pass  # the first error is the one to report
         raise
     session.release_graphs()  # ncclCommDestroy waits until no captured graph holds the communicator
+    with watchdog.phase("the one-shot all-reduce's memory unmapped (every rank's barrier)"):
+        session.close_peers(lambda: communicator.barrier(session.stream))
     with watchdog.phase("NCCL communicator teardown (ncclCommDestroy waits for every rank)"):
         communicator.destroy()
     return status

@@ -209,10 +209,29 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class OneShot:
+    """The `all_reduce_oneshot` kernel a collective may carry (lanec/runtime/peer.py): kernel
+    `kernel` of the plan's cubins, its `entry`, launched at `shape` on (source, target, peer table)."""
+
+    kernel: int
+    entry: str
+    shape: Shape
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "entry": self.entry, "shape": self.shape.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> OneShot:
+        return cls(int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]))
+
+
+@dataclass(frozen=True)
 class Collective:
-    """An NCCL all-reduce (sum) over the plan's ranks, enqueued on the step's stream right before
+    """An all-reduce (sum) over the plan's ranks, enqueued on the step's stream right before
     launch `at` (after the last launch where `at` is the launch count): `count` values of `dtype`
-    (bfloat16 or float32) from `source` into `target` (the same place: in place)."""
+    (bfloat16 or float32) from `source` into `target` (the same place: in place). NCCL's, or,
+    where the plan carries its `oneshot` kernel and the runtime takes it, one launch reading the
+    peers' memory (lanec/runtime/peer.py)."""
 
     name: str
     at: int
@@ -220,18 +239,21 @@ class Collective:
     target: Arg
     count: int
     dtype: str
+    oneshot: OneShot | None = None
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": "all_reduce", "op": "sum", "at": self.at, "source": self.source.to_json(),
-                "target": self.target.to_json(), "count": self.count, "dtype": self.dtype}
+                "target": self.target.to_json(), "count": self.count, "dtype": self.dtype,
+                **({"oneshot": self.oneshot.to_json()} if self.oneshot is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> Collective:
         _require(data.get("kind") == "all_reduce" and data.get("op") == "sum",
                  f"collective {data.get('name')!r}: {data.get('kind')} {data.get('op')}; this lanec runs "
                  "all_reduce sum")
+        oneshot = OneShot.from_json(data["oneshot"]) if data.get("oneshot") is not None else None
         return cls(data["name"], int(data["at"]), Arg.from_json(data["source"]), Arg.from_json(data["target"]),
-                   int(data["count"]), data["dtype"])
+                   int(data["count"]), data["dtype"], oneshot)
 
 
 @dataclass(frozen=True)
@@ -369,6 +391,10 @@ class Plan:
                 _require(0 <= arg.offset and arg.offset + collective.count <= buffer.elements,
                          f"{where}: {collective.count} values from {arg.offset} run past buffer {arg.buffer!r} "
                          f"({buffer.elements} elements)")
+            if collective.oneshot is not None:
+                _require(0 <= collective.oneshot.kernel < len(self.cubins),
+                         f"{where}: one-shot kernel {collective.oneshot.kernel} does not exist (the plan has "
+                         f"{len(self.cubins)} cubins)")
             if collective.at < len(self.launches):
                 launch = self.launches[collective.at]
                 _require(not launch.shape.pdl, f"launch {collective.at} ({launch.name}) follows {where} with PDL: "
@@ -518,7 +544,8 @@ def describe(plan: Plan) -> str:
     lines.append("kernels:")
     for index in range(len(plan.cubins)):
         users = [launch for launch in plan.launches if launch.kernel == index]
-        kind = users[0].name.split()[0] if users else "(no launch)"
+        reducing = any(c.oneshot is not None and c.oneshot.kernel == index for c in plan.collectives)
+        kind = users[0].name.split()[0] if users else "all_reduce_oneshot" if reducing else "(no launch)"
         spec = spec_text(users[0].spec) if users else ""
         lines.append(f"  k{index:<3} {kind:<12} {len(users):>3} launches  {spec}".rstrip())
     lines.append("launches:")
@@ -530,7 +557,8 @@ def describe(plan: Plan) -> str:
         for c in before.get(index, []):
             target = "in place" if c.target == c.source else f"-> {c.target.buffer}" + (
                 f"+{c.target.offset}" if c.target.offset else "")
-            lines.append(f"      {'all_reduce':<{width}}  nccl sum of {c.count} {c.dtype} over {plan.ranks} ranks  "
+            engine = f"nccl or one-shot (k{c.oneshot.kernel})" if c.oneshot is not None else "nccl"
+            lines.append(f"      {'all_reduce':<{width}}  {engine} sum of {c.count} {c.dtype} over {plan.ranks} ranks  "
                          f"({c.source.buffer}{f'+{c.source.offset}' if c.source.offset else ''} {target})")
         if index == len(plan.launches):
             break

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from lanec.runtime.weights import WeightError
 
 SLOT_STATES = ("conv", "recurrent")
 CACHE_STATES = ("kv", "latent")
+ALL_REDUCE_VARIABLE = "LANEC_ALL_REDUCE"  # a plan for several ranks: which all-reduce runs (Session._collectives)
+ALL_REDUCE_ENGINES = ("auto", "nccl", "oneshot")
 
 
 class RunError(ValueError):
@@ -363,9 +366,53 @@ class Session:
                         for a in launch.args]
             function = modules[launch.kernel].function(launch.entry, shape)
             self.launches.append(driver.Launch(function, shape, pointers, self.stream))
-        self.collectives = [communicator.all_reduce(self.address(c.source), self.address(c.target), c.count,
-                                                    c.dtype, self.stream, c.name) for c in plan.collectives]
+        self.peer = None  # the one-shot all-reduces' mapped memory (runtime/peer.py), where they run
+        self.collectives = self._collectives(communicator, modules, pdl) if plan.collectives else []
         self.sequence = in_order(self.launches, [c.at for c in plan.collectives], self.collectives)
+
+    def _collectives(self, communicator, modules, pdl: bool) -> list:
+        """Each all-reduce as NCCL's or as the plan's one-shot kernel, by LANEC_ALL_REDUCE: `nccl`,
+        `oneshot` (every all-reduce: one without its kernel is an error), or `auto` (the default:
+        the one-shot where the plan carries one; bench/tp.py measures both)."""
+        from lanec.runtime import peer
+        from lanec.runtime.collectives import PeerAllReduce
+
+        engine = os.environ.get(ALL_REDUCE_VARIABLE, "auto").strip() or "auto"
+        if engine not in ALL_REDUCE_ENGINES:
+            raise PlanError(f"{ALL_REDUCE_VARIABLE}={engine!r}: one of {', '.join(ALL_REDUCE_ENGINES)}")
+        plan = self.plan
+        peered = [c for c in plan.collectives if c.oneshot is not None] if engine != "nccl" else []
+        if engine == "oneshot" and len(peered) < len(plan.collectives):
+            missing = next(c for c in plan.collectives if c.oneshot is None)
+            problems = peer.PeerLayout(missing.count, missing.dtype, plan.ranks).problems()
+            raise PlanError(f"{ALL_REDUCE_VARIABLE}=oneshot: {missing.name} has no one-shot kernel in the plan"
+                            + (f" ({'; '.join(problems)})" if problems else " (recompile the plan with this lanec)"))
+        offsets, total = {}, 0
+        for c in peered:
+            offsets[c.name] = total
+            total += peer.PeerLayout(c.count, c.dtype, plan.ranks).total
+        if peered:
+            self.peer = peer.PeerMemory(communicator, total, self.stream)
+        made = []
+        for c in plan.collectives:
+            if c.name not in offsets:
+                made.append(communicator.all_reduce(self.address(c.source), self.address(c.target), c.count, c.dtype,
+                                                    self.stream, c.name))
+                continue
+            table = driver.Buffer.from_array(peer.table(communicator.rank,
+                                                        [base + offsets[c.name] for base in self.peer.bases]))
+            shape = c.oneshot.shape if pdl else replace(c.oneshot.shape, pdl=False)
+            function = modules[c.oneshot.kernel].function(c.oneshot.entry, shape)
+            launch = driver.Launch(function, shape, [self.address(c.source), self.address(c.target), table.ptr],
+                                   self.stream)
+            made.append(PeerAllReduce(launch, table, c.name))
+        return made
+
+    def close_peers(self, barrier) -> None:
+        """Unmap the peers' memory and free ours, behind `barrier` (no rank frees what another reads)."""
+        if self.peer is not None:
+            self.peer.close(barrier)
+            self.peer = None
 
     def address(self, arg) -> int:
         return self.buffers[arg.buffer].ptr + arg.offset * dtypes.storage(self.plan.buffer(arg.buffer).dtype).itemsize

@@ -164,6 +164,7 @@ MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], com
 TP_PLANS: dict[str, tuple[str, int]] = {
     "dense-small-tp2": ("dense-small", 2),
     "kimi-kda-b1-tp2": ("kimi-kda-b1", 2),
+    "dense-small-b64-tp2": ("dense-small-b64", 2),  # 256 KB all-reduces: the one-shot's other end
 }
 
 

@@ -38,12 +38,12 @@ RANK_TIMEOUT_S = 120  # LANEC_TP_TIMEOUT: a rank waiting on the others longer th
 RUN_TIMEOUT_S = 300  # the whole run: past it the launcher and its ranks are killed, their logs shown
 
 
-def runtime(*args: str, logs: Path | None = None) -> subprocess.CompletedProcess:
+def runtime(*args: str, logs: Path | None = None, engine: str = "auto") -> subprocess.CompletedProcess:
     """`python -m lanec.runtime ARGS` under deadlines, in a session of its own so that a hang kills
     the launcher and every rank; the ranks' logs go to `logs` (LANEC_TP_LOGS) and their last
     lines join the failure."""
     command = [sys.executable, "-m", "lanec.runtime", *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANEC_TP_TIMEOUT": str(RANK_TIMEOUT_S)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANEC_TP_TIMEOUT": str(RANK_TIMEOUT_S), "LANEC_ALL_REDUCE": engine}
     if logs is not None:
         env["LANEC_TP_LOGS"] = str(logs)
     done = run_within(command, RUN_TIMEOUT_S, env, ROOT)
@@ -72,10 +72,13 @@ def tp_plan(request):
     return paths
 
 
+@pytest.mark.parametrize("engine", ["nccl", "oneshot"])
 @pytest.mark.parametrize("tp_plan", list(plans.TP_PLANS), indirect=True)
-def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, tmp_path):
+def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, engine, tmp_path):
+    """NCCL's all-reduces and the plan's one-shot kernel over the peers' memory (LANEC_ALL_REDUCE)."""
     sharded, whole = tp_plan
-    done = runtime(str(sharded), "--check", "--seed", "7", "--outputs", str(tmp_path / "tp.npz"), logs=tmp_path / "logs")
+    done = runtime(str(sharded), "--check", "--seed", "7", "--outputs", str(tmp_path / "tp.npz"), logs=tmp_path / "logs",
+                   engine=engine)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "agree with the interpreter" in done.stdout and "rank 1" not in done.stdout
     done = runtime(str(whole), "--check", "--seed", "7", "--outputs", str(tmp_path / "one.npz"))
@@ -96,10 +99,11 @@ def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, tmp_path):
         assert verdict.ok, f"{key}: {verdict}"
 
 
+@pytest.mark.parametrize("engine", ["nccl", "oneshot"])
 @pytest.mark.parametrize("tp_plan", list(plans.TP_PLANS)[:1], indirect=True)
-def test_tp_plan_times_its_step_and_its_all_reduces(tp_plan, tmp_path):
+def test_tp_plan_times_its_step_and_its_all_reduces(tp_plan, engine, tmp_path):
     sharded, _ = tp_plan
-    done = runtime(str(sharded), "--steps", "3", "--repeats", "5", logs=tmp_path / "logs")
+    done = runtime(str(sharded), "--steps", "3", "--repeats", "5", logs=tmp_path / "logs", engine=engine)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all-reduces alone:" in done.stdout and "steps run; step" in done.stdout
 

@@ -316,6 +316,12 @@ def float_bits(value, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def bits_float(word, *, loc=None, ip=None):
+    """The float whose bits are `word`."""
+    return Float32(llvm.bitcast(T.f32(), Uint32(word).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
+
+
+@dsl_user_op
 def unpack_bf16(word, *, loc=None, ip=None):
     """The two bf16 of a word (low half first) as floats (exact)."""
     bits = Uint32(word)
@@ -617,3 +623,55 @@ def load_activation_f32(pointer, *, loc=None, ip=None):
     """One float a predecessor wrote (4-byte aligned): a coherent load."""
     return Float32(llvm.inline_asm(T.f32(), [_address(pointer, loc, ip)], "ld.global.f32 $0, [$1];", "=f,l",
                                    has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+# --- peers: 64-bit addresses of this GPU's or another's memory (the one-shot all-reduce) -------
+
+
+def _a64(address, loc=None, ip=None):
+    return cutlass.Uint64(address).ir_value(loc=loc, ip=ip)
+
+
+@dsl_user_op
+def load_words_l2(address, *, loc=None, ip=None):
+    """16 bytes at a 64-bit global address, through L2 only (`ld.global.cg`): a line another GPU
+    or an earlier step wrote is never read from this SM's stale L1."""
+    result = _asm(_struct(4, "i"), [_a64(address, loc, ip)], "ld.global.cg.v4.u32 {$0, $1, $2, $3}, [$4];",
+                  "=r,=r,=r,=r,l", loc, ip)
+    return _fields(result, 4, "i", loc, ip)
+
+
+@dsl_user_op
+def load_word_l2(address, *, loc=None, ip=None):
+    """One 32-bit word at a 64-bit global address, through L2 only."""
+    return _int_asm("ld.global.cg.u32 $0, [$1];", "=r,l", [_a64(address, loc, ip)], loc, ip)
+
+
+@dsl_user_op
+def store_words_at(address, words, *, loc=None, ip=None):
+    """16 bytes (four words) to a 64-bit global address."""
+    _asm(None, [_a64(address, loc, ip)] + [_u(w, loc, ip) for w in words], "st.global.v4.u32 [$0], {$1, $2, $3, $4};",
+         "l,r,r,r,r", loc, ip)
+
+
+@dsl_user_op
+def store_word_at(address, word, *, loc=None, ip=None):
+    """One 32-bit word to a 64-bit global address."""
+    _asm(None, [_a64(address, loc, ip), _u(word, loc, ip)], "st.global.u32 [$0], $1;", "l,r", loc, ip)
+
+
+@dsl_user_op
+def release_flag_sys(address, value, *, loc=None, ip=None):
+    """`value` to the flag at `address` (any GPU's) as a release at system scope: every write this
+    thread's CTA made before its last barrier is visible to whoever acquires the flag."""
+    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)],
+         "fence.acq_rel.sys;\n\tst.release.sys.global.u32 [$0], $1;", "l,r", loc, ip)
+
+
+@dsl_user_op
+def acquire_flag_sys(address, value, *, loc=None, ip=None):
+    """Spin until the flag at `address` is at least `value` (signed), each read an acquire at
+    system scope: what its writer wrote before raising it is visible after."""
+    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)],
+         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_SPIN_${:uid}:\n\tld.acquire.sys.global.s32 v, [$0];\n\t"
+         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}", "l,r", loc, ip)
