@@ -251,10 +251,11 @@ class Communicator:
             target.free()
 
     def barrier(self, stream: Stream) -> None:
-        """Return once every rank called it (an all-gather of one byte)."""
+        """Return once every rank called it (an all-gather of 16 bytes: NCCL's LL protocol reads
+        its buffers in whole 8-byte words, past a smaller one's end, as compute-sanitizer showed)."""
         import numpy as np
 
-        self.all_gather_bytes(np.zeros(1, dtype=np.uint8), stream)
+        self.all_gather_bytes(np.zeros(16, dtype=np.uint8), stream)
 
     def destroy(self) -> None:
         """Free the communicator once every rank is done with it (NCCL waits for the peers)."""
