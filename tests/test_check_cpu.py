@@ -166,3 +166,25 @@ def test_the_routing_a_check_follows_has_a_near_tie_margin_grown_with_the_router
     assert deep.tie == pytest.approx(ops.ROUTING_TIE * (21 / 4) ** 0.5)
     np.testing.assert_array_equal(deep.ids, ids[f"{routers[1]}.ids"])
     assert shallow.farther == [] and deep.farther == []  # filled by the mixtures that follow them
+
+
+def test_a_step_reading_one_word_int8_activations_is_held_to_the_coarser_bound():
+    """One int8 word a value: two correct computations may round a value to neighbouring int8
+    steps (tolerance.ONE_WORD); a quantize of two words, or none, keeps the step's bound."""
+    from types import SimpleNamespace
+
+    def program(*steps):
+        return SimpleNamespace(steps=[SimpleNamespace(op=op, properties=properties) for op, properties in steps])
+
+    assert tolerance.reads_one_word(program(("product", {}), ("quantize", {"words": 1})))
+    assert tolerance.reads_one_word(program(("norm", {"quantize": 1})))
+    assert not tolerance.reads_one_word(program(("quantize", {"words": 2}), ("norm", {"quantize": 2}),
+                                                ("product", {})))
+    step = tolerance.STEP["bfloat16"]
+    coarse = tolerance.one_word(step)
+    assert coarse.atol == pytest.approx(step.atol * tolerance.ONE_WORD)
+    want = np.random.default_rng().standard_normal(64).astype(np.float32)
+    got = want.copy()
+    got[3] += np.float32(1.5 * step.atol * float(np.abs(want).max()))  # the GGUF q8 plan's 3e-2 of scale
+    assert not runner.compare("y", "output", "bfloat16", got, want, step).ok
+    assert runner.compare("y", "output", "bfloat16", got, want, coarse).ok

@@ -625,10 +625,17 @@ def judge(session: Session, program, outputs: list[np.ndarray], states: dict[str
 def verdicts(session: Session, program, outputs: list[np.ndarray], states: dict[str, np.ndarray],
              values: dict[int, np.ndarray]) -> list[Comparison]:
     """Each output and state buffer of the GPU after one step against the interpreter's, each
-    held to its dtype's step tolerance grown by its depth (`tolerance.deep`)."""
+    held to its dtype's step tolerance grown by its depth (`tolerance.deep`), and by ONE_WORD
+    where the step reads one-word int8 activations (`tolerance.one_word`)."""
     plan = session.plan
     chosen_from = {step.results[0]: step.operands["x"] for step in program.steps if step.op == "argmax"}
-    depth = layer_depths(plan)
+    layers = layer_depths(plan)
+    coarse = tolerance.reads_one_word(program)  # one-word int8 activations: ONE_WORD x the step's bounds
+
+    def deep(bound: tolerance.Tolerance, name: str) -> tolerance.Tolerance:
+        grown = tolerance.deep(bound, layers(name))
+        return tolerance.one_word(grown) if coarse else grown
+
     rows = []
     for spec in plan.buffers:
         if spec.role == "output":
@@ -636,16 +643,16 @@ def verdicts(session: Session, program, outputs: list[np.ndarray], states: dict[
                 raise PlanError(f"output buffer {spec.name!r} is the program's output {spec.source}; "
                                 f"it has {len(outputs)}")
             value = program.outputs[spec.source]
-            bound = tolerance.deep(tolerance.STEP[dtypes.canonical(spec.dtype)], depth(spec.name))
+            bound = deep(tolerance.STEP[dtypes.canonical(spec.dtype)], spec.name)
             if value in chosen_from:
                 rows.append(compare_choice(spec.name, session.read(spec.name), values[chosen_from[value]],
-                                           tolerance.deep(tolerance.STEP["bfloat16"], depth(spec.name))))
+                                           deep(tolerance.STEP["bfloat16"], spec.name)))
             else:
                 rows.append(compare(spec.name, "output", spec.dtype, session.read(spec.name), outputs[spec.source],
                                     bound))
         elif spec.role == "state":
             rows.append(compare(spec.name, "state", spec.dtype, session.read(spec.name),
-                                states[spec.source], tolerance.deep(tolerance.state(spec.dtype), depth(spec.name))))
+                                states[spec.source], deep(tolerance.state(spec.dtype), spec.name)))
     if not rows:
         raise PlanError("the plan has no output or state buffer to check")
     return rows

@@ -52,6 +52,30 @@ STEP = {"bfloat16": Tolerance(0.0, 2e-2), "float16": Tolerance(0.0, 5e-3), "floa
         **_INTEGERS}
 
 
+# A step whose products read one-word int8 activations (`--words 1`, a `quantize` of one word or an
+# epilogue's): where two correct computations of an activation differ by a bf16 ulp (the GPU's
+# attention rounds its probabilities to bf16, the interpreter does not), a value near a boundary of
+# its int8 steps goes to either side, a whole quantum (1/127 of its block's largest value) apart,
+# where a bf16 store moves by half an ulp (2^-9). Measured on the CPU, 2026-11-29: the interpreter
+# against itself with every attention output moved by up to 2^-9, on the GGUF Llama of
+# tests/gpu/gguf_model.py, seeds 1, 2, 3 and 5. The outputs moved 1.7-3.1e-2 of their scale with one
+# word, 0.9-1.6e-2 with bf16 activations and 0.5-1.1e-2 with two words: one word is at most 2.4x the
+# bf16 plan. One-word steps are held to ONE_WORD times STEP (two words, which keep the remainder,
+# to STEP).
+ONE_WORD = 2.5
+
+
+def one_word(bound: Tolerance) -> Tolerance:
+    """`bound` for a step whose products read one-word int8 activations (ONE_WORD)."""
+    return Tolerance(bound.rtol * ONE_WORD, bound.atol * ONE_WORD)
+
+
+def reads_one_word(program) -> bool:
+    """Whether a program quantizes an activation to one int8 word (a `quantize` step or an epilogue's)."""
+    return any((step.op == "quantize" and step.properties.get("words") == 1) or step.properties.get("quantize") == 1
+               for step in program.steps)
+
+
 # The layers a step of STEP's tolerance was measured over (the plans of tests/gpu/plans.py hold 2
 # to 4). Deeper, the bf16 roundings of the residual stream add up as a random walk: on the H200 the
 # 27-layer Kimi-Linear-48B-A3B at batch 1 drifted from the interpreter by 7.7e-4 of scale after
