@@ -5,6 +5,8 @@ message sizes.
 
     python tests/gpu/plans.py dense-small kimi-kda-b1 dense-small-tp2 kimi-kda-b1-tp2     # CPU machine
     PYTHONPATH=/tmp/site:. python3 bench/tp.py [ONE.plan TP.plan ...]                        # GPU machine
+    python tests/gpu/plans.py kimi-full-b1-c1k kimi-full-b1-c1k-tp2 ...   # the real-size models (TP_MODEL_PLANS)
+    PYTHONPATH=/tmp/site:. python3 bench/tp.py --model     # GPU machine: weights seeded on each GPU
 
 Prints each pair's step times, the speedup of N GPUs over one (the anchor, measured in the same
 run) and the all-reduces' microseconds and share of the sharded step, with NCCL's all-reduces
@@ -53,6 +55,10 @@ def timed(path: Path, repeats: int = 50, engine: str = "auto") -> tuple[float, f
 
 
 def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
+    """(one-GPU plan, its plan for N GPUs) from the arguments, or tests/gpu/plans.py's TP_PLANS
+    (`--model`: its TP_MODEL_PLANS, the real-size models)."""
+    model = "--model" in argv
+    argv = [a for a in argv if a != "--model"]
     if argv:
         if len(argv) % 2:
             raise SystemExit("give plans in pairs: the one-GPU plan, then its plan for N GPUs")
@@ -61,7 +67,8 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
     from loader import load
 
     plans = load("lanec_bench_tp_plans", ROOT / "tests" / "gpu" / "plans.py")
-    return [(plans.OUT / f"{base}.plan", plans.OUT / f"{name}.plan") for name, (base, _) in plans.TP_PLANS.items()]
+    chosen = plans.TP_MODEL_PLANS if model else plans.TP_PLANS
+    return [(plans.OUT / f"{base}.plan", plans.OUT / f"{name}.plan") for name, (base, _) in chosen.items()]
 
 
 def main(argv: list[str]) -> None:

@@ -380,6 +380,18 @@ def copy_async(target: int, source: int, nbytes: int, stream: Stream) -> None:
     check(cu.cuMemcpyDtoDAsync(target, source, nbytes, stream.handle), "cuMemcpyDtoDAsync")
 
 
+def copy_2d_async(target: int, target_pitch: int, source: int, source_pitch: int, width: int, rows: int,
+                  stream: Stream) -> None:
+    """Copy `rows` rows of `width` bytes from device address `source` (rows `source_pitch` bytes
+    apart) to `target` (rows `target_pitch` apart) on `stream`."""
+    copy = cu.CUDA_MEMCPY2D()
+    copy.srcMemoryType = copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    copy.srcDevice, copy.srcPitch = source, source_pitch
+    copy.dstDevice, copy.dstPitch = target, target_pitch
+    copy.WidthInBytes, copy.Height = width, rows
+    check(cu.cuMemcpy2DAsync(copy, stream.handle), "cuMemcpy2DAsync")
+
+
 def copy_bandwidth(stream: Stream, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     """Bytes a second of a device-to-device copy of `nbytes` (read and written counted): the
     ceiling a memory-bound kernel's traffic is measured against."""

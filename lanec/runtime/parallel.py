@@ -133,6 +133,40 @@ def rank_program(program, rank: int, ranks: int):
     return replace(program, weights=[moved(w) for w in program.weights], states=[moved(s) for s in program.states])
 
 
+def rank_plan(plan: Plan, rank: int) -> Plan:
+    """Rank `rank`'s plan: rank 0's with each weight source's part re-pointed to the rank's (what
+    the GPU's seeders make; the host's `weights.make` reads sources by name)."""
+    from lanec.interp.tp import Shard
+
+    def moved(source: Source) -> Source:
+        return replace(source, shard=Shard.parse(source.shard).for_rank(rank, plan.ranks).text) if source.shard \
+            else source
+
+    return replace(plan, weights=[replace(b, sources=tuple(moved(s) for s in b.sources)) for b in plan.weights])
+
+
+class RankSources(Mapping):
+    """A rank's weight sources by name, each its part of the whole model's (lazy) source, made when
+    asked: on a rank whose GPU seeds its weights, only the bindings the seeders cannot place."""
+
+    def __init__(self, whole: Mapping, program):
+        self._whole = whole
+        self._shards = {w.name: w.shard for w in program.weights}
+
+    def __getitem__(self, name: str):
+        import numpy as np
+
+        from lanec.interp.tp import sliced
+
+        return sliced(np.asarray(self._whole[name]), self._shards.get(name, ""), f"weight '{name}'")
+
+    def __iter__(self):
+        return iter(self._shards)
+
+    def __len__(self) -> int:
+        return len(self._shards)
+
+
 def whole_program(program):
     """The program's declarations at the whole model's shapes (its steps unchanged): what the
     environment is drawn for, exactly as for the unsharded step."""
@@ -152,27 +186,35 @@ def whole_source(source: Source) -> Source:
     return replace(source, shape=tuple(Shard.parse(source.shard).whole(source.shape)), shard="")
 
 
-def whole_sources(plan: Plan, seed: int, checkpoint=None) -> dict:
+def whole_sources(plan: Plan, seed: int, checkpoint=None, lazy: bool = False) -> dict:
     """Every weight source at its whole shape: the checkpoint's tensor, or the seeded values the
-    whole tensor has (each value a function of its index in the whole: `lanec.runtime.seeded`)."""
+    whole tensor has (each value a function of its index in the whole: `lanec.runtime.seeded`;
+    `lazy`: made only where read)."""
     bindings = [replace(b, sources=tuple(whole_source(s) for s in b.sources)) for b in plan.weights]
-    return weights.sources(replace(plan, weights=bindings), seed, checkpoint)
+    return weights.sources(replace(plan, weights=bindings), seed, checkpoint, lazy=lazy)
 
 
-def environments(plan: Plan, program, options, ranks: list[int]):
-    """The rank programs and environments of `ranks` (slices of the whole model's environment)."""
-    from lanec.interp.environment import random_environment
-    from lanec.interp.tp import rank_environment
+def environments(plan: Plan, program, options, ranks: list[int], lazy: bool = False):
+    """The rank programs and environments of `ranks` (slices of the whole model's environment).
+    `lazy` (a timed rank whose GPU seeds its weights): the host makes no weight up front; each
+    environment's weights are a `RankSources`, a part made only where the host binds it."""
+    from lanec.interp.environment import Environment, random_environment
+    from lanec.interp.tp import rank_environment, sliced
     from lanec.runtime.runner import served_inputs, validate_inputs
 
     checkpoint = weights.open_checkpoint(options.weights) if options.weights is not None else None
     whole = whole_program(program)
-    env = random_environment(whole, options.seed, weights=whole_sources(plan, options.seed, checkpoint))
+    sources = whole_sources(plan, options.seed, checkpoint, lazy=lazy)
+    env = random_environment(whole, options.seed, weights=sources)
     if options.context is not None:
         env.inputs.update(served_inputs(whole, options.context, options.seed))
     validate_inputs(whole, env.inputs)
     programs = [rank_program(program, r, plan.ranks) for r in ranks]
-    return programs, [rank_environment(env, p) for p in programs]
+    if not lazy:
+        return programs, [rank_environment(env, p) for p in programs]
+    return programs, [Environment({k: v.copy() for k, v in env.inputs.items()}, RankSources(sources, p),
+                                  {s.name: sliced(env.states[s.name], s.shard, f"state '{s.name}'") for s in p.states})
+                      for p in programs]
 
 
 def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[str], None],
@@ -183,7 +225,7 @@ def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[s
     the error reaches its launcher instead of a wait for peers that will never come."""
     from lanec.interp.program import Program
     from lanec.runtime.collectives import Communicator, Watchdog, timeout_s
-    from lanec.runtime.runner import Session, gpu_routing, judge, timings
+    from lanec.runtime.runner import Session, gpu_routing, judge, seeded_on_gpu, timings
 
     environ = os.environ if environ is None else environ
     if not plan.program:
@@ -191,14 +233,16 @@ def run_rank(path: str | Path, plan: Plan, options, rank: Rank, say: Callable[[s
     watchdog = Watchdog(rank.rank, timeout_s(environ), marks=bool(environ.get(PHASES_VARIABLE)))
     program = Program.from_json(plan.program)
     everyone = list(range(plan.ranks)) if options.check else [rank.rank]
-    programs, envs = environments(plan, program, options, everyone)
+    seed = seeded_on_gpu(plan, options)  # the rank's parts of the seeded weights made on its GPU
+    programs, envs = environments(plan, program, options, everyone, lazy=seed is not None and not options.check)
     mine = everyone.index(rank.rank)
     driver.Device(rank.device)  # its context current: NCCL joins on this GPU
     communicator = Communicator.join(rank.rank, rank.ranks, rank.id_file, watchdog)
     session = None
     try:
         env = envs[mine]
-        session = Session(plan, env, env.weights, pdl=options.pdl, device=rank.device, communicator=communicator)
+        session = Session(rank_plan(plan, rank.rank), env, env.weights, pdl=options.pdl, seed=seed, device=rank.device,
+                          communicator=communicator)
         if not options.check:
             with watchdog.phase("the timed steps (each all-reduce waits for every rank)"):
                 status = timings(session, options, say)

@@ -280,10 +280,8 @@ def load_plan(path: str | Path, options: Options):
 def seeded_on_gpu(plan: Plan, options: Options) -> int | None:
     """The seed of the weights the GPU makes (None: `--host-seeding`, a checkpoint's, or a plan
     without seeders). The default since tests/gpu/test_seeding_on_gpu.py passed on the H200 (its
-    placements bit for bit against the host's `weights.make`). A plan for several ranks seeds on
-    the host: a rank's weights are slices of the whole model's seeded tensors."""
-    if plan.ranks > 1:
-        return None
+    placements bit for bit against the host's `weights.make`). A plan for several ranks seeds its
+    ranks' parts there too: each part the whole tensor's values at its indices (`gpu_seeding.Cut`)."""
     return options.seed if options.gpu_seeding and options.weights is None and plan.seeders else None
 
 

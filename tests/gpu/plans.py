@@ -166,6 +166,15 @@ TP_PLANS: dict[str, tuple[str, int]] = {
     "kimi-kda-b1-tp2": ("kimi-kda-b1", 2),
     "dense-small-b64-tp2": ("dense-small-b64", 2),  # 256 KB all-reduces: the one-shot's other end
 }
+# bench/tp.py --model: the real-size Kimi-Linear-48B-A3B (46.5 GiB of weights a rank at TP 2) and
+# DeepSeek-V3's first four layers, each rank's parts of the seeded weights made on its GPU; timed,
+# never --check'd by test_tp_nccl.py (the interpreter's whole-model reference is the real-size
+# check's, one GPU: session.sh real)
+TP_MODEL_PLANS: dict[str, tuple[str, int]] = {
+    "kimi-full-b1-c1k-tp2": ("kimi-full-b1-c1k", 2),
+    "kimi-full-b8-c1k-tp2": ("kimi-full-b8-c1k", 2),
+    "deepseek-v3-b2-tp2": ("deepseek-v3-b2", 2),
+}
 
 
 def lanec(*args: str) -> None:
@@ -177,8 +186,8 @@ def build(names: list[str] | None = None) -> list[Path]:
     built = []
     every = {**PLANS, **REAL_PLANS, **MODEL_PLANS}
     for name in names or list(every):
-        if name in TP_PLANS:
-            base, ranks = TP_PLANS[name]
+        if name in TP_PLANS or name in TP_MODEL_PLANS:
+            base, ranks = {**TP_PLANS, **TP_MODEL_PLANS}[name]
             source = ROOT / "examples" / f"{base}.mlir" if every[base] is None else OUT / f"{base}.mlir"
             lanec("compile", "--tp", str(ranks), str(source), "-o", str(OUT / f"{name}.plan"))
             built.append(OUT / f"{name}.plan")

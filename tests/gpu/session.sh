@@ -38,6 +38,7 @@
 #   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch (carry build/bench/q8)
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
+#   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
 #   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
 #   real       the whole Kimi-Linear-48B-A3B at real size (tests/gpu/plans.py REAL_PLANS) with
@@ -145,6 +146,13 @@ for phase in "${phases[@]}"; do
       fi
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
+    tp-model)
+      # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU
+      # (carry the plans of tests/gpu/plans.py's TP_MODEL_PLANS and their one-GPU plans, and .whl-tp)
+      if ls .whl-tp/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl-tp/*.whl
+      fi
+      NCCL_NVLS_ENABLE=0 python3 bench/tp.py --model 2>&1 | tee "$logs/bench-tp-model.log" || status=1 ;;
     bench-model)
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
     bench-rope|bench-seeded|bench-q8)
@@ -176,7 +184,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
