@@ -16,7 +16,7 @@ from lanec.runtime.peer import ONESHOT_MAX_BYTES, ONESHOT_MAX_CTAS, ONESHOT_THRE
     (2048, "bfloat16", 1, "1 ranks"),
     (2048, "bfloat16", 9, "9 ranks"),
     (2047, "bfloat16", 2, "not whole 16-byte vectors"),
-    (ONESHOT_MAX_BYTES // 2 + 8, "bfloat16", 2, "NCCL's rings win there"),
+    (ONESHOT_MAX_BYTES // 2 + 8, "bfloat16", 2, "pass the one-shot's limit"),
 ])
 def test_an_all_reduce_the_one_shot_cannot_take_names_why(count, dtype, ranks, problem):
     problems = PeerLayout(count, dtype, ranks).problems()

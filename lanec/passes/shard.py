@@ -25,6 +25,7 @@ value) and then rewrites forward; `lane.sharding` on the module keeps one line a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -279,9 +280,22 @@ class Sharding:
             types = [split_type(r, self.of(r)) for r in op.results]
             props = {name: int_prop(n) for name, n in self.props.get(op, {}).items()}
             if op in self.reduced:
-                lines.append(f"{where:9} all_reduce {value_label(op.results[0])}: the sum over {self.ranks} ranks")
+                lines.append(f"{where:9} all_reduce {value_label(op.results[0])}: the sum over {self.ranks} ranks, "
+                             + self.engine(op.results[0]))
             self.replace(op, types, props, reduce=op in self.reduced)
         return lines
+
+    def engine(self, value: SSAValue) -> str:
+        """Which all-reduce the plan carries for `value` (a rank's part, summed whole) and why."""
+        from lanec.codegen.lower import dtype_name
+        from lanec.runtime.peer import PeerLayout
+
+        layout = PeerLayout(math.prod(shape(value)), dtype_name(form.element(value)), self.ranks)
+        problems = layout.problems()
+        if problems:
+            return f"NCCL's ({'; '.join(problems)})"
+        return (f"the one-shot kernel ({layout.bytes} bytes read from every rank's memory; NCCL's beside it, "
+                "LANEC_ALL_REDUCE picks)")
 
     def replace(self, op: Operation, types: list, props: dict, reduce: bool = False) -> None:
         new = type(op).create(operands=list(op.operands), result_types=types,

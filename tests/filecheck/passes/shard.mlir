@@ -23,7 +23,7 @@ builtin.module {
 
 // CHECK: "layer 0   product %g (mlp.gate_proj): column-parallel: 64 of 128 outputs a rank"
 // CHECK-SAME: "layer 0   product %y (mlp.down_proj): row-parallel: 64 of 128 inputs a rank, then all_reduce"
-// CHECK-SAME: "layer 0   all_reduce %y: the sum over 2 ranks"
+// CHECK-SAME: "layer 0   all_reduce %y: the sum over 2 ranks, the one-shot kernel (128 bytes read from every rank's memory; NCCL's beside it, LANEC_ALL_REDUCE picks)"
 // CHECK: %n = form.weight {name = "model.layers.0.norm", format = "bf16"} : tensor<64xbf16>
 // CHECK: %wg = form.weight {name = "model.layers.0.mlp.gate_proj.weight", format = "bf16", shard = "dim 0 part 1 of 2"} : tensor<64x64xbf16>
 // CHECK: %wd = form.weight {name = "model.layers.0.mlp.down_proj.weight", format = "bf16", shard = "dim 1 part 1 of 2"} : tensor<64x64xbf16>
