@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK
+from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK, SM_COUNT
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:
@@ -253,16 +253,25 @@ LATENT_MIN_CHUNK_KEYS = 128
 # The split counts the sweep measured; the choice is one of them.
 MEASURED_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 LATENT_ROWS_A_BLOCK = 32  # query rows a latent attention block holds (8 warps, 512 value columns)
+# Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
+# streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py
+# with LANEC_ATTN_CLUSTER=1, which times each shape's cut in 2 too): GQA 8/2 x 128 at batch 64 (128
+# blocks) takes 76.3 us in 2 chunks against 94.1 unsplit at 4k keys, and 527.9 against 681.2 at 32k;
+# DeepSeek-V3's latent attention at batch 64 (256 blocks, past the SMs) is slower in 2 (563.7
+# against 519.9 us at 4k).
+IDLE_SPLITS = 2
 
 
 def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: bool = False) -> bool:
     """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
-    flash-decoding): where its rows' head blocks alone are fewer than TARGET_BLOCKS. The blocks are
-    counted a KV head group (FlashAttention's num_splits_heuristic counts query heads, so GQA
-    decode at batch 1 looks like it fills 32 SMs when it fills 8)."""
+    flash-decoding): where its rows' head blocks alone are fewer than TARGET_BLOCKS, or (cut in
+    IDLE_SPLITS) fewer than the SMs. The blocks are counted a KV head group (FlashAttention's
+    num_splits_heuristic counts query heads, so GQA decode at batch 1 looks like it fills 32 SMs
+    when it fills 8)."""
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
-    return splits > 1 and head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent) < TARGET_BLOCKS
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    return splits > 1 and (blocks < TARGET_BLOCKS or (splits == IDLE_SPLITS and blocks < SM_COUNT))
 
 
 def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> int:
@@ -270,9 +279,13 @@ def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent
     MEASURED_SPLITS whose blocks reach TARGET_BLOCKS, stopping before a chunk of the `context`
     (the cache positions a request may reach) would be shorter than the minimum chunk. On the
     sweep's 20 shapes it is within 5% of the best split on 16, 20% at worst (8/2 heads, 32k keys,
-    batch 8), and 1.8% over the best in total (a fixed 16 chunks: 17%; the previous rule: 19%)."""
+    batch 8), and 1.8% over the best in total (a fixed 16 chunks: 17%; the previous rule: 19%).
+    Head blocks that reach TARGET_BLOCKS but not the SMs are cut in IDLE_SPLITS (where both halves
+    keep the minimum chunk)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
     shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
+    if TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, but SMs idle: in two where the chunks stay long
+        return IDLE_SPLITS if context >= IDLE_SPLITS * shortest else 1
     chosen = 1
     for splits in MEASURED_SPLITS:
         if context < splits * shortest or not (splits == 1 or chunks_apart(
@@ -287,6 +300,13 @@ def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent
 def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> str:
     """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    if TARGET_BLOCKS <= blocks < SM_COUNT:
+        if splits == 1:
+            return (f"{blocks} head blocks reach {TARGET_BLOCKS} but not the {SM_COUNT} SMs; a context of {context} "
+                    "keys is too short to cut in two")
+        idle = SM_COUNT - blocks
+        return (f"{blocks} head blocks reach {TARGET_BLOCKS} but leave {idle} of {SM_COUNT} SMs idle: {blocks} head "
+                f"blocks x {splits} chunks of {ceil(context / splits)} keys (measured: bench/attention.py)")
     if blocks >= TARGET_BLOCKS:
         return f"{blocks} head blocks reach {TARGET_BLOCKS} unsplit"
     chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"

@@ -108,7 +108,7 @@ def test_blocks_are_counted_a_kv_group_not_a_query_head() -> None:
 @pytest.mark.parametrize("batch, apart", [(11, True), (12, False)])
 def test_enough_head_blocks_keep_their_chunks_together(batch: int, apart: bool) -> None:
     """Both sides of the boundary: 11 x 8 KV groups = 88 blocks < TARGET_BLOCKS (96); 12 x 8 = 96
-    reach it."""
+    reach it (and are cut only in two, while they leave SMs idle)."""
     assert TARGET_BLOCKS == 96
     assert chunks_apart(4, batch=batch, heads=32, kv_heads=8) is apart
 
@@ -129,7 +129,7 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
     (1, 8, 2, 32768, False, 64),  # 2 blocks x 64 = 128
     (1, 8, 2, 4096, False, 16),  # 32 chunks would hold 128 keys each, under 256
     (1, 16, 4, 300, False, 1),  # no four chunks of 256 keys
-    (12, 32, 8, 32768, False, 1),  # 96 blocks unsplit
+    (33, 32, 8, 32768, False, 1),  # 264 blocks unsplit
     (1, 32, 1, 4096, True, 32),  # a latent attention: one block, chunks down to 128 keys
     (1, 128, 1, 32768, True, 32),  # 128 heads: 4 row blocks x 32
     (8, 16, 1, 32768, True, 16),
@@ -144,6 +144,24 @@ def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch,
     assert all(blocks * s < TARGET_BLOCKS for s in earlier)  # every fewer measured split leaves blocks short
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [
+    (64, 8, 2, 4096, False, 2),  # 128 blocks: 4 of the 132 SMs idle, each block 4096 keys (measured)
+    (64, 8, 2, 32768, False, 2),
+    (12, 32, 8, 32768, False, 2),  # 96 blocks: the target reached, 36 SMs idle
+    (64, 8, 2, 300, False, 1),  # two chunks of 150 keys: too short
+    (64, 128, 1, 4096, True, 1),  # 256 latent blocks: past the SMs (2 chunks measured slower)
+    (33, 32, 8, 4096, False, 1),  # 264 blocks
+])
+def test_blocks_that_reach_the_target_but_leave_sms_idle_are_cut_in_two(batch, heads, kv_heads, context, latent,
+                                                                          splits):
+    assert attention_splits(batch, heads, kv_heads, context, latent=latent) == splits
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+    assert chunks_apart(2, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent) is (blocks < 132)
+    assert not chunks_apart(4, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)  # only in two
+    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
+    assert f"{blocks} head blocks" in why and ("SMs idle" in why if splits == 2 else True)
 
 
 # -- Latent -------------------------------------------------------------------------------------
