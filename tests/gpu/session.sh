@@ -38,6 +38,7 @@
 #   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch (carry build/bench/q8)
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
+#   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
 #   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
 #   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
@@ -146,6 +147,17 @@ for phase in "${phases[@]}"; do
       fi
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
+    pending)
+      # what the last session wrote and could not run (2026-11-29): the TP plans with each rank's seeded parts
+      # made on its GPU (both engines, --check and timed), the real-size models at TP 2, and the attention
+      # benchmark after attention_splits' cut in two (carry the TP plans and TP_MODEL_PLANS, .whl, .whl-tp,
+      # .anchors, build/bench-attention; on 2 GPUs)
+      if ls .whl-tp/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl-tp/*.whl
+      fi
+      NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
+      NCCL_NVLS_ENABLE=0 python3 bench/tp.py --model 2>&1 | tee "$logs/bench-tp-model.log" || status=1
+      python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
     tp-model)
       # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU
       # (carry the plans of tests/gpu/plans.py's TP_MODEL_PLANS and their one-GPU plans, and .whl-tp)
@@ -184,7 +196,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
