@@ -40,14 +40,16 @@ class LaneShim:
     words a value), whether producers quantize in their epilogue (`fuse_quant`, quantized only),
     and whether the products are a batch's (each row its own sequence: the lane keeps them on
     the GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs
-    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured); with
-    the lane's held-back rules (`heldback`)."""
+    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured), and
+    whether an argmax of a GEMV's output runs in that GEMV's epilogue (`fold_argmax`, the
+    fold-argmax-into-gemv rule; off until measured); with the lane's held-back rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
     fuse_quant: bool = False
     batch_products: bool = False
     fold_norms: bool = False
+    fold_argmax: bool = False
 
     def __post_init__(self) -> None:
         if self.numerics not in NUMERICS:
@@ -69,7 +71,9 @@ class LaneShim:
         kernel of the lane launches it, and splits it back otherwise. The splits that make new
         producers (kda, gated pair, products in parts) run before the check of quantize
         epilogues, which must see the final producers; the norms fold into the GEMVs they left
-        last (fold-norm-into-gemv: it reads the final products and their activations' numerics)."""
+        last (fold-norm-into-gemv: it reads the final products and their activations' numerics), and
+        the argmax into the GEMV that writes its input after them."""
+        from lanec.passes.fold_argmax_into_gemv import FoldArgmaxIntoGemvRule
         from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
         from lanec.passes.hold_gated_pair import HoldGatedPairRule
@@ -81,7 +85,8 @@ class LaneShim:
         from lanec.passes.hold_values_in_place import HoldValuesInPlaceRule
 
         return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, HoldConvL2NormRule, HoldMixtureSharedRule,
-                HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule)
+                HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule,
+                FoldArgmaxIntoGemvRule)
 
     def as_gemv(self, rows: int) -> bool:
         """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:
@@ -106,6 +111,7 @@ class LaneShim:
             "fuse_quant": IntegerAttr(int(self.fuse_quant), IntegerType(1)),
             "batch_products": IntegerAttr(int(self.batch_products), IntegerType(1)),
             "fold_norms": IntegerAttr(int(self.fold_norms), IntegerType(1)),
+            "fold_argmax": IntegerAttr(int(self.fold_argmax), IntegerType(1)),
         })
 
     def record(self, module: ModuleOp) -> None:

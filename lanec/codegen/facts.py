@@ -201,6 +201,7 @@ class RowProductsSpec(Spec):
     x_pitch: int | None = None
     norm: bool = False  # an RMS norm of the activation rows in the prologue (facts: NORM_ROWS)
     warps: int = GEMV_WARPS
+    argmax: bool = False  # the argmax of each output row in the epilogue (argmax_problems)
 
     @property
     def outputs(self) -> int:
@@ -239,6 +240,20 @@ class RowProductsSpec(Spec):
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
         if self.norm:
             found += self.norm_problems()
+        if self.argmax:
+            found += self.argmax_problems()
+        return found
+
+    def argmax_problems(self) -> list[str]:
+        """Why the argmax of each output row cannot run in this launch's epilogue (none: it can):
+        each CTA keys its outputs' best (the value's order, then the smaller index) into one 64-bit
+        atomic minimum a row, and the CTA that ends the grid writes the index."""
+        found = []
+        if self.rows >= GEMV_TENSOR_CORE_ROWS:
+            found.append(f"argmax epilogue: {self.rows} rows take the tensor cores (from {GEMV_TENSOR_CORE_ROWS}), "
+                         "whose outputs are spread over MMA fragments; the epilogue is the CUDA-core path's")
+        if len(self.parts) != 1 or self.per_head is not None:
+            found.append("argmax epilogue: the product's output row is its one part, every value a candidate")
         return found
 
     def norm_problems(self) -> list[str]:

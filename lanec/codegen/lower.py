@@ -137,6 +137,9 @@ class Lowering:
     # a norm's result that its reader's gemv computes in its prologue (fold-norm-into-gemv) -> the
     # norm (`lower_norm` launches nothing for it; `normed_gemv` takes its windows)
     prologues: dict[SSAValue, form.NormOp] = field(default_factory=dict)
+    # an argmax's result that the gemv writing its input computes in its epilogue
+    # (fold-argmax-into-gemv) -> the chosen indices that gemv writes
+    argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -400,8 +403,30 @@ class Lowering:
         if part is not None:
             heads, unit, offset, length = part
             spec["per_head"] = (heads, unit, offset)
-        self.gemv(x, weight, out, spec)
+        argmax = self.argmax_reader(op)
+        if argmax is not None:
+            self.gemv_argmax(x, weight, out, spec, argmax)
+        else:
+            self.gemv(x, weight, out, spec)
         self.bind_parts(op, out, parts, places, "gemv")
+
+    def argmax_reader(self, op: form.ProductOp) -> form.ArgmaxOp | None:
+        """The argmax fold-argmax-into-gemv put in this product's gemv epilogue, if any."""
+        readers = [use.operation for result in op.parts for use in result.uses]
+        return next((r for r in readers if isinstance(r, form.ArgmaxOp) and r.epilogue is not None), None)
+
+    def gemv_argmax(self, x: Window, weight: Window, out: Window, spec: dict, argmax: form.ArgmaxOp) -> None:
+        """One gemv launch that also writes the argmax of each output row (its epilogue): the rows'
+        best keys (`.best`, reset by the launch's last CTA) and the CTAs' ticket count (`.tickets`)
+        are activations a session leaves poisoned (all ones), the start the epilogue expects."""
+        rows, outputs = out.shape
+        best = self.activation("argmax.best", (rows, 2), IntegerType(32))
+        tickets = self.activation("argmax.tickets", (1,), IntegerType(32))
+        chosen = self.activation("argmax", (rows,), IntegerType(32))
+        tuned = self.tuned("gemv", {"rows": rows, "width": spec["width"], "outputs": outputs})
+        self.launch("gemv", {"rows": rows, **spec, **pitch_of(x), **tuned, "argmax": True},
+                    [x, weight, out, best, tickets, chosen])
+        self.argmax_epilogues[argmax.result] = chosen
 
     def normed_gemv(self, norm: form.NormOp, weight: Window, out: Window, spec: dict) -> None:
         """One gemv launch whose prologue computes `norm` (fold-norm-into-gemv): it reads the
@@ -595,6 +620,12 @@ class Lowering:
 
     @lower.register
     def lower_argmax(self, op: form.ArgmaxOp) -> None:
+        if op.epilogue is not None:  # the gemv that wrote its input computed it (fold-argmax-into-gemv)
+            if op.result not in self.argmax_epilogues:
+                raise LoweringError("an argmax marked for its input's gemv epilogue, whose product took no gemv "
+                                    "launch with one")
+            self.windows[op.result] = self.argmax_epilogues[op.result]
+            return
         rows, vocab = form.shape(op.x)
         out = self.activation("argmax", (rows,), IntegerType(32))
         self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])

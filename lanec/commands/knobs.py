@@ -10,8 +10,9 @@ from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
 
 
 def knob_options(command: Callable) -> Callable:
-    """--numerics, --words, --fuse-quant, --batch-products, --fold-norms: each one given replaces the module's
-    own knob (its `lane.shim`, as `lanec opt` reads it), the others stay (`shim_of`)."""
+    """--numerics, --words, --fuse-quant, --batch-products, --fold-norms, --fold-argmax: each one given
+    replaces the module's own knob (its `lane.shim`, as `lanec opt` reads it), the others stay
+    (`shim_of`)."""
     options = [
         click.option("--numerics", type=click.Choice(["precise", "quantized"]), default=None,
                      help="precise: bf16 activations; quantized: products by q8_0 rows read int8 activations "
@@ -25,6 +26,9 @@ def knob_options(command: Callable) -> Callable:
         click.option("--fold-norms", is_flag=True,
                      help="a norm whose one reader is a GEMV of at most 3 rows runs in that GEMV's prologue "
                           "(fold-norm-into-gemv) [default: off]"),
+        click.option("--fold-argmax", is_flag=True,
+                     help="an argmax of a GEMV's output rows (the lm head at 1-3 rows) runs in that GEMV's epilogue "
+                          "(fold-argmax-into-gemv) [default: off]"),
     ]
     for option in reversed(options):
         command = option(command)
@@ -32,13 +36,13 @@ def knob_options(command: Callable) -> Callable:
 
 
 def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool,
-            fold_norms: bool = False) -> dict:
+            fold_norms: bool = False, fold_argmax: bool = False) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
             "fuse_quant": fuse_quant or None, "batch_products": batch_products or None,
-            "fold_norms": fold_norms or None}
+            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None}
 
 
 def grouped_option(command: Callable) -> Callable:

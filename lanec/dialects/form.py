@@ -467,6 +467,7 @@ class PartOp(IRDLOperation):
 
 
 NORM_PROLOGUES = ("gemv",)  # kernels that take a norm of their activation in their prologue
+ARGMAX_EPILOGUES = ("gemv",)  # kernels that take the argmax of their output rows in their epilogue
 
 
 @irdl_op_definition
@@ -1246,12 +1247,15 @@ class QuantizeOp(IRDLOperation):
 
 @irdl_op_definition
 class ArgmaxOp(IRDLOperation):
-    """The greedy next token of each row (the first index of the largest value)."""
+    """The greedy next token of each row (the first index of the largest value). `epilogue` is the
+    lane's choice (the fold-argmax-into-gemv rule's): the argmax runs in the epilogue of the launch
+    that writes its input, that kernel named ("gemv"); it does not change the meaning."""
 
     name = "form.argmax"
     irdl_options = (ParsePropInAttrDict(),)
     x = operand_def(TensorType)
     result = result_def(TensorType)
+    epilogue = opt_prop_def(StringAttr)
     traits = traits_def(Pure())
     assembly_format = "$x attr-dict `:` functional-type(operands, results)"
 
@@ -1261,6 +1265,10 @@ class ArgmaxOp(IRDLOperation):
     def verify_(self) -> None:
         rows, _ = rows_width(self.x, "argmax's input")
         expect(is_int(self.result, 32) and shape(self.result) == (rows,), f"argmax's result is [{rows}] of i32")
+        if self.epilogue is not None:
+            expect(self.epilogue.data in ARGMAX_EPILOGUES,
+                   f"argmax epilogue '{self.epilogue.data}': the kernels that take an argmax in their epilogue are "
+                   f"{', '.join(ARGMAX_EPILOGUES)}")
 
 
 @irdl_op_definition

@@ -34,7 +34,7 @@ RENAME = {
 }
 
 # properties that do not change an op's meaning
-IGNORED = {"operandSegmentSizes", "path", "prologue"}
+IGNORED = {"operandSegmentSizes", "path", "prologue", "epilogue"}
 
 
 def dtype(typ: Attribute) -> str:

@@ -21,7 +21,7 @@ from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 from lanec.codegen.facts import RowProductsSpec
 from lanec.dialects.form import GatedProductOp, NormOp, ProductOp, WeightOp, is_float, shape
 from lanec.passes.decisions import describe
-from lanec.passes.rule import Judge, Rule, failures, reads_int8, users, weight_format
+from lanec.passes.rule import Judge, Rule, bf16_rows, failures, users
 
 
 class FoldNormIntoGemv(Judge):
@@ -49,8 +49,7 @@ class FoldNormIntoGemv(Judge):
             (isinstance(op.weight.owner, WeightOp), "the norm weight is an activation: the prologue loads it "
                                                     "before the PDL wait"),
             (reader.part() is None, "the product reads a part of each head's unit: the norm needs whole rows"),
-            (all(weight_format(w) == "bf16" for w in reader.weights) and not reads_int8(reader, self.shim),
-             "the product's rows are q8_0: q8_gemv has no norm prologue"),
+            bf16_rows(reader, self.shim, "norm prologue"),
         ])
         problems += RowProductsSpec("gemv", rows, width, parts, norm=True).norm_problems()
         if problems:

@@ -112,6 +112,13 @@ def reads_int8(op: ProductOp | GatedProductOp, shim: LaneShim) -> bool:
     return shim.quantized and is_float(op.x) and any(weight_format(w) == "q8_0" for w in checkpoint_rows(op))
 
 
+def bf16_rows(product: ProductOp, shim: LaneShim, fold: str) -> tuple[bool, str]:
+    """The check a fold into a gemv makes of its product (`failures`' form): its rows bf16, read
+    by gemv (q8_0 rows go to q8_gemv, which has no `fold`)."""
+    return (all(weight_format(w) == "bf16" for w in product.weights) and not reads_int8(product, shim),
+            f"the product's rows are q8_0: q8_gemv has no {fold}")
+
+
 def is_plain_product(op: Operation) -> bool:
     """A product by whole rows that no rule has given a part or an epilogue."""
     return isinstance(op, ProductOp) and op.part() is None and op.quantize is None

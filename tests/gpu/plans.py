@@ -113,6 +113,9 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # 3 rows (the prologue's limit) behind speculative tokens
     "kimi-kda-b1-fold-norms": Kimi([*KDA, "--batch", "1"], compile=("--fold-norms",)),
     "kimi-kda-spec2-b1-fold-norms": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-norms",)),
+    # the argmax in the lm head's epilogue (fold-argmax-into-gemv), at 1 row and behind 2 speculative tokens
+    "kimi-kda-b1-fold-argmax": Kimi([*KDA, "--batch", "1"], compile=("--fold-argmax",)),
+    "kimi-kda-spec2-b1-fold-argmax": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-argmax",)),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
     "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),
@@ -157,6 +160,8 @@ MODEL_PLANS: dict[str, Kimi] = {
 # batch 1 with each norm before a GEMV folded into that GEMV's prologue (fold-norm-into-gemv): the
 # fold's gain at real size, the row beside kimi-full-b1-c1k
 MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
+# and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
+MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form

@@ -148,15 +148,24 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-29): the TP plans with each rank's seeded parts
-      # made on its GPU (both engines, --check and timed), the real-size models at TP 2, and the attention
-      # benchmark after attention_splits' cut in two (carry the TP plans and TP_MODEL_PLANS, .whl, .whl-tp,
-      # .anchors, build/bench-attention; on 2 GPUs)
+      # what the last session wrote and could not run (2026-11-29): the argmax in the gemv's epilogue (its kernel
+      # cases, the kimi-kda plans with it --check'd, sanitizers, its gain at real size), the TP plans with each
+      # rank's seeded parts made on its GPU (both engines, --check and timed), the real-size models at TP 2, and
+      # the attention benchmark after attention_splits' cut in two (carry build/gpu, build/plans' TP, TP_MODEL_PLANS
+      # and fold-argmax plans, .whl, .whl-tp, .anchors, build/bench-attention; on 2 GPUs)
       if ls .whl-tp/*.whl >/dev/null 2>&1; then
         python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl-tp/*.whl
       fi
+      python3 -m pytest tests/gpu/test_kernels.py tests/gpu/test_plans.py -q -rfE -k "argmax" 2>&1 \
+        | tee "$logs/argmax.log" || status=1
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_kernels.py -q \
+          -k "r2_argmax_k64_n999" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
+      done
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py --model 2>&1 | tee "$logs/bench-tp-model.log" || status=1
+      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b1-c1k kimi-full-b1-c1k-fold-argmax \
+        2>&1 | tee "$logs/bench-model-fold-argmax.log" || status=1
       python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
     tp-model)
       # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU

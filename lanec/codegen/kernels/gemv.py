@@ -28,7 +28,7 @@ import operator
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32, Uint32
+from cutlass import BFloat16, Float32, Int32, Uint32, Uint64
 
 from lanec.codegen.facts import (
     GEMV_TENSOR_CORE_ROWS,
@@ -42,11 +42,16 @@ from lanec.codegen.facts import (
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     alloc,
+    argmax_key,
     at,
     load_activation_bf16x8,
+    load_u64_acquire,
     load_weight_bf16x8,
+    min_u64,
     mma_into,
     norm_input,
+    store_global_words,
+    ticket,
     warp_reduce,
     warp_reduce_scatter,
 )
@@ -77,17 +82,17 @@ class RowProducts:
     sources = 1
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
-                 norm=False, eps=1e-6, residual=False):
+                 norm=False, eps=1e-6, residual=False, argmax=False):
         parts = tuple(int(p) for p in parts)
         per_head = tuple(per_head) if per_head is not None else None
         schedule = RowSchedule.of(schedule or {})
-        self.norm, self.eps, self.residual = bool(norm), float(eps), bool(residual)
+        self.norm, self.eps, self.residual, self.argmax = bool(norm), float(eps), bool(residual), bool(argmax)
         if self.residual and not self.norm:
             raise ValueError(f"{self.name}: a residual is added only by a norm prologue (norm=True)")
         if self.norm and not self.eps > 0:
             raise ValueError(f"{self.name} norm prologue: eps must be positive; got {eps}")
         self.spec = RowProductsSpec(self.name, rows, width, parts, per_head, x_pitch, self.norm,
-                                    schedule.warps or GEMV_WARPS)
+                                    schedule.warps or GEMV_WARPS, self.argmax)
         self.spec.check()
         self.rows, self.width, self.outputs = rows, width, sum(parts)
         self.per_head = per_head
@@ -96,6 +101,8 @@ class RowProducts:
         # tensor-core tiles are 8 weight rows, so per-head rows must come in whole tiles
         by_rows = rows >= GEMV_TENSOR_CORE_ROWS and self.splits(head_rows, TILE)
         self.tensor_cores = by_rows if schedule.tensor_cores is None else schedule.tensor_cores
+        if self.argmax and self.tensor_cores:
+            raise ValueError(f"{self.name} argmax epilogue: only on the CUDA cores")
         if self.norm and self.tensor_cores:
             raise ValueError(f"{self.name} norm prologue: only on the CUDA cores (the tensor cores load the "
                              "activation as packed fragments)")
@@ -446,37 +453,95 @@ class Gemv(RowProducts):
     side by side in ``y``). ``per_head`` = (heads, unit, offset): head h's rows (outputs / heads of
     them) read the activation values [h*unit + offset, h*unit + offset + width) of an x row that
     is heads*unit wide (only with one part). ``schedule``, ``norm``, ``eps``, ``residual``: see
-    `RowProducts`; with a norm the params are x, (residual), norm_w, w, y, (h)."""
+    `RowProducts`; with a norm the params are x, (residual), norm_w, w, y, (h). ``argmax``: each
+    row's argmax in the epilogue (`argmax_epilogue`), params best, tickets and chosen after them."""
 
     name = "gemv"
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
-                 norm=False, eps=1e-6, residual=False):
+                 norm=False, eps=1e-6, residual=False, argmax=False):
         super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
-                         norm=norm, eps=eps, residual=residual)
+                         norm=norm, eps=eps, residual=residual, argmax=argmax)
         self.parts = tuple(int(p) for p in parts)
 
     def params(self) -> list[TensorParam]:
         before, after = self.norm_params()
+        chosen = [TensorParam("best", (self.rows, 2), "int32", written=True),
+                  TensorParam("tickets", (1,), "int32", written=True),
+                  TensorParam("chosen", (self.rows,), "int32", written=True)] if self.argmax else []
         return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
-                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True), *after]
+                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True), *after, *chosen]
+
+    def shared_bytes(self) -> int:
+        # the argmax epilogue's keys (one 8-byte word an activation row) and its last-CTA flag, each
+        # 16-byte aligned after the partial sums
+        return super().shared_bytes() + (-(-8 * max(self.rows, 2) // 16) * 16 + 16 if self.argmax else 0)
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
-                 w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None):
-        launch(self, x, residual, norm_w, w, y, h)
+                 w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None, best: cute.Tensor = None,
+                 tickets: cute.Tensor = None, chosen: cute.Tensor = None):
+        launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, norm_w: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
-               h: cute.Tensor):
+               h: cute.Tensor, best: cute.Tensor, tickets: cute.Tensor, chosen: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         first = block * self.rows_per_cta
         partial = self.products(x, [w], first, thread, (residual, norm_w, h))
+        keys = None
+        if cutlass.const_expr(self.argmax):
+            keys = self.argmax_keys(thread)
         count: cutlass.Constexpr = self.rows_per_cta * self.rows
         for start in cutlass.range_constexpr(0, count, 32 * self.warps):
             index = start + thread  # weight row fastest: neighbouring threads store neighbours
             r, b = index % self.rows_per_cta, index // self.rows_per_cta
             if (index < count) & (first + r < self.outputs):
-                y[b, first + r] = BFloat16(self.total(partial, 0, r, b))
+                value = BFloat16(self.total(partial, 0, r, b))
+                y[b, first + r] = value
+                if cutlass.const_expr(self.argmax):  # the value as stored: the argmax kernel's candidate
+                    min_u64(keys.iterator + b, argmax_key(Float32(value), first + r))
+        if cutlass.const_expr(self.argmax):
+            self.argmax_epilogue(keys, best, tickets, chosen, thread)
+
+    # --- the argmax epilogue (CUDA cores) ---------------------------------------------------
+
+    @cute.jit
+    def argmax_keys(self, thread: Int32):
+        """The CTA's best key a row (`primitives.argmax_key`), in shared memory, set to the
+        identity (all ones) before any thread offers its outputs."""
+        # at least two keys: CuTe indexes no layout of one element by a coordinate
+        keys = cutlass.memory.SmemAllocator().allocate_tensor(Uint64, cute.make_layout(max(self.rows, 2)), 16)
+        for b in cutlass.range_constexpr(self.rows):
+            if thread == b:
+                keys[b] = Uint64(0xFFFFFFFFFFFFFFFF)
+        cute.arch.sync_threads()
+        return keys
+
+    @cute.jit
+    def argmax_epilogue(self, keys, best, tickets, chosen, thread: Int32):
+        """Each CTA's best a row into the grid's (`best`, a 64-bit atomic minimum a row); the CTA
+        that takes the grid's last ticket writes each row's index to `chosen` and sets `best` back
+        to the identity for the next step. `tickets` counts CTAs modulo the grid (`atom.inc`,
+        wrapping past ctas - 1), so from a poisoned start (all ones, as a session leaves an
+        activation) or the count the last step left (ctas - 1), the grid's last CTA draws ctas - 2."""
+        cute.arch.sync_threads()
+        ctas: cutlass.Constexpr = -(-self.outputs // self.rows_per_cta)
+        for b in cutlass.range_constexpr(self.rows):
+            if thread == b:
+                min_u64(at(best, b, 0), keys[b])
+        cute.arch.sync_threads()
+        last = cutlass.memory.SmemAllocator().allocate_tensor(Int32, cute.make_layout(2), 16)
+        if thread == 0:
+            drawn = ticket(at(tickets, 0), Uint32(ctas - 1))
+            last[0] = Int32(cutlass.select_(drawn == Uint32((ctas - 2) % (1 << 32)), 1, 0))
+            if cutlass.const_expr(ctas == 1):
+                last[0] = Int32(1)
+        cute.arch.sync_threads()
+        for b in cutlass.range_constexpr(self.rows):
+            if (last[0] == 1) & (thread == b):
+                key = load_u64_acquire(at(best, b, 0))
+                chosen[b] = Int32(Uint32(key & Uint64(0xFFFFFFFF)))
+                store_global_words(at(best, b, 0), (Uint32(0xFFFFFFFF), Uint32(0xFFFFFFFF)))

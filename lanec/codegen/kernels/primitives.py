@@ -643,8 +643,8 @@ def load_words_l2(address, *, loc=None, ip=None):
 
 @dsl_user_op
 def load_word_l2(address, *, loc=None, ip=None):
-    """One 32-bit word at a 64-bit global address, through L2 only."""
-    return _int_asm("ld.global.cg.u32 $0, [$1];", "=r,l", [_a64(address, loc, ip)], loc, ip)
+    """One 32-bit word at a 64-bit global address, through L2 only (a memory read: kept in its place)."""
+    return Uint32(_asm(T.i32(), [_a64(address, loc, ip)], "ld.global.cg.u32 $0, [$1];", "=r,l", loc, ip))
 
 
 @dsl_user_op
@@ -675,3 +675,44 @@ def acquire_flag_sys(address, value, *, loc=None, ip=None):
     _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)],
          "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_SPIN_${:uid}:\n\tld.acquire.sys.global.s32 v, [$0];\n\t"
          "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}", "l,r", loc, ip)
+
+
+# --- the argmax epilogue: 64-bit keys of (value, index), their minimum across a grid ------------
+
+
+@dsl_user_op
+def argmax_key(value, index, *, loc=None, ip=None):
+    """The 64-bit key whose minimum is the largest `value` and, among equals, the smallest `index`:
+    high word the complement of the value's order-preserving bits (-0 taken as +0), low word the
+    index."""
+    bits = Uint32(float_bits(Float32(value) + Float32(0.0)))
+    negative = (bits >> 31) == Uint32(1)
+    ordered = cutlass.select_(negative, ~bits, bits | Uint32(0x80000000))
+    return (cutlass.Uint64(~ordered) << 32) | cutlass.Uint64(Uint32(index))
+
+
+@dsl_user_op
+def min_u64(pointer, value, *, loc=None, ip=None):
+    """atomicMin of a 64-bit unsigned `value` at `pointer` (shared or global memory)."""
+    _asm(None, [_address(pointer, loc, ip), cutlass.Uint64(value).ir_value(loc=loc, ip=ip)],
+         f"red.{_space(pointer)}.min.u64 [$0], $1;", f"{_ptr_constraint(pointer)},l", loc, ip)
+
+
+@dsl_user_op
+def ticket(pointer, limit, *, loc=None, ip=None):
+    """`atom.inc` on the 32-bit counter at `pointer` (global), wrapping to 0 past `limit`, between
+    fences: the CTA's writes before its barrier are visible to whoever draws a later count, and
+    what the CTAs that drew earlier counts wrote is visible here. Returns the old count."""
+    return Uint32(_asm(T.i32(), [_address(pointer, loc, ip), _u(limit, loc, ip)],
+                       "fence.acq_rel.gpu;\n\tatom.global.inc.u32 $0, [$1], $2;\n\tfence.acq_rel.gpu;", "=r,l,r",
+                       loc, ip))
+
+
+@dsl_user_op
+def load_u64_acquire(pointer, *, loc=None, ip=None):
+    """The 64-bit word at `pointer` (global), after a fence: every write the grid made before its
+    tickets is seen."""
+    low, high = _fields(_asm(_struct(2, "i"), [_address(pointer, loc, ip)],
+                             "fence.acq_rel.gpu;\n\tld.global.cg.v2.u32 {$0, $1}, [$2];", "=r,=r,l", loc, ip),
+                        2, "i", loc, ip)
+    return cutlass.Uint64(low) | (cutlass.Uint64(high) << 32)

@@ -44,6 +44,13 @@ CASES = {
     "r2_norm_pitch": dict(rows=2, width=2304, parts=[2048], x_pitch=2560, norm=True, eps=1e-6),
     "r1_norm_k7168_w4": dict(rows=1, width=7168, parts=[777], norm=True, eps=1e-6, residual=True,
                              schedule={"warps": 4, "rows_per_cta": 1}),
+    # the argmax in the epilogue (fold-argmax-into-gemv): Kimi Linear's lm head at 1 row (81920 CTAs
+    # into one atomic minimum), odd sizes at 2 and 3 rows, one CTA, and behind a norm prologue
+    "r1_argmax_kimi_lm_head": dict(rows=1, width=2304, parts=[163840], argmax=True),
+    "r3_argmax_k1000_n50001": dict(rows=3, width=1000, parts=[50001], argmax=True),
+    "r2_argmax_k64_n999": dict(rows=2, width=64, parts=[999], argmax=True),
+    "r1_argmax_one_cta": dict(rows=1, width=128, parts=[5], argmax=True, schedule={"rows_per_cta": 8}),
+    "r2_argmax_norm": dict(rows=2, width=2048, parts=[32000], argmax=True, norm=True, eps=1e-5, residual=True),
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
