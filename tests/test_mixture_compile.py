@@ -45,6 +45,13 @@ def test_compiles_for_sm90a(case):
     assert ("barrier.cluster.wait" in ptx) == ("ld.shared::cluster.f32" in ptx) == (split > 1)
     if not isinstance(kernel, MixtureRouter):  # the chosen expert's rows: id x expert bytes, 64-bit
         assert "mul.wide.s32" in ptx and str(kernel.hidden * kernel.width * 2) in ptx
+        # the shared expert's rows (weights, known at launch) prefetched into L2 before the PDL wait:
+        # its gate and up rows, or its down rows; nothing for a mixture without one
+        before = ptx.split("griddepcontrol.wait")[0]
+        wanted = (2 if isinstance(kernel, MixtureGated) else 1) if kernel.shared_hidden else 0
+        assert before.count("cp.async.bulk.prefetch.L2.global") == wanted == ptx.count("cp.async.bulk.prefetch")
+    else:  # the router's rows of this CTA: weights, prefetched into L2 before the wait for x
+        assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == 1
 
 
 def test_params_follow_the_specialization():

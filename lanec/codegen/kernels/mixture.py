@@ -43,6 +43,7 @@ from lanec.codegen.kernels.primitives import (
     load_activation_bf16x8,
     load_dsmem_f32,
     load_weight_bf16x8,
+    prefetch_l2,
     shared_bytes,
     sigmoid,
     unpack_bf16,
@@ -152,6 +153,9 @@ class MixtureRouter:
         scores = alloc(smem, Float32, self.experts)  # the logits (each CTA its own), then the scores
         choice = alloc(smem, Float32, self.experts)  # the corrected scores, for ranking groups
         kept = alloc(smem, Int32, WARP)  # whether group g is kept
+        if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
+            prefetch_l2(at(router, rank * self.per_cta, 0),
+                        cutlass.min(self.per_cta, self.experts - rank * self.per_cta) * (2 * self.width))
         cute.arch.griddepcontrol_wait()  # x is the predecessor's output
         cute.arch.griddepcontrol_launch_dependents()
         first = rank * self.per_cta + warp * self.per_warp
@@ -341,7 +345,12 @@ class MixtureGated(KeptExperts):
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
         first = block * self.units
-        cute.arch.griddepcontrol_wait()  # every weight row read depends on the router's ids
+        if cutlass.const_expr(self.shared_hidden > 0):  # the shared expert's rows: known before the router ends
+            if (slot == self.top_k) & (lane == 0) & (first < self.shared_hidden):
+                nbytes = cutlass.min(self.units, self.shared_hidden - first) * (2 * self.width)
+                prefetch_l2(at(shared_gate, first, 0), nbytes)
+                prefetch_l2(at(shared_up, first, 0), nbytes)
+        cute.arch.griddepcontrol_wait()  # every routed weight row read depends on the router's ids
         cute.arch.griddepcontrol_launch_dependents()
         if slot < self.top_k:
             expert = ids[row, slot]
@@ -414,6 +423,10 @@ class MixtureDown(KeptExperts):
         first = block * self.units
         smem = cutlass.memory.SmemAllocator()
         partial = alloc(smem, Float32, (self.slots, self.units))
+        if cutlass.const_expr(self.shared_hidden > 0):  # the shared expert's down rows: weights, ready at launch
+            if (slot == self.top_k) & (lane == 0) & (first < self.width):
+                prefetch_l2(at(shared_down, first, 0), cutlass.min(self.units, self.width - first) *
+                            (2 * self.shared_hidden))
         cute.arch.griddepcontrol_wait()  # the hidden values, ids and weights are predecessors' outputs
         cute.arch.griddepcontrol_launch_dependents()
         if slot < self.top_k:

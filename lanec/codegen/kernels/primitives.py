@@ -716,3 +716,11 @@ def load_u64_acquire(pointer, *, loc=None, ip=None):
                              "fence.acq_rel.gpu;\n\tld.global.cg.v2.u32 {$0, $1}, [$2];", "=r,=r,l", loc, ip),
                         2, "i", loc, ip)
     return cutlass.Uint64(low) | (cutlass.Uint64(high) << 32)
+
+
+@dsl_user_op
+def prefetch_l2(pointer, nbytes, *, loc=None, ip=None):
+    """Bring `nbytes` (a multiple of 16) from global memory at `pointer` (16-byte aligned) into L2,
+    one bulk prefetch: weights a kernel reads after its PDL wait, requested before it."""
+    _asm(None, [_address(pointer, loc, ip), Uint32(nbytes).ir_value(loc=loc, ip=ip)],
+         "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r", loc, ip)
