@@ -107,6 +107,7 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
     "dense-small-b8": Dense(["--batch", "8"]),
     "dense-small-b64": Dense(["--batch", "64"]),
+    "dense-small-b256": Dense(["--batch", "256"]),  # 1 MiB all-reduces at TP 2: the one-shot's limit
     "dense-small-spec4-b8": Dense(["--batch", "8", "--spec-tokens", "4"]),
     "kimi-kda-b1": Kimi([*KDA, "--batch", "1"]),
     # the same step with each norm before a gemv in that gemv's prologue (fold-norm-into-gemv), and at
@@ -173,7 +174,8 @@ MODEL_PLANS["kimi-full-spec3-b8-c1k-grouped"] = Kimi(["--batch", "8", "--spec-to
 TP_PLANS: dict[str, tuple[str, int]] = {
     "dense-small-tp2": ("dense-small", 2),
     "kimi-kda-b1-tp2": ("kimi-kda-b1", 2),
-    "dense-small-b64-tp2": ("dense-small-b64", 2),  # 256 KB all-reduces: the one-shot's other end
+    "dense-small-b64-tp2": ("dense-small-b64", 2),  # 256 KB all-reduces
+    "dense-small-b256-tp2": ("dense-small-b256", 2),  # 1 MiB: the one-shot's limit, measured against NCCL's
 }
 # bench/tp.py --model: the real-size Kimi-Linear-48B-A3B (46.5 GiB of weights a rank at TP 2) and
 # DeepSeek-V3's first four layers, each rank's parts of the seeded weights made on its GPU; timed,
