@@ -163,6 +163,7 @@ for phase in "${phases[@]}"; do
           -k "r2_argmax_k64_n999" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
+      NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1  # 4 KB to 1 MiB all-reduces
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py --model 2>&1 | tee "$logs/bench-tp-model.log" || status=1
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b1-c1k kimi-full-b1-c1k-fold-argmax \
         kimi-full-spec3-b8-c1k kimi-full-spec3-b8-c1k-grouped \
