@@ -158,6 +158,10 @@ for phase in "${phases[@]}"; do
       fi
       python3 -m pytest tests/gpu/test_kernels.py tests/gpu/test_plans.py -q -rfE -k "argmax" 2>&1 \
         | tee "$logs/argmax.log" || status=1
+      # the one-shot all-reduce's ranks as concurrent launches on one GPU (never under compute-sanitizer, which
+      # serializes launches: a rank would wait for peers that cannot start; its sanitizer runs are across
+      # processes, `--target-processes all` on a TP plan)
+      python3 -m pytest tests/gpu/test_all_reduce.py -q -rfE 2>&1 | tee "$logs/all_reduce.log" || status=1
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_kernels.py -q \
           -k "r2_argmax_k64_n999" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"

@@ -1,0 +1,85 @@
+"""The one-shot all-reduce kernel (lanec/codegen/kernels/all_reduce.py) on one GPU, every case of
+tests/gpu/cases/all_reduce.py: its N ranks are N concurrent launches, each on a stream of its own
+with a region of its own (zeroed, as `PeerMemory` makes it), the peer table pointing each launch at
+every region, as CUDA IPC maps them across processes. Three steps with fresh random partial sums
+each (the parity halves and the epochs advance), targets poisoned first: every rank's total must be
+the interpreter's sum in rank order (`ops.all_reduce`, rounded to the dtype once), the same bits on
+every rank. A launch that never meets its peers fails after DEADLINE_S rather than hangs. Across
+processes and GPUs: tests/gpu/test_tp_nccl.py (LANEC_ALL_REDUCE=oneshot)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loader import load
+
+from lanec.interp import ops
+from lanec.runtime import driver
+from lanec.runtime.artifact import load_artifact
+from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
+from lanec.runtime.peer import PeerLayout, table
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE.parents[1] / "build" / "gpu" / "all_reduce_oneshot"
+CASES = load("lanec_gpu_cases_all_reduce", HERE / "cases" / "all_reduce.py").CASES
+STEPS = 3
+DEADLINE_S = 10.0
+
+
+def finished(streams) -> None:
+    """Wait for every rank's stream, failing (not hanging) past DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    pending = list(streams)
+    while pending:
+        pending = [s for s in pending
+                   if driver.cu.cuStreamQuery(s.handle)[0] == driver.cu.CUresult.CUDA_ERROR_NOT_READY]
+        if pending and time.monotonic() > deadline:
+            pytest.fail(f"{len(pending)} ranks still wait for their peers after {DEADLINE_S:.0f} s", pytrace=False)
+        time.sleep(0.001)
+    for stream in streams:
+        stream.synchronize()  # a launch that failed says so here
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_rank_gets_the_sum_in_rank_order(case, stream):
+    spec = CASES[case]
+    count, dtype, ranks = spec["count"], spec["dtype"], spec["ranks"]
+    artifact = load_artifact(BUILD, case)
+    function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+    layout = PeerLayout(count, dtype, ranks)
+    regions = [driver.Buffer.empty(layout.total) for _ in range(ranks)]
+    for region in regions:
+        region.fill(0)
+    tables = [driver.Buffer.from_array(table(r, [g.ptr for g in regions])) for r in range(ranks)]
+    streams = [driver.Stream() for _ in range(ranks)]
+    itemsize = 2 if dtype == "bfloat16" else 4
+    sources = [driver.Buffer.empty(count * itemsize) for _ in range(ranks)]
+    targets = [driver.Buffer.empty(count * itemsize) for _ in range(ranks)]
+    rng = np.random.default_rng()
+    try:
+        for step in range(STEPS):
+            parts = [rng.standard_normal(count, dtype=np.float32) for _ in range(ranks)]
+            if dtype == "bfloat16":
+                parts = [round_bf16(p) for p in parts]
+            for part, source, target in zip(parts, sources, targets, strict=True):
+                source.upload(to_bf16(part) if dtype == "bfloat16" else part)
+                target.fill(0xFF)
+            for r in range(ranks):
+                driver.launch(function, artifact.launch, [sources[r].ptr, targets[r].ptr, tables[r].ptr], streams[r])
+            finished(streams)
+            want = ops.all_reduce(parts)
+            want = round_bf16(want) if dtype == "bfloat16" else want
+            got = [from_bf16(t.to_array(np.uint16, (count,))) if dtype == "bfloat16"
+                   else t.to_array(np.float32, (count,)) for t in targets]
+            for r, values in enumerate(got):
+                wrong = np.flatnonzero(values != want)
+                assert wrong.size == 0, (f"{case} step {step} rank {r}: {wrong.size} of {count} values differ; first "
+                                         f"at {wrong[0]}: got {values[wrong[0]]}, want {want[wrong[0]]}")
+    finally:
+        for buffer in (*regions, *tables, *sources, *targets):
+            buffer.free()
+        for s in streams:
+            s.destroy()
