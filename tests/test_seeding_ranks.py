@@ -135,8 +135,7 @@ def test_each_ranks_seeded_parts_made_on_the_gpu_are_its_slices_of_the_whole(nam
     for rank in range(plan.ranks):
         mine = with_seeders(parallel.rank_plan(plan, rank))
         shards = {s.name: s.shard for b in mine.weights for s in b.sources}
-        parts = parallel.RankSources(whole, type("P", (), {"weights": [type("W", (), {"name": n, "shard": t})
-                                                                        for n, t in shards.items()]}))
+        parts = parallel.RankSources(whole, shards)
         bound = {b.buffer for b in mine.weights}
         buffers = {b.name: Buffer(b.nbytes) for b in mine.buffers if b.name in bound}
         filled = gpu_seeding.fill(mine, buffers, 13, stream=type("S", (), {"synchronize": lambda self: None})())

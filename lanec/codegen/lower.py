@@ -419,13 +419,11 @@ class Lowering:
         """One gemv launch that also writes the argmax of each output row (its epilogue): the rows'
         best keys (`.best`, reset by the launch's last CTA) and the CTAs' ticket count (`.tickets`)
         are activations a session leaves poisoned (all ones), the start the epilogue expects."""
-        rows, outputs = out.shape
+        rows = out.shape[0]
         best = self.activation("argmax.best", (rows, 2), IntegerType(32))
         tickets = self.activation("argmax.tickets", (1,), IntegerType(32))
         chosen = self.activation("argmax", (rows,), IntegerType(32))
-        tuned = self.tuned("gemv", {"rows": rows, "width": spec["width"], "outputs": outputs})
-        self.launch("gemv", {"rows": rows, **spec, **pitch_of(x), **tuned, "argmax": True},
-                    [x, weight, out, best, tickets, chosen])
+        self.gemv(x, weight, out, {**spec, "argmax": True}, epilogue=[best, tickets, chosen])
         self.argmax_epilogues[argmax.result] = chosen
 
     def normed_gemv(self, norm: form.NormOp, weight: Window, out: Window, spec: dict) -> None:
@@ -479,13 +477,15 @@ class Lowering:
         return not GemmSpec(rows, spec["width"], tuple(spec["parts"]), spec.get("per_head"),
                             spec.get("x_pitch"), spec.get("gated", False)).problems()
 
-    def gemv(self, x: Window, weight: Window, out: Window, spec: dict) -> None:
+    def gemv(self, x: Window, weight: Window, out: Window, spec: dict, epilogue: Sequence[Window] = ()) -> None:
         """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
         entry for each launch's shape: above GEMV_ROWS rows gemm_tc launches of at most
         GEMM_MAX_ROWS rows (one for a batch's, each reading the weight once) where its facts take
-        the shape; otherwise gemv launches of at most GEMV_ROWS rows each."""
+        the shape; otherwise gemv launches of at most GEMV_ROWS rows each. `epilogue`: the tensors
+        of the gemv's epilogue (its argmax), after its output; one gemv launch only."""
         rows, outputs = out.shape
         spec = {**spec, **pitch_of(x)}
+        assert not epilogue or rows <= GEMV_ROWS, "an epilogue's tensors are one gemv launch's"
         if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), spec):
             shape = {"width": spec["width"], "outputs": sum(spec["parts"])}
             if spec.get("gated"):
@@ -501,7 +501,7 @@ class Lowering:
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": outputs})
             self.launch("gemv", {"rows": count, **spec, **tuned},
-                        [x.rows(first, count), weight, out.rows(first, count)])
+                        [x.rows(first, count), weight, out.rows(first, count), *epilogue])
 
     @lower.register
     def lower_gated_product(self, op: form.GatedProductOp) -> None:

@@ -41,7 +41,8 @@ class FoldArgmaxIntoGemv(Judge):
             (rows <= GEMV_ROWS and self.shim.as_gemv(rows), f"{rows} rows run on gemm_tc, not the gemv"),
             bf16_rows(product, self.shim, "argmax epilogue"),
         ])
-        problems += RowProductsSpec("gemv", rows, width, parts, product.part() and product.part()[:3],
+        part = product.part()  # (heads, unit, offset, length) of a per-head read
+        problems += RowProductsSpec("gemv", rows, width, parts, part[:3] if part else None,
                                     argmax=True).argmax_problems()
         if problems:
             self.decide(op, False, "; ".join(problems))

@@ -123,35 +123,35 @@ def ranks_to_run(path: str | Path, plan: Plan, options, rank: Rank | None) -> in
 # -- each rank's step, from rank 0's ---------------------------------------------------------------
 
 
-def rank_program(program, rank: int, ranks: int):
-    """Rank `rank`'s program: rank 0's with each sharded weight and state re-pointed to its slice."""
+def re_pointed(item, rank: int, ranks: int):
+    """A declaration or weight source of rank 0's step (its `shard`, rank 0's part) as rank `rank`
+    holds it (`Shard.for_rank`, the shard pass's own rule); unchanged where it is whole."""
     from lanec.interp.tp import Shard
 
-    def moved(decl):
-        return replace(decl, shard=Shard.parse(decl.shard).for_rank(rank, ranks).text) if decl.shard else decl
+    return replace(item, shard=Shard.parse(item.shard).for_rank(rank, ranks).text) if item.shard else item
 
-    return replace(program, weights=[moved(w) for w in program.weights], states=[moved(s) for s in program.states])
+
+def rank_program(program, rank: int, ranks: int):
+    """Rank `rank`'s program: rank 0's with each sharded weight and state re-pointed to its slice."""
+    return replace(program, weights=[re_pointed(w, rank, ranks) for w in program.weights],
+                   states=[re_pointed(s, rank, ranks) for s in program.states])
 
 
 def rank_plan(plan: Plan, rank: int) -> Plan:
     """Rank `rank`'s plan: rank 0's with each weight source's part re-pointed to the rank's (what
     the GPU's seeders make; the host's `weights.make` reads sources by name)."""
-    from lanec.interp.tp import Shard
-
-    def moved(source: Source) -> Source:
-        return replace(source, shard=Shard.parse(source.shard).for_rank(rank, plan.ranks).text) if source.shard \
-            else source
-
-    return replace(plan, weights=[replace(b, sources=tuple(moved(s) for s in b.sources)) for b in plan.weights])
+    return replace(plan, weights=[replace(b, sources=tuple(re_pointed(s, rank, plan.ranks) for s in b.sources))
+                                  for b in plan.weights])
 
 
 class RankSources(Mapping):
-    """A rank's weight sources by name, each its part of the whole model's (lazy) source, made when
-    asked: on a rank whose GPU seeds its weights, only the bindings the seeders cannot place."""
+    """A rank's weight sources by name, each its part (`shards`: name -> shard text, "" where
+    whole) of the whole model's (lazy) source, made when asked: on a rank whose GPU seeds its
+    weights, only the bindings the seeders cannot place."""
 
-    def __init__(self, whole: Mapping, program):
+    def __init__(self, whole: Mapping, shards: Mapping[str, str]):
         self._whole = whole
-        self._shards = {w.name: w.shard for w in program.weights}
+        self._shards = dict(shards)
 
     def __getitem__(self, name: str):
         import numpy as np
@@ -212,7 +212,8 @@ def environments(plan: Plan, program, options, ranks: list[int], lazy: bool = Fa
     programs = [rank_program(program, r, plan.ranks) for r in ranks]
     if not lazy:
         return programs, [rank_environment(env, p) for p in programs]
-    return programs, [Environment({k: v.copy() for k, v in env.inputs.items()}, RankSources(sources, p),
+    return programs, [Environment({k: v.copy() for k, v in env.inputs.items()},
+                                  RankSources(sources, {w.name: w.shard for w in p.weights}),
                                   {s.name: sliced(env.states[s.name], s.shard, f"state '{s.name}'") for s in p.states})
                       for p in programs]
 

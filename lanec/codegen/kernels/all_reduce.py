@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint32, Uint64
+from cutlass import Float32, Int32, Uint64
 
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     acquire_flag_sys,
     bits_float,
     float_bits,
+    join_u64,
     load_word_l2,
     load_words_l2,
     pack_bf16,
@@ -107,4 +108,4 @@ class OneShotAllReduce:
 
 def region(peers, rank):
     """Rank `rank`'s region address, from its two words of the peer table."""
-    return Uint64(Uint32(peers[2 + 2 * rank])) | (Uint64(Uint32(peers[3 + 2 * rank])) << 32)
+    return join_u64(peers[2 + 2 * rank], peers[3 + 2 * rank])

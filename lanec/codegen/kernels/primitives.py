@@ -628,6 +628,11 @@ def load_activation_f32(pointer, *, loc=None, ip=None):
 # --- peers: 64-bit addresses of this GPU's or another's memory (the one-shot all-reduce) -------
 
 
+def join_u64(low, high):
+    """Two 32-bit words as one 64-bit value, `low` the low half."""
+    return cutlass.Uint64(Uint32(low)) | (cutlass.Uint64(Uint32(high)) << 32)
+
+
 def _a64(address, loc=None, ip=None):
     return cutlass.Uint64(address).ir_value(loc=loc, ip=ip)
 
@@ -715,7 +720,7 @@ def load_u64_acquire(pointer, *, loc=None, ip=None):
     low, high = _fields(_asm(_struct(2, "i"), [_address(pointer, loc, ip)],
                              "fence.acq_rel.gpu;\n\tld.global.cg.v2.u32 {$0, $1}, [$2];", "=r,=r,l", loc, ip),
                         2, "i", loc, ip)
-    return cutlass.Uint64(low) | (cutlass.Uint64(high) << 32)
+    return join_u64(low, high)
 
 
 @dsl_user_op
