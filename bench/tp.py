@@ -10,8 +10,9 @@ message sizes.
 
 Prints each pair's step times, the speedup of N GPUs over one (the anchor, measured in the same
 run) and the all-reduces' microseconds and share of the sharded step, with NCCL's all-reduces
-and with the plan's one-shot kernel (LANEC_ALL_REDUCE=nccl, oneshot), and NCCL's step over the
-one-shot's. Each run has deadlines (a rank waits on the others at most RANK_TIMEOUT_S a phase; a
+with the plan's one-shot kernel (LANEC_ALL_REDUCE=nccl, oneshot-apart) and with the one-shot fused
+with the rmsnorm after it where the plan carries all_reduce_norm (oneshot), and NCCL's step over
+each one-shot's. Each run has deadlines (a rank waits on the others at most RANK_TIMEOUT_S a phase; a
 run lasts at most RUN_TIMEOUT_S)."""
 
 from __future__ import annotations
@@ -72,14 +73,16 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
 
 
 def main(argv: list[str]) -> None:
-    print(f"{'plan':<20} {'ranks':>5} {'message':>8} {'1 GPU us':>9} {'engine':>8} {'step us':>9} {'speedup':>8} "
+    print(f"{'plan':<20} {'ranks':>5} {'message':>8} {'1 GPU us':>9} {'engine':>13} {'step us':>9} {'speedup':>8} "
           f"{'all-reduce us':>14} {'share':>6} {'nccl / one-shot':>16}", flush=True)
     for one, sharded in pairs(argv):
         plan = Plan.read(sharded)
         sizes = sorted({c.count * (2 if c.dtype == "bfloat16" else 4) for c in plan.collectives})
         message = "/".join(f"{s // 1024}K" if s >= 1024 else f"{s}B" for s in sizes)
         anchor, _ = timed(one)
-        engines = ["nccl"] + (["oneshot"] if all(c.oneshot is not None for c in plan.collectives) else [])
+        engines = ["nccl"]
+        if all(c.oneshot is not None for c in plan.collectives):  # the fused all_reduce_norm where carried
+            engines += ["oneshot-apart", "oneshot"] if any(c.fused for c in plan.collectives) else ["oneshot"]
         steps = {}
         for engine in engines:
             step, reduces = timed(sharded, engine=engine)
@@ -87,7 +90,7 @@ def main(argv: list[str]) -> None:
             share = f"{100 * reduces / step:5.1f}%" if reduces is not None else "-"
             reduce_text = f"{reduces:.2f} ({len(plan.collectives)})" if reduces is not None else "-"
             ratio = f"{steps['nccl'] / step:15.2f}x" if engine != "nccl" else "-"
-            print(f"{sharded.stem:<20} {plan.ranks:>5} {message:>8} {anchor:>9.2f} {engine:>8} {step:>9.2f} "
+            print(f"{sharded.stem:<20} {plan.ranks:>5} {message:>8} {anchor:>9.2f} {engine:>13} {step:>9.2f} "
                   f"{anchor / step:>7.2f}x {reduce_text:>14} {share:>6} {ratio:>16}", flush=True)
 
 

@@ -72,7 +72,9 @@ class LaneShim:
         producers (kda, gated pair, products in parts) run before the check of quantize
         epilogues, which must see the final producers; the norms fold into the GEMVs they left
         last (fold-norm-into-gemv: it reads the final products and their activations' numerics), and
-        the argmax into the GEMV that writes its input after them."""
+        the argmax into the GEMV that writes its input after them; a tensor-parallel step's all-reduce
+        into the norm that reads it last (a norm in a gemv's prologue stays there)."""
+        from lanec.passes.fold_all_reduce_into_norm import FoldAllReduceIntoNormRule
         from lanec.passes.fold_argmax_into_gemv import FoldArgmaxIntoGemvRule
         from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
@@ -86,7 +88,7 @@ class LaneShim:
 
         return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, HoldConvL2NormRule, HoldMixtureSharedRule,
                 HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule,
-                FoldArgmaxIntoGemvRule)
+                FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
 
     def as_gemv(self, rows: int) -> bool:
         """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:

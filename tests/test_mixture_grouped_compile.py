@@ -221,4 +221,4 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     assert "path grouped: 3 rows are above 0" in explained.output
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
-    assert "path per-row: 3 rows are at most 24: the per-row kernels read each chosen expert once" in plain.output
+    assert "path per-row: 3 rows are at most 16: the per-row kernels read each chosen expert once" in plain.output

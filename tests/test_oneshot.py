@@ -56,3 +56,31 @@ def test_the_kernel_orders_its_flags_at_system_scope(count, dtype, ranks):
     assert ptx.count("ld.global.cg") == 1 + per_thread * (1 + ranks)
     assert "griddepcontrol.wait" in ptx and ".local" not in ptx
     assert compiled.launch.grid[0] == PeerLayout(count, dtype, ranks).ctas and compiled.launch.pdl
+
+
+def test_rows_give_each_cta_a_row_and_its_flags():
+    """all_reduce_norm's layout (`rows`): a CTA, a flag row and an epoch a row; rows of whole vectors."""
+    layout = PeerLayout(3 * 2304, "bfloat16", 4, rows=3)
+    assert layout.ctas == 3 and layout.total == layout.epoch + 16 and layout.epoch == layout.flags + 48
+    assert PeerLayout(3 * 2304, "bfloat16", 4).ctas == 2  # chunks of 512 vectors otherwise
+    assert any("are not 3 rows of whole 16-byte vectors" in p for p in PeerLayout(3 * 20, "bfloat16", 2, rows=3).problems())
+    assert any("are not 4 rows" in p for p in PeerLayout(30, "bfloat16", 2, rows=4).problems())
+
+
+@pytest.mark.parametrize("rows, width, ranks, residual", [(1, 2304, 2, True), (5, 7168, 4, True), (3, 1000, 8, False)])
+def test_the_fused_norm_orders_its_flags_at_system_scope(rows, width, ranks, residual):
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.all_reduce import AllReduceNorm
+    from lanec.codegen.kernels.rmsnorm import RmsNorm
+
+    kernel = AllReduceNorm(rows, width, 1e-6, ranks, residual)
+    compiled = compile_kernel(kernel)
+    ptx = compiled.ptx
+    assert ptx.count("fence.acq_rel.sys") == 1 and ptx.count("st.release.sys.global.u32") == 1
+    assert ptx.count("ld.acquire.sys.global.s32") == 1
+    # the epoch, then each of a thread's vectors staged and summed from every rank: through L2 only
+    assert ptx.count("ld.global.cg") == 1 + kernel.steps * (1 + ranks)
+    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx and ".local" not in ptx
+    assert compiled.launch == RmsNorm(rows, width, 1e-6, residual).launch()  # the norm's CTAs: a row each
+    assert [p.name for p in kernel.params()] == ["source", *(["residual"] if residual else []), "w", "y",
+                                                 *(["h"] if residual else []), "peers"]

@@ -68,6 +68,48 @@ def test_a_plan_for_two_ranks_holds_its_all_reduce_in_launch_order(plans):
     assert "sum of 192 bfloat16 over 2 ranks" in text and "all_reduce_oneshot" in text
 
 
+@pytest.fixture(scope="module")
+def normed(tmp_path_factory) -> Path:
+    """examples/dense-small.mlir for two ranks: every all-reduce read by the norm right after it."""
+    path = tmp_path_factory.mktemp("tp-norm") / "dense-small-tp2.plan"
+    result = CliRunner().invoke(main, ["compile", "--tp", "2", str(ROOT / "examples" / "dense-small.mlir"),
+                                       "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_an_all_reduce_into_the_norm_carries_one_launch_for_both(normed):
+    """fold-all-reduce-into-norm: beside NCCL's and the one-shot, each all-reduce carries the
+    all_reduce_norm launch that does it and the rmsnorm launch at its place."""
+    plan = Plan.read(normed)
+    assert len(plan.collectives) == 4
+    for reduce in plan.collectives:
+        fused, norm = reduce.fused, plan.launches[reduce.at]
+        assert fused is not None and reduce.oneshot is not None and fused.kernel != reduce.oneshot.kernel
+        assert fused.replaces == reduce.at and norm.name.startswith("rmsnorm") and norm.spec["residual"]
+        # the partial sums in x's place, then the norm's residual (the one it reads beside the total), w, y, h
+        assert fused.args[0] == reduce.source and reduce.target in norm.args[:2]
+        assert fused.args[1:] == tuple(a for a in norm.args if a != reduce.target)
+        assert fused.rows == norm.spec["rows"] == 1 and fused.shape.grid == norm.shape.grid
+        assert fused.shape.block == norm.shape.block and fused.shape.pdl
+    text = describe(plan)
+    assert text.count(", or with launch ") == 4 and "all_reduce_norm" in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m["collectives"][0]["fused"].update(replaces=0), "replaces launch 0, not the rmsnorm launch at its place"),
+    (lambda m: m["collectives"][0]["fused"].update(kernel=999), "its all_reduce_norm kernel 999 does not exist"),
+    (lambda m: m["collectives"][0]["fused"].update(rows=3), "values are not 3 rows"),
+    (lambda m: m["collectives"][0]["fused"]["args"][1].update(buffer="nowhere"), "binds buffer 'nowhere'"),
+])
+def test_a_wrong_fused_norm_is_a_one_line_error(normed, tmp_path, change, message):
+    path = tmp_path / "bad.plan"
+    path.write_bytes(resealed(Plan.read(normed), change))
+    with pytest.raises(PlanError) as error:
+        Plan.read(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
 def test_sharded_sources_keep_the_whole_tensors_initialiser(plans):
     one = {s.name: s for b in Plan.read(plans[1]).weights for s in b.sources}
     two = {s.name: s for b in Plan.read(plans[2]).weights for s in b.sources}

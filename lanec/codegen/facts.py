@@ -992,9 +992,12 @@ class MixtureExpertsSpec(Spec):
 # 2026-11-29, 256 experts top 8 with the shared expert): the per-row kernels are faster at 16 rows
 # (Kimi Linear 457 against 553 us, DeepSeek-V3 2785 against 3083), the grouped path at 64 (1177
 # against 1784, 6477 against 11074) and 256 (1546 against 7129, 8281 against 44268); the ratio,
-# interpolated in log rows, crosses 1 at 20 to 25 rows. `lanec compile --grouped-experts` takes
-# the grouped path at every row count.
-MIXTURE_GROUPED_ROWS: int | None = 24
+# interpolated in log rows, crosses 1 at 20 to 25 rows. In the whole real-size Kimi Linear step
+# (bench/model.py, 2026-11-30) 3 speculative tokens at batch 8, 24 rows a mixture, ran 15.0 ms a step
+# grouped against 20.4 ms per-row: inside the step, where the 26 mixtures' weights meet a cold L2, the
+# grouped path already wins at 24 rows, so the line sits at the 16 rows measured per-row-faster.
+# `lanec compile --grouped-experts` takes the grouped path at every row count.
+MIXTURE_GROUPED_ROWS: int | None = 16
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 
 

@@ -614,7 +614,15 @@ class Lowering:
             raise LoweringError(f"all_reduce of rows at strides {list(x.strides)}: NCCL sums adjacent values")
         rows, width = form.shape(op.result)
         out = self.activation("all_reduce", (rows, width), form.element(op.result))
-        self.block.add_op(lane.AllReduceOp(self.arg(x), self.arg(out), op.ranks.value.data))
+        into = None
+        if op.into is not None:  # fold-all-reduce-into-norm: the norm's launch comes next
+            norm = op.next_op
+            assert isinstance(norm, form.NormOp)
+            other = norm.residual if norm.x is op.result else norm.x
+            # all_reduce_norm reads the norm's other input as whole rows (a residual stream is; a part
+            # of wider rows read in place would keep the two launches apart)
+            into = "rmsnorm" if other is None or self.window(other).contiguous else None
+        self.block.add_op(lane.AllReduceOp(self.arg(x), self.arg(out), op.ranks.value.data, into))
         self.after_collective = True
         self.windows[op.result] = out
 

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from lanec.codegen.cute_dsl import kernel_objects, kernel_source
-from lanec.codegen.kernels.all_reduce import OneShotAllReduce
+from lanec.codegen.kernels.all_reduce import AllReduceNorm, OneShotAllReduce
 from lanec.codegen.kernels.base import traffic
 from lanec.codegen.lower import dtype_name
 from lanec.codegen.spec import from_attr, spec_of
@@ -34,6 +34,7 @@ from lanec.runtime.plan import (
     Arg,
     Buffer,
     Collective,
+    Fused,
     Launch,
     OneShot,
     Plan,
@@ -108,8 +109,11 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
                 # the one-shot kernel beside NCCL's: the runtime takes the faster (runtime/peer.py)
                 artifact = compile_kernel(OneShotAllReduce(count, dtype, ranks))
                 oneshot = OneShot(plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(artifact.launch))
+            fused = None
+            if op.into is not None and oneshot is not None:
+                fused = fused_norm(op, launches[at], at, ranks, plan, compile_kernel)
             plan.collectives.append(Collective(f"all_reduce {target.buffer}", at, source, target, count, dtype,
-                                               oneshot))
+                                               oneshot, fused))
     objects = kernel_objects(kernels if kernels is not None else kernel_source(lane_module))
     compiled: dict[str, object] = {}
     for index, (op, kernel) in enumerate(zip(launches, objects, strict=True)):
@@ -136,6 +140,25 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
         plan.seeders.append(Seeder(dtype, seeder.entry, Shape.of(seeder.launch), SEEDER_COUNT, seeder.cubin))
     plan.validate()
     return plan
+
+
+def fused_norm(op: lane.AllReduceOp, norm: lane.LaunchOp, at: int, ranks: int, plan: Plan,
+               compile_kernel: Callable) -> Fused:
+    """The all_reduce_norm launch of an all-reduce marked into the rmsnorm launch after it (`norm`,
+    launch `at`): the norm's arguments with the all-reduce's total replaced by its partial sums, in
+    the norm's x place (x + residual adds either way round: the same bits)."""
+    spec = spec_of(norm)
+    target = address(op.target)
+    args = [address(v) for v in norm.args]
+    if norm.kernel.data != "rmsnorm" or spec.get("quantize") or target not in args[:2]:
+        raise ValueError(f"launch {at} ({norm.kernel.data}): an all_reduce into the rmsnorm after it finds no "
+                         "rmsnorm of bf16 rows reading its total there")
+    residual = bool(spec["residual"])
+    other = [a for a in args[:1 + residual] if a != target]
+    artifact = compile_kernel(AllReduceNorm(int(spec["rows"]), int(spec["width"]), float(spec["eps"]), ranks,
+                                            residual))
+    return Fused(plan.add_cubin(artifact.cubin), artifact.entry, Shape.of(artifact.launch),
+                 (address(op.source), *other, *args[1 + residual:]), at, int(spec["rows"]))
 
 
 __all__ = ["write_plan"]

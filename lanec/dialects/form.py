@@ -1277,6 +1277,10 @@ class AllReduceOp(IRDLOperation):
     (a row-parallel product's, a mixture's split within its experts); every rank gets the whole.
 
         %h = form.all_reduce %partial {ranks = 2 : i64} : (tensor<1x64xbf16>) -> tensor<1x64xbf16>
+
+    `into = "norm"` (fold-all-reduce-into-norm): the norm right after it, its only reader, sums it
+    in its own kernel where the runtime's engine is the one-shot (`all_reduce_norm`); the meaning
+    is unchanged.
     """
 
     name = "form.all_reduce"
@@ -1284,6 +1288,7 @@ class AllReduceOp(IRDLOperation):
     x = operand_def(TensorType)
     result = result_def(TensorType)
     ranks = prop_def(IntegerAttr[I64])
+    into = opt_prop_def(StringAttr)
     assembly_format = "$x attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, x: SSAValue, ranks: int):
@@ -1295,6 +1300,13 @@ class AllReduceOp(IRDLOperation):
         expect(ranks >= 2, f"an all_reduce over {ranks} ranks: at least 2 (one rank has nothing to sum)")
         expect(is_float(self.x), "an all_reduce sums bf16 or f32 values")
         expect(self.result.type == self.x.type, "an all_reduce's result has its input's type")
+        if self.into is not None:
+            expect(self.into.data == "norm", f"an all_reduce into '{self.into.data}': only a norm sums it in its "
+                                              "kernel")
+            reader = self.next_op
+            expect(isinstance(reader, NormOp) and self.result in reader.operands
+                   and all(use.operation is reader for use in self.result.uses),
+                   "an all_reduce into the norm after it: the next op is a norm and its only reader")
 
 
 Form = Dialect(

@@ -207,17 +207,22 @@ class AllReduceOp(IRDLOperation):
     The launch after it never relies on PDL across it: the lowering launches it with `pdl` off.
 
         lane.all_reduce %partial, %sum {ranks = 2 : i64} : memref<1x64xbf16>, memref<1x64xbf16>
+
+    `into = "rmsnorm"`: the next launch, an rmsnorm reading `target`, and this all-reduce are one
+    `all_reduce_norm` launch where the runtime takes the one-shot engine (the plan carries it).
     """
 
     name = "lane.all_reduce"
     source = operand_def(MemRefType)
     target = operand_def(MemRefType)
     ranks = prop_def(IntegerAttr[I64])
+    into = opt_prop_def(StringAttr)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$source `,` $target attr-dict `:` type($source) `,` type($target)"
 
-    def __init__(self, source: SSAValue, target: SSAValue, ranks: int):
-        super().__init__(operands=[source, target], properties={"ranks": IntegerAttr(ranks, i64)})
+    def __init__(self, source: SSAValue, target: SSAValue, ranks: int, into: str | None = None):
+        super().__init__(operands=[source, target], properties={"ranks": IntegerAttr(ranks, i64),
+                                                                **({"into": StringAttr(into)} if into else {})})
 
     def verify_(self) -> None:
         assert isinstance(self.source.type, MemRefType) and isinstance(self.target.type, MemRefType)
@@ -227,6 +232,8 @@ class AllReduceOp(IRDLOperation):
             raise VerifyException("an all_reduce's target has its source's shape and element type")
         if str(self.source.type.element_type) not in ("bf16", "f32"):
             raise VerifyException(f"an all_reduce sums bf16 or f32 values, not {self.source.type.element_type}")
+        if self.into is not None and self.into.data != "rmsnorm":
+            raise VerifyException(f"an all_reduce into '{self.into.data}': only the rmsnorm launch after it takes one")
 
 
 Lane = Dialect("lane", [StepOp, ReturnOp, BufferOp, ViewOp, LaunchOp, AllReduceOp])

@@ -50,11 +50,13 @@ def _up(n: int, to: int = VECTOR_BYTES) -> int:
 @dataclass(frozen=True)
 class PeerLayout:
     """One all-reduce's region in every rank's block (module docstring); `problems()` names the
-    facts that keep an all-reduce on NCCL."""
+    facts that keep an all-reduce on NCCL. With `rows`, the all-reduce fused with the norm that
+    reads it (`all_reduce_norm`): CTA c owns row c, not a chunk, and so do its flags and epoch."""
 
     count: int
     dtype: str
     ranks: int
+    rows: int = 0
 
     @property
     def bytes(self) -> int:
@@ -70,6 +72,8 @@ class PeerLayout:
             found.append(f"{self.count} values are not whole {VECTOR_BYTES}-byte vectors")
         if self.bytes > ONESHOT_MAX_BYTES:
             found.append(f"{self.bytes} bytes pass the one-shot's limit of {ONESHOT_MAX_BYTES}")
+        if self.rows and (self.count % self.rows or (self.bytes // self.rows) % VECTOR_BYTES):
+            found.append(f"{self.count} values are not {self.rows} rows of whole {VECTOR_BYTES}-byte vectors")
         return found
 
     @property
@@ -78,6 +82,8 @@ class PeerLayout:
 
     @property
     def ctas(self) -> int:
+        if self.rows:
+            return self.rows
         return max(1, min(ONESHOT_MAX_CTAS, math.ceil(self.vectors / ONESHOT_THREADS)))
 
     @property

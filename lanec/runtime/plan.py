@@ -225,13 +225,46 @@ class OneShot:
         return cls(int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]))
 
 
+def _check_args(where: str, args, by_name: dict) -> None:
+    for arg in args:
+        _require(arg.buffer in by_name, f"{where}: binds buffer {arg.buffer!r}, which the plan does not have")
+        _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
+                 f"{where}: offset {arg.offset} is outside buffer {arg.buffer!r} "
+                 f"({by_name[arg.buffer].elements} elements)")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The `all_reduce_norm` kernel a collective may carry (fold-all-reduce-into-norm): on the
+    one-shot engine, one launch of kernel `kernel` at `shape` on `args` (the partial sums, the
+    norm's other inputs and its outputs) and the peer table does the all-reduce and the rmsnorm
+    launch `replaces` (the launch at the collective's place), a CTA for each of its `rows`."""
+
+    kernel: int
+    entry: str
+    shape: Shape
+    args: tuple[Arg, ...]
+    replaces: int
+    rows: int
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "entry": self.entry, "shape": self.shape.to_json(),
+                "args": [a.to_json() for a in self.args], "replaces": self.replaces, "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Fused:
+        return cls(int(data["kernel"]), data["entry"], Shape.from_json(data["shape"]),
+                   tuple(Arg.from_json(a) for a in data["args"]), int(data["replaces"]), int(data["rows"]))
+
+
 @dataclass(frozen=True)
 class Collective:
     """An all-reduce (sum) over the plan's ranks, enqueued on the step's stream right before
     launch `at` (after the last launch where `at` is the launch count): `count` values of `dtype`
     (bfloat16 or float32) from `source` into `target` (the same place: in place). NCCL's, or,
     where the plan carries its `oneshot` kernel and the runtime takes it, one launch reading the
-    peers' memory (lanec/runtime/peer.py)."""
+    peers' memory (lanec/runtime/peer.py); with `fused` too, that launch and the rmsnorm after it as
+    one."""
 
     name: str
     at: int
@@ -240,11 +273,13 @@ class Collective:
     count: int
     dtype: str
     oneshot: OneShot | None = None
+    fused: Fused | None = None
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": "all_reduce", "op": "sum", "at": self.at, "source": self.source.to_json(),
                 "target": self.target.to_json(), "count": self.count, "dtype": self.dtype,
-                **({"oneshot": self.oneshot.to_json()} if self.oneshot is not None else {})}
+                **({"oneshot": self.oneshot.to_json()} if self.oneshot is not None else {}),
+                **({"fused": self.fused.to_json()} if self.fused is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> Collective:
@@ -252,8 +287,9 @@ class Collective:
                  f"collective {data.get('name')!r}: {data.get('kind')} {data.get('op')}; this lanec runs "
                  "all_reduce sum")
         oneshot = OneShot.from_json(data["oneshot"]) if data.get("oneshot") is not None else None
+        fused = Fused.from_json(data["fused"]) if data.get("fused") is not None else None
         return cls(data["name"], int(data["at"]), Arg.from_json(data["source"]), Arg.from_json(data["target"]),
-                   int(data["count"]), data["dtype"], oneshot)
+                   int(data["count"]), data["dtype"], oneshot, fused)
 
 
 @dataclass(frozen=True)
@@ -361,11 +397,7 @@ class Plan:
                 launch.shape.check()
             except LaunchError as exc:
                 raise PlanError(f"{where}: {exc}") from None
-            for arg in launch.args:
-                _require(arg.buffer in by_name, f"{where}: binds buffer {arg.buffer!r}, which the plan does not have")
-                _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
-                         f"{where}: offset {arg.offset} is outside buffer {arg.buffer!r} "
-                         f"({by_name[arg.buffer].elements} elements)")
+            _check_args(where, launch.args, by_name)
         self.validate_collectives(by_name)
 
     def validate_collectives(self, by_name: dict[str, Buffer]) -> None:
@@ -395,6 +427,17 @@ class Plan:
                 _require(0 <= collective.oneshot.kernel < len(self.cubins),
                          f"{where}: one-shot kernel {collective.oneshot.kernel} does not exist (the plan has "
                          f"{len(self.cubins)} cubins)")
+            fused = collective.fused
+            if fused is not None:
+                _require(0 <= fused.kernel < len(self.cubins), f"{where}: its all_reduce_norm kernel {fused.kernel} "
+                         f"does not exist (the plan has {len(self.cubins)} cubins)")
+                _require(fused.replaces == collective.at < len(self.launches)
+                         and self.launches[fused.replaces].name.startswith("rmsnorm"),
+                         f"{where}: its all_reduce_norm replaces launch {fused.replaces}, not the rmsnorm launch at "
+                         "its place")
+                _require(fused.rows >= 1 and collective.count % fused.rows == 0,
+                         f"{where}: {collective.count} values are not {fused.rows} rows")
+                _check_args(f"{where}'s all_reduce_norm", fused.args, by_name)
             if collective.at < len(self.launches):
                 launch = self.launches[collective.at]
                 _require(not launch.shape.pdl, f"launch {collective.at} ({launch.name}) follows {where} with PDL: "
@@ -545,7 +588,9 @@ def describe(plan: Plan) -> str:
     for index in range(len(plan.cubins)):
         users = [launch for launch in plan.launches if launch.kernel == index]
         reducing = any(c.oneshot is not None and c.oneshot.kernel == index for c in plan.collectives)
-        kind = users[0].name.split()[0] if users else "all_reduce_oneshot" if reducing else "(no launch)"
+        fusing = any(c.fused is not None and c.fused.kernel == index for c in plan.collectives)
+        kind = (users[0].name.split()[0] if users else "all_reduce_oneshot" if reducing
+                else "all_reduce_norm" if fusing else "(no launch)")
         spec = spec_text(users[0].spec) if users else ""
         lines.append(f"  k{index:<3} {kind:<12} {len(users):>3} launches  {spec}".rstrip())
     lines.append("launches:")
@@ -558,6 +603,8 @@ def describe(plan: Plan) -> str:
             target = "in place" if c.target == c.source else f"-> {c.target.buffer}" + (
                 f"+{c.target.offset}" if c.target.offset else "")
             engine = f"nccl or one-shot (k{c.oneshot.kernel})" if c.oneshot is not None else "nccl"
+            if c.fused is not None:
+                engine += f", or with launch {c.fused.replaces} as one (k{c.fused.kernel})"
             lines.append(f"      {'all_reduce':<{width}}  {engine} sum of {c.count} {c.dtype} over {plan.ranks} ranks  "
                          f"({c.source.buffer}{f'+{c.source.offset}' if c.source.offset else ''} {target})")
         if index == len(plan.launches):

@@ -32,7 +32,7 @@ from lanec.runtime.weights import WeightError
 SLOT_STATES = ("conv", "recurrent")
 CACHE_STATES = ("kv", "latent")
 ALL_REDUCE_VARIABLE = "LANEC_ALL_REDUCE"  # a plan for several ranks: which all-reduce runs (Session._collectives)
-ALL_REDUCE_ENGINES = ("auto", "nccl", "oneshot")
+ALL_REDUCE_ENGINES = ("auto", "nccl", "oneshot", "oneshot-apart")
 
 
 class RunError(ValueError):
@@ -365,13 +365,17 @@ class Session:
             function = modules[launch.kernel].function(launch.entry, shape)
             self.launches.append(driver.Launch(function, shape, pointers, self.stream))
         self.peer = None  # the one-shot all-reduces' mapped memory (runtime/peer.py), where they run
+        self.replaced: set[int] = set()  # launches an all_reduce_norm does (the rmsnorm after its all-reduce)
         self.collectives = self._collectives(communicator, modules, pdl) if plan.collectives else []
-        self.sequence = in_order(self.launches, [c.at for c in plan.collectives], self.collectives)
+        self.sequence = [item for item in in_order(self.launches, [c.at for c in plan.collectives], self.collectives)
+                         if not any(item is self.launches[i] for i in self.replaced)]
 
     def _collectives(self, communicator, modules, pdl: bool) -> list:
         """Each all-reduce as NCCL's or as the plan's one-shot kernel, by LANEC_ALL_REDUCE: `nccl`,
-        `oneshot` (every all-reduce: one without its kernel is an error), or `auto` (the default:
-        the one-shot where the plan carries one; bench/tp.py measures both)."""
+        `oneshot` (every all-reduce: one without its kernel is an error; fused with the rmsnorm
+        after it where the plan carries that kernel, `all_reduce_norm`), `oneshot-apart` (the same,
+        never fused), or `auto` (the default: the one-shot where the plan carries one, fused where
+        it can; bench/tp.py measures them all)."""
         from lanec.runtime import peer
         from lanec.runtime.collectives import PeerAllReduce
 
@@ -380,15 +384,17 @@ class Session:
             raise PlanError(f"{ALL_REDUCE_VARIABLE}={engine!r}: one of {', '.join(ALL_REDUCE_ENGINES)}")
         plan = self.plan
         peered = [c for c in plan.collectives if c.oneshot is not None] if engine != "nccl" else []
-        if engine == "oneshot" and len(peered) < len(plan.collectives):
+        if engine.startswith("oneshot") and len(peered) < len(plan.collectives):
             missing = next(c for c in plan.collectives if c.oneshot is None)
             problems = peer.PeerLayout(missing.count, missing.dtype, plan.ranks).problems()
-            raise PlanError(f"{ALL_REDUCE_VARIABLE}=oneshot: {missing.name} has no one-shot kernel in the plan"
+            raise PlanError(f"{ALL_REDUCE_VARIABLE}={engine}: {missing.name} has no one-shot kernel in the plan"
                             + (f" ({'; '.join(problems)})" if problems else " (recompile the plan with this lanec)"))
+        fusing = {c.name for c in peered if c.fused is not None} if engine != "oneshot-apart" else set()
         offsets, total = {}, 0
         for c in peered:
             offsets[c.name] = total
-            total += peer.PeerLayout(c.count, c.dtype, plan.ranks).total
+            rows = c.fused.rows if c.name in fusing else 0  # all_reduce_norm's flags are a row's
+            total += peer.PeerLayout(c.count, c.dtype, plan.ranks, rows).total
         if peered:
             self.peer = peer.PeerMemory(communicator, total, self.stream)
         made = []
@@ -399,10 +405,13 @@ class Session:
                 continue
             table = driver.Buffer.from_array(peer.table(communicator.rank,
                                                         [base + offsets[c.name] for base in self.peer.bases]))
-            shape = c.oneshot.shape if pdl else replace(c.oneshot.shape, pdl=False)
-            function = modules[c.oneshot.kernel].function(c.oneshot.entry, shape)
-            launch = driver.Launch(function, shape, [self.address(c.source), self.address(c.target), table.ptr],
-                                   self.stream)
+            kernel, args = c.oneshot, [c.source, c.target]
+            if c.name in fusing:  # the all-reduce and the rmsnorm launch after it as one
+                kernel, args = c.fused, list(c.fused.args)
+                self.replaced.add(c.fused.replaces)
+            shape = kernel.shape if pdl else replace(kernel.shape, pdl=False)
+            function = modules[kernel.kernel].function(kernel.entry, shape)
+            launch = driver.Launch(function, shape, [*map(self.address, args), table.ptr], self.stream)
             made.append(PeerAllReduce(launch, table, c.name))
         return made
 

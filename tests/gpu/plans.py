@@ -163,10 +163,6 @@ MODEL_PLANS: dict[str, Kimi] = {
 MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
 # and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
-# 3 speculative tokens at batch 8 with the mixtures' experts grouped: its 24 rows stay on the per-row
-# path by default (MIXTURE_GROUPED_ROWS), which reads 192 experts' rows a layer where about 136 are distinct
-MODEL_PLANS["kimi-full-spec3-b8-c1k-grouped"] = Kimi(["--batch", "8", "--spec-tokens", "3", "--context-pages", "16"],
-                                                     compile=("--grouped-experts",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form

@@ -72,10 +72,14 @@ def tp_plan(request):
     return paths
 
 
-@pytest.mark.parametrize("engine", ["nccl", "oneshot"])
-@pytest.mark.parametrize("tp_plan", list(plans.TP_PLANS), indirect=True)
+ENGINES = [(name, engine) for name in plans.TP_PLANS for engine in ("nccl", "oneshot")] + [
+    (next(iter(plans.TP_PLANS)), "oneshot-apart")]
+
+
+@pytest.mark.parametrize(("tp_plan", "engine"), ENGINES, indirect=["tp_plan"])
 def test_tp_plan_checks_and_equals_the_one_gpu_plan(tp_plan, engine, tmp_path):
-    """NCCL's all-reduces and the plan's one-shot kernel over the peers' memory (LANEC_ALL_REDUCE)."""
+    """NCCL's all-reduces, the plan's one-shot kernel over the peers' memory fused with the rmsnorm
+    after it (all_reduce_norm), and, on one plan, the one-shot apart (LANEC_ALL_REDUCE)."""
     sharded, whole = tp_plan
     done = runtime(str(sharded), "--check", "--seed", "7", "--outputs", str(tmp_path / "tp.npz"), logs=tmp_path / "logs",
                    engine=engine)

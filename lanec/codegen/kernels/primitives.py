@@ -381,8 +381,15 @@ def norm_input(x, residual, h_out, row, vector, writes_sum):
     stream). x, residual and h_out are [rows, width] bf16, read and written 16 bytes at a time."""
     loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
     cute.autovec_copy(cute.zipped_divide(x, (1, VECTOR))[None, (row, vector)], loaded)
-    h = loaded.load().to(Float32)
+    return add_residual(loaded.load().to(Float32), residual, h_out, row, vector, writes_sum)
+
+
+@cute.jit
+def add_residual(h, residual, h_out, row, vector, writes_sum):
+    """`h` (a vector of fp32 values, vector `vector` of row `row`) + `residual`'s (None for none),
+    its bf16 sum stored to `h_out` where `writes_sum`; norm_input's second half."""
     if cutlass.const_expr(residual is not None):
+        loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
         cute.autovec_copy(cute.zipped_divide(residual, (1, VECTOR))[None, (row, vector)], loaded)
         h = h + loaded.load().to(Float32)
         if writes_sum:

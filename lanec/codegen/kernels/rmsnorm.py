@@ -66,18 +66,10 @@ class RmsNorm:
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, w: cute.Tensor, y: cute.Tensor, h_out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
-        lane, warp = thread % 32, thread // 32
         threads: cutlass.Constexpr = 32 * self.warps
         vectors: cutlass.Constexpr = self.width // VECTOR
         S: cutlass.Constexpr = self.steps
-        w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
-        w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
-        scale = cute.make_rmem_tensor((VECTOR, S), BFloat16)
-        scale.fill(0)
-        for s in cutlass.range_constexpr(S):  # the norm weights are ready at launch
-            vector = thread + s * threads
-            if vector < vectors:
-                cute.autovec_copy(w_tiles[None, (0, vector)], scale[None, s])
+        scale = self.weights(w, thread)  # the norm weights are ready at launch
         cute.arch.griddepcontrol_wait()
         values = cute.make_rmem_tensor((VECTOR, S), Float32)
         values.fill(0.0)
@@ -89,6 +81,31 @@ class RmsNorm:
                 values[None, s].store(h)
                 squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
         cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        self.normalize(values, squares, scale, y, row, thread)
+
+    @cute.jit
+    def weights(self, w: cute.Tensor, thread):
+        """This thread's vectors of the norm weights, as registers [VECTOR, steps]."""
+        threads: cutlass.Constexpr = 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
+        w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
+        scale = cute.make_rmem_tensor((VECTOR, self.steps), BFloat16)
+        scale.fill(0)
+        for s in cutlass.range_constexpr(self.steps):
+            vector = thread + s * threads
+            if vector < vectors:
+                cute.autovec_copy(w_tiles[None, (0, vector)], scale[None, s])
+        return scale
+
+    @cute.jit
+    def normalize(self, values, squares, scale, y: cute.Tensor, row, thread):
+        """y of row `row` from h (`values`, this thread's vectors in fp32) and this thread's part of
+        the sum of squares: the CTA's sum through shared memory, then h * rsqrt(mean + eps) * w."""
+        lane, warp = thread % 32, thread // 32
+        threads: cutlass.Constexpr = 32 * self.warps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        S: cutlass.Constexpr = self.steps
         smem = cutlass.memory.SmemAllocator()
         sums = smem.allocate_tensor(Float32, cute.make_layout(self.warps), 16)
         squares = warp_reduce(squares, operator.add)

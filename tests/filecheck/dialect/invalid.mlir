@@ -412,3 +412,14 @@ form.step batch 1 tokens 1 {
   %y = form.argmax %x (tensor<1x64xbf16>) -> tensor<1xi32>
   form.return
 }
+
+// -----
+
+// CHECK: Operation does not verify: an all_reduce into the norm after it: the next op is a norm and its only reader
+form.step batch 1 tokens 1 {
+  %t = form.input {role = "tokens"} : tensor<1xi32>
+  %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+  %x = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+  %y = form.all_reduce %x {ranks = 2 : i64, into = "norm"} : (tensor<1x64xbf16>) -> tensor<1x64xbf16>
+  form.return %y : tensor<1x64xbf16>
+}
