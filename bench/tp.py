@@ -55,6 +55,13 @@ def timed(path: Path, repeats: int = 50, engine: str = "auto") -> tuple[float, f
     return float(step.group(1)), float(reduces.group(1)) if reduces else None
 
 
+def gpu_count() -> int:
+    from lanec.runtime import driver
+
+    driver.Device(0)  # initializes the driver; a machine without a GPU is a one-line error
+    return int(driver.check(driver.cu.cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
 def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
     """(one-GPU plan, its plan for N GPUs) from the arguments, or tests/gpu/plans.py's TP_PLANS
     (`--model`: its TP_MODEL_PLANS, the real-size models)."""
@@ -75,8 +82,13 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
 def main(argv: list[str]) -> None:
     print(f"{'plan':<20} {'ranks':>5} {'message':>8} {'1 GPU us':>9} {'engine':>13} {'step us':>9} {'speedup':>8} "
           f"{'all-reduce us':>14} {'share':>6} {'nccl / one-shot':>16}", flush=True)
+    gpus = gpu_count()
     for one, sharded in pairs(argv):
         plan = Plan.read(sharded)
+        if plan.ranks > gpus:
+            print(f"{sharded.stem:<20} {plan.ranks:>5}  skipped: {plan.ranks} ranks need {plan.ranks} GPUs; this "
+                  f"machine has {gpus}", flush=True)
+            continue
         sizes = sorted({c.count * (2 if c.dtype == "bfloat16" else 4) for c in plan.collectives})
         message = "/".join(f"{s // 1024}K" if s >= 1024 else f"{s}B" for s in sizes)
         anchor, _ = timed(one)

@@ -258,8 +258,22 @@ TARGET_BLOCKS = 96
 # b1: 32 chunks of 128 keys 17.8 us, 16 of 256 23.1 us).
 MIN_CHUNK_KEYS = 256
 LATENT_MIN_CHUNK_KEYS = 128
-# The split counts the sweep measured; the choice is one of them.
+# The split counts the sweep measured; the choice is one of them, at most MAX_SPLITS: no shape of the
+# sweep was fastest in 128 chunks, whose combine merges 128 partials a row (MLA Kimi Linear, 32k, b1:
+# 64 chunks 51.7 us, 128 chunks 53.5; DeepSeek-V3's 16-head shard 43.0 against 47.2).
 MEASURED_SPLITS = (1, 4, 8, 16, 32, 64, 128)
+MAX_SPLITS = 64
+# A latent attention's chunks go below LATENT_SHORT_CHUNK keys only while its blocks stay under
+# LATENT_SHORT_BLOCKS: with one head block (32 heads, 4k, b1) 32 chunks of 128 keys beat 16 of 256
+# (17.8 against 23.1 us), with DeepSeek-V3's four (128 heads) 16 chunks of 256 beat 32 of 128 (24.7
+# against 27.6): each short chunk's 32 x 576 query rows cost what its keys save.
+LATENT_SHORT_CHUNK = 256
+LATENT_SHORT_BLOCKS = 64
+# A GQA attention whose first split to reach TARGET_BLOCKS still leaves chunks of LONG_CHUNK keys
+# or more, in fewer than 2 x TARGET_BLOCKS blocks, is cut once more: a second wave of blocks each
+# streaming a long chunk (32/8, 32k, b1: 32 chunks 47.4 us against 16 chunks 52.4; 8/2, 32k, b8:
+# 16 chunks 80.7 against 8 chunks 97.2).
+LONG_CHUNK = 2048
 LATENT_ROWS_A_BLOCK = 32  # query rows a latent attention block holds (8 warps, 512 value columns)
 # Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
 # streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py
@@ -284,42 +298,73 @@ def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: 
 
 def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> int:
     """The chunks an attention's keys are cut into (the kernel's `splits`): the fewest of
-    MEASURED_SPLITS whose blocks reach TARGET_BLOCKS, stopping before a chunk of the `context`
-    (the cache positions a request may reach) would be shorter than the minimum chunk. On the
-    sweep's 20 shapes it is within 5% of the best split on 16, 20% at worst (8/2 heads, 32k keys,
-    batch 8), and 1.8% over the best in total (a fixed 16 chunks: 17%; the previous rule: 19%).
-    Head blocks that reach TARGET_BLOCKS but not the SMs are cut in IDLE_SPLITS (where both halves
-    keep the minimum chunk)."""
+    MEASURED_SPLITS (up to MAX_SPLITS) whose blocks reach TARGET_BLOCKS, stopping before a chunk of
+    the `context` (the cache positions a request may reach) would be shorter than the minimum chunk,
+    and, for a latent attention, before short chunks meet many blocks (LATENT_SHORT_CHUNK); a GQA
+    split that leaves long chunks in few blocks is cut once more (LONG_CHUNK). Head blocks that
+    reach TARGET_BLOCKS but not the SMs are cut in IDLE_SPLITS (where both halves keep the minimum
+    chunk). On the sweep's 20 shapes (bench/RESULTS.md) it chooses the fastest split on every one
+    (the rule before these three facts: within 5% on 16, 20% at worst, 1.8% over the best in
+    total)."""
+    return split_choice(batch, heads, kv_heads, context, latent)[0]
+
+
+def split_choice(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> tuple[int, str]:
+    """`attention_splits`' choice and the fact that ended it, one of: "idle", "unsplit", "target",
+    "shortest", "short-latent", "most", "long" (`splits_reason` puts it in words)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
     shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
     if TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, but SMs idle: in two where the chunks stay long
-        return IDLE_SPLITS if context >= IDLE_SPLITS * shortest else 1
-    chosen = 1
-    for splits in MEASURED_SPLITS:
-        if context < splits * shortest or not (splits == 1 or chunks_apart(
-                splits, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)):
+        return (IDLE_SPLITS, "idle") if context >= IDLE_SPLITS * shortest else (1, "idle")
+    if blocks >= TARGET_BLOCKS:
+        return 1, "unsplit"
+    chosen, why = 1, "shortest"
+    for splits in MEASURED_SPLITS[1:]:
+        if splits > MAX_SPLITS:
+            why = "most"
+            break
+        if context < splits * shortest:
+            why = "shortest"
+            break
+        if latent and context // splits < LATENT_SHORT_CHUNK and blocks * splits >= LATENT_SHORT_BLOCKS:
+            why = "short-latent"
             break
         chosen = splits
         if blocks * splits >= TARGET_BLOCKS:
+            why = "target"
             break
-    return chosen
+    if (not latent and why == "target" and blocks * chosen < 2 * TARGET_BLOCKS and context // chosen >= LONG_CHUNK
+            and 2 * chosen <= MAX_SPLITS):
+        return 2 * chosen, "long"
+    return chosen, why
 
 
 def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> str:
     """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
-    if TARGET_BLOCKS <= blocks < SM_COUNT:
+    chosen, why = split_choice(batch, heads, kv_heads, context, latent)
+    chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
+    if splits != chosen:
+        return f"{chunked} (attention_splits chooses {chosen} here)"
+    if why == "idle":
         if splits == 1:
             return (f"{blocks} head blocks reach {TARGET_BLOCKS} but not the {SM_COUNT} SMs; a context of {context} "
                     "keys is too short to cut in two")
-        idle = SM_COUNT - blocks
-        return (f"{blocks} head blocks reach {TARGET_BLOCKS} but leave {idle} of {SM_COUNT} SMs idle: {blocks} head "
-                f"blocks x {splits} chunks of {ceil(context / splits)} keys (measured: bench/attention.py)")
-    if blocks >= TARGET_BLOCKS:
+        return (f"{blocks} head blocks reach {TARGET_BLOCKS} but leave {SM_COUNT - blocks} of {SM_COUNT} SMs idle: "
+                f"{chunked} (measured: bench/attention.py)")
+    if why == "unsplit":
         return f"{blocks} head blocks reach {TARGET_BLOCKS} unsplit"
-    chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
-    if blocks * splits >= TARGET_BLOCKS:
+    if why == "target":
         return f"{chunked} reach {TARGET_BLOCKS} blocks (measured: bench/attention.py)"
+    if why == "long":
+        return (f"{chunked}: {splits // 2} chunks reach {TARGET_BLOCKS} blocks but leave chunks of "
+                f"{LONG_CHUNK} keys or more in fewer than {2 * TARGET_BLOCKS} blocks, so cut once more "
+                "(measured: bench/attention.py)")
+    if why == "most":
+        return f"{chunked}: at most {MAX_SPLITS} chunks, whose partials the combine merges (measured)"
+    if why == "short-latent":
+        return (f"{chunked}: more chunks would be shorter than {LATENT_SHORT_CHUNK} keys in {LATENT_SHORT_BLOCKS} "
+                "blocks or more (measured: bench/attention.py)")
     shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
     return (f"{chunked}: the next measured split would make chunks shorter than {shortest} keys "
             "(measured: bench/attention.py)")

@@ -48,7 +48,7 @@ def test_the_shim_holds_the_lanes_held_back_rules_the_table_runs() -> None:
     assert [r.name for r in HELD_BACK] == [
         "hold-per-head-part", "hold-values-in-place", "hold-kda", "hold-conv-l2norm", "hold-mixture-shared",
         "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation", "fold-norm-into-gemv",
-        "fold-argmax-into-gemv"]
+        "fold-argmax-into-gemv", "fold-all-reduce-into-norm"]
     assert all(r.stage == "held-back" for r in HELD_BACK)
 
 
@@ -124,8 +124,7 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [
-    (1, 32, 8, 32768, False, 16),  # 8 blocks x 16 = 128 reach 96
-    (1, 32, 8, 4096, False, 16),
+    (1, 32, 8, 4096, False, 16),  # 8 blocks x 16 = 128 reach 96
     (8, 32, 8, 4096, False, 4),  # 64 blocks x 4 = 256
     (1, 8, 2, 32768, False, 64),  # 2 blocks x 64 = 128
     (1, 8, 2, 4096, False, 16),  # 32 chunks would hold 128 keys each, under 256
@@ -145,6 +144,27 @@ def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch,
     assert all(blocks * s < TARGET_BLOCKS for s in earlier)  # every fewer measured split leaves blocks short
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits, why", [
+    # GQA: the target reached in 128 blocks with chunks of 2048 keys or more: cut once more
+    (1, 32, 8, 32768, False, 32, "16 chunks reach 96 blocks but leave chunks of 2048 keys or more"),
+    (8, 8, 2, 32768, False, 16, "8 chunks reach 96 blocks but leave chunks of 2048 keys or more"),
+    (8, 32, 8, 32768, False, 4, "reach 96 blocks"),  # 256 blocks: no second cut
+    (8, 8, 2, 4096, False, 8, "reach 96 blocks"),  # chunks of 512 keys: no second cut
+    # latent: chunks under 256 keys only while the blocks stay under 64
+    (1, 128, 1, 4096, True, 16, "shorter than 256 keys in 64 blocks or more"),
+    (1, 32, 1, 4096, True, 32, "shorter than 128 keys"),  # one block: 128-key chunks in 32 blocks
+    # at most 64 chunks
+    (1, 32, 1, 32768, True, 64, "at most 64 chunks"),
+    (1, 8, 1, 65536, False, 64, "at most 64 chunks"),  # one block: 128 chunks would reach 96
+])
+def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_heads, context, latent, splits, why):
+    """The three facts fitted to the sweep (bench/RESULTS.md: the rule then picks the fastest of
+    the 20 shapes), each ending a choice and named in its reason."""
+    assert attention_splits(batch, heads, kv_heads, context, latent=latent) == splits
+    assert why in splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
+    assert chunks_apart(splits, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [

@@ -121,6 +121,22 @@ def test_sharded_step_run_rank_by_rank_equals_the_whole_step(family, ranks):
     assert_ranks_equal_the_whole(FAMILIES[family], ranks, seed=ranks)
 
 
+# TP 8 needs 8 heads of every kind a rank (the tiny models above have 2 to 4): the same models with 8 or more
+EIGHT_HEADS = {
+    "llama": {**LLAMA, "num_attention_heads": 16, "num_key_value_heads": 8},
+    "kimi-linear": {**KIMI_LINEAR, "num_attention_heads": 8, "num_key_value_heads": 8,
+                    "linear_attn_config": {**KIMI_LINEAR["linear_attn_config"], "num_heads": 8}},
+    "deepseek-v3": {**DEEPSEEK_V3, "num_attention_heads": 8, "num_key_value_heads": 8},
+    "qwen3-next": {**QWEN3_NEXT, "num_attention_heads": 8, "num_key_value_heads": 8, "linear_num_key_heads": 8,
+                   "linear_num_value_heads": 8},
+}
+
+
+@pytest.mark.parametrize("family", sorted(EIGHT_HEADS))
+def test_eight_ranks_run_rank_by_rank_equal_the_whole_step(family):
+    assert_ranks_equal_the_whole(EIGHT_HEADS[family], 8, seed=8)
+
+
 @pytest.mark.parametrize("family", ["kimi-linear", "qwen3-next"])
 def test_speculative_steps_shard_their_conv_and_recurrent_states(family):
     assert_ranks_equal_the_whole(FAMILIES[family], 2, seed=7, batch=2, tokens=2)

@@ -172,6 +172,11 @@ TP_PLANS: dict[str, tuple[str, int]] = {
     "kimi-kda-b1-tp2": ("kimi-kda-b1", 2),
     "dense-small-b64-tp2": ("dense-small-b64", 2),  # 256 KB all-reduces
     "dense-small-b256-tp2": ("dense-small-b256", 2),  # 1 MiB: the one-shot's limit, measured against NCCL's
+    # 4 and 8 ranks: run where the machine has the GPUs (test_tp_nccl.py and bench/tp.py skip them elsewhere)
+    "dense-small-tp4": ("dense-small", 4),
+    "kimi-kda-b1-tp4": ("kimi-kda-b1", 4),
+    "dense-small-tp8": ("dense-small", 8),
+    "kimi-kda-b1-tp8": ("kimi-kda-b1", 8),
 }
 # bench/tp.py --model: the real-size Kimi-Linear-48B-A3B (46.5 GiB of weights a rank at TP 2) and
 # DeepSeek-V3's first four layers, each rank's parts of the seeded weights made on its GPU; timed,
@@ -181,6 +186,10 @@ TP_MODEL_PLANS: dict[str, tuple[str, int]] = {
     "kimi-full-b1-c1k-tp2": ("kimi-full-b1-c1k", 2),
     "kimi-full-b8-c1k-tp2": ("kimi-full-b8-c1k", 2),
     "deepseek-v3-b2-tp2": ("deepseek-v3-b2", 2),
+    "kimi-full-b1-c1k-tp4": ("kimi-full-b1-c1k", 4),
+    "kimi-full-b1-c1k-tp8": ("kimi-full-b1-c1k", 8),
+    "deepseek-v3-b2-tp4": ("deepseek-v3-b2", 4),
+    "deepseek-v3-b2-tp8": ("deepseek-v3-b2", 8),
 }
 
 

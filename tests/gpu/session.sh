@@ -150,13 +150,19 @@ for phase in "${phases[@]}"; do
     pending)
       # what the last session wrote and could not run (2026-11-30): the real-size check of 3 speculative tokens at
       # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
-      # only as the step's time), and its bench row (carry build/plans' kimi-full-spec3-b8-c1k and
-      # kimi-full-spec3-b8, .whl, .anchors)
+      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
+      # dense-small step against bf16 (carry build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
+      # dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention, .whl, .anchors; about
+      # 9 minutes: the spec3-b8 check alone takes 3-6)
       python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
       tail -4 "$logs/kimi-full-spec3-b8.check.log"
       grep -q "agree with the interpreter$" "$logs/kimi-full-spec3-b8.check.log" || status=1
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-spec3-b8-c1k 2>&1 \
-        | tee "$logs/bench-model-spec3.log" || status=1 ;;
+        | tee "$logs/bench-model-spec3.log" || status=1
+      # attention_splits refit to the sweep (six shapes change: build/bench-attention rebuilt here)
+      python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1
+      # the dense-small step with q8_0 weights against its bf16 plan, and 1000 steps' next tokens (issue 14)
+      python3 bench/q8_step.py 2>&1 | tee "$logs/q8-step.log" || status=1 ;;
     tp-model)
       # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU
       # (carry the plans of tests/gpu/plans.py's TP_MODEL_PLANS and their one-GPU plans, and .whl-tp)
