@@ -239,3 +239,99 @@ def test_elementwise_quantize_epilogue_compiles_with_the_quantize_kernels_roundi
     _, after = ptx.split("griddepcontrol.wait;")
     assert after.count("cvt.rni.s32.f32") == kernel.per_thread * 8 * words
     assert "shfl.sync.bfly" in after and "cvt.rn.bf16" not in after  # the block's peak; no bf16 out
+
+
+@pytest.mark.parametrize(("rows", "heads", "size", "gate", "words"), [(1, 32, 128, "swish", 1), (3, 16, 128, "sigmoid", 2),
+                                                                   (2, 4, 64, None, 1)])
+def test_head_norm_quantize_epilogue_compiles_with_the_quantize_kernels_rounding(rows, heads, size, gate, words):
+    """A warp a head: each of its blocks is the lanes' i-th values, its peak a whole-warp butterfly,
+    one byte a lane and plane, the scale by lane 0; no bf16 y."""
+    from lanec.codegen.kernels.head_norm import HeadNorm
+
+    kernel = HeadNorm(rows, heads, size, 1e-6, gate=gate, quantize=words)
+    y = kernel.params()[-1]
+    assert (y.name, y.dtype, y.shape) == ("y", "int8", (rows, quantized_pitch(heads * size, words)))
+    ptx = compiled_for_sm90a(kernel).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    blocks = size // 32  # a lane's values, one a block
+    assert after.count("cvt.rni.s32.f32") == blocks * words and after.count("st.global.b8") == blocks * words
+    assert after.count("div.rn.f32") >= blocks * (words + 1)
+    assert after.count("shfl.sync.bfly") == 5 + 5 * blocks  # the sum of squares, then each block's peak
+    assert "cvt.rn.bf16" not in after and ".local" not in ptx
+
+
+def test_a_head_norm_epilogue_needs_whole_block_heads():
+    from lanec.codegen.kernels.head_norm import HeadNorm
+
+    with pytest.raises(ValueError, match="head size 48 is not whole 32-value blocks"):
+        HeadNorm(1, 2, 48, 1e-6, gate="swish", quantize=1)
+
+
+GATED_NORM_Q8 = """
+builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : i64, fuse_quant = true}} {
+  form.step batch 2 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<2xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x256xbf16>
+    %n = form.weight {name = "model.layers.0.linear_attn.norm.weight", format = "bf16"} : tensor<128xbf16>
+    %wo = form.weight {name = "model.layers.0.linear_attn.out_proj.weight", format = "q8_0"} : tensor<64x256xbf16>
+    %x = form.embed %t, %e : (tensor<2xi32>, tensor<32x256xbf16>) -> tensor<2x256xbf16>
+    %g = form.norm_gated %x, %x, %n {heads = 2 : i64, eps = 1.0e-05 : f64, activation = "swish"} : (tensor<2x256xbf16>, tensor<2x256xbf16>, tensor<128xbf16>) -> tensor<2x256xbf16>
+    %o = form.product %g, %wo : (tensor<2x256xbf16>, tensor<64x256xbf16>) -> tensor<2x64xbf16>
+    form.return %o : tensor<2x64xbf16>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("words", [1, 2])
+def test_a_gated_norm_read_quantized_quantizes_in_its_epilogue(tmp_path, words):
+    """fuse-quant puts the quantize of a linear attention's gated norm (read by a q8_0 out_proj) in
+    head_norm's epilogue: no quantize launch between them, and the tunings say so."""
+    from lanec.pipeline import fuse, parse_verify
+    from lanec.shim import LaneShim
+
+    source = tmp_path / "gated.mlir"
+    source.write_text(GATED_NORM_Q8.replace("WORDS", str(words)))
+    module, where = parse_verify(source)
+    fuse(module, LaneShim.of(module), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings).ops))
+    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launches] == ["embed", "head_norm", "q8_gemv"]
+    assert spec_of(launches[1])["quantize"] == words and spec_of(launches[2])["words"] == words
+    (quantized,) = [(shape, o) for kernel, shape, o in tunings if kernel == "quantize"]
+    assert quantized[0]["after"] == "head_norm" and quantized[1]["launch"] == "epilogue"
+    buffers = {op.buffer_name.data: op for op in step.body.block.ops if isinstance(op, lane.BufferOp)}
+    assert str(buffers["norm_gated.q"].result.type) == f"memref<2x{quantized_pitch(256, words)}xi8>"
+
+
+def test_a_kda_with_q8_0_decay_rows_splits_and_its_decay_product_reads_int8(tmp_path):
+    """hold-kda: KdaSplit reads f_b as bf16 rows, so a KDA layer whose projections are Q8_0 rows is
+    split back into its chain, and the decay's up-projection reads f_a quantized (q8_gemv after a
+    quantize launch): the form compiles, and explain says why."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.passes.decisions import decisions_of
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from plans import q8_rows
+
+    source = tmp_path / "kda.mlir"
+    config = Path(__file__).resolve().parents[1] / "examples" / "kimi-linear-48b-a3b.config.json"
+    result = CliRunner().invoke(main, ["import", str(config), "--layers", "1", "--kda-only", "--dense-mlp", "9216",
+                                       "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    source.write_text(q8_rows(source.read_text()))
+    module, where = parse_verify(source)
+    fuse(module, LaneShim.of(module, words=2), where)
+    split = [d for d in decisions_of(module) if d.rule == "hold-kda"]
+    assert len(split) == 1 and not split[0].taken
+    assert "KdaSplit reads f_b (model.layers.0.self_attn.f_b_proj.weight) as bf16 rows, not q8_0" in split[0].reason
+    step = next(iter(lower_module(module, []).ops))
+    kinds = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert "kda_split" not in kinds and "delta_rule" in kinds
+    gate = kinds.index("kda_gate")
+    assert kinds[gate - 2:gate] == ["quantize", "q8_gemv"]  # f_a quantized, then its product by f_b's q8_0 rows

@@ -1204,9 +1204,16 @@ class HeadNormSpec(Spec):
     gate: str | None = None
     x_pitch: int | None = None
     gate_pitch: int | None = None
+    quantize: int = 0  # words a value of the quantized form y is written in (0: bf16 y)
 
     def problems(self) -> list[str]:
         found = []
+        if self.quantize:
+            found += [f"its quantize epilogue: {problem}" for problem in
+                      quantized_problems(self.heads * self.size, self.quantize)]
+            if self.size % 32:
+                found.append(f"its quantize epilogue: head size {self.size} is not whole 32-value blocks (a "
+                             "warp quantizes its head's blocks)")
         if self.rows < 1 or self.heads < 1:
             found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
         if not 1 <= self.size <= HEAD_NORM_MAX:

@@ -287,7 +287,7 @@ class Lowering:
     def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str) -> None:
         """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
         op's epilogue (its result i8), a standalone quantize launch follows instead: `kernel` has
-        no quantize epilogue (rmsnorm and elementwise have one: `bind_epilogue`)."""
+        no quantize epilogue (rmsnorm, elementwise and head_norm have one: `bind_epilogue`)."""
         words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
         if not words or not form.is_int(result, 8):
             self.windows[result] = out
@@ -801,9 +801,14 @@ class Lowering:
             spec.update(gate=activation, **pitch_of(args[-1], "gate"))
         if weight is not None:
             args.append(self.window(weight))
-        out = self.activation(op.name.removeprefix("form."), (rows, width))
-        self.launch("head_norm", spec, [*args, out])
-        self.bind(op, op.results[0], out, "head_norm")
+        kind = op.name.removeprefix("form.")
+        words = self.epilogue_words(op, op.results[0])  # a norm_gated writes the quantized form itself
+        out = self.quantized_out(kind, rows, width, words) if words else self.activation(kind, (rows, width))
+        self.launch("head_norm", {**spec, **({"quantize": words} if words else {})}, [*args, out])
+        if words:
+            self.bind_epilogue(op.results[0], out, words, "head_norm")
+        else:
+            self.bind(op, op.results[0], out, "head_norm")
 
     @lower.register
     def lower_l2norm(self, op: form.L2NormOp) -> None:

@@ -1,8 +1,9 @@
 """hold-quantized-activation (the lane's held-back rule "quantized activation"): a quantized
 activation is one or two int8 words a value, and a producer quantizes it in its epilogue only
-where its kernel can: a norm, an elementwise op, a SwiGLU, a delta rule, a gated pair whose
-hidden width is whole 32-value blocks, a product of four rows a warp (a GEMV) whose outputs are
-whole blocks. Held back: the producer writes bf16 and a standalone quantize follows it."""
+where its kernel can: a norm, an elementwise op, a SwiGLU, a delta rule, a gated norm whose heads
+are whole 32-value blocks, a gated pair whose hidden width is whole 32-value blocks, a product of
+four rows a warp (a GEMV) whose outputs are whole blocks. Held back: the producer writes bf16 and
+a standalone quantize follows it."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from lanec.passes.decisions import note_split
 from lanec.passes.rule import Judge, Rule, failures, rows_of
 from lanec.shim import QUANT_WORDS, LaneShim
 
-ALWAYS = (NormOp, NormGatedOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp)
+ALWAYS = (NormOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp)
 
 
 def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
@@ -43,6 +44,10 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
     checks = [(words in QUANT_WORDS, f"{words} words: an activation value is one or two int8 words")]
     if isinstance(op, ALWAYS):
         return checks
+    if isinstance(op, NormGatedOp):  # head_norm: a warp a head quantizes the head's own blocks
+        size = shape(op.x)[1] // op.heads.value.data
+        return checks + [(size % BLOCK == 0, f"the gated norm's head size {size} is not whole {BLOCK}-value "
+                                             "blocks (a warp quantizes its head's blocks)")]
     if isinstance(op, GatedProductOp):
         hidden = shape(op.gate)[0]
         return checks + [(hidden % BLOCK == 0, (f"the gated pair's hidden width {hidden} is not whole "

@@ -9,6 +9,7 @@ of the other families' published configs (`Imported`: DeepSeek-V3, Llama-3.1-8B,
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +41,29 @@ class Kimi(NamedTuple):
 
 
 class Qwen(NamedTuple):
-    """A plan's form: `lanec import` of Qwen3-Next's config with `arguments`."""
+    """A plan's form: `lanec import` of Qwen3-Next's config with `arguments`; with `q8`, its
+    attention and linear-attention projections and lm head as Q8_0 checkpoint rows under quantized
+    numerics (`q8_rows`), compiled with `compile`."""
 
     arguments: list[str]
+    q8: bool = False
+    compile: tuple[str, ...] = ()
+
+
+# the projections of the attention layers (softmax or linear) and the lm head; the mixtures' experts
+# stay bf16 (the mixture kernels read bf16 rows)
+Q8_ROWS = re.compile(r'(name = "(?:[^"]*\.(?:self_attn|linear_attn)\.[^"]*_proj|lm_head)\.weight", format = )"bf16"')
+QUANTIZED = ('builtin.module attributes {lane.shim = {numerics = "quantized", words = 1 : i64, fuse_quant = false, '
+             'batch_products = false}} {')
+
+
+def q8_rows(form: str) -> str:
+    """`form` with its attention projections and lm head as Q8_0 rows, under quantized numerics (as
+    examples/regenerate.sh makes dense-small-q8.mlir)."""
+    rows = Q8_ROWS.sub(r'\1"q8_0"', form)
+    if not rows.startswith("builtin.module {"):
+        raise ValueError("a form whose module already carries attributes")
+    return QUANTIZED + rows[len("builtin.module {"):]
 
 
 def kimi_config(heads: int | None = None, head_size: int | None = None, **changes) -> dict:
@@ -131,6 +152,9 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "kimi-kda-spec12-b2": Kimi([*KDA, "--batch", "2", "--spec-tokens", "12"]),
     "qwen-next-b1": Qwen(["--layers", "4"]),
     "qwen-next-spec3-b5": Qwen(["--layers", "4", "--batch", "5", "--spec-tokens", "3"]),
+    # Q8_0 projections, two words, fuse-quant: the gated norm before each linear attention's out_proj
+    # quantizes in head_norm's epilogue
+    "qwen-next-b1-q8-fused": Qwen(["--layers", "4"], q8=True, compile=("--words", "2", "--fuse-quant")),
     # DeepSeek-V3's first four layers (three dense, then the first mixture of 256 experts: about 30 GB
     # of seeded bf16 weights, 60 GB of fp32 sources on the host): YaRN rope on the interleaved rope part
     "deepseek-v3-b2": Imported("deepseek-v3.config.json", ["--layers", "4", "--batch", "2"]),
@@ -218,6 +242,8 @@ def build(names: list[str] | None = None) -> list[Path]:
         elif isinstance(made, Qwen):
             source = OUT / f"{name}.mlir"
             lanec("import", str(QWEN), *made.arguments, "-o", str(source))
+            if made.q8:
+                source.write_text(q8_rows(source.read_text()))
         elif isinstance(made, Imported):
             source = OUT / f"{name}.mlir"
             lanec("import", str(ROOT / "examples" / made.config), *made.arguments, "-o", str(source))

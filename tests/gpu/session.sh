@@ -79,6 +79,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_cluster"
           "latent_attention-b2_t4_h32_l512_nope_p16_s3_cluster"
           "epilogue_matches and rmsnorm-r3_w4096_residual_q2" "epilogue_matches and elementwise-swiglu_r3_w2368_q2"
+          "epilogue_matches and head_norm-gated_sigmoid_r3_h16_s128_q2"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
@@ -148,7 +149,15 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30): the real-size check of 3 speculative tokens at
+      # head_norm's quantize epilogue (the gated norm before a q8_0 out_proj): its cases, then the sanitizers
+      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py -q -rfE -k "head_norm" 2>&1 \
+        | tee "$logs/head_norm.log" || status=1
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
+          -k "head_norm-gated_sigmoid_r3_h16_s128_q2" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/sanitize.log"
+      done
+      # what the last session wrote and could not run (2026-11-30): head_norm's quantize epilogue; the real-size check of 3 speculative tokens at
       # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
       # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
       # dense-small step against bf16 (carry build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,

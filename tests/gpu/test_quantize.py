@@ -4,7 +4,7 @@ zeros and a block of exact ties among them), launched twice over differently poi
 The int8 words and the fp32 scales must be numpy's bit for bit (every step is one fp32 operation
 rounded to nearest), so the values they stand for are exactly ops.quantize's.
 
-Then the quantize epilogues of rmsnorm and elementwise (their cases' `quantize` entries) against
+Then the quantize epilogues of rmsnorm, elementwise and head_norm (their cases' `quantize` entries) against
 the op on the interpreter then ops.quantize: a kernel's fp32 values differ from numpy's by an
 ulp or so (a norm's sum's order, the sigmoid's), so a value on a rounding boundary may land a word
 either side. Each block's scale must be numpy's within 1e-5, each value the quantized form stands
@@ -29,15 +29,20 @@ HERE = Path(__file__).resolve().parent
 CASES = load("lanec_gpu_cases_quantize", HERE / "cases" / "quantize.py").CASES
 # the kernels with a quantize epilogue: their `quantize` cases
 EPILOGUES = {kernel: {name: spec for name, spec in load(f"lanec_gpu_cases_{kernel}_q", HERE / "cases" / f"{kernel}.py")
-                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise")}
+                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise", "head_norm")}
+
+
+def width_of(spec: dict) -> int:
+    """The values of a row a case quantizes (a head_norm's: its heads x their size)."""
+    return spec.get("width") or spec["heads"] * spec["size"]
 
 
 def drawn(spec: dict):
     """(a fresh generator, the activation rows as wide as their pitch as the device holds them,
     the `width` values the kernel reads of each)."""
     rng = np.random.default_rng()
-    wide = activation(rng, spec["rows"], spec.get("x_pitch") or spec["width"])
-    return rng, wide, wide[:, :spec["width"]]
+    wide = activation(rng, spec["rows"], spec.get("x_pitch") or width_of(spec))
+    return rng, wide, wide[:, :width_of(spec)]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -58,7 +63,8 @@ def test_quantize_matches_interpreter(case, stream):
 
 def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.ndarray):
     """(the inputs as the device stores them, the op's fp32 result, the residual sum or None) of a
-    quantize-epilogue case: rmsnorm of x (+ a residual), or the elementwise op of x (and another)."""
+    quantize-epilogue case: rmsnorm of x (+ a residual), the elementwise op of x (and another), or
+    head_norm's per-head norm of x (times its weight, and a gate's activation)."""
     if kernel == "elementwise":
         stored = {"a": to_bf16(wide)}
         operands = [x]
@@ -66,6 +72,14 @@ def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.nda
             stored["b"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
             operands.append(from_bf16(stored["b"]))
         return stored, getattr(ops, spec["op"])(*operands), None
+    if kernel == "head_norm":
+        heads, eps = spec["heads"], spec["eps"]
+        stored = {"x": to_bf16(wide), "w": to_bf16(rng.uniform(0.5, 1.5, spec["size"]).astype(np.float32))}
+        if not spec.get("gate"):
+            return stored, ops.head_norm(x, from_bf16(stored["w"]), heads, eps), None
+        stored["gate"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
+        return stored, ops.norm_gated(x, from_bf16(stored["gate"]), from_bf16(stored["w"]), heads, eps,
+                                      spec["gate"]), None
     stored = {"x": to_bf16(wide), "w": to_bf16(rng.standard_normal(spec["width"], dtype=np.float32))}
     if not spec.get("residual"):
         return stored, ops.rmsnorm(x, from_bf16(stored["w"]), spec["eps"]), None
@@ -77,10 +91,10 @@ def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.nda
 @pytest.mark.parametrize(("kernel", "case"), [(k, c) for k in sorted(EPILOGUES) for c in sorted(EPILOGUES[k])])
 def test_quantize_epilogue_matches_interpreter(kernel, case, stream):
     spec = EPILOGUES[kernel][case]
-    rows, width, words = spec["rows"], spec["width"], spec["quantize"]
+    rows, width, words = spec["rows"], width_of(spec), spec["quantize"]
     rng, wide, x = drawn(spec)
     stored, y, h = epilogue_reference(kernel, spec, rng, x, wide)
-    out = "y" if kernel == "rmsnorm" else "out"
+    out = "out" if kernel == "elementwise" else "y"
     blocks = width // 32
     want_scale = np.abs(y.reshape(rows, blocks, 32)).max(axis=-1) / np.float32(127)
     quantum = (want_scale if words == 1 else want_scale / np.float32(254))[:, :, None]

@@ -2,7 +2,13 @@
 serves three form ops: `l2norm` (x rsqrt(sum(x^2) + eps)), `head_norm` (Qwen3's q_norm / k_norm:
 x rsqrt(mean(x^2) + eps) w, w one head's size) and `norm_gated` (the same times act(gate),
 sigmoid or swish). A warp is one head of one row, its values a few a lane (lane l holds values
-l, l + 32, ...: each load of the warp is one contiguous run), the sum a butterfly."""
+l, l + 32, ...: each load of the warp is one contiguous run), the sum a butterfly.
+
+With `quantize` (1 or 2 words: fuse-quant put the quantize in the norm's epilogue, where the head
+is whole 32-value blocks) y leaves in the quantized form a product by q8_0 rows reads
+(lanec/codegen/kernels/quantize.py's layout), quantized from its fp32 values as ops.quantize does:
+a block is the warp's i-th values, so its peak meets by a whole-warp butterfly and each lane stores
+its byte of every plane; lane 0 stores the block's scale. No bf16 y is written."""
 
 from __future__ import annotations
 
@@ -12,23 +18,34 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.facts import WARP, HeadNormSpec
+from lanec.codegen.facts import WARP, HeadNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.primitives import sigmoid, warp_reduce, zeros
+from lanec.codegen.kernels.primitives import (
+    at,
+    float_bits,
+    sigmoid,
+    store_global_byte,
+    store_global_words,
+    warp_reduce,
+    zeros,
+)
+from lanec.codegen.kernels.quantize import quantized_values
 
 WARPS = 4  # heads a CTA
 
 
 class HeadNorm:
     """Params: x [rows, heads * size] bf16 (rows x_pitch apart), (gate [rows, heads * size] bf16,
-    rows gate_pitch apart, with `gate`), (w [size] bf16 with `weight`), y [rows, heads * size] bf16.
-    `mean`: divide the sum of squares by the head size (an RMS norm); otherwise an L2 norm."""
+    rows gate_pitch apart, with `gate`), (w [size] bf16 with `weight`), y [rows, heads * size] bf16
+    (int8 rows of the quantized form with `quantize` words). `mean`: divide the sum of squares by
+    the head size (an RMS norm); otherwise an L2 norm."""
 
     name = "head_norm"
 
     def __init__(self, rows: int, heads: int, size: int, eps: float, mean: bool = True, weight: bool = True,
-                 gate: str | None = None, x_pitch=None, gate_pitch=None):
-        HeadNormSpec(rows, heads, size, eps, bool(mean), bool(weight), gate, x_pitch, gate_pitch).check()
+                 gate: str | None = None, x_pitch=None, gate_pitch=None, quantize: int = 0):
+        HeadNormSpec(rows, heads, size, eps, bool(mean), bool(weight), gate, x_pitch, gate_pitch, quantize).check()
+        self.quantize = int(quantize)
         self.rows, self.heads, self.size, self.eps = rows, heads, size, float(eps)
         self.mean, self.weight, self.gate = bool(mean), bool(weight), gate
         self.width = heads * size
@@ -45,6 +62,9 @@ class HeadNorm:
             params.append(TensorParam("gate", shape, "bfloat16", (self.gate_pitch, 1)))
         if self.weight:
             params.append(TensorParam("w", (self.size,), "bfloat16"))
+        if self.quantize:
+            return [*params, TensorParam("y", (self.rows, quantized_pitch(self.width, self.quantize)), "int8",
+                                         written=True)]
         return [*params, TensorParam("y", shape, "bfloat16", written=True)]
 
     def launch(self) -> LaunchShape:
@@ -89,10 +109,19 @@ class HeadNorm:
         rstd = cute.math.rsqrt(squares + Float32(self.eps))
         if busy:
             for i in cutlass.range_constexpr(N):
-                if lane + i * WARP < self.size:
-                    result = values[i] * rstd * scale[i]
-                    if cutlass.const_expr(self.gate == "sigmoid"):
-                        result = result * sigmoid(gates[i])
-                    if cutlass.const_expr(self.gate == "swish"):
-                        result = result * (gates[i] * sigmoid(gates[i]))
-                    y[row, head * self.size + lane + i * WARP] = result.to(BFloat16)
+                result = values[i] * rstd * scale[i]
+                if cutlass.const_expr(self.gate == "sigmoid"):
+                    result = result * sigmoid(gates[i])
+                if cutlass.const_expr(self.gate == "swish"):
+                    result = result * (gates[i] * sigmoid(gates[i]))
+                column = head * self.size + lane + i * WARP
+                if cutlass.const_expr(self.quantize):
+                    # the head is whole blocks (the spec's): block i of the head is every lane's i-th value
+                    planes, block_scale = quantized_values([result], self.quantize, WARP)
+                    for plane in cutlass.range_constexpr(self.quantize):
+                        store_global_byte(at(y, row, plane * self.width + column), planes[plane][0])
+                    if lane == 0:
+                        block = (head * self.size) // WARP + i
+                        store_global_words(at(y, row, self.quantize * self.width + 4 * block), float_bits(block_scale))
+                elif lane + i * WARP < self.size:
+                    y[row, column] = result.to(BFloat16)

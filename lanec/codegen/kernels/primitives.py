@@ -544,6 +544,12 @@ def store_shared_word(pointer, word, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def store_global_byte(pointer, value, *, loc=None, ip=None):
+    """The low byte of the 32-bit `value` to global memory."""
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)], "st.global.b8 [$0], $1;", "l,r", loc, ip)
+
+
+@dsl_user_op
 def store_global_words(pointer, words, *, loc=None, ip=None):
     """One or two 32-bit words to global memory (aligned to their size)."""
     words = words if isinstance(words, tuple) else (words,)

@@ -53,23 +53,32 @@ def quantized_lane(values, words: int):
     ops.quantize computes them: ([high words (2 x 4 int8), then (two words) the residual's], the
     block's fp32 scale). The block's four lanes (consecutive lanes of one warp) call it together,
     every lane of the warp (their peak meets by shuffles; a lane past the row gives zeros)."""
+    planes, scale = quantized_values(values, words, LANES_A_BLOCK)
+    return [int8_words(plane) for plane in planes], scale
+
+
+def quantized_values(values, words: int, lanes: int):
+    """This lane's fp32 `values` of a 32-value block spread over `lanes` consecutive lanes of one
+    warp (32 / lanes values each), as ops.quantize computes them: ([the high int8 values, then (two
+    words) the residual's], the block's fp32 scale). Every lane of the warp calls it together (the
+    block's peak meets by shuffles; a lane past the row gives zeros)."""
     peak = Float32(0.0)
     for v in values:
         peak = cutlass.max(peak, cutlass.max(v, -v))
-    peak = warp_reduce(peak, cutlass.max, width=LANES_A_BLOCK)
+    peak = warp_reduce(peak, cutlass.max, width=lanes)
     # max(+0, -0) may be -0 on the GPU: an all-zero block's scale is stored as numpy's +0
     scale = cutlass.select_(peak > Float32(0.0), rounded("div", peak, Float32(127.0)), Float32(0.0))
     safe = cutlass.select_(scale > Float32(0.0), scale, Float32(1.0))  # an all-zero block stays zero
     high = [clamp_int8(round_to_int(rounded("div", v, safe))) for v in values]
-    packed = [int8_words(high)]
+    planes = [high]
     if words == 2:
         step = rounded("div", safe, Float32(254.0))
         residual = []
         for v, h in zip(values, high, strict=True):
             rest = rounded("sub", v, rounded("mul", Float32(h), scale))
             residual.append(clamp_int8(round_to_int(rounded("div", rest, step))))
-        packed.append(int8_words(residual))
-    return packed, scale
+        planes.append(residual)
+    return planes, scale
 
 
 def store_quantized(q, row, unit, width: int, packed) -> None:

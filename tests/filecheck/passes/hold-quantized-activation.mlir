@@ -78,3 +78,33 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
 
 // CHECK: rule = "hold-quantized-activation", op = "product %a (q_a_proj)", taken = true, reason = "quantizes its result in its epilogue (1 word)"
 // CHECK: %a = form.product %x, %wa {quantize = 1 : i64}
+
+// -----
+
+// The gated norm (head_norm): kept where its heads are whole 32-value blocks (2 heads of 64, a warp
+// a head quantizes the head's own blocks); held back with heads of 48 (its 96 values are whole
+// blocks, its heads are not): it writes bf16 and a standalone quantize follows.
+builtin.module attributes {lane.shim = {numerics = "quantized"}} {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x128xbf16>
+    %f = form.weight {name = "embed2", format = "bf16"} : tensor<32x96xbf16>
+    %n = form.weight {name = "model.layers.0.linear_attn.norm.weight", format = "bf16"} : tensor<64xbf16>
+    %m = form.weight {name = "model.layers.1.linear_attn.norm.weight", format = "bf16"} : tensor<48xbf16>
+    %wo = form.weight {name = "model.layers.0.linear_attn.out_proj.weight", format = "q8_0"} : tensor<64x128xbf16>
+    %wp = form.weight {name = "model.layers.1.linear_attn.out_proj.weight", format = "q8_0"} : tensor<64x96xbf16>
+    %x = form.embed %t, %e : (tensor<1xi32>, tensor<32x128xbf16>) -> tensor<1x128xbf16>
+    %z = form.embed %t, %f : (tensor<1xi32>, tensor<32x96xbf16>) -> tensor<1x96xbf16>
+    %g = form.norm_gated %x, %x, %n {heads = 2 : i64, eps = 1.0e-05 : f64, activation = "swish", quantize = 1 : i64} : (tensor<1x128xbf16>, tensor<1x128xbf16>, tensor<64xbf16>) -> tensor<1x128xi8>
+    %k = form.norm_gated %z, %z, %m {heads = 2 : i64, eps = 1.0e-05 : f64, activation = "swish", quantize = 1 : i64} : (tensor<1x96xbf16>, tensor<1x96xbf16>, tensor<48xbf16>) -> tensor<1x96xi8>
+    %a = form.product %g, %wo : (tensor<1x128xi8>, tensor<64x128xbf16>) -> tensor<1x64xbf16>
+    %b = form.product %k, %wp : (tensor<1x96xi8>, tensor<64x96xbf16>) -> tensor<1x64xbf16>
+    form.return %a, %b : tensor<1x64xbf16>, tensor<1x64xbf16>
+  }
+}
+
+// CHECK: rule = "hold-quantized-activation", op = "norm_gated %g (linear_attn.norm)", taken = true, reason = "quantizes its result in its epilogue (1 word)"
+// CHECK-SAME: rule = "hold-quantized-activation", op = "norm_gated %k (linear_attn.norm)", taken = false, reason = "quantize epilogue split into a standalone quantize: the gated norm's head size 48 is not whole 32-value blocks (a warp quantizes its head's blocks)"
+// CHECK: %g = form.norm_gated %x, %x, %n {heads = 2 : i64, eps = 1.000000e-05 : f64, activation = "swish", quantize = 1 : i64}
+// CHECK: %k = form.norm_gated %z, %z, %m {heads = 2 : i64, eps = 1.000000e-05 : f64, activation = "swish"} : (tensor<1x96xbf16>, tensor<1x96xbf16>, tensor<48xbf16>) -> tensor<1x96xbf16>
+// CHECK-NEXT: %k_1 = form.quantize %k {words = 1 : i64}
