@@ -335,3 +335,52 @@ def test_a_kda_with_q8_0_decay_rows_splits_and_its_decay_product_reads_int8(tmp_
     assert "kda_split" not in kinds and "delta_rule" in kinds
     gate = kinds.index("kda_gate")
     assert kinds[gate - 2:gate] == ["quantize", "q8_gemv"]  # f_a quantized, then its product by f_b's q8_0 rows
+
+
+def test_widened_q8_0_rows_are_the_blocks_values():
+    """`q8_0_values` (a weight binding's transform): what the quantized blocks stand for, ops.q8_0's
+    values bit for bit, an all-zero block staying zero."""
+    from lanec.runtime.weights import q8_0_values
+
+    rng = np.random.default_rng()
+    w = rng.standard_normal((7, 96)).astype(np.float32) * rng.uniform(0.01, 10, (7, 1)).astype(np.float32)
+    w[3, 32:64] = 0.0
+    assert np.array_equal(q8_0_values(w), ops.q8_0(w))
+    assert not np.array_equal(q8_0_values(w), w)  # the blocks' rounding shows
+
+
+@pytest.mark.parametrize("family", ["kimi", "deepseek-v3"])
+def test_q8_0_rows_no_kernel_reads_as_blocks_are_widened_at_load(tmp_path, family):
+    """Every projection Q8_0 (the experts' and the latent attention's kv_b too): the form compiles;
+    the mixture's and the latent attention's rows are widened to bf16 at load (`q8_0_values`, each
+    named in the tunings `lanec explain` prints), the other products read int8 on q8_gemv."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from plans import q8_rows
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    config = examples / ("kimi-linear-48b-a3b.config.json" if family == "kimi" else "deepseek-v3.config.json")
+    source = tmp_path / "model.mlir"
+    result = CliRunner().invoke(main, ["import", str(config), "--layers", "4", "--batch", "2", "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    source.write_text(q8_rows(source.read_text(), experts=True))
+    module, where = parse_verify(source)
+    fuse(module, LaneShim.of(module), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings).ops))
+    widened = {shape["weight"]: (shape["by"], o["why"]) for kernel, shape, o in tunings if kernel == "widen"}
+    assert any(by == "latent_attention" and name.endswith("kv_b_proj.weight") for name, (by, _) in widened.items())
+    assert any(by == "mixture" and ".experts.*." in name for name, (by, _) in widened.items())
+    assert all("widened to bf16 at load" in why for _, why in widened.values())
+    buffers = [op for op in step.body.block.ops if isinstance(op, lane.BufferOp) and op.role.data == "weight"]
+    kinds = {b.buffer_name.data: [t.data["kind"].data for t in b.transforms.data] for b in buffers}
+    for name, steps in kinds.items():  # q8_0 rows are either blocks (q8_gemv) or widened values, never raw
+        if any(w in name for w in widened):
+            assert steps[0] == "q8_0_values" and "quantize_q8_0" not in steps, name
+    kernels = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert "q8_gemv" in kernels and "latent_attention" in kernels and "mixture_gated" in kernels

@@ -140,6 +140,8 @@ class Lowering:
     # an argmax's result that the gemv writing its input computes in its epilogue
     # (fold-argmax-into-gemv) -> the chosen indices that gemv writes
     argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
+    # q8_0 checkpoint weights an op reads as bf16 rows, widened once at load (`unlinked`)
+    widened: set[SSAValue] = field(default_factory=set)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -164,13 +166,15 @@ class Lowering:
         """The buffer made from form weights `values` through `transforms` (made once, shared);
         `element`: the buffer's, where a transform changes it (q8_0 blocks are bytes)."""
         ops = [self.sources[v] for v in values]
+        if any(v in self.widened for v in values) and not any(t["kind"] == "quantize_q8_0" for t in transforms):
+            transforms = [{"kind": "q8_0_values"}, *transforms]  # the blocks' values, stored as bf16
         key = (tuple(op.weight_name.data for op in ops), repr(transforms))
         element = element or form.element(values[0])
         if shape is None:
             shape = form.shape(values[0])
         if key not in self.weights:
-            blocks = any(t["kind"] == "quantize_q8_0" for t in transforms)
-            for op in ops:  # a consumer of q8_0 rows without a kernel for them notes itself first
+            blocks = any(t["kind"] in ("quantize_q8_0", "q8_0_values") for t in transforms)
+            for op in ops:  # a consumer of q8_0 rows that reads bf16 rows widens them first (`unlinked`)
                 assert (op.format.data == "q8_0") == blocks, op.weight_name.data
             first = ops[0].weight_name.data
             name = first if len(ops) == 1 else f"{first}+{len(ops) - 1}"  # its sources list them all
@@ -233,12 +237,6 @@ class Lowering:
             if result not in self.windows and isinstance(result.type, TensorType):
                 self.windows[result] = self.activation(op.name, form.shape(result), form.element(result))
 
-    def quantized(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
-        """Whether an op reads the quantized form or q8_0 rows other than as q8_gemv and
-        q8_gated_gemv do (an int8 activation by q8_0 rows only): no lane kernel links that."""
-        return bool(form.is_int(op.operands[0], 8)
-                    or any(self.sources[w].format.data != "bf16" for w in weights if w in self.sources))
-
     def reads_quantized(self, x: SSAValue, weights: Sequence[SSAValue]) -> bool:
         """Whether a product or gated pair is q8_gemv's or q8_gated_gemv's: a quantize launch's
         int8 rows (`quantized_words`) by q8_0 checkpoint rows only."""
@@ -296,16 +294,30 @@ class Lowering:
                       f"fuse-quant put it in the {kernel}'s epilogue, which the {kernel} kernel does not have yet")
 
     def unlinked(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
-        """Note (and say) where an op's weights are not bf16 checkpoint rows the lane's kernels
-        load: an activation (gemv, gated_gemv and rmsnorm load their weights before the PDL
-        wait, so a weight never depends on a previous launch), or the quantized form."""
+        """Note (and say) where an op's weights are not checkpoint rows the lane's kernels load:
+        an activation (gemv, gated_gemv and rmsnorm load their weights before the PDL wait, so a
+        weight never depends on a previous launch), or where it reads the quantized form. Its q8_0
+        checkpoint rows, which only q8_gemv and q8_gated_gemv read as blocks (by an int8
+        activation), are widened once at load to the bf16 rows its kernel reads: the blocks'
+        values, rounded to bf16 (a `q8_0_values` transform), each widening in `lanec explain`."""
         if not all(w in self.sources for w in weights):
             self.no_kernel(op, "weights that are an activation: kernels load weights before the PDL wait")
-        elif self.quantized(op, weights):
+            return True
+        if form.is_int(op.operands[0], 8):
             self.no_kernel(op, "quantized")
-        else:
-            return False
-        return True
+            return True
+        for w in weights:
+            source = self.sources[w]
+            if source.format.data == "q8_0" and w not in self.widened:
+                self.widened.add(w)
+                kind = op.name.removeprefix("form.")
+                why = ("precise numerics: the product reads its activation bf16, and q8_gemv reads int8"
+                       if isinstance(op, form.ProductOp | form.GatedProductOp) else
+                       f"no kernel of the lane reads the {kind}'s weights as q8_0 blocks")
+                self.tunings.append(("widen", {"weight": source.weight_name.data, "format": "q8_0", "by": kind},
+                                     {"why": f"{why}: its rows are widened to bf16 at load (the blocks' values; "
+                                             "twice the bytes)"}))
+        return False
 
     # -- the walk --------------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ SECTION = struct.Struct("<4sQQ")
 ROLES = ("weight", "state", "activation", "input", "output")
 # weight transform kind -> how many arrays it takes (None: one or more); weights.apply runs them
 TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "reshape": 1,
-              "slice": 1, "quantize_q8_0": 1}
+              "slice": 1, "quantize_q8_0": 1, "q8_0_values": 1}
 
 
 class PlanError(ValueError):
@@ -130,7 +130,8 @@ class Transform:
     many rows taken from each source in turn: gate/up tiles side by side), `transpose` (axes,
     default reversed), `reshape` (shape), `slice` (axis, start, stop: a latent attention's key or
     value half of each head's rows), `quantize_q8_0` (per 32-value block of the last axis: fp16 scale then 32
-    int8 words; uint8 [..., K / 32 * 34]), `none`."""
+    int8 words; uint8 [..., K / 32 * 34]), `q8_0_values` (the values those blocks stand for, q * d, as
+    floats: q8_0 rows a kernel reads widened, stored in the buffer's dtype), `none`."""
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)

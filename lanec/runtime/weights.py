@@ -332,7 +332,7 @@ def sources(plan: Plan, seed: int, checkpoint: Tensors | None = None, lazy: bool
         from lanec.interp.lazy import LazyWeight
     values: dict[str, np.ndarray] = {}
     for binding in plan.weights:
-        q8_0 = any(t.kind == "quantize_q8_0" for t in binding.transforms)
+        q8_0 = any(t.kind in ("quantize_q8_0", "q8_0_values") for t in binding.transforms)
         for source in binding.sources:
             if source.name in values:
                 continue
@@ -367,6 +367,15 @@ def quantize_q8_0(values: np.ndarray) -> np.ndarray:
     return packed.reshape(*values.shape[:-1], -1)
 
 
+def q8_0_values(values: np.ndarray) -> np.ndarray:
+    """The fp32 values `quantize_q8_0`'s blocks stand for (q * d, the interpreter's `ops.q8_0`):
+    q8_0 rows widened for a kernel that reads floating-point rows."""
+    packed = quantize_q8_0(values).reshape(*values.shape[:-1], -1, 2 + Q8_0_BLOCK)
+    scale = np.ascontiguousarray(packed[..., :2]).view(np.float16).astype(np.float32)
+    words = packed[..., 2:].view(np.int8).astype(np.float32)
+    return (words * scale).reshape(values.shape)
+
+
 def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
     """One transform step."""
     params = transform.params
@@ -397,6 +406,8 @@ def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
         return np.stack(tiles, axis=1).reshape(-1, *arrays[0].shape[1:])
     if transform.kind == "quantize_q8_0":
         return quantize_q8_0(arrays[0])
+    if transform.kind == "q8_0_values":
+        return q8_0_values(arrays[0])
     raise WeightError(f"unknown weight transform {transform.kind!r}")
 
 

@@ -38,6 +38,7 @@ class Kimi(NamedTuple):
     changes: dict | None = None  # other top-level config fields (e.g. the MLA's qk_nope_head_dim)
     head_size: int | None = None  # the KDA head size (64: hold-kda splits the kda back into its chain)
     compile: tuple[str, ...] = ()  # `lanec compile` options (e.g. --grouped-experts)
+    q8: bool = False  # every projection and the lm head as Q8_0 rows under quantized numerics (`q8_rows`)
 
 
 class Qwen(NamedTuple):
@@ -50,17 +51,18 @@ class Qwen(NamedTuple):
     compile: tuple[str, ...] = ()
 
 
-# the projections of the attention layers (softmax or linear) and the lm head; the mixtures' experts
-# stay bf16 (the mixture kernels read bf16 rows)
+# the projections of the attention layers (softmax or linear) and the lm head; with the experts', every
+# projection (the mixtures and the latent attention's kv_b read their q8_0 rows widened to bf16)
 Q8_ROWS = re.compile(r'(name = "(?:[^"]*\.(?:self_attn|linear_attn)\.[^"]*_proj|lm_head)\.weight", format = )"bf16"')
+Q8_ALL_ROWS = re.compile(r'(name = "[^"]*(?:_proj|lm_head|\.w[123])\.weight", format = )"bf16"')  # w1-3: Kimi's experts
 QUANTIZED = ('builtin.module attributes {lane.shim = {numerics = "quantized", words = 1 : i64, fuse_quant = false, '
              'batch_products = false}} {')
 
 
-def q8_rows(form: str) -> str:
-    """`form` with its attention projections and lm head as Q8_0 rows, under quantized numerics (as
-    examples/regenerate.sh makes dense-small-q8.mlir)."""
-    rows = Q8_ROWS.sub(r'\1"q8_0"', form)
+def q8_rows(form: str, experts: bool = False) -> str:
+    """`form` with its attention projections and lm head (`experts`: every projection) as Q8_0
+    rows, under quantized numerics (as examples/regenerate.sh makes dense-small-q8.mlir)."""
+    rows = (Q8_ALL_ROWS if experts else Q8_ROWS).sub(r'\1"q8_0"', form)
     if not rows.startswith("builtin.module {"):
         raise ValueError("a form whose module already carries attributes")
     return QUANTIZED + rows[len("builtin.module {"):]
@@ -126,6 +128,11 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # the same mixtures on the grouped experts' path (rows grouped by expert, tensor cores)
     "kimi-moe-grouped-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"], compile=("--grouped-experts",)),
     "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
+    # every projection Q8_0 (16 experts to keep the host's widening small), two words, fuse-quant: the
+    # KDA layers split (KdaSplit reads f_b as bf16 rows), the latent attention's kv_b and the experts
+    # widened to bf16 at load, the other products on q8_gemv
+    "kimi-b3-q8": Kimi(["--layers", "4", "--batch", "3"], changes={"num_experts": 16}, q8=True,
+                       compile=("--words", "2", "--fuse-quant")),
     "dense-small-b8": Dense(["--batch", "8"]),
     "dense-small-b64": Dense(["--batch", "64"]),
     "dense-small-b256": Dense(["--batch", "256"]),  # 1 MiB all-reduces at TP 2: the one-shot's limit
@@ -255,6 +262,8 @@ def build(names: list[str] | None = None) -> list[Path]:
                                              indent=1) + "\n")
             source = OUT / f"{name}.mlir"
             lanec("import", str(config), *made.arguments, "-o", str(source))
+            if made.q8:
+                source.write_text(q8_rows(source.read_text(), experts=True))
         target = OUT / f"{name}.plan"
         lanec("compile", *getattr(made, "compile", ()), str(source), "-o", str(target))
         built.append(target)

@@ -149,20 +149,21 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
+      # what the last session wrote and could not run (2026-11-30): head_norm's quantize epilogue and the q8_0 rows
+      # widened at load (plans qwen-next-b1-q8-fused, kimi-b3-q8); the real-size check of 3 speculative tokens at
+      # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
+      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
+      # dense-small step against bf16 (carry build/gpu, build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
+      # qwen-next-b1-q8-fused, kimi-b3-q8, dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention,
+      # .whl, .anchors; about 9 minutes: the spec3-b8 check alone takes 3-6)
       # head_norm's quantize epilogue (the gated norm before a q8_0 out_proj): its cases, then the sanitizers
-      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py -q -rfE -k "head_norm" 2>&1 \
-        | tee "$logs/head_norm.log" || status=1
+      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_plans.py -q -rfE \
+        -k "head_norm or qwen-next-b1-q8-fused or kimi-b3-q8" 2>&1 | tee "$logs/head_norm.log" || status=1
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
           -k "head_norm-gated_sigmoid_r3_h16_s128_q2" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
           | tee -a "$logs/sanitize.log"
       done
-      # what the last session wrote and could not run (2026-11-30): head_norm's quantize epilogue; the real-size check of 3 speculative tokens at
-      # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
-      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
-      # dense-small step against bf16 (carry build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
-      # dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention, .whl, .anchors; about
-      # 9 minutes: the spec3-b8 check alone takes 3-6)
       python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
       tail -4 "$logs/kimi-full-spec3-b8.check.log"
       grep -q "agree with the interpreter$" "$logs/kimi-full-spec3-b8.check.log" || status=1
