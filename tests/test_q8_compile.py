@@ -171,16 +171,19 @@ def test_fused_quantize_runs_in_the_norms_epilogue_and_apart_elsewhere(words):
     # fuse-quant put the quantize in the norms' and the gated pairs' epilogues; the attention has none
     assert sorted(quantized) == ["attention", "q8_gated_gemv", "rmsnorm"]
     assert quantized["rmsnorm"]["launch"] == "epilogue" and "rmsnorm's epilogue" in quantized["rmsnorm"]["why"]
-    assert quantized["q8_gated_gemv"]["launch"] == "standalone"
-    assert "which the q8_gated_gemv kernel does not have yet" in quantized["q8_gated_gemv"]["why"]
-    # 2 layers x 2 norms and the final norm quantize in their epilogue: only the attention's output
-    # and the gated pairs' hidden rows are quantized by a launch of their own
-    assert kinds.count("quantize") == 2 * 2
+    assert quantized["q8_gated_gemv"]["launch"] == "epilogue"
+    assert "q8_gated_gemv's epilogue" in quantized["q8_gated_gemv"]["why"]
+    # 2 layers x 2 norms and the final norm, and the 2 gated pairs, quantize in their epilogue: only
+    # the attention's output is quantized by a launch of its own
+    assert kinds.count("quantize") == 2
+    gated = [op for op in launches if op.kernel.data == "q8_gated_gemv"]
+    assert len(gated) == 2 and all(spec_of(op)["quantize"] == words for op in gated)
+    assert all(len(op.args) == 6 for op in gated)  # x, gate, up, out, and the epilogue's staged and tickets
     norms = [op for op in launches if op.kernel.data == "rmsnorm"]
     assert len(norms) == 2 * 2 + 1 and all(spec_of(op)["quantize"] == words for op in norms)
     for i, kind in enumerate(kinds):
         if kind.startswith("q8_"):
-            assert kinds[i - 1] in ("quantize", "rmsnorm")
+            assert kinds[i - 1] in ("quantize", "rmsnorm", "q8_gated_gemv")  # each writes the quantized rows
     by_name = {b.buffer_name.data: b for b in buffers}
     width = spec_of(norms[0])["width"]
     from lanec.codegen.facts import quantized_pitch
@@ -384,3 +387,33 @@ def test_q8_0_rows_no_kernel_reads_as_blocks_are_widened_at_load(tmp_path, famil
             assert steps[0] == "q8_0_values" and "quantize_q8_0" not in steps, name
     kernels = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
     assert "q8_gemv" in kernels and "latent_attention" in kernels and "mixture_gated" in kernels
+
+
+def gated_gemv(*args, **kwargs):
+    from lanec.codegen.kernels.gated_gemv import GatedGemv
+
+    return GatedGemv(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("make", "sharing"), [
+    (lambda: gated_gemv(1, 2304, 1024, quantize=1), True),
+    (lambda: gated_gemv(5, 2048, 1056, quantize=2, schedule={"tensor_cores": True, "rows_per_cta": 32}), False),
+    (lambda: q8_gated_gemv(1, 4096, 14336, words=2, quantize=1), True),
+], ids=["cuda_cores_16_ctas_a_block", "tensor_cores_whole_blocks", "q8_gated"])
+def test_gated_quantize_epilogue_compiles_with_a_ticket_where_ctas_share_a_block(make, sharing):
+    """CTAs of fewer units than a block stage their fp32 values and draw the block's ticket (one
+    atom.inc); a CTA of whole blocks quantizes its own; either way one byte a lane and plane, no
+    bf16 out."""
+    kernel = make()
+    names = [p.name for p in kernel.params()]
+    assert names[-3:] == ["out", "staged", "tickets"] and kernel.params()[-3].dtype == "int8"
+    ptx = compiled_for_sm90a(kernel).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    assert after.count("atom.global.inc.u32") == (1 if sharing else 0)
+    assert after.count("st.global.b8") == kernel.quantize and after.count("cvt.rni.s32.f32") == kernel.quantize
+    assert "cvt.rn.bf16" not in after.split("ex2.approx")[-1] and ".local" not in ptx
+
+
+def test_a_gated_quantize_epilogue_needs_ctas_that_divide_a_block():
+    with pytest.raises(ValueError, match="a CTA's 3 hidden units neither divide a 32-value block nor are whole"):
+        gated_gemv(1, 2304, 1024, quantize=1, schedule={"rows_per_cta": 3})

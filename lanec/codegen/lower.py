@@ -282,16 +282,58 @@ class Lowering:
         self.windows[result] = out
         self.quantized_words[result] = words
 
-    def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str) -> None:
+    def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str, why: str | None = None) -> None:
         """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
         op's epilogue (its result i8), a standalone quantize launch follows instead: `kernel` has
-        no quantize epilogue (rmsnorm, elementwise and head_norm have one: `bind_epilogue`)."""
+        no quantize epilogue (rmsnorm, elementwise, head_norm and the gated GEMVs have one:
+        `bind_epilogue`), or `why` its launch cannot take it."""
         words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
         if not words or not form.is_int(result, 8):
             self.windows[result] = out
             return
         self.quantize(out, result, words, out.buffer.owner.buffer_name.data, kernel,
-                      f"fuse-quant put it in the {kernel}'s epilogue, which the {kernel} kernel does not have yet")
+                      f"fuse-quant put it in the {kernel}'s epilogue, "
+                      + (why or f"which the {kernel} kernel does not have yet"))
+
+    def gated_out(self, op: form.GatedProductOp, name: str, kernel: str, specs: Sequence[dict]) -> tuple:
+        """The gated pair's out for its `kernel` launches of `specs`: where fuse-quant put a quantize
+        in its epilogue and every launch takes it, the quantized rows with the epilogue's scratch
+        (staged fp32 values, a ticket a block: gated_gemv.py), else bf16 rows. Returns (out, words
+        (0: bf16), the scratch windows, why a quantize stays a launch of its own)."""
+        rows, hidden = form.shape(op.result)
+        words = self.epilogue_words(op, op.result)
+        why = None
+        if words:
+            problems = []
+            for spec in specs:
+                try:
+                    make_kernel(kernel, {**spec, "quantize": words})
+                except ValueError as error:
+                    problems.append(str(error))
+            if not problems:
+                longest = max(spec["rows"] for spec in specs)
+                scratch = [self.activation(f"{name}.staged", (longest, hidden), Float32Type()),
+                           self.activation(f"{name}.tickets", (max(2, hidden // form.BLOCK),), IntegerType(32))]
+                return self.quantized_out(name, rows, hidden, words), words, scratch, None
+            why = f"which its launch cannot take: {problems[0]}"
+        return self.activation(f"{name}.swiglu", (rows, hidden)), 0, [], why
+
+    def gated_launches(self, op: form.GatedProductOp, kernel: str, specs: Sequence[dict], x: Window,
+                       weights: Sequence[Window]) -> None:
+        """The gated pair's `kernel` launches, a launch a spec (each `rows` rows), then its result bound."""
+        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
+        out, words, scratch, why = self.gated_out(op, name, kernel, specs)
+        first = 0
+        for spec in specs:
+            count = spec["rows"]
+            epilogue = [scratch[0].rows(0, count), scratch[1]] if words else []
+            self.launch(kernel, {**spec, **({"quantize": words} if words else {})},
+                        [x.rows(first, count), *weights, out.rows(first, count), *epilogue])
+            first += count
+        if words:
+            self.bind_epilogue(op.result, out, words, kernel)
+        else:
+            self.bind(op, op.result, out, kernel, why)
 
     def unlinked(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
         """Note (and say) where an op's weights are not checkpoint rows the lane's kernels load:
@@ -525,15 +567,15 @@ class Lowering:
         rows, width = form.shape(op.x)
         hidden = form.shape(op.gate)[0]
         name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
-        out = self.activation(f"{name}.swiglu", (rows, hidden))
         x = self.window(op.x)
         paired = {"width": width, "parts": (2 * hidden,), "gated": True}
         if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**paired, **pitch_of(x)}):
             # one gemm_tc launch: gate and up tiles side by side (the weights interleaved once at load,
             # PAIR_TILE rows each), SwiGLU in the epilogue: the [rows, 2 hidden] products never reach memory
             pair = self.weight([op.gate, op.up], [{"kind": "interleave", "rows": PAIR_TILE}], shape=(2 * hidden, width))
+            out = self.activation(f"{name}.swiglu", (rows, hidden))
             self.gemv(x, pair, out, paired)
-            self.windows[op.result] = out
+            self.bind(op, op.result, out, "gemm_tc")
             return
         gate, up = self.window(op.gate), self.window(op.up)
         if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {"width": width, "parts": (hidden,),
@@ -544,15 +586,16 @@ class Lowering:
             for which, weight in (("gate", gate), ("up", up)):
                 halves.append(self.activation(f"{name}.{which}", (rows, hidden)))
                 self.gemv(x, weight, halves[-1], {"width": width, "parts": (hidden,)})
+            out = self.activation(f"{name}.swiglu", (rows, hidden))
             self.launch("elementwise", {"op": "swiglu", "rows": rows, "width": hidden}, [*halves, out])
-            self.windows[op.result] = out
+            self.bind(op, op.result, out, "elementwise")
             return
+        specs = []
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
-            self.launch("gated_gemv", {"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned},
-                        [x.rows(first, count), gate, up, out.rows(first, count)])
-        self.bind(op, op.result, out, "gated_gemv")
+            specs.append({"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned})
+        self.gated_launches(op, "gated_gemv", specs, x, [gate, up])
 
     def q8_gated_product(self, op: form.GatedProductOp) -> None:
         """A gated pair by q8_0 rows reading its activation quantized: q8_gated_gemv launches of
@@ -561,15 +604,13 @@ class Lowering:
         rows, width = x.shape[0], form.shape(op.gate)[1]
         hidden = form.shape(op.gate)[0]
         gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
-        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
-        out = self.activation(f"{name}.swiglu", (rows, hidden))
         words = self.quantized_words[op.x]
+        specs = []
         for first in range(0, rows, Q8_GATED_ROWS):
             count = min(Q8_GATED_ROWS, rows - first)
             tuned = self.tuned("q8_gated_gemv", {"rows": count, "width": width, "outputs": hidden, "words": words})
-            self.launch("q8_gated_gemv", {"rows": count, "width": width, "hidden": hidden, "words": words, **tuned},
-                        [x.rows(first, count), gate, up, out.rows(first, count)])
-        self.bind(op, op.result, out, "q8_gated_gemv")
+            specs.append({"rows": count, "width": width, "hidden": hidden, "words": words, **tuned})
+        self.gated_launches(op, "q8_gated_gemv", specs, x, [gate, up])
 
     @lower.register
     def lower_norm(self, op: form.NormOp) -> None:

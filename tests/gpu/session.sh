@@ -79,7 +79,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "attention_matches and attention-b4_t4_h8_kv2_d128_p32_s3_cluster"
           "latent_attention-b2_t4_h32_l512_nope_p16_s3_cluster"
           "epilogue_matches and rmsnorm-r3_w4096_residual_q2" "epilogue_matches and elementwise-swiglu_r3_w2368_q2"
-          "epilogue_matches and head_norm-gated_sigmoid_r3_h16_s128_q2"
+          "epilogue_matches and head_norm-gated_sigmoid_r3_h16_s128_q2" "epilogue_matches and gated_gemv-r1_k2304_h1024_q1"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
@@ -149,20 +149,24 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30): head_norm's quantize epilogue and the q8_0 rows
+      # what the last session wrote and could not run (2026-11-30): the quantize epilogues of head_norm and the
+      # gated GEMVs, and the q8_0 rows
       # widened at load (plans qwen-next-b1-q8-fused, kimi-b3-q8); the real-size check of 3 speculative tokens at
       # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
       # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
       # dense-small step against bf16 (carry build/gpu, build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
       # qwen-next-b1-q8-fused, kimi-b3-q8, dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention,
       # .whl, .anchors; about 9 minutes: the spec3-b8 check alone takes 3-6)
-      # head_norm's quantize epilogue (the gated norm before a q8_0 out_proj): its cases, then the sanitizers
+      # the quantize epilogues of head_norm (the gated norm before a q8_0 out_proj) and of the gated GEMVs
+      # (a ticket a block): their cases, the plans that take them, then the sanitizers
       python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_plans.py -q -rfE \
-        -k "head_norm or qwen-next-b1-q8-fused or kimi-b3-q8" 2>&1 | tee "$logs/head_norm.log" || status=1
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
-          -k "head_norm-gated_sigmoid_r3_h16_s128_q2" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/sanitize.log"
+        -k "head_norm or gated_gemv or qwen-next-b1-q8-fused or kimi-b3-q8 or dense-small-q8" 2>&1 \
+        | tee "$logs/epilogues.log" || status=1
+      for case in "head_norm-gated_sigmoid_r3_h16_s128_q2" "gated_gemv-r1_k2304_h1024_q1"; do
+        for tool in memcheck racecheck; do
+          compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
+            -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
+        done
       done
       python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
       tail -4 "$logs/kimi-full-spec3-b8.check.log"

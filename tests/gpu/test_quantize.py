@@ -4,12 +4,14 @@ zeros and a block of exact ties among them), launched twice over differently poi
 The int8 words and the fp32 scales must be numpy's bit for bit (every step is one fp32 operation
 rounded to nearest), so the values they stand for are exactly ops.quantize's.
 
-Then the quantize epilogues of rmsnorm, elementwise and head_norm (their cases' `quantize` entries) against
-the op on the interpreter then ops.quantize: a kernel's fp32 values differ from numpy's by an
+Then the quantize epilogues of rmsnorm, elementwise, head_norm and gated_gemv (their cases'
+`quantize` entries) against the op on the interpreter then ops.quantize: a kernel's fp32 values differ from numpy's by an
 ulp or so (a norm's sum's order, the sigmoid's), so a value on a rounding boundary may land a word
 either side. Each block's scale must be numpy's within 1e-5, each value the quantized form stands
 for within half a quantum (the scale, or with two words the scale / 254) of the op's exact value,
-and a norm's residual sum h numpy's in bf16."""
+and a norm's residual sum h numpy's in bf16. The gated GEMV's epilogue (its fp32 products summed
+in another order than numpy's, further apart than an ulp) is checked against the values it
+staged, bit for bit, and those against the op's within 1e-5 of the largest."""
 
 from __future__ import annotations
 
@@ -29,12 +31,17 @@ HERE = Path(__file__).resolve().parent
 CASES = load("lanec_gpu_cases_quantize", HERE / "cases" / "quantize.py").CASES
 # the kernels with a quantize epilogue: their `quantize` cases
 EPILOGUES = {kernel: {name: spec for name, spec in load(f"lanec_gpu_cases_{kernel}_q", HERE / "cases" / f"{kernel}.py")
-                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise", "head_norm")}
+                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise", "head_norm", "gated_gemv")}
 
 
 def width_of(spec: dict) -> int:
-    """The values of a row a case quantizes (a head_norm's: its heads x their size)."""
+    """The values of an input row a case reads (a head_norm's: its heads x their size)."""
     return spec.get("width") or spec["heads"] * spec["size"]
+
+
+def out_width_of(spec: dict) -> int:
+    """The values of a row a case quantizes: a gated pair's hidden units, else its input's."""
+    return spec.get("hidden") or width_of(spec)
 
 
 def drawn(spec: dict):
@@ -72,6 +79,12 @@ def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.nda
             stored["b"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
             operands.append(from_bf16(stored["b"]))
         return stored, getattr(ops, spec["op"])(*operands), None
+    if kernel == "gated_gemv":
+        hidden = spec["hidden"]
+        stored = {"x": to_bf16(wide)}
+        for name in ("gate", "up"):
+            stored[name] = to_bf16(rng.standard_normal((hidden, x.shape[1]), dtype=np.float32) / np.float32(8))
+        return stored, ops.gated_product(x, from_bf16(stored["gate"]), from_bf16(stored["up"])), None
     if kernel == "head_norm":
         heads, eps = spec["heads"], spec["eps"]
         stored = {"x": to_bf16(wide), "w": to_bf16(rng.uniform(0.5, 1.5, spec["size"]).astype(np.float32))}
@@ -91,16 +104,26 @@ def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.nda
 @pytest.mark.parametrize(("kernel", "case"), [(k, c) for k in sorted(EPILOGUES) for c in sorted(EPILOGUES[k])])
 def test_quantize_epilogue_matches_interpreter(kernel, case, stream):
     spec = EPILOGUES[kernel][case]
-    rows, width, words = spec["rows"], width_of(spec), spec["quantize"]
+    rows, width, words = spec["rows"], out_width_of(spec), spec["quantize"]
     rng, wide, x = drawn(spec)
     stored, y, h = epilogue_reference(kernel, spec, rng, x, wide)
-    out = "out" if kernel == "elementwise" else "y"
+    out = "out" if kernel in ("elementwise", "gated_gemv") else "y"
     blocks = width // 32
     want_scale = np.abs(y.reshape(rows, blocks, 32)).max(axis=-1) / np.float32(127)
     quantum = (want_scale if words == 1 else want_scale / np.float32(254))[:, :, None]
     for poison in (0xFF, 0x00):
         zeros = {out: np.zeros((rows, quantized_pitch(width, words)), np.int8)} if poison == 0x00 else {}
         got = launch_case(kernel, case, {**stored, **zeros}, stream)
+        if kernel == "gated_gemv":
+            # its fp32 products are summed in another order than numpy's: the epilogue is checked
+            # exactly against the values it staged, and those against the op's
+            staged = got["staged"]
+            scale = np.float32(np.abs(y).max())
+            assert np.abs(staged - y).max() <= np.float32(1e-5) * scale, f"{kernel}/{case}: the staged SwiGLU"
+            used = words * width + 4 * blocks
+            np.testing.assert_array_equal(got[out][:, :used], quantized_rows(staged, words)[:, :used],
+                                          err_msg=f"{kernel}/{case} (poison {poison:#x}): the quantized rows")
+            continue
         scale = np.ascontiguousarray(got[out][:, words * width:words * width + 4 * blocks]).view(np.float32)
         assert np.isfinite(scale).all(), f"{kernel}/{case} (poison {poison:#x}): a block's scale never written"
         np.testing.assert_allclose(scale, want_scale, rtol=1e-5, atol=1e-30,

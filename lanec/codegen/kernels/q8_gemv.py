@@ -171,13 +171,13 @@ class Q8Gemv(Q8Products, Gemv):
 
 class Q8GatedGemv(Q8Products, GatedGemv):
     """out[b, j] = silu(x[b] . gate[j]) * (x[b] . up[j]), gate and up in q8_0 blocks, x in the
-    quantized form of ``words`` words."""
+    quantized form of ``words`` words; ``quantize``: out quantized in the epilogue (`GatedGemv`)."""
 
     name = "q8_gated_gemv"
 
-    def __init__(self, rows: int, width: int, hidden: int, *, words: int = 1, schedule=None):
-        super().__init__(rows, width, hidden, words=words, schedule=schedule)
+    def __init__(self, rows: int, width: int, hidden: int, *, words: int = 1, schedule=None, quantize: int = 0):
+        super().__init__(rows, width, hidden, words=words, schedule=schedule, quantize=quantize)
 
     def params(self) -> list[TensorParam]:
         return [self.x_param(), self.weight_param("gate", self.hidden), self.weight_param("up", self.hidden),
-                TensorParam("out", (self.rows, self.hidden), "bfloat16", written=True)]
+                *self.out_params()]

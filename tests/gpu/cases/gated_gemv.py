@@ -1,5 +1,6 @@
 """gated_gemv specializations: Kimi Linear's dense and expert pairs, awkward widths, both paths
-(CUDA cores at 1-3 rows, tensor cores from 4 to the 32-row limit)."""
+(CUDA cores at 1-3 rows, tensor cores from 4 to the 32-row limit); `..._q1` / `..._q2`: the
+quantize epilogue (tests/gpu/test_quantize.py checks those; test_kernels.py the others)."""
 
 import json
 from pathlib import Path
@@ -16,6 +17,13 @@ CASES = {
     "r32_k2368_h1000": dict(rows=32, width=2368, hidden=1000),
     "r16_k4096_fma": dict(rows=16, width=4096, hidden=1000,
                           schedule={"warps": 8, "rows_per_cta": 1, "tensor_cores": False}),
+    # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
+    # (2 units each) at one row, the tensor cores' 8 units a CTA, and a CTA of whole blocks (32 units)
+    "r1_k2304_h1024_q1": dict(rows=1, width=2304, hidden=1024, quantize=1),
+    "r3_k1000_h96_q2": dict(rows=3, width=1000, hidden=96, quantize=2),
+    "r8_k4096_h1024_q1": dict(rows=8, width=4096, hidden=1024, quantize=1),
+    "r5_k2048_h1056_whole_q2": dict(rows=5, width=2048, hidden=1056, quantize=2,
+                                    schedule={"tensor_cores": True, "rows_per_cta": 32}),
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
