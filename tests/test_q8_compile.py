@@ -406,7 +406,7 @@ def test_gated_quantize_epilogue_compiles_with_a_ticket_where_ctas_share_a_block
     bf16 out."""
     kernel = make()
     names = [p.name for p in kernel.params()]
-    assert names[-3:] == ["out", "staged", "tickets"] and kernel.params()[-3].dtype == "int8"
+    assert names[-3:] == ["out", "staged", "block_tickets"] and kernel.params()[-3].dtype == "int8"
     ptx = compiled_for_sm90a(kernel).ptx
     _, after = ptx.split("griddepcontrol.wait;")
     assert after.count("atom.global.inc.u32") == (1 if sharing else 0)
@@ -415,5 +415,63 @@ def test_gated_quantize_epilogue_compiles_with_a_ticket_where_ctas_share_a_block
 
 
 def test_a_gated_quantize_epilogue_needs_ctas_that_divide_a_block():
-    with pytest.raises(ValueError, match="a CTA's 3 hidden units neither divide a 32-value block nor are whole"):
+    with pytest.raises(ValueError, match="a CTA's 3 output rows neither divide a 32-value block nor are whole"):
         gated_gemv(1, 2304, 1024, quantize=1, schedule={"rows_per_cta": 3})
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("lanec.codegen.kernels.gemv", fromlist=["Gemv"]).Gemv(1, 2304, (1024,), quantize=1),
+    lambda: q8_gemv(3, 4096, (4096,), words=2, quantize=2),
+], ids=["gemv", "q8_gemv"])
+def test_a_gemv_quantizes_its_output_in_the_epilogue_it_shares_with_the_gated_pair(make):
+    """The four-rows-a-warp GEMV (one part of whole blocks): RowProducts' quantize epilogue, a
+    ticket a block where its CTAs share one; its y is the quantized form."""
+    kernel = make()
+    params = kernel.params()
+    assert [p.name for p in params][-3:] == ["y", "staged", "block_tickets"] and params[-3].dtype == "int8"
+    ptx = compiled_for_sm90a(kernel).ptx
+    _, after = ptx.split("griddepcontrol.wait;")
+    assert after.count("atom.global.inc.u32") == 1 and after.count("st.global.b8") == kernel.quantize
+    assert ".local" not in ptx
+
+
+def test_a_gemv_epilogue_refuses_what_shares_its_output():
+    from lanec.codegen.kernels.gemv import Gemv
+
+    with pytest.raises(ValueError, match="no argmax, norm prologue, per-head read or parts beside it"):
+        Gemv(1, 2304, (1024, 1024), quantize=1)
+
+
+LORA_Q8 = """
+builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : i64, fuse_quant = true}} {
+  form.step batch 2 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<2xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x256xbf16>
+    %wa = form.weight {name = "model.layers.0.self_attn.q_a_proj.weight", format = "q8_0"} : tensor<128x256xbf16>
+    %wb = form.weight {name = "model.layers.0.self_attn.q_b_proj.weight", format = "q8_0"} : tensor<512x128xbf16>
+    %x = form.embed %t, %e : (tensor<2xi32>, tensor<32x256xbf16>) -> tensor<2x256xbf16>
+    %a = form.product %x, %wa : (tensor<2x256xbf16>, tensor<128x256xbf16>) -> tensor<2x128xbf16>
+    %b = form.product %a, %wb : (tensor<2x128xbf16>, tensor<512x128xbf16>) -> tensor<2x512xbf16>
+    form.return %b : tensor<2x512xbf16>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("words", [1, 2])
+def test_a_product_read_quantized_quantizes_in_its_gemvs_epilogue(tmp_path, words):
+    """A LoRA pair by q8_0 rows: the first product's q8_gemv writes the quantized rows the second
+    reads (fuse-quant's epilogue, taken by hold-quantized-activation: one part of whole blocks), with
+    no quantize launch between them."""
+    source = tmp_path / "lora.mlir"
+    source.write_text(LORA_Q8.replace("WORDS", str(words)))
+    module, where = parse_verify(source)
+    fuse(module, LaneShim.of(module), where)
+    tunings: list = []
+    step = next(iter(lower_module(module, tunings).ops))
+    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launches] == ["embed", "quantize", "q8_gemv", "q8_gemv"]
+    assert spec_of(launches[2])["quantize"] == words and "quantize" not in spec_of(launches[3])
+    assert len(launches[2].args) == 5  # x, w, y (quantized), staged, block_tickets
+    (epilogue,) = [o for kernel, shape, o in tunings if kernel == "quantize" and shape["after"] == "q8_gemv"]
+    assert epilogue["launch"] == "epilogue"

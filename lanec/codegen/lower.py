@@ -295,13 +295,15 @@ class Lowering:
                       f"fuse-quant put it in the {kernel}'s epilogue, "
                       + (why or f"which the {kernel} kernel does not have yet"))
 
-    def gated_out(self, op: form.GatedProductOp, name: str, kernel: str, specs: Sequence[dict]) -> tuple:
-        """The gated pair's out for its `kernel` launches of `specs`: where fuse-quant put a quantize
-        in its epilogue and every launch takes it, the quantized rows with the epilogue's scratch
-        (staged fp32 values, a ticket a block: gated_gemv.py), else bf16 rows. Returns (out, words
-        (0: bf16), the scratch windows, why a quantize stays a launch of its own)."""
-        rows, hidden = form.shape(op.result)
-        words = self.epilogue_words(op, op.result)
+    def row_products_out(self, op: form.ProductOp | form.GatedProductOp, result: SSAValue, name: str, kernel: str,
+                         specs: Sequence[dict]) -> tuple:
+        """The output of a product's (or gated pair's) `kernel` launches of `specs`: where fuse-quant
+        put a quantize in its epilogue and every launch takes it, the quantized rows with the
+        epilogue's scratch (staged fp32 values, a ticket a block: RowProducts' quantize epilogue),
+        else bf16 rows. Returns (out, words (0: bf16), the scratch windows, why a quantize stays a
+        launch of its own)."""
+        rows, hidden = form.shape(result)
+        words = self.epilogue_words(op, result)
         why = None
         if words:
             problems = []
@@ -316,13 +318,17 @@ class Lowering:
                            self.activation(f"{name}.tickets", (max(2, hidden // form.BLOCK),), IntegerType(32))]
                 return self.quantized_out(name, rows, hidden, words), words, scratch, None
             why = f"which its launch cannot take: {problems[0]}"
-        return self.activation(f"{name}.swiglu", (rows, hidden)), 0, [], why
+        suffix = "swiglu" if isinstance(op, form.GatedProductOp) else "out"
+        return self.activation(f"{name}.{suffix}", (rows, hidden)), 0, [], why
 
-    def gated_launches(self, op: form.GatedProductOp, kernel: str, specs: Sequence[dict], x: Window,
-                       weights: Sequence[Window]) -> None:
-        """The gated pair's `kernel` launches, a launch a spec (each `rows` rows), then its result bound."""
-        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
-        out, words, scratch, why = self.gated_out(op, name, kernel, specs)
+    def row_products(self, op: form.ProductOp | form.GatedProductOp, kernel: str, specs: Sequence[dict], x: Window,
+                     weights: Sequence[Window]) -> None:
+        """A product's (of one part) or gated pair's `kernel` launches (gemv, gated_gemv and their q8
+        forms), a launch a spec (each `rows` rows), then its result bound."""
+        gated = isinstance(op, form.GatedProductOp)
+        result = op.result if gated else op.parts[0]
+        name = self.sources[op.gate if gated else op.weights[0]].weight_name.data.removesuffix(".weight")
+        out, words, scratch, why = self.row_products_out(op, result, name, kernel, specs)
         first = 0
         for spec in specs:
             count = spec["rows"]
@@ -331,9 +337,9 @@ class Lowering:
                         [x.rows(first, count), *weights, out.rows(first, count), *epilogue])
             first += count
         if words:
-            self.bind_epilogue(op.result, out, words, kernel)
+            self.bind_epilogue(result, out, words, kernel)
         else:
-            self.bind(op, op.result, out, kernel, why)
+            self.bind(op, result, out, kernel, why)
 
     def unlinked(self, op: Operation, weights: Sequence[SSAValue]) -> bool:
         """Note (and say) where an op's weights are not checkpoint rows the lane's kernels load:
@@ -446,14 +452,25 @@ class Lowering:
         weight = self.weight(list(op.weights), [concatenate] if len(parts) > 1 else [],
                              shape=(total, form.shape(op.weights[0])[1]))
         name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
-        out = self.activation(f"{name}.out", (rows, total))
         spec: dict = {"width": form.shape(op.weights[0])[1], "parts": tuple(places)}
-        if op.x in self.prologues:
+        part = op.part()
+        x = self.window(op.x) if op.x not in self.prologues else None
+        if (x is not None and len(parts) == 1 and part is None and self.argmax_reader(op) is None
+                and self.epilogue_words(op, op.parts[0])
+                and not (rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**spec, **pitch_of(x)}))):
+            # its gemv launches quantize their output in the epilogue where they can (`row_products`)
+            specs = []
+            for first in range(0, rows, GEMV_ROWS):
+                count = min(GEMV_ROWS, rows - first)
+                tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
+                specs.append({"rows": count, **spec, **pitch_of(x), **tuned})
+            self.row_products(op, "gemv", specs, x, [weight])
+            return
+        out = self.activation(f"{name}.out", (rows, total))
+        if x is None:
             self.normed_gemv(self.prologues[op.x], weight, out, spec)
             self.bind_parts(op, out, parts, places, "gemv")
             return
-        x = self.window(op.x)
-        part = op.part()
         if part is not None:
             heads, unit, offset, length = part
             spec["per_head"] = (heads, unit, offset)
@@ -515,14 +532,19 @@ class Lowering:
         places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
         weight = self.q8_rows(op.weights, places)
         width = form.shape(op.weights[0])[1]
-        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
-        out = self.activation(f"{name}.out", (rows, sum(places)))
         words = self.quantized_words[op.x]
+        specs = []
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("q8_gemv", {"rows": count, "width": width, "outputs": sum(places), "words": words})
-            self.launch("q8_gemv", {"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned},
-                        [x.rows(first, count), weight, out.rows(first, count)])
+            specs.append({"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned})
+        if len(parts) == 1:
+            self.row_products(op, "q8_gemv", specs, x, [weight])
+            return
+        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.out", (rows, sum(places)))
+        for first, spec in zip(range(0, rows, GEMV_ROWS), specs, strict=True):
+            self.launch("q8_gemv", spec, [x.rows(first, spec["rows"]), weight, out.rows(first, spec["rows"])])
         self.bind_parts(op, out, parts, places, "q8_gemv")
 
     @staticmethod
@@ -595,7 +617,7 @@ class Lowering:
             count = min(GEMV_ROWS, rows - first)
             tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
             specs.append({"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned})
-        self.gated_launches(op, "gated_gemv", specs, x, [gate, up])
+        self.row_products(op, "gated_gemv", specs, x, [gate, up])
 
     def q8_gated_product(self, op: form.GatedProductOp) -> None:
         """A gated pair by q8_0 rows reading its activation quantized: q8_gated_gemv launches of
@@ -610,7 +632,7 @@ class Lowering:
             count = min(Q8_GATED_ROWS, rows - first)
             tuned = self.tuned("q8_gated_gemv", {"rows": count, "width": width, "outputs": hidden, "words": words})
             specs.append({"rows": count, "width": width, "hidden": hidden, "words": words, **tuned})
-        self.gated_launches(op, "q8_gated_gemv", specs, x, [gate, up])
+        self.row_products(op, "q8_gated_gemv", specs, x, [gate, up])
 
     @lower.register
     def lower_norm(self, op: form.NormOp) -> None:

@@ -150,19 +150,19 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
       # what the last session wrote and could not run (2026-11-30): the quantize epilogues of head_norm and the
-      # gated GEMVs, and the q8_0 rows
+      # GEMVs, and the q8_0 rows
       # widened at load (plans qwen-next-b1-q8-fused, kimi-b3-q8); the real-size check of 3 speculative tokens at
       # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
       # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
       # dense-small step against bf16 (carry build/gpu, build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
       # qwen-next-b1-q8-fused, kimi-b3-q8, dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention,
       # .whl, .anchors; about 9 minutes: the spec3-b8 check alone takes 3-6)
-      # the quantize epilogues of head_norm (the gated norm before a q8_0 out_proj) and of the gated GEMVs
-      # (a ticket a block): their cases, the plans that take them, then the sanitizers
-      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_plans.py -q -rfE \
-        -k "head_norm or gated_gemv or qwen-next-b1-q8-fused or kimi-b3-q8 or dense-small-q8" 2>&1 \
+      # the quantize epilogues of head_norm (the gated norm before a q8_0 out_proj) and of the GEMVs (a ticket
+      # a block, RowProducts'): their cases (the rmsnorm / gemv refactors' too), the plans that take them, sanitizers
+      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_q8_gemv.py \
+        tests/gpu/test_plans.py -q -rfE -k "head_norm or gemv or qwen-next-b1-q8-fused or kimi-b3-q8 or dense-small-q8" 2>&1 \
         | tee "$logs/epilogues.log" || status=1
-      for case in "head_norm-gated_sigmoid_r3_h16_s128_q2" "gated_gemv-r1_k2304_h1024_q1"; do
+      for case in "head_norm-gated_sigmoid_r3_h16_s128_q2" "gated_gemv-r1_k2304_h1024_q1" "gemv-r3_k1000_n96_q2"; do
         for tool in memcheck racecheck; do
           compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
             -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"

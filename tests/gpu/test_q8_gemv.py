@@ -2,7 +2,9 @@
 of the values both sides stand for: ops.quantize's activation, ops.q8_0's weights), every case of
 tests/gpu/cases/q8_gemv.py and q8_gated_gemv.py (built by tests/gpu/build.py): fresh random
 activation rows quantized as the quantize kernel writes them, fresh q8_0 weight rows as the plan
-stores them (llama.cpp's blocks), the output poisoned (NaN) first, the bf16 kernel tolerance."""
+stores them (llama.cpp's blocks), the output poisoned (NaN) first, the bf16 kernel tolerance. A
+quantize epilogue's case: its staged fp32 values within that tolerance, its quantized rows those
+of the staged values bit for bit."""
 
 from __future__ import annotations
 
@@ -37,14 +39,28 @@ def quantized_activation(rng, rows: int, width: int, words: int) -> tuple[np.nda
     return quantized_values(stored, width, words), stored
 
 
+def check_quantized(what: str, got: dict, out: str, want: np.ndarray, words: int) -> None:
+    """A quantize epilogue's output: the values it staged within the bf16 kernel tolerance of the
+    interpreter's, and its quantized rows those of the staged values, bit for bit."""
+    staged = got["staged"]
+    check(f"{what} (staged)", staged, want)
+    width = want.shape[1]
+    used = words * width + 4 * (width // 32)
+    np.testing.assert_array_equal(got[out][:, :used], quantized_rows(staged, words)[:, :used],
+                                  err_msg=f"{what}: the quantized rows")
+
+
 @pytest.mark.parametrize("case", sorted(GEMV))
 def test_q8_gemv_matches_interpreter(case, stream):
     spec = GEMV[case]
     rng = np.random.default_rng()
     x, stored_x = quantized_activation(rng, spec["rows"], spec["width"], spec["words"])
     w, stored_w = q8_0_rows(rng, sum(spec["parts"]), spec["width"])
-    got = launch_case("q8_gemv", case, {"x": stored_x, "w": stored_w}, stream)["y"]
-    check(f"q8_gemv/{case}", got, ops.product(x, w))
+    got = launch_case("q8_gemv", case, {"x": stored_x, "w": stored_w}, stream)
+    if spec.get("quantize"):
+        check_quantized(f"q8_gemv/{case}", got, "y", ops.product(x, w), spec["quantize"])
+    else:
+        check(f"q8_gemv/{case}", got["y"], ops.product(x, w))
 
 
 @pytest.mark.parametrize("case", sorted(GATED))
@@ -54,5 +70,8 @@ def test_q8_gated_gemv_matches_interpreter(case, stream):
     x, stored_x = quantized_activation(rng, spec["rows"], spec["width"], spec["words"])
     gate, stored_gate = q8_0_rows(rng, spec["hidden"], spec["width"])
     up, stored_up = q8_0_rows(rng, spec["hidden"], spec["width"])
-    got = launch_case("q8_gated_gemv", case, {"x": stored_x, "gate": stored_gate, "up": stored_up}, stream)["out"]
-    check(f"q8_gated_gemv/{case}", got, ops.gated_product(x, gate, up))
+    got = launch_case("q8_gated_gemv", case, {"x": stored_x, "gate": stored_gate, "up": stored_up}, stream)
+    if spec.get("quantize"):
+        check_quantized(f"q8_gated_gemv/{case}", got, "out", ops.gated_product(x, gate, up), spec["quantize"])
+    else:
+        check(f"q8_gated_gemv/{case}", got["out"], ops.gated_product(x, gate, up))

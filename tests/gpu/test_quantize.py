@@ -4,14 +4,15 @@ zeros and a block of exact ties among them), launched twice over differently poi
 The int8 words and the fp32 scales must be numpy's bit for bit (every step is one fp32 operation
 rounded to nearest), so the values they stand for are exactly ops.quantize's.
 
-Then the quantize epilogues of rmsnorm, elementwise, head_norm and gated_gemv (their cases'
-`quantize` entries) against the op on the interpreter then ops.quantize: a kernel's fp32 values differ from numpy's by an
-ulp or so (a norm's sum's order, the sigmoid's), so a value on a rounding boundary may land a word
-either side. Each block's scale must be numpy's within 1e-5, each value the quantized form stands
-for within half a quantum (the scale, or with two words the scale / 254) of the op's exact value,
-and a norm's residual sum h numpy's in bf16. The gated GEMV's epilogue (its fp32 products summed
-in another order than numpy's, further apart than an ulp) is checked against the values it
-staged, bit for bit, and those against the op's within 1e-5 of the largest."""
+Then the quantize epilogues (the `quantize` cases of rmsnorm, elementwise, head_norm, gated_gemv
+and gemv) against the op on the interpreter then ops.quantize. A norm's or an elementwise op's
+fp32 values differ from numpy's by an ulp or so (a norm's sum's order, the sigmoid's), so a value
+on a rounding boundary may land a word either side: each block's scale must be numpy's within
+1e-5, each value the quantized form stands for within half a quantum (the scale, or with two words
+the scale / 254) of the op's exact value, and a norm's residual sum h numpy's in bf16. The GEMVs
+sum their fp32 products in another order than numpy's, further apart than an ulp: their quantized
+rows are checked bit for bit against the values they staged, and those against the op's within
+1e-5 of the largest."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 CASES = load("lanec_gpu_cases_quantize", HERE / "cases" / "quantize.py").CASES
 # the kernels with a quantize epilogue: their `quantize` cases
 EPILOGUES = {kernel: {name: spec for name, spec in load(f"lanec_gpu_cases_{kernel}_q", HERE / "cases" / f"{kernel}.py")
-                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise", "head_norm", "gated_gemv")}
+                      .CASES.items() if spec.get("quantize")} for kernel in ("rmsnorm", "elementwise", "head_norm", "gated_gemv", "gemv")}
 
 
 def width_of(spec: dict) -> int:
@@ -40,8 +41,9 @@ def width_of(spec: dict) -> int:
 
 
 def out_width_of(spec: dict) -> int:
-    """The values of a row a case quantizes: a gated pair's hidden units, else its input's."""
-    return spec.get("hidden") or width_of(spec)
+    """The values of a row a case quantizes: a gated pair's hidden units, a product's outputs, else
+    its input's."""
+    return spec.get("hidden") or (sum(spec["parts"]) if "parts" in spec else width_of(spec))
 
 
 def drawn(spec: dict):
@@ -79,6 +81,10 @@ def epilogue_reference(kernel: str, spec: dict, rng, x: np.ndarray, wide: np.nda
             stored["b"] = to_bf16(rng.standard_normal(x.shape, dtype=np.float32))
             operands.append(from_bf16(stored["b"]))
         return stored, getattr(ops, spec["op"])(*operands), None
+    if kernel == "gemv":
+        stored = {"x": to_bf16(wide),
+                  "w": to_bf16(rng.standard_normal((sum(spec["parts"]), x.shape[1]), dtype=np.float32) / np.float32(8))}
+        return stored, ops.product(x, from_bf16(stored["w"])), None
     if kernel == "gated_gemv":
         hidden = spec["hidden"]
         stored = {"x": to_bf16(wide)}
@@ -114,7 +120,7 @@ def test_quantize_epilogue_matches_interpreter(kernel, case, stream):
     for poison in (0xFF, 0x00):
         zeros = {out: np.zeros((rows, quantized_pitch(width, words)), np.int8)} if poison == 0x00 else {}
         got = launch_case(kernel, case, {**stored, **zeros}, stream)
-        if kernel == "gated_gemv":
+        if kernel in ("gated_gemv", "gemv"):
             # its fp32 products are summed in another order than numpy's: the epilogue is checked
             # exactly against the values it staged, and those against the op's
             staged = got["staged"]

@@ -15,6 +15,13 @@ so a CTA's weights are in flight while the previous kernel finishes. Two ways to
   32c + 8t hold the fragments of two MMAs (k halves 0 and 1): K is permuted identically in both
   operands, which leaves the sums unchanged.
 
+With `quantize` (one part, no norm, argmax or per-head read) y leaves in the quantized form a
+product by q8_0 rows reads, from the fp32 sums as ops.quantize does (`quantize_epilogue`): a
+block is 32 output rows; CTAs of fewer rows stage their values (fp32, `staged`) and draw the
+block's ticket (`block_tickets`, `atom.inc` modulo the block's CTAs), and the CTA drawing the last
+quantizes the block for every activation row, a warp a row (a lane a value, the peak a whole-warp
+butterfly); a CTA of whole blocks quantizes its own. gated_gemv and the q8 GEMVs share it.
+
 With `norm` (CUDA cores only) the activation is a norm's input: every CTA reads the whole rows
 (x, plus a residual where there is one) after the PDL wait, sums their squares itself and scales
 its held values by rsqrt(mean + eps) times the norm weight, rounded to bf16 as the norm's output
@@ -38,23 +45,30 @@ from lanec.codegen.facts import (
     WARP,
     RowProductsSpec,
     RowSchedule,
+    quantized_pitch,
+    quantized_problems,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     alloc,
     argmax_key,
     at,
+    bits_float,
+    float_bits,
     load_activation_bf16x8,
     load_u64_acquire,
     load_weight_bf16x8,
+    load_word_l2,
     min_u64,
     mma_into,
     norm_input,
+    store_global_byte,
     store_global_words,
     ticket,
     warp_reduce,
     warp_reduce_scatter,
 )
+from lanec.codegen.kernels.quantize import quantized_values
 
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
@@ -63,6 +77,7 @@ MAX_VALUES = WARP
 # Weight rows a CTA with a norm prologue takes by default (each CTA re-reads the activation rows).
 NORM_ROWS_PER_CTA = 8
 CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
+BLOCK = 32  # values of a quantized block: output rows here (the quantize epilogue)
 TILE = 8  # weight rows of one MMA tile (its N)
 
 
@@ -82,9 +97,10 @@ class RowProducts:
     sources = 1
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
-                 norm=False, eps=1e-6, residual=False, argmax=False):
+                 norm=False, eps=1e-6, residual=False, argmax=False, quantize=0):
         parts = tuple(int(p) for p in parts)
         per_head = tuple(per_head) if per_head is not None else None
+        self.quantize = int(quantize)
         schedule = RowSchedule.of(schedule or {})
         self.norm, self.eps, self.residual, self.argmax = bool(norm), float(eps), bool(residual), bool(argmax)
         if self.residual and not self.norm:
@@ -113,6 +129,9 @@ class RowProducts:
         if not self.splits(head_rows, self.rows_per_cta):
             raise ValueError(f"{self.name} per-head read: a CTA's {self.rows_per_cta} rows must not straddle "
                              f"heads of {head_rows} rows")
+        problems = self.quantize_problems()
+        if problems:
+            raise ValueError(f"{self.name} quantize epilogue: " + "; ".join(problems))
 
     def splits(self, head_rows: int, rows_per_cta: int) -> bool:
         """Whether CTAs of `rows_per_cta` rows keep within heads (always, without a per-head read)."""
@@ -176,11 +195,80 @@ class RowProducts:
         return self.spec.x_width
 
     def shared_bytes(self) -> int:
+        last = 16 if self.quantize else 0  # the quantize epilogue's last-CTA flag
         if self.tensor_cores:
-            return 4 * self.warps * self.sources * 16 * self.row_tiles * self.rows_per_cta
+            return 4 * self.warps * self.sources * 16 * self.row_tiles * self.rows_per_cta + last
         # the norm prologue's sums of squares (a row and warp) sit 16-byte aligned before the partials
         squares = -(-4 * self.rows * self.warps // 16) * 16 if self.norm else 0
-        return squares + 4 * self.warps * self.values
+        return squares + 4 * self.warps * self.values + last
+
+    # --- the quantize epilogue -----------------------------------------------------------------
+
+    def quantize_problems(self) -> list[str]:
+        """Why this launch cannot quantize its output in its epilogue (none without `quantize`)."""
+        if not self.quantize:
+            return []
+        found = quantized_problems(self.outputs, self.quantize)
+        R = self.rows_per_cta
+        if BLOCK % R and R % BLOCK:
+            found.append(f"a CTA's {R} output rows neither divide a {BLOCK}-value block nor are whole blocks")
+        if self.argmax or self.norm or self.per_head is not None or len(self.spec.parts) > 1:
+            found.append("no argmax, norm prologue, per-head read or parts beside it")
+        return found
+
+    def out_params(self, name: str) -> list[TensorParam]:
+        """The output `name` (bf16, or int8 rows of the quantized form with the epilogue's scratch:
+        staged fp32 values and a ticket a block)."""
+        if not self.quantize:
+            return [TensorParam(name, (self.rows, self.outputs), "bfloat16", written=True)]
+        return [TensorParam(name, (self.rows, quantized_pitch(self.outputs, self.quantize)), "int8", written=True),
+                TensorParam("staged", (self.rows, self.outputs), "float32", written=True),
+                TensorParam("block_tickets", (max(2, self.outputs // BLOCK),), "int32", written=True)]
+
+    @cute.jit
+    def quantize_epilogue(self, staged, tickets, out, first: Int32, thread: Int32):
+        """The blocks this CTA completes, quantized for every row (the quantize epilogue: CTAs of
+        fewer outputs than a block stage theirs and draw the block's ticket, `atom.inc` modulo the
+        block's CTAs; the CTA drawing the last quantizes it, a warp a row; a CTA of whole blocks
+        quantizes its own)."""
+        R: cutlass.Constexpr = self.rows_per_cta
+        warps: cutlass.Constexpr = self.warps
+        warp, lane = thread // 32, thread % 32
+        cute.arch.sync_threads()  # every thread's staged values are written
+        if cutlass.const_expr(R % BLOCK == 0):  # whole blocks: this CTA's own
+            jobs: cutlass.Constexpr = (R // BLOCK) * self.rows
+            for start in cutlass.range_constexpr(0, jobs, warps):
+                job = start + warp
+                unit = first // BLOCK + job % (R // BLOCK)
+                if (job < jobs) & (unit * BLOCK < self.outputs):
+                    self.quantize_block(staged, out, job // (R // BLOCK), unit, lane)
+        else:
+            sharing: cutlass.Constexpr = BLOCK // R  # CTAs a block
+            last = cutlass.memory.SmemAllocator().allocate_tensor(Int32, cute.make_layout(2), 16)
+            if thread == 0:
+                # modulo the block's CTAs (wrapping past sharing - 1): from a poisoned start or the
+                # count the last step left, the block's last CTA draws sharing - 2
+                drawn = ticket(at(tickets, first // BLOCK), Uint32(sharing - 1))
+                last[0] = Int32(cutlass.select_(drawn == Uint32((sharing - 2) % (1 << 32)), 1, 0))
+            cute.arch.sync_threads()
+            if last[0] == 1:
+                cute.arch.fence_acq_rel_gpu()  # every sharing CTA's staged values are seen
+                for start in cutlass.range_constexpr(0, self.rows, warps):
+                    b = start + warp
+                    if b < self.rows:
+                        self.quantize_block(staged, out, b, first // BLOCK, lane)
+
+    @cute.jit
+    def quantize_block(self, staged, out, b, unit, lane):
+        """Block `unit` of row `b`: lane l quantizes its value l (read through L2: other CTAs
+        staged it); lane 0 stores the scale."""
+        column = unit * BLOCK + lane
+        value = bits_float(load_word_l2(Uint64(at(staged, b, column).toint())))
+        planes, scale = quantized_values([value], self.quantize, 32)
+        for plane in cutlass.range_constexpr(self.quantize):
+            store_global_byte(at(out, b, plane * self.outputs + column), planes[plane][0])
+        if lane == 0:
+            store_global_words(at(out, b, self.quantize * self.outputs + 4 * unit), float_bits(scale))
 
     def norm_params(self) -> tuple[list[TensorParam], list[TensorParam]]:
         """The norm prologue's tensors: those read before the weights (the residual, the norm
@@ -459,9 +547,9 @@ class Gemv(RowProducts):
     name = "gemv"
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
-                 norm=False, eps=1e-6, residual=False, argmax=False):
+                 norm=False, eps=1e-6, residual=False, argmax=False, quantize=0):
         super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
-                         norm=norm, eps=eps, residual=residual, argmax=argmax)
+                         norm=norm, eps=eps, residual=residual, argmax=argmax, quantize=quantize)
         self.parts = tuple(int(p) for p in parts)
 
     def params(self) -> list[TensorParam]:
@@ -470,8 +558,7 @@ class Gemv(RowProducts):
                   TensorParam("tickets", (1,), "int32", written=True),
                   TensorParam("chosen", (self.rows,), "int32", written=True)] if self.argmax else []
         return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
-                TensorParam("w", (self.outputs, self.width), "bfloat16"),
-                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True), *after, *chosen]
+                TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after, *chosen]
 
     def shared_bytes(self) -> int:
         # the argmax epilogue's keys (one 8-byte word an activation row) and its last-CTA flag, each
@@ -481,12 +568,14 @@ class Gemv(RowProducts):
     @cute.jit
     def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
                  w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None, best: cute.Tensor = None,
-                 tickets: cute.Tensor = None, chosen: cute.Tensor = None):
-        launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen)
+                 tickets: cute.Tensor = None, chosen: cute.Tensor = None, staged: cute.Tensor = None,
+                 block_tickets: cute.Tensor = None):
+        launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, norm_w: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
-               h: cute.Tensor, best: cute.Tensor, tickets: cute.Tensor, chosen: cute.Tensor):
+               h: cute.Tensor, best: cute.Tensor, tickets: cute.Tensor, chosen: cute.Tensor, staged: cute.Tensor,
+               block_tickets: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         first = block * self.rows_per_cta
@@ -499,12 +588,17 @@ class Gemv(RowProducts):
             index = start + thread  # weight row fastest: neighbouring threads store neighbours
             r, b = index % self.rows_per_cta, index // self.rows_per_cta
             if (index < count) & (first + r < self.outputs):
-                value = BFloat16(self.total(partial, 0, r, b))
-                y[b, first + r] = value
-                if cutlass.const_expr(self.argmax):  # the value as stored: the argmax kernel's candidate
-                    min_u64(keys.iterator + b, argmax_key(Float32(value), first + r))
+                if cutlass.const_expr(self.quantize):
+                    staged[b, first + r] = self.total(partial, 0, r, b)
+                else:
+                    value = BFloat16(self.total(partial, 0, r, b))
+                    y[b, first + r] = value
+                    if cutlass.const_expr(self.argmax):  # the value as stored: the argmax kernel's candidate
+                        min_u64(keys.iterator + b, argmax_key(Float32(value), first + r))
         if cutlass.const_expr(self.argmax):
             self.argmax_epilogue(keys, best, tickets, chosen, thread)
+        if cutlass.const_expr(self.quantize):
+            self.quantize_epilogue(staged, block_tickets, y, first, thread)
 
     # --- the argmax epilogue (CUDA cores) ---------------------------------------------------
 

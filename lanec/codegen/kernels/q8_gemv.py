@@ -157,16 +157,16 @@ class Q8Products:
 
 class Q8Gemv(Q8Products, Gemv):
     """y[b, n] = sum_k x[b, k] w[n, k] over the concatenated parts' rows n, w in q8_0 blocks, x in
-    the quantized form of ``words`` words. ``schedule``: see `RowProducts` (CUDA cores only)."""
+    the quantized form of ``words`` words. ``schedule``: see `RowProducts` (CUDA cores only);
+    ``quantize``: y quantized in the epilogue (`RowProducts.quantize_epilogue`)."""
 
     name = "q8_gemv"
 
-    def __init__(self, rows: int, width: int, parts, *, words: int = 1, schedule=None):
-        super().__init__(rows, width, parts, words=words, schedule=schedule)
+    def __init__(self, rows: int, width: int, parts, *, words: int = 1, schedule=None, quantize: int = 0):
+        super().__init__(rows, width, parts, words=words, schedule=schedule, quantize=quantize)
 
     def params(self) -> list[TensorParam]:
-        return [self.x_param(), self.weight_param("w", self.outputs),
-                TensorParam("y", (self.rows, self.outputs), "bfloat16", written=True)]
+        return [self.x_param(), self.weight_param("w", self.outputs), *self.out_params("y")]
 
 
 class Q8GatedGemv(Q8Products, GatedGemv):
@@ -180,4 +180,4 @@ class Q8GatedGemv(Q8Products, GatedGemv):
 
     def params(self) -> list[TensorParam]:
         return [self.x_param(), self.weight_param("gate", self.hidden), self.weight_param("up", self.hidden),
-                *self.out_params()]
+                *self.out_params("out")]

@@ -51,6 +51,11 @@ CASES = {
     "r2_argmax_k64_n999": dict(rows=2, width=64, parts=[999], argmax=True),
     "r1_argmax_one_cta": dict(rows=1, width=128, parts=[5], argmax=True, schedule={"rows_per_cta": 8}),
     "r2_argmax_norm": dict(rows=2, width=2048, parts=[32000], argmax=True, norm=True, eps=1e-5, residual=True),
+    # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
+    # at one row (2 rows a CTA), 4 at 3 rows, the tensor cores' 8 a CTA at 8 rows
+    "r1_k2304_n1024_q1": dict(rows=1, width=2304, parts=[1024], quantize=1),
+    "r3_k1000_n96_q2": dict(rows=3, width=1000, parts=[96], quantize=2),
+    "r8_k4096_n512_q1": dict(rows=8, width=4096, parts=[512], quantize=1),
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too

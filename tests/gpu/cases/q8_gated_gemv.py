@@ -10,6 +10,9 @@ CASES = {
     "r3_k96_h37_w1": dict(rows=3, width=96, hidden=37, words=1),
     "r7_k2080_h999_w2": dict(rows=7, width=2080, hidden=999, words=2),
     "r16_k4096_h1000_w1": dict(rows=16, width=4096, hidden=1000, words=1),
+    # the quantize epilogue: the hidden rows a q8_0 down product reads
+    "r1_k4096_h1024_w1_q1": dict(rows=1, width=4096, hidden=1024, words=1, quantize=1),
+    "r5_k2048_h512_w2_q2": dict(rows=5, width=2048, hidden=512, words=2, quantize=2),
 }
 
 

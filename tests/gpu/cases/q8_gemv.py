@@ -17,6 +17,9 @@ CASES = {
     "r16_k14336_n777_w2": dict(rows=16, width=14336, parts=[777], words=2),
     "r32_k4096_n1000_w1": dict(rows=32, width=4096, parts=[1000], words=1),
     "r1_sched_w4_r4": dict(rows=1, width=4096, parts=[1003], words=1, schedule={"warps": 4, "rows_per_cta": 4}),
+    # the quantize epilogue (`quantize` words out): a LoRA pair's first product read quantized
+    "r1_k4096_n1024_w1_q1": dict(rows=1, width=4096, parts=[1024], words=1, quantize=1),
+    "r3_k2048_n512_w2_q2": dict(rows=3, width=2048, parts=[512], words=2, quantize=2),
 }
 
 
