@@ -132,8 +132,10 @@ def test_the_tests_device_rows_are_ops_quantize():
     assert stored[0, 32:38].tolist() == [127, 0, 0, 2, 2, -2]
 
 
-def lowered(**knobs):
-    module, where = parse_verify(FORM)
+def lowered(form: str | None = None, **knobs):
+    """(launches, buffers, tunings) of `form` (this file's FORM by default) fused under `knobs` and
+    lowered."""
+    module, where = parse_verify(form or FORM)
     fuse(module, LaneShim.of(module, **knobs), where)
     tunings: list = []
     step = next(iter(lower_module(module, tunings).ops))
@@ -208,25 +210,16 @@ builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : 
 
 
 @pytest.mark.parametrize("words", [1, 2])
-def test_an_elementwise_op_read_quantized_quantizes_in_its_epilogue(tmp_path, words):
+def test_an_elementwise_op_read_quantized_quantizes_in_its_epilogue(words):
     """fuse-quant puts the quantize in the silu's epilogue: the elementwise launch writes the
     quantized rows q8_gemv reads, no quantize launch between them, and the tunings say so."""
-    from lanec.pipeline import fuse, parse_verify
-    from lanec.shim import LaneShim
-
-    source = tmp_path / "silu.mlir"
-    source.write_text(SILU_Q8.replace("WORDS", str(words)))
-    module, where = parse_verify(source)
-    fuse(module, LaneShim.of(module), where)
-    tunings: list = []
-    step = next(iter(lower_module(module, tunings).ops))
-    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    launches, buffers, tunings = lowered(SILU_Q8.replace("WORDS", str(words)))
     assert [op.kernel.data for op in launches] == ["embed", "elementwise", "q8_gemv"]
     assert spec_of(launches[1]) == {"op": "silu", "rows": 3, "width": 64, "quantize": words}
     assert spec_of(launches[2])["words"] == words
     (quantized,) = [(shape, o) for kernel, shape, o in tunings if kernel == "quantize"]
     assert quantized[0]["after"] == "elementwise" and quantized[1]["launch"] == "epilogue"
-    buffers = {op.buffer_name.data: op for op in step.body.block.ops if isinstance(op, lane.BufferOp)}
+    buffers = {op.buffer_name.data: op for op in buffers}
     assert str(buffers["silu.q"].result.type) == f"memref<3x{quantized_pitch(64, words)}xi8>"
 
 
@@ -287,24 +280,15 @@ builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : 
 
 
 @pytest.mark.parametrize("words", [1, 2])
-def test_a_gated_norm_read_quantized_quantizes_in_its_epilogue(tmp_path, words):
+def test_a_gated_norm_read_quantized_quantizes_in_its_epilogue(words):
     """fuse-quant puts the quantize of a linear attention's gated norm (read by a q8_0 out_proj) in
     head_norm's epilogue: no quantize launch between them, and the tunings say so."""
-    from lanec.pipeline import fuse, parse_verify
-    from lanec.shim import LaneShim
-
-    source = tmp_path / "gated.mlir"
-    source.write_text(GATED_NORM_Q8.replace("WORDS", str(words)))
-    module, where = parse_verify(source)
-    fuse(module, LaneShim.of(module), where)
-    tunings: list = []
-    step = next(iter(lower_module(module, tunings).ops))
-    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    launches, buffers, tunings = lowered(GATED_NORM_Q8.replace("WORDS", str(words)))
     assert [op.kernel.data for op in launches] == ["embed", "head_norm", "q8_gemv"]
     assert spec_of(launches[1])["quantize"] == words and spec_of(launches[2])["words"] == words
     (quantized,) = [(shape, o) for kernel, shape, o in tunings if kernel == "quantize"]
     assert quantized[0]["after"] == "head_norm" and quantized[1]["launch"] == "epilogue"
-    buffers = {op.buffer_name.data: op for op in step.body.block.ops if isinstance(op, lane.BufferOp)}
+    buffers = {op.buffer_name.data: op for op in buffers}
     assert str(buffers["norm_gated.q"].result.type) == f"memref<2x{quantized_pitch(256, words)}xi8>"
 
 
@@ -459,17 +443,11 @@ builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : 
 
 
 @pytest.mark.parametrize("words", [1, 2])
-def test_a_product_read_quantized_quantizes_in_its_gemvs_epilogue(tmp_path, words):
+def test_a_product_read_quantized_quantizes_in_its_gemvs_epilogue(words):
     """A LoRA pair by q8_0 rows: the first product's q8_gemv writes the quantized rows the second
     reads (fuse-quant's epilogue, taken by hold-quantized-activation: one part of whole blocks), with
     no quantize launch between them."""
-    source = tmp_path / "lora.mlir"
-    source.write_text(LORA_Q8.replace("WORDS", str(words)))
-    module, where = parse_verify(source)
-    fuse(module, LaneShim.of(module), where)
-    tunings: list = []
-    step = next(iter(lower_module(module, tunings).ops))
-    launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    launches, _, tunings = lowered(LORA_Q8.replace("WORDS", str(words)))
     assert [op.kernel.data for op in launches] == ["embed", "quantize", "q8_gemv", "q8_gemv"]
     assert spec_of(launches[2])["quantize"] == words and "quantize" not in spec_of(launches[3])
     assert len(launches[2].args) == 5  # x, w, y (quantized), staged, block_tickets
