@@ -734,6 +734,9 @@ class Lowering:
 
     @lower.register
     def lower_kda(self, op: form.KdaOp) -> None:
+        if self.unlinked(op, [op.conv_q, op.conv_k, op.conv_v, *op.biases, op.a_log, op.dt_bias, op.norm_weight,
+                              op.f_b]):
+            return
         heads = op.heads.value.data
         rows, dim = form.shape(op.q)
         tokens = self.step.tokens.value.data

@@ -1,10 +1,9 @@
 """hold-kda (the lane's held-back rule for the KDA fold): KdaSplit runs a kda only where its spec
 (`KdaSplitSpec`, the limits its `__init__` checks too) takes the form's shape: heads of 128
 values (128 main threads, a key and a value lane each), 1 to 8 tokens a request (the decay
-barrier expects 512 bytes a token, sent for at most 8), a conv of width 4 (3 taps of state a
-channel), and the decay's up-projection f_b in bf16 rows (q8_0 rows go to the product's kernel,
-reading f_a quantized under quantized numerics). Its other limits (the schedule, the pitches)
-constrain what the lowering picks, not the form. Held back: the chain it folded."""
+barrier expects 512 bytes a token, sent for at most 8), and a conv of width 4 (3 taps of state a
+channel). Its other limits (the schedule, the pitches) constrain what the lowering picks, not the
+form. Held back: the chain it folded."""
 
 from __future__ import annotations
 
@@ -21,19 +20,16 @@ from lanec.dialects.form import (
     L2NormOp,
     NormGatedOp,
     ProductOp,
-    QuantizeOp,
     SigmoidOp,
     shape,
     step_of,
     tokens_of,
 )
-from lanec.passes.rule import Judge, Rule, name_after, weight_format
+from lanec.passes.rule import Judge, Rule, name_after
 
 
-def chain_of(op: KdaOp, words: int = 0):
-    """The unfused ops with the kda's meaning, the last one's result the kda's; with `words`, the
-    decay's up-projection reads f_a quantized in that many int8 words (its rows are q8_0 rows under
-    quantized numerics, as fuse-quant makes every such product read)."""
+def chain_of(op: KdaOp):
+    """The unfused ops with the kda's meaning, the last one's result the kda's."""
     dim, heads = shape(op.q)[1], op.heads.value.data
     accepted = op.accepted
     bias = list(op.biases) or [None, None, None]
@@ -44,8 +40,7 @@ def chain_of(op: KdaOp, words: int = 0):
     ]
     l2_eps = op.l2_eps.value.data
     norm_q, norm_k = (L2NormOp(c.result, heads, l2_eps) for c in convs[:2])
-    quantized = [QuantizeOp(op.f_a, words)] if words else []
-    projected = ProductOp(quantized[0].result if quantized else op.f_a, [op.f_b])
+    projected = ProductOp(op.f_a, [op.f_b])
     lower = op.lower_bound.value.data if op.lower_bound is not None else None
     gate = KdaGateOp(projected.parts[0], op.a_log, op.dt_bias, heads, op.form.data, lower)
     beta = SigmoidOp(op.beta)
@@ -53,7 +48,7 @@ def chain_of(op: KdaOp, words: int = 0):
                        heads, heads, op.scale.value.data, accepted=accepted)
     out = NormGatedOp(rule.result, op.gate, op.norm_weight, heads, op.eps.value.data, "sigmoid",
                       result_type=op.result.type)
-    return [*convs, norm_q, norm_k, *quantized, projected, gate, beta, rule, out]
+    return [*convs, norm_q, norm_k, projected, gate, beta, rule, out]
 
 
 class HoldKda(Judge):
@@ -67,18 +62,12 @@ class HoldKda(Judge):
         spec = KdaSplitSpec(heads=heads, batch=step.batch.value.data if step is not None else 1, tokens=tokens,
                             head_size=size, conv_width=width, gate_form=op.form.data)
         failed = spec.problems()
-        if weight_format(op.f_b) != "bf16":
-            # KdaSplit reads the decay's up-projection as bf16 rows; q8_0 rows take the product's kernel
-            failed.append(f"reads f_b ({op.f_b.owner.weight_name.data}) as bf16 rows, not {weight_format(op.f_b)}")
         if not failed:
             self.decide(op, True, f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, "
                                   f"conv width {width}")
             return
-        # under quantized numerics q8_0 rows read int8 activations (fuse-quant's QuantizeActivation)
-        words = self.shim.words if self.shim.quantized and weight_format(op.f_b) == "q8_0" else 0
-        chain = chain_of(op, words)
-        suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", *(["f_a_q"] if words else []), "f_b", "decay", "beta",
-                    "rule")
+        chain = chain_of(op)
+        suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", "f_b", "decay", "beta", "rule")
         for made, suffix in zip(chain, suffixes, strict=False):
             name_after(made.results[0], op.result, suffix)
         self.split_back(op, "kda split back into its chain: " + "; ".join(f"{spec.kernel} {p}" for p in failed), chain)

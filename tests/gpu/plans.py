@@ -128,9 +128,9 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # the same mixtures on the grouped experts' path (rows grouped by expert, tensor cores)
     "kimi-moe-grouped-b64": Kimi(["--kda-only", "--layers", "2", "--batch", "64"], compile=("--grouped-experts",)),
     "kimi-moe-spec3-b2": Kimi(["--kda-only", "--layers", "2", "--batch", "2", "--spec-tokens", "3"]),
-    # every projection Q8_0 (16 experts to keep the host's widening small), two words, fuse-quant: the
-    # KDA layers split (KdaSplit reads f_b as bf16 rows), the latent attention's kv_b and the experts
-    # widened to bf16 at load, the other products on q8_gemv
+    # every projection Q8_0 (16 experts to keep the host's widening small), two words, fuse-quant:
+    # KdaSplit's f_b, the latent attention's kv_b and the experts widened to bf16 at load, the other
+    # products on q8_gemv
     "kimi-b3-q8": Kimi(["--layers", "4", "--batch", "3"], changes={"num_experts": 16}, q8=True,
                        compile=("--words", "2", "--fuse-quant")),
     "dense-small-b8": Dense(["--batch", "8"]),
