@@ -295,7 +295,8 @@ def test_a_gated_norm_read_quantized_quantizes_in_its_epilogue(words):
 def test_a_kda_with_q8_0_decay_rows_keeps_kda_split_with_them_widened(tmp_path):
     """KdaSplit reads the decay's up-projection f_b as bf16 rows: a KDA layer whose projections are
     Q8_0 rows keeps its one KdaSplit launch, f_b widened to bf16 at load (`lanec explain` says
-    so), and its other products read int8 on q8_gemv."""
+    so), and its other products read int8 on q8_gemv; under fuse-quant KdaSplit writes its output
+    quantized (no quantize launch before the o_proj)."""
     import sys
 
     from click.testing import CliRunner
@@ -311,14 +312,20 @@ def test_a_kda_with_q8_0_decay_rows_keeps_kda_split_with_them_widened(tmp_path):
                                        "-o", str(source)])
     assert result.exit_code == 0, result.output
     source.write_text(q8_rows(source.read_text()))
-    module, where = parse_verify(source)
-    fuse(module, LaneShim.of(module, words=2), where)
-    tunings: list = []
-    step = next(iter(lower_module(module, tunings).ops))
-    kinds = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
-    assert kinds.count("kda_split") == 1 and "q8_gemv" in kinds
-    (widened,) = [(shape, o) for kernel, shape, o in tunings if kernel == "widen"]
-    assert widened[0] == {"weight": "model.layers.0.self_attn.f_b_proj.weight", "format": "q8_0", "by": "kda"}
+    for fused in (False, True):
+        module, where = parse_verify(source)
+        fuse(module, LaneShim.of(module, words=2, fuse_quant=fused), where)
+        tunings: list = []
+        step = next(iter(lower_module(module, tunings).ops))
+        launches = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+        kinds = [op.kernel.data for op in launches]
+        assert kinds.count("kda_split") == 1 and "q8_gemv" in kinds
+        (widened,) = [(shape, o) for kernel, shape, o in tunings if kernel == "widen"]
+        assert widened[0] == {"weight": "model.layers.0.self_attn.f_b_proj.weight", "format": "q8_0", "by": "kda"}
+        # fuse-quant: KdaSplit writes the quantized rows its o_proj reads (a warp a block of a head)
+        at = kinds.index("kda_split")
+        assert kinds[at + 1] == ("q8_gemv" if fused else "quantize")
+        assert spec_of(launches[at]).get("quantize") == (2 if fused else None)
 
 
 def test_widened_q8_0_rows_are_the_blocks_values():
@@ -450,3 +457,18 @@ def test_a_product_read_quantized_quantizes_in_its_gemvs_epilogue(words):
     assert len(launches[2].args) == 5  # x, w, y (quantized), staged, block_tickets
     (epilogue,) = [o for kernel, shape, o in tunings if kernel == "quantize" and shape["after"] == "q8_gemv"]
     assert epilogue["launch"] == "epilogue"
+
+
+@pytest.mark.parametrize(("tokens", "words"), [(1, 1), (2, 2)])
+def test_kda_split_quantize_epilogue_compiles_a_block_a_warp(tokens, words):
+    """KdaSplit's output in the quantized form: a main warp's 32 channels are one block (its peak a
+    whole-warp butterfly), one byte a lane and plane, in the output norm and the padding rows."""
+    from lanec.codegen.kernels.kda_split import KdaSplit
+
+    kernel = KdaSplit(32, 3, tokens=tokens, quantize=words)
+    output = next(p for p in kernel.params() if p.name == "output")
+    assert (output.dtype, output.shape) == ("int8", (3 * tokens, quantized_pitch(32 * 128, words)))
+    ptx = compiled_for_sm90a(kernel).ptx
+    # the padding rows' zeros and the output norm's values, each token's, each plane
+    assert ptx.count("st.global.b8") == 2 * tokens * words and ".local" not in ptx
+    assert "cvt.rn.bf16" not in ptx.split("rsqrt")[-1]

@@ -766,7 +766,10 @@ class Lowering:
         for name, window in (("raw_gate", f_a), ("beta", beta)):
             if not window.contiguous:  # a part of the product in parts, read in place
                 spec[f"{name}_pitch"] = window.strides[0]
-        out = self.activation("kda", (rows, dim))
+        words = self.epilogue_words(op, op.result)  # KdaSplit writes the quantized form itself
+        out = self.quantized_out("kda", rows, dim, words) if words else self.activation("kda", (rows, dim))
+        if words:
+            spec["quantize"] = words
         args = [x, conv]
         if op.biases:
             args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
@@ -777,7 +780,10 @@ class Lowering:
             assert op.accepted is not None
             args.append(self.window(op.accepted))
         self.launch("kda_split", spec, args)
-        self.windows[op.result] = out
+        if words:
+            self.bind_epilogue(op.result, out, words, "kda_split")
+        else:
+            self.windows[op.result] = out
 
     # -- the linear-attention pieces where KdaSplit does not run (conv, gate, delta rule, norms) ---
 

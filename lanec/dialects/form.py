@@ -965,11 +965,12 @@ class NormGatedOp(IRDLOperation, QuantizedEpilogue):
 
 
 @irdl_op_definition
-class KdaOp(IRDLOperation):
+class KdaOp(IRDLOperation, QuantizedEpilogue):
     """KDA decode whole (the KdaSplit launch): conv of q, k, v through one conv state (channels
     [0, dim), [dim, 2 dim), [2 dim, 3 dim)), SiLU, L2 norm of q and k, the decay from f_a's
     output through f_b and the gate, beta = sigmoid(beta_raw), the delta rule, and the
-    sigmoid-gated per-head RMS norm. q, k, v are the parts of one product."""
+    sigmoid-gated per-head RMS norm. q, k, v are the parts of one product. `quantize`: the
+    result in the quantized form (fuse-quant's epilogue)."""
 
     name = "form.kda"
     q = operand_def(TensorType)
@@ -997,6 +998,7 @@ class KdaOp(IRDLOperation):
     scale = prop_def(FloatAttr[Float64Type])
     l2_eps = prop_def(FloatAttr[Float64Type])
     eps = prop_def(FloatAttr[Float64Type])
+    quantize = opt_prop_def(IntegerAttr[I64])
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict(),)
     assembly_format = (
         "`qkv` `(` $q `,` $k `,` $v `)` `conv` `(` $conv_q `,` $conv_k `,` $conv_v `,` $conv_state `)` "
@@ -1038,6 +1040,8 @@ class KdaOp(IRDLOperation):
         expect((form == "lower_bound") == (self.lower_bound is not None),
                "the lower_bound form needs lower_bound, and only it")
         check_slots(self, self.slots, self.accepted, "kda")
+        expect(shape(self.result) == (rows, dim), f"kda: the result is [{rows}, {dim}]")
+        self.verify_epilogue(self.result)
         expect(shape(self.result) == (rows, dim), f"kda: the output is [{rows}, {dim}]")
 
 

@@ -48,6 +48,8 @@ def chain_of(op: KdaOp):
                        heads, heads, op.scale.value.data, accepted=accepted)
     out = NormGatedOp(rule.result, op.gate, op.norm_weight, heads, op.eps.value.data, "sigmoid",
                       result_type=op.result.type)
+    if op.quantize is not None:  # fuse-quant's epilogue: the gated norm writes the quantized form
+        out.quantize = op.quantize
     return [*convs, norm_q, norm_k, projected, gate, beta, rule, out]
 
 

@@ -1,6 +1,6 @@
 """hold-quantized-activation (the lane's held-back rule "quantized activation"): a quantized
 activation is one or two int8 words a value, and a producer quantizes it in its epilogue only
-where its kernel can: a norm, an elementwise op, a SwiGLU, a delta rule, a gated norm whose heads
+where its kernel can: a norm, an elementwise op, a SwiGLU, a delta rule (KdaSplit's output), a gated norm whose heads
 are whole 32-value blocks, a gated pair whose hidden width is whole 32-value blocks, a product of
 four rows a warp (a GEMV) whose outputs are whole blocks. Held back: the producer writes bf16 and
 a standalone quantize follows it."""
@@ -20,6 +20,7 @@ from lanec.dialects.form import (
     AddOp,
     DeltaRuleOp,
     GatedProductOp,
+    KdaOp,
     MulOp,
     NormGatedOp,
     NormOp,
@@ -36,7 +37,7 @@ from lanec.passes.decisions import note_split
 from lanec.passes.rule import Judge, Rule, failures, rows_of
 from lanec.shim import QUANT_WORDS, LaneShim
 
-ALWAYS = (NormOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp)
+ALWAYS = (NormOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp, KdaOp)  # KdaSplit: heads of 128
 
 
 def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:

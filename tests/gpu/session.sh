@@ -149,8 +149,8 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30): the quantize epilogues of head_norm and the
-      # GEMVs, and the q8_0 rows
+      # what the last session wrote and could not run (2026-11-30): the quantize epilogues of head_norm, the GEMVs
+      # and KdaSplit, and the q8_0 rows
       # widened at load (plans qwen-next-b1-q8-fused, kimi-b3-q8); the real-size check of 3 speculative tokens at
       # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
       # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
@@ -167,6 +167,12 @@ for phase in "${phases[@]}"; do
           compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
             -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
         done
+      done
+      # KdaSplit's quantize epilogue has no case of its own: the sanitizers on the plan that takes it
+      for tool in memcheck racecheck; do
+        timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m lanec.runtime \
+          build/plans/kimi-b3-q8.plan --check --steps 1 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|agree" \
+          | tee -a "$logs/sanitize.log"
       done
       python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
       tail -4 "$logs/kimi-full-spec3-b8.check.log"

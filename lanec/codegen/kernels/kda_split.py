@@ -13,7 +13,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
-from lanec.codegen.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec
+from lanec.codegen.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec, quantized_pitch, quantized_problems
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     advance,
@@ -40,6 +40,8 @@ from lanec.codegen.kernels.primitives import (
     store_async_dsmem,
     store_evict_f32x4,
     store_f32x4,
+    store_global_byte,
+    store_global_words,
     store_shared,
     tree_sum,
     unpack_bf16,
@@ -48,6 +50,7 @@ from lanec.codegen.kernels.primitives import (
     warp_reduce_interleaved,
     zeros,
 )
+from lanec.codegen.kernels.quantize import quantized_values
 
 KEY = VALUE = KDA_HEAD  # one thread a key, a head's state [128 values, 128 keys]
 THREADS = KDA_HEAD + WARP  # 128 main threads (a key / value channel each) and the gate warp
@@ -118,12 +121,16 @@ class KdaSplit:
 
     def __init__(self, heads, batch, gate_mode=0, has_bias=False, schedule=None, tokens=1,
                  gate_form="lower_bound", *, slots=None, lower_bound=-5.0, scale=KEY ** -0.5,
-                 eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None):
+                 eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None, quantize=0):
         if not isinstance(schedule, KdaSchedule):  # knobs by name over the shape's defaults
             schedule = KdaSchedule.for_shape(heads, batch, schedule)
         KdaSplitSpec(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, gate_mode=gate_mode,
                      schedule=schedule, x_pitch=x_pitch, raw_gate_pitch=raw_gate_pitch, beta_pitch=beta_pitch,
                      slots=slots).check()
+        problems = quantized_problems(heads * KEY, quantize) if quantize else []
+        if problems:
+            raise ValueError("kda_split quantize epilogue: " + "; ".join(problems))
+        self.quantize = int(quantize)  # words a value of the output's quantized form (0: bf16)
         self.heads, self.batch, self.gate_mode, self.has_bias = heads, batch, gate_mode, has_bias
         self.gate_form, self.tokens = gate_form, tokens
         self.lower_bound, self.scale, self.eps, self.l2_eps = (
@@ -197,7 +204,8 @@ class KdaSplit:
             TensorParam("dt_bias", (dim,), "float32"),
             TensorParam("slots", slots, "int32"),
             TensorParam("state", (self.slots, self.heads, VALUE, KEY), "float32", written=True),
-            TensorParam("output", (rows, dim), "bfloat16", written=True),
+            TensorParam("output", (rows, quantized_pitch(dim, self.quantize)), "int8", written=True) if self.quantize
+            else TensorParam("output", (rows, dim), "bfloat16", written=True),
             TensorParam("output_gate", (rows, dim), "bfloat16"),
             TensorParam("norm_weight", (128,), "bfloat16"),
             TensorParam("f_b_weight", (dim, 128), "bfloat16"),
@@ -236,7 +244,7 @@ class KdaSplit:
             cute.arch.griddepcontrol_wait()
             if (partition == 0) & (thread < 128):
                 for t in cutlass.range_constexpr(T):
-                    output[advance(token, t), head * 128 + thread] = BFloat16(0.0)
+                    self.write_output(output, advance(token, t), head * 128 + thread, Float32(0.0))
             cute.arch.griddepcontrol_launch_dependents()
         else:
             self.active(tensors, thread, partition, head, request, token, slot, conv_slot, offset)
@@ -452,7 +460,7 @@ class KdaSplit:
                 sumsq = tree_sum([sums[g] for g in range(4)])
                 rstd = cute.math.rsqrt(sumsq * (1.0 / 128) + self.eps, fastmath=True)
                 result = raw_o * rstd * nw * gates[t]
-                output[advance(token, t), qk_channel] = result.to(BFloat16)
+                self.write_output(output, advance(token, t), qk_channel, result)
                 if cutlass.const_expr(t == 0):
                     for section in cutlass.range_constexpr(2):
                         channel = section * dim + qk_channel
@@ -764,6 +772,20 @@ class KdaSplit:
             row = [history[p, j, e] for e in range(4)]
             partials[j] = dot(row, [vector[j, e] for e in range(4)], ftz=self.fast_math)
         return tree_sum([partials[j] for j in range(self.chunks)])
+
+    @cute.jit
+    def write_output(self, output, row, channel, value):
+        """One output value of a main thread (channel head * 128 + thread): bf16, or with `quantize`
+        its byte of each plane of the quantized form, a warp's 32 channels one block (their peak
+        a whole-warp butterfly; every lane of the warp calls it), lane 0 storing the block's scale."""
+        if cutlass.const_expr(self.quantize):
+            planes, scale = quantized_values([value], self.quantize, 32)
+            for plane in cutlass.range_constexpr(self.quantize):
+                store_global_byte(at(output, row, plane * self.dim + channel), planes[plane][0])
+            if channel % 32 == 0:
+                store_global_words(at(output, row, self.quantize * self.dim + 4 * (channel // 32)), float_bits(scale))
+        else:
+            output[row, channel] = value.to(BFloat16)
 
     @cute.jit
     def output_position(self, row: Int32):
