@@ -39,6 +39,7 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   pending-bench   the rest of it: checks and benchmarks at real size
 #   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
 #   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
@@ -149,16 +150,10 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30): the quantize epilogues of head_norm, the GEMVs
-      # and KdaSplit, and the q8_0 rows
-      # widened at load (plans qwen-next-b1-q8-fused, kimi-b3-q8); the real-size check of 3 speculative tokens at
-      # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
-      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
-      # dense-small step against bf16 (carry build/gpu, build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8,
-      # qwen-next-b1-q8-fused, kimi-b3-q8, dense-small, dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention,
-      # .whl, .anchors; about 9 minutes: the spec3-b8 check alone takes 3-6)
-      # the quantize epilogues of head_norm (the gated norm before a q8_0 out_proj) and of the GEMVs (a ticket
-      # a block, RowProducts'): their cases (the rmsnorm / gemv refactors' too), the plans that take them, sanitizers
+      # what the last session wrote and could not run (2026-11-30), part 1 (about 5 minutes): the quantize
+      # epilogues of head_norm, the GEMVs (RowProducts', a ticket a block) and KdaSplit; the q8_0 rows widened at
+      # load; their cases (the rmsnorm / gemv refactors' too), the plans that take them (qwen-next-b1-q8-fused,
+      # kimi-b3-q8, dense-small-q8*), the sanitizers (carry build/gpu and those plans, .whl)
       python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_q8_gemv.py \
         tests/gpu/test_plans.py -q -rfE -k "head_norm or gemv or qwen-next-b1-q8-fused or kimi-b3-q8 or dense-small-q8" 2>&1 \
         | tee "$logs/epilogues.log" || status=1
@@ -170,10 +165,16 @@ for phase in "${phases[@]}"; do
       done
       # KdaSplit's quantize epilogue has no case of its own: the sanitizers on the plan that takes it
       for tool in memcheck racecheck; do
-        timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m lanec.runtime \
+        timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m lanec.runtime \
           build/plans/kimi-b3-q8.plan --check --steps 1 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|agree" \
           | tee -a "$logs/sanitize.log"
-      done
+      done ;;
+    pending-bench)
+      # part 2 (about 9 minutes; the spec3-b8 check alone takes 3-6): the real-size check of 3 speculative tokens at
+      # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
+      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
+      # dense-small step against bf16 (carry build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8, dense-small,
+      # dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention, .whl, .anchors)
       python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
       tail -4 "$logs/kimi-full-spec3-b8.check.log"
       grep -q "agree with the interpreter$" "$logs/kimi-full-spec3-b8.check.log" || status=1
