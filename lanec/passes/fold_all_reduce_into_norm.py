@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import RmsNormSpec
@@ -50,14 +49,12 @@ class FoldAllReduceIntoNorm(Judge):
             layout = PeerLayout(rows * width, "bfloat16", ranks, rows=rows)
             problems += [f"the one-shot: {p}" for p in layout.problems()]
         problems += [f"rmsnorm: {p}" for p in RmsNormSpec(rows, width, norm.eps.value.data).problems()]
-        if problems:
-            self.decide(op, False, "; ".join(problems))
+        if self.held(op, problems):
             return
-        op.into = StringAttr("norm")
-        rewriter.notify_op_modified(op)
-        self.decide(op, True, f"sums in the launch of {describe(norm)} on the one-shot engine (all_reduce_norm: "
-                              f"a CTA a row of {width}, {rows * width * 2} bytes from every rank's memory); "
-                              f"{result_name(op.result)} never reaches memory, one launch fewer")
+        self.mark(op, rewriter, "into", "norm",
+                  f"sums in the launch of {describe(norm)} on the one-shot engine (all_reduce_norm: a CTA a row of "
+                  f"{width}, {rows * width * 2} bytes from every rank's memory); {result_name(op.result)} never "
+                  "reaches memory, one launch fewer")
 
 
 @dataclass(frozen=True)

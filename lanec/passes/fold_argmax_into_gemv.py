@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import GEMV_ROWS, RowProductsSpec
@@ -44,14 +43,11 @@ class FoldArgmaxIntoGemv(Judge):
         part = product.part()  # (heads, unit, offset, length) of a per-head read
         problems += RowProductsSpec("gemv", rows, width, parts, part[:3] if part else None,
                                     argmax=True).argmax_problems()
-        if problems:
-            self.decide(op, False, "; ".join(problems))
+        if self.held(op, problems):
             return
-        op.epilogue = StringAttr("gemv")
-        rewriter.notify_op_modified(op)
-        self.decide(op, True, f"runs in the epilogue of the gemv that writes its input, {describe(product)}: "
-                              f"{rows} row(s) of {sum(parts)} values, each CTA's best into one 64-bit atomic minimum "
-                              "a row (one launch fewer)")
+        self.mark(op, rewriter, "epilogue", "gemv",
+                  f"runs in the epilogue of the gemv that writes its input, {describe(product)}: {rows} row(s) of "
+                  f"{sum(parts)} values, each CTA's best into one 64-bit atomic minimum a row (one launch fewer)")
 
 
 @dataclass(frozen=True)

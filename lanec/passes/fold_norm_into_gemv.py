@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import RowProductsSpec
@@ -52,13 +51,11 @@ class FoldNormIntoGemv(Judge):
             bf16_rows(reader, self.shim, "norm prologue"),
         ])
         problems += RowProductsSpec("gemv", rows, width, parts, norm=True).norm_problems()
-        if problems:
-            self.decide(op, False, "; ".join(problems))
+        if self.held(op, problems):
             return
-        op.prologue = StringAttr("gemv")
-        rewriter.notify_op_modified(op)
-        self.decide(op, True, f"runs in the prologue of its one reader's gemv, {describe(reader)}: {rows} row(s) of "
-                              f"{width}, each CTA sums the squares itself (one launch fewer)")
+        self.mark(op, rewriter, "prologue", "gemv",
+                  f"runs in the prologue of its one reader's gemv, {describe(reader)}: {rows} row(s) of {width}, "
+                  "each CTA sums the squares itself (one launch fewer)")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,20 @@ class Judge(RewritePattern):
         self.decisions.append(decision)
         return decision
 
+    def held(self, op: Operation, problems: Sequence[str]) -> bool:
+        """Record `op` held back for `problems` (the failed conditions' words, in order); whether any
+        failed."""
+        if problems:
+            self.decide(op, False, "; ".join(problems))
+        return bool(problems)
+
+    def mark(self, op: Operation, rewriter: PatternRewriter, prop: str, value: str, reason: str) -> None:
+        """Take `op` by setting its property `prop` (a fold that leaves its meaning unchanged, for
+        the lowering to read), and record why."""
+        setattr(op, prop, StringAttr(value))
+        rewriter.notify_op_modified(op)
+        self.decide(op, True, reason)
+
     def split_back(self, op: Operation, reason: str, made: Sequence[Operation]) -> None:
         """Record a fused op held back, split into the new ops `made` (which the rule then puts in
         its place): an op of them that does not lower names this decision as its cause."""
