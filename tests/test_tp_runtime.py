@@ -526,3 +526,27 @@ def test_run_within_kills_the_whole_session_past_its_deadline():
     done = run_within([sys.executable, "-c", child], 2, os.environ)
     assert done.returncode is None and "launched" in done.stdout
     assert time.monotonic() - started < 20  # the grandchild holding the pipe was killed too
+
+
+def test_a_plan_for_more_ranks_than_gpus_is_refused_before_any_rank_starts(plans, monkeypatch):
+    from lanec.runtime import driver
+
+    monkeypatch.setattr(parallel, "launch_ranks", lambda *args, **kwargs: pytest.fail("a rank was started"))
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+    with pytest.raises(RunError) as error:
+        parallel.execute(plans[2], Options(), print, {})
+    message = str(error.value)
+    assert "is a plan for 2 ranks, one a GPU; this machine has 1 GPU (compile it with --tp 1 to run here)" in message
+    assert "\n" not in message
+
+
+def test_where_the_gpus_cannot_be_counted_the_ranks_start_and_say_why(plans, monkeypatch):
+    from lanec.runtime import driver
+
+    def no_driver():
+        raise driver.DeviceError("no NVIDIA driver on this machine")
+
+    started = []
+    monkeypatch.setattr(driver, "device_count", no_driver)
+    monkeypatch.setattr(parallel, "launch_ranks", lambda path, options, ranks, say, **kw: started.append(ranks) or 0)
+    assert parallel.execute(plans[2], Options(), print, {}) == 0 and started == [2]

@@ -81,6 +81,12 @@ def _init() -> None:
     _initialized = True
 
 
+def device_count() -> int:
+    """The GPUs this process sees (a DeviceError where there is no driver or none)."""
+    _init()
+    return int(check(cu.cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
 class Device:
     """One GPU with its primary context made current. lanec's kernels are sm_90a cubins, so any
     other architecture is refused here rather than failing later at module load."""

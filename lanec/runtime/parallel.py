@@ -286,6 +286,7 @@ def execute(path: str | Path, options, say: Callable[[str], None],
     if plan.ranks == 1:
         return None
     if rank is None:
+        check_gpus(path, plan.ranks)
         return launch_ranks(path, options, plan.ranks, say, environ=environ)
     if rank.rank == 0:
         return run_rank(path, plan, options, rank, say, environ)
@@ -297,6 +298,20 @@ def execute(path: str | Path, options, say: Callable[[str], None],
 
 
 # -- starting the ranks ----------------------------------------------------------------------------
+
+
+def check_gpus(path: str | Path, ranks: int) -> None:
+    """Refuse, before any rank starts, a plan for more ranks than this machine has GPUs (one rank a
+    GPU). Where the GPUs cannot be counted (no driver) the ranks say so themselves."""
+    from lanec.runtime import driver
+
+    try:
+        count = driver.device_count()
+    except driver.DeviceError:
+        return
+    if count < ranks:
+        raise run_error(f"{path} is a plan for {ranks} ranks, one a GPU; this machine has {count} "
+                        f"GPU{'s' if count != 1 else ''} (compile it with --tp {count} to run here)")
 
 
 def rank_command(path: str | Path, options, ranks: int) -> list[str]:
