@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lanec.runtime import driver  # noqa: E402
 from lanec.runtime.parallel import run_within  # noqa: E402
 from lanec.runtime.plan import Plan  # noqa: E402
 
@@ -55,13 +56,6 @@ def timed(path: Path, repeats: int = 50, engine: str = "auto") -> tuple[float, f
     return float(step.group(1)), float(reduces.group(1)) if reduces else None
 
 
-def gpu_count() -> int:
-    from lanec.runtime import driver
-
-    driver.Device(0)  # initializes the driver; a machine without a GPU is a one-line error
-    return int(driver.check(driver.cu.cuDeviceGetCount(), "cuDeviceGetCount"))
-
-
 def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
     """(one-GPU plan, its plan for N GPUs) from the arguments, or tests/gpu/plans.py's TP_PLANS
     (`--model`: its TP_MODEL_PLANS, the real-size models)."""
@@ -82,7 +76,7 @@ def pairs(argv: list[str]) -> list[tuple[Path, Path]]:
 def main(argv: list[str]) -> None:
     print(f"{'plan':<20} {'ranks':>5} {'message':>8} {'1 GPU us':>9} {'engine':>13} {'step us':>9} {'speedup':>8} "
           f"{'all-reduce us':>14} {'share':>6} {'nccl / one-shot':>16}", flush=True)
-    gpus = gpu_count()
+    gpus = driver.device_count()
     for one, sharded in pairs(argv):
         plan = Plan.read(sharded)
         if plan.ranks > gpus:

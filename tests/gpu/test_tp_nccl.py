@@ -29,11 +29,6 @@ ROOT = HERE.parents[1]
 plans = load("lanec_gpu_tp_plans", HERE / "plans.py")
 
 
-def gpu_count() -> int:
-    driver.Device(0)  # the driver initialised (conftest skips where it cannot be)
-    return int(driver.check(driver.cu.cuDeviceGetCount(), "cuDeviceGetCount"))
-
-
 RANK_TIMEOUT_S = 120  # LANEC_TP_TIMEOUT: a rank waiting on the others longer than this in one phase fails
 RUN_TIMEOUT_S = 300  # the whole run: past it the launcher and its ranks are killed, their logs shown
 
@@ -62,8 +57,8 @@ def tp_plan(request):
     base, ranks = plans.TP_PLANS[name]
     if importlib.util.find_spec("nccl") is None:
         pytest.skip("nccl4py is not installed: bash tests/gpu/tp_wheels.sh here, install .whl-tp/ there")
-    if gpu_count() < ranks:
-        pytest.skip(f"{name} needs {ranks} GPUs; this machine has {gpu_count()}")
+    if driver.device_count() < ranks:
+        pytest.skip(f"{name} needs {ranks} GPUs; this machine has {driver.device_count()}")
     paths = plans.OUT / f"{name}.plan", plans.OUT / f"{base}.plan"
     for path in paths:
         if not path.is_file():
