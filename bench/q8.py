@@ -1,6 +1,8 @@
 """q8_0 GEMV and gated GEMV (int8 activations, one and two words) against our bf16 kernels and
 torch's bf16 matmul (cuBLAS), at Llama-3.1-8B's product shapes, rows 1, 4 and 8, measured in the
-same run; and the quantize launch that feeds them. Two steps:
+same run; the quantize launch that feeds them; and the quantize epilogue (fuse-quant's: a gated pair
+or a GEMV writing the quantized rows its q8_0 reader reads) against the same launch without it
+and the standalone quantize it replaces. Two steps:
 
     python bench/q8.py build             # CPU machine: compile into build/bench/q8/
     PYTHONPATH=. python3 bench/q8.py     # GPU machine (torch for the anchor): the table
@@ -33,6 +35,9 @@ PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
     ("gate+up pair", 4096, 14336),
 ]
 ROWS = [1, 4, 8]
+# the products whose output a q8_0 product reads: the gated pair's hidden rows (read by down) and a
+# LoRA pair's first product; each output width has its standalone quantize among the K widths above
+EPILOGUE_PRODUCTS = [("gate+up pair", 4096, 14336), ("o proj", 4096, 4096)]
 WORDS = [1, 2]
 # schedules timed beside the q8 defaults at one row (RowSchedule knobs: CUDA cores only)
 SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {"warps": 4, "rows_per_cta": 2}]
@@ -86,6 +91,17 @@ def build() -> None:
             for words in WORDS:
                 add(Quantize(rows, width, words), f"quantize_k{width}_r{rows}_w{words}", kind="quantize",
                     words=words, default=True, label="quantize", k=width, n=0, rows=rows, gated=False)
+    # the quantize epilogue (fuse-quant: the product writes the quantized rows its q8_0 reader reads),
+    # beside the same launch without it and the standalone quantize it replaces
+    for label, k, n in EPILOGUE_PRODUCTS:
+        gated = "pair" in label
+        slug = label.replace(" ", "_").replace("+", "")
+        for rows in ROWS:
+            for words in WORDS:
+                kernel = (Q8GatedGemv(rows, k, n, words=words, quantize=words) if gated
+                          else Q8Gemv(rows, k, (n,), words=words, quantize=words))
+                add(kernel, f"{slug}_r{rows}_w{words}_epilogue", kind="q8_epilogue", words=words, default=True,
+                    label=label, k=k, n=n, rows=rows, gated=gated)
     (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
 
@@ -138,17 +154,23 @@ def run() -> list:
             print(f"  {entry['stem']:44s} {us:8.2f} us", flush=True)
             continue
         sources = 2 if entry["gated"] else 1
-        stored = sources * (q8_bytes(k, n) if entry["kind"] == "q8" else 2 * n * k)
+        q8 = entry["kind"] in ("q8", "q8_epilogue")
+        stored = sources * (q8_bytes(k, n) if q8 else 2 * n * k)
         copies = max(1, math.ceil(ROTATE_BYTES / stored))
-        if entry["kind"] == "q8":
+        if q8:
             weights = torch.randint(-127, 127, (copies, sources, n, k // 32 * 34), dtype=torch.int8, device="cuda")
             x = torch.randint(-127, 127, (rows, words * k + k // 8 + 16), dtype=torch.int8, device="cuda")
         else:
             weights = torch.empty(copies, sources, n, k, dtype=torch.bfloat16, device="cuda").normal_()
             x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
         y = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
-        pointers = [[x.data_ptr(), *(weights[i, s].data_ptr() for s in range(sources)), y.data_ptr()]
-                    for i in range(copies)]
+        scratch = []
+        if entry["kind"] == "q8_epilogue":  # the quantized rows, the staged fp32 values, a ticket a block
+            y = torch.empty(rows, words * n + n // 8 + 16, dtype=torch.int8, device="cuda")
+            scratch = [torch.empty(rows, n, dtype=torch.float32, device="cuda"),
+                       torch.full((max(2, n // 32),), -1, dtype=torch.int32, device="cuda")]
+        pointers = [[x.data_ptr(), *(weights[i, s].data_ptr() for s in range(sources)), y.data_ptr(),
+                     *(t.data_ptr() for t in scratch)] for i in range(copies)]
         us = ours(entry["stem"], pointers)
         torch_us = None
         if entry["kind"] == "bf16":
@@ -186,9 +208,23 @@ def run() -> list:
         print(f"  {key:28s} " + "  ".join(row))
     print()
     print("quantize (the standalone launch before a q8 product): us")
+    quantize_us = {}
     for entry, us, _, _ in results:
         if entry["kind"] == "quantize":
+            quantize_us[(entry["k"], entry["rows"], entry["words"])] = us
             print(f"  width {entry['k']:6d} rows {entry['rows']} words {entry['words']}: {us:.2f}")
+    print()
+    print("| product (its output quantized) | rows | words | q8 us | with the epilogue us | epilogue cost "
+          "| quantize us | saved us (q8 + quantize - with epilogue) |")
+    print("|---|---|---|---|---|---|---|---|")
+    plain = {(e["label"], e["rows"], e["words"]): us for e, us, _, _ in results if e["kind"] == "q8" and e["default"]}
+    for entry, us, _, _ in results:
+        if entry["kind"] != "q8_epilogue":
+            continue
+        key = (entry["label"], entry["rows"], entry["words"])
+        base, alone = plain[key], quantize_us[(entry["n"], entry["rows"], entry["words"])]
+        print(f"| {entry['label']} | {entry['rows']} | {entry['words']} | {base:.2f} | {us:.2f} "
+              f"| {100 * (us / base - 1):+.1f}% | {alone:.2f} | {base + alone - us:.2f} |")
     return results
 
 

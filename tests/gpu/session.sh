@@ -35,7 +35,8 @@
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
 #   bench-linear     bench/linear_attention.py: the Gated DeltaNet and held-back KDA chains against fla's
 #              (carry build/bench-linear and .whl)
-#   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch (carry build/bench/q8)
+#   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch, and the quantize epilogue's cost
+#              against the same launch without it and the standalone quantize (carry build/bench/q8)
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
