@@ -54,7 +54,6 @@ from lanec.codegen.kernels.primitives import (
     argmax_key,
     at,
     bits_float,
-    float_bits,
     load_activation_bf16x8,
     load_u64_acquire,
     load_weight_bf16x8,
@@ -62,13 +61,12 @@ from lanec.codegen.kernels.primitives import (
     min_u64,
     mma_into,
     norm_input,
-    store_global_byte,
     store_global_words,
     ticket,
     warp_reduce,
     warp_reduce_scatter,
 )
-from lanec.codegen.kernels.quantize import quantized_values
+from lanec.codegen.kernels.quantize import store_warp_quantized
 
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
@@ -264,11 +262,7 @@ class RowProducts:
         staged it); lane 0 stores the scale."""
         column = unit * BLOCK + lane
         value = bits_float(load_word_l2(Uint64(at(staged, b, column).toint())))
-        planes, scale = quantized_values([value], self.quantize, 32)
-        for plane in cutlass.range_constexpr(self.quantize):
-            store_global_byte(at(out, b, plane * self.outputs + column), planes[plane][0])
-        if lane == 0:
-            store_global_words(at(out, b, self.quantize * self.outputs + 4 * unit), float_bits(scale))
+        store_warp_quantized(out, b, column, self.outputs, self.quantize, value)
 
     def norm_params(self) -> tuple[list[TensorParam], list[TensorParam]]:
         """The norm prologue's tensors: those read before the weights (the residual, the norm

@@ -21,15 +21,11 @@ from cutlass import BFloat16, Float32
 from lanec.codegen.facts import WARP, HeadNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
-    at,
-    float_bits,
     sigmoid,
-    store_global_byte,
-    store_global_words,
     warp_reduce,
     zeros,
 )
-from lanec.codegen.kernels.quantize import quantized_values
+from lanec.codegen.kernels.quantize import store_warp_quantized
 
 WARPS = 4  # heads a CTA
 
@@ -117,11 +113,6 @@ class HeadNorm:
                 column = head * self.size + lane + i * WARP
                 if cutlass.const_expr(self.quantize):
                     # the head is whole blocks (the spec's): block i of the head is every lane's i-th value
-                    planes, block_scale = quantized_values([result], self.quantize, WARP)
-                    for plane in cutlass.range_constexpr(self.quantize):
-                        store_global_byte(at(y, row, plane * self.width + column), planes[plane][0])
-                    if lane == 0:
-                        block = (head * self.size) // WARP + i
-                        store_global_words(at(y, row, self.quantize * self.width + 4 * block), float_bits(block_scale))
+                    store_warp_quantized(y, row, column, self.width, self.quantize, result)
                 elif lane + i * WARP < self.size:
                     y[row, column] = result.to(BFloat16)

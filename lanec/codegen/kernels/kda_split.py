@@ -40,8 +40,6 @@ from lanec.codegen.kernels.primitives import (
     store_async_dsmem,
     store_evict_f32x4,
     store_f32x4,
-    store_global_byte,
-    store_global_words,
     store_shared,
     tree_sum,
     unpack_bf16,
@@ -50,7 +48,7 @@ from lanec.codegen.kernels.primitives import (
     warp_reduce_interleaved,
     zeros,
 )
-from lanec.codegen.kernels.quantize import quantized_values
+from lanec.codegen.kernels.quantize import store_warp_quantized
 
 KEY = VALUE = KDA_HEAD  # one thread a key, a head's state [128 values, 128 keys]
 THREADS = KDA_HEAD + WARP  # 128 main threads (a key / value channel each) and the gate warp
@@ -779,11 +777,7 @@ class KdaSplit:
         its byte of each plane of the quantized form, a warp's 32 channels one block (their peak
         a whole-warp butterfly; every lane of the warp calls it), lane 0 storing the block's scale."""
         if cutlass.const_expr(self.quantize):
-            planes, scale = quantized_values([value], self.quantize, 32)
-            for plane in cutlass.range_constexpr(self.quantize):
-                store_global_byte(at(output, row, plane * self.dim + channel), planes[plane][0])
-            if channel % 32 == 0:
-                store_global_words(at(output, row, self.quantize * self.dim + 4 * (channel // 32)), float_bits(scale))
+            store_warp_quantized(output, row, channel, self.dim, self.quantize, value)
         else:
             output[row, channel] = value.to(BFloat16)
 

@@ -24,6 +24,7 @@ from lanec.codegen.kernels.primitives import (
     load_activation_bf16x8,
     round_to_int,
     rounded,
+    store_global_byte,
     store_global_words,
     unpack_bf16,
     warp_reduce,
@@ -31,6 +32,7 @@ from lanec.codegen.kernels.primitives import (
 
 MAX_THREADS = 128  # lanes a CTA: 32 blocks of a row
 LANES_A_BLOCK = 4  # 32 values / 8 a lane
+WARP_LANES = 32  # a block a warp, a value a lane (`store_warp_quantized`)
 
 
 def int8_words(values) -> tuple:
@@ -79,6 +81,19 @@ def quantized_values(values, words: int, lanes: int):
             residual.append(clamp_int8(round_to_int(rounded("div", rest, step))))
         planes.append(residual)
     return planes, scale
+
+
+@cute.jit
+def store_warp_quantized(q, row, column, width: cutlass.Constexpr, words: cutlass.Constexpr, value):
+    """A warp's 32 consecutive fp32 values of row `row` (lane l's at `column`, the block starting at a
+    multiple of 32) into the quantized form `q` of rows of `width` values, as ops.quantize computes
+    them: the block's peak by a whole-warp butterfly (every lane calls it), one byte a lane and word,
+    and the block's scale stored by the lane at its first column."""
+    planes, scale = quantized_values([value], words, WARP_LANES)
+    for plane in cutlass.range_constexpr(words):
+        store_global_byte(at(q, row, plane * width + column), planes[plane][0])
+    if column % WARP_LANES == 0:
+        store_global_words(at(q, row, words * width + 4 * (column // WARP_LANES)), float_bits(scale))
 
 
 def store_quantized(q, row, unit, width: int, packed) -> None:
