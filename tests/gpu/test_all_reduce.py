@@ -47,6 +47,23 @@ def finished(streams) -> None:
         stream.synchronize()  # a launch that failed says so here
 
 
+def emulated_ranks(layout: PeerLayout) -> tuple[list, list, list]:
+    """The ranks as concurrent launches on this GPU: each rank's region (zeroed, as `PeerMemory`
+    makes it), its peer table pointing at every region, and a stream of its own."""
+    regions = [driver.Buffer.empty(layout.total) for _ in range(layout.ranks)]
+    for region in regions:
+        region.fill(0)
+    tables = [driver.Buffer.from_array(table(r, [g.ptr for g in regions])) for r in range(layout.ranks)]
+    return regions, tables, [driver.Stream() for _ in range(layout.ranks)]
+
+
+def release(buffers, streams) -> None:
+    for buffer in buffers:
+        buffer.free()
+    for each in streams:
+        each.destroy()
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_rank_gets_the_sum_in_rank_order(case, stream):
     spec = CASES[case]
@@ -54,11 +71,7 @@ def test_every_rank_gets_the_sum_in_rank_order(case, stream):
     artifact = load_artifact(BUILD, case)
     function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
     layout = PeerLayout(count, dtype, ranks)
-    regions = [driver.Buffer.empty(layout.total) for _ in range(ranks)]
-    for region in regions:
-        region.fill(0)
-    tables = [driver.Buffer.from_array(table(r, [g.ptr for g in regions])) for r in range(ranks)]
-    streams = [driver.Stream() for _ in range(ranks)]
+    regions, tables, streams = emulated_ranks(layout)
     itemsize = 2 if dtype == "bfloat16" else 4
     sources = [driver.Buffer.empty(count * itemsize) for _ in range(ranks)]
     targets = [driver.Buffer.empty(count * itemsize) for _ in range(ranks)]
@@ -83,10 +96,7 @@ def test_every_rank_gets_the_sum_in_rank_order(case, stream):
                 assert wrong.size == 0, (f"{case} step {step} rank {r}: {wrong.size} of {count} values differ; first "
                                          f"at {wrong[0]}: got {values[wrong[0]]}, want {want[wrong[0]]}")
     finally:
-        for buffer in (*regions, *tables, *sources, *targets):
-            buffer.free()
-        for s in streams:
-            s.destroy()
+        release([*regions, *tables, *sources, *targets], streams)
 
 
 @pytest.mark.parametrize("case", sorted(NORM_CASES))
@@ -96,11 +106,7 @@ def test_every_rank_gets_the_norm_of_the_sum_in_rank_order(case, stream):
     artifact = load_artifact(NORM_BUILD, case)
     function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
     layout = PeerLayout(rows * width, "bfloat16", ranks, rows=rows)
-    regions = [driver.Buffer.empty(layout.total) for _ in range(ranks)]
-    for region in regions:
-        region.fill(0)
-    tables = [driver.Buffer.from_array(table(r, [g.ptr for g in regions])) for r in range(ranks)]
-    streams = [driver.Stream() for _ in range(ranks)]
+    regions, tables, streams = emulated_ranks(layout)
     row_bytes = rows * width * 2
 
     def made(count):
@@ -142,7 +148,4 @@ def test_every_rank_gets_the_norm_of_the_sum_in_rank_order(case, stream):
             assert all(np.array_equal(ys[0].to_array(np.uint16, (rows, width)), y.to_array(np.uint16, (rows, width)))
                        for y in ys[1:]), f"{case} step {step}: the ranks' y differ in their bits"
     finally:
-        for buffer in (*regions, *tables, *sources, *ys, *hs, extra, weight):
-            buffer.free()
-        for s in streams:
-            s.destroy()
+        release([*regions, *tables, *sources, *ys, *hs, extra, weight], streams)
