@@ -321,6 +321,15 @@ class Lowering:
         suffix = "swiglu" if isinstance(op, form.GatedProductOp) else "out"
         return self.activation(f"{name}.{suffix}", (rows, hidden)), 0, [], why
 
+    def row_specs(self, kernel: str, rows: int, limit: int, tuned_shape: dict, spec: dict) -> list[dict]:
+        """The specs of `kernel`'s launches over `rows` rows, `limit` a launch, each under the
+        schedule table's entry for its rows and `tuned_shape`."""
+        specs = []
+        for first in range(0, rows, limit):
+            count = min(limit, rows - first)
+            specs.append({"rows": count, **spec, **self.tuned(kernel, {"rows": count, **tuned_shape})})
+        return specs
+
     def row_products(self, op: form.ProductOp | form.GatedProductOp, kernel: str, specs: Sequence[dict], x: Window,
                      weights: Sequence[Window]) -> None:
         """A product's (of one part) or gated pair's `kernel` launches (gemv, gated_gemv and their q8
@@ -459,11 +468,8 @@ class Lowering:
                 and self.epilogue_words(op, op.parts[0])
                 and not (rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**spec, **pitch_of(x)}))):
             # its gemv launches quantize their output in the epilogue where they can (`row_products`)
-            specs = []
-            for first in range(0, rows, GEMV_ROWS):
-                count = min(GEMV_ROWS, rows - first)
-                tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": total})
-                specs.append({"rows": count, **spec, **pitch_of(x), **tuned})
+            specs = self.row_specs("gemv", rows, GEMV_ROWS, {"width": spec["width"], "outputs": total},
+                                   {**spec, **pitch_of(x)})
             self.row_products(op, "gemv", specs, x, [weight])
             return
         out = self.activation(f"{name}.out", (rows, total))
@@ -533,11 +539,8 @@ class Lowering:
         weight = self.q8_rows(op.weights, places)
         width = form.shape(op.weights[0])[1]
         words = self.quantized_words[op.x]
-        specs = []
-        for first in range(0, rows, GEMV_ROWS):
-            count = min(GEMV_ROWS, rows - first)
-            tuned = self.tuned("q8_gemv", {"rows": count, "width": width, "outputs": sum(places), "words": words})
-            specs.append({"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned})
+        specs = self.row_specs("q8_gemv", rows, GEMV_ROWS, {"width": width, "outputs": sum(places), "words": words},
+                               {"width": width, "parts": tuple(places), "words": words})
         if len(parts) == 1:
             self.row_products(op, "q8_gemv", specs, x, [weight])
             return
@@ -612,11 +615,8 @@ class Lowering:
             self.launch("elementwise", {"op": "swiglu", "rows": rows, "width": hidden}, [*halves, out])
             self.bind(op, op.result, out, "elementwise")
             return
-        specs = []
-        for first in range(0, rows, GEMV_ROWS):
-            count = min(GEMV_ROWS, rows - first)
-            tuned = self.tuned("gated_gemv", {"rows": count, "width": width, "outputs": hidden})
-            specs.append({"rows": count, "width": width, "hidden": hidden, **pitch_of(x), **tuned})
+        specs = self.row_specs("gated_gemv", rows, GEMV_ROWS, {"width": width, "outputs": hidden},
+                               {"width": width, "hidden": hidden, **pitch_of(x)})
         self.row_products(op, "gated_gemv", specs, x, [gate, up])
 
     def q8_gated_product(self, op: form.GatedProductOp) -> None:
@@ -627,11 +627,9 @@ class Lowering:
         hidden = form.shape(op.gate)[0]
         gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
         words = self.quantized_words[op.x]
-        specs = []
-        for first in range(0, rows, Q8_GATED_ROWS):
-            count = min(Q8_GATED_ROWS, rows - first)
-            tuned = self.tuned("q8_gated_gemv", {"rows": count, "width": width, "outputs": hidden, "words": words})
-            specs.append({"rows": count, "width": width, "hidden": hidden, "words": words, **tuned})
+        specs = self.row_specs("q8_gated_gemv", rows, Q8_GATED_ROWS,
+                               {"width": width, "outputs": hidden, "words": words},
+                               {"width": width, "hidden": hidden, "words": words})
         self.row_products(op, "q8_gated_gemv", specs, x, [gate, up])
 
     @lower.register
