@@ -368,12 +368,11 @@ def quantize_q8_0(values: np.ndarray) -> np.ndarray:
 
 
 def q8_0_values(values: np.ndarray) -> np.ndarray:
-    """The fp32 values `quantize_q8_0`'s blocks stand for (q * d, the interpreter's `ops.q8_0`):
+    """The fp32 values `quantize_q8_0`'s blocks stand for (q * d: the interpreter's `ops.q8_0`),
     q8_0 rows widened for a kernel that reads floating-point rows."""
-    packed = quantize_q8_0(values).reshape(*values.shape[:-1], -1, 2 + Q8_0_BLOCK)
-    scale = np.ascontiguousarray(packed[..., :2]).view(np.float16).astype(np.float32)
-    words = packed[..., 2:].view(np.int8).astype(np.float32)
-    return (words * scale).reshape(values.shape)
+    from lanec.interp import ops
+
+    return ops.q8_0(values)
 
 
 def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
