@@ -17,12 +17,23 @@ median graph replay / the copies. "% copy": weight bytes a second over the copy 
 time. "x" columns: that anchor's time / ours (> 1: ours is faster). Ours is the default schedule
 (the wgmma engine at the kernel's own splits and stages); beside it every power-of-two K split at
 the default's stages and at 4 is timed, and the mma.sync engine at its default ("mma.sync", the
-engine before wgmma); "best" is the fastest of all, which --write-table records."""
+engine before wgmma); from 128 rows also row blocks (`block_rows` 64 and 128: more CTAs of fewer
+rows, where one block of every row leaves SMs idle) at 3 and 4 stages; "best" is the fastest of
+all, which --write-table records.
+
+    LANEC_GEMM_ROWS=128,256 python bench/gemm.py build   # only those row counts
+    LANEC_GEMM_BLOCKS=1 python bench/gemm.py build       # only the default and the row-block variants
+    LANEC_GEMM_TMA=1 python bench/gemm.py build          # only the default, the table's, and both by TMA
+
+Every shape also times the table's schedule (the default where it has none) with TMA loads
+(`loads: "tma"`: one thread's cp.async.bulk.tensor a box, the tensor maps encoded here as the
+runtime encodes them); "tma" in the best column names it."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -46,7 +57,8 @@ PRODUCTS = [  # (label, K, parts)
     ("llama down", 14336, [4096]),
     ("llama lm head", 4096, [128256]),
 ]
-ROWS = [16, 33, 64, 128, 256]
+ROWS = [int(r) for r in os.environ.get("LANEC_GEMM_ROWS", "16,33,64,128,256").split(",")]
+BLOCK_ROWS = (64, 128)  # row-block variants, timed where the rows are more than one block of them
 GEMV_ROWS = 32
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
@@ -65,6 +77,27 @@ def variants(make) -> list[dict]:
 
     default = make(None)
     found = []
+    if default.engine == "wgmma" and default.rows >= 128:
+        for block_rows in BLOCK_ROWS:
+            for stages in (3, 4):
+                if block_rows < default.rows:
+                    found.append({"block_rows": block_rows, "stages": stages})
+    from lanec.codegen.schedules import schedule_for
+
+    tuned = schedule_for("gemm_tc", {"rows": default.rows, "width": default.width, "outputs": default.outputs})
+    table = [tuned["schedule"]] if "schedule" in tuned else []
+    by_tma = []
+    for schedule in ({**(table or [{}])[0], "loads": "tma"}, {"loads": "tma"}):
+        try:
+            make(schedule)
+        except ValueError:  # a table entry on the mma engine: no TMA there
+            continue
+        by_tma.append(schedule)
+    if os.environ.get("LANEC_GEMM_TMA"):
+        return table + by_tma
+    found += by_tma
+    if os.environ.get("LANEC_GEMM_BLOCKS"):  # with the table's own entry, so a rewrite keeps the best
+        return found + table
     for splits in (1, 2, 4, 8):
         for stages in sorted({default.stages, 4}):
             try:
@@ -102,9 +135,17 @@ def build() -> None:
                 kernel = make(schedule)
                 knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages,
                          "engine": kernel.engine}
+                blocks = ""
+                if schedule and schedule.get("block_rows"):
+                    knobs["block_rows"] = schedule["block_rows"]
+                    blocks = f"_b{schedule['block_rows']}"
+                if getattr(kernel, "loads", "copies") == "tma":
+                    knobs["loads"] = "tma"
+                    blocks += "_tma"
                 if schedule is not None and knobs == schedules[0]["schedule"]:
                     continue  # the default's own
-                stem = f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}_{kernel.engine}"
+                stem = (f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}{blocks}_"
+                        f"{kernel.engine}")
                 add(kernel, stem)
                 schedules.append({"stem": stem, "schedule": knobs, "grid": list(kernel.launch().grid)})
             # the gemv launches the lowering made before gemm_tc: 32 rows each, the rest in the last
@@ -168,11 +209,17 @@ def run() -> list:
         timed = []  # (us, schedule entry), the default first
         for variant in e["schedules"]:
             fn, shape = function(variant["stem"])
-            timed.append((graph_us([driver.Launch(fn, shape, [x.data_ptr(), weights[c].data_ptr(), y.data_ptr()],
-                                                  ours_stream) for c in range(copies)], copies), variant))
+            params = load_artifact(OUT, variant["stem"]).params
+            maps = driver.TensorMaps(copies * sum(p.tensor_map is not None for p in params))
+            launches = [driver.Launch(fn, shape, maps.pointers(params, {"x": x.data_ptr(), "w": weights[c].data_ptr(),
+                                                                        "y": y.data_ptr()}), ours_stream)
+                        for c in range(copies)]
+            maps.upload()
+            timed.append((graph_us(launches, copies), variant))
+            maps.free()
         ours = timed[0][0]
         best = min(timed, key=lambda item: item[0])
-        mma = next(us for us, variant in timed if variant["schedule"]["engine"] == "mma")
+        mma = next((us for us, variant in timed if variant["schedule"]["engine"] == "mma"), math.nan)
         gemv_launches = []
         for c in range(copies):
             for chunk in e["gemv"]:
@@ -214,7 +261,9 @@ def run() -> list:
         print(f"| {e['label']} | {e['k']} -> {e['n']} | {e['rows']} | {weight_bytes / 1e6:.1f} "
               f"| {default['engine']} / {default['splits']} / {default['stages']} | {ours:.2f} | {100 * share:.0f}% "
               f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
-              f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']} "
+              f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']}"
+              f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
+              f"{' / tma' if fastest.get('loads') == 'tma' else ''} "
               f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results
 

@@ -51,17 +51,20 @@ def q8_bytes(k: int, n: int) -> int:
 def build() -> None:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.elementwise import Elementwise
     from lanec.codegen.kernels.gated_gemv import GatedGemv
     from lanec.codegen.kernels.gemv import Gemv
+    from lanec.codegen.kernels.head_norm import HeadNorm
     from lanec.codegen.kernels.q8_gemv import Q8GatedGemv, Q8Gemv
     from lanec.codegen.kernels.quantize import Quantize
+    from lanec.codegen.kernels.rmsnorm import RmsNorm
 
     entries = []
 
     def add(kernel, stem, **info):
         compiled = compile_kernel(kernel)
         compiled.save(OUT, stem)
-        schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "warps") else ""
+        schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "rows_per_cta") else ""
         entries.append({"stem": stem, "schedule": schedule, **info})
         print(f"{stem:44s} grid {compiled.launch.grid} x {compiled.launch.block[0]}")
 
@@ -102,6 +105,21 @@ def build() -> None:
                           else Q8Gemv(rows, k, (n,), words=words, quantize=words))
                 add(kernel, f"{slug}_r{rows}_w{words}_epilogue", kind="q8_epilogue", words=words, default=True,
                     label=label, k=k, n=n, rows=rows, gated=gated)
+    # the row-local epilogues (a norm, an elementwise op, a gated head norm) and the tensor-core gated
+    # pair at 32 outputs a CTA (whole blocks: no ticket), each beside the same launch without it
+    for rows in ROWS:
+        for words in [0, *WORDS]:
+            tag = f"_q{words}" if words else "_plain"
+            for label, width, kernel in [
+                ("rmsnorm + residual", 4096, RmsNorm(rows, 4096, 1e-5, residual=True, quantize=words)),
+                ("swiglu", 14336, Elementwise("swiglu", rows, 14336, quantize=words)),
+                ("gated head norm", 4096, HeadNorm(rows, 32, 128, 1e-6, gate="sigmoid", quantize=words)),
+            ] + ([("bf16 gate+up pair, 32 outputs a CTA", 14336,
+                   GatedGemv(rows, 4096, 14336, quantize=words, schedule={"tensor_cores": True, "rows_per_cta": 32}))]
+                 if rows > 1 else []):
+                slug = label.split(",")[0].replace(" ", "_").replace("+", "")
+                add(kernel, f"row_{slug}_r{rows}{tag}", kind="row_epilogue", words=words, default=True,
+                    label=label, k=width, n=width, rows=rows, gated=False)
     (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
 
@@ -150,6 +168,21 @@ def run() -> list:
             x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
             q = torch.empty(rows, words * k + k // 8 + 16, dtype=torch.int8, device="cuda")
             us = ours(entry["stem"], [[x.data_ptr(), q.data_ptr()]] * 16)
+            results.append((entry, us, None, None))
+            print(f"  {entry['stem']:44s} {us:8.2f} us", flush=True)
+            continue
+        if entry["kind"] == "row_epilogue":  # every param from the artifact: random inputs, poisoned scratch
+            tensors = []
+            for param in load_artifact(OUT, entry["stem"]).params:
+                if param.dtype == "bfloat16":
+                    tensors.append(torch.randn(param.shape, dtype=torch.bfloat16, device="cuda"))
+                elif param.dtype == "int8":
+                    tensors.append(torch.empty(param.shape, dtype=torch.int8, device="cuda"))
+                elif param.dtype == "float32":
+                    tensors.append(torch.empty(param.shape, dtype=torch.float32, device="cuda"))
+                else:  # a ticket a block: the kernel counts modulo its CTAs from any start
+                    tensors.append(torch.full(param.shape, -1, dtype=torch.int32, device="cuda"))
+            us = ours(entry["stem"], [[t.data_ptr() for t in tensors]] * 16)
             results.append((entry, us, None, None))
             print(f"  {entry['stem']:44s} {us:8.2f} us", flush=True)
             continue
@@ -225,6 +258,20 @@ def run() -> list:
         base, alone = plain[key], quantize_us[(entry["n"], entry["rows"], entry["words"])]
         print(f"| {entry['label']} | {entry['rows']} | {entry['words']} | {base:.2f} | {us:.2f} "
               f"| {100 * (us / base - 1):+.1f}% | {alone:.2f} | {base + alone - us:.2f} |")
+    print()
+    print("| launch (its output quantized) | rows | words | plain us | with the epilogue us | epilogue cost "
+          "| quantize us | saved us (plain + quantize - with epilogue) |")
+    print("|---|---|---|---|---|---|---|---|")
+    rowwise = {(e["label"], e["rows"], e["words"]): us for e, us, _, _ in results if e["kind"] == "row_epilogue"}
+    for (label, rows, words), us in rowwise.items():
+        if not words:
+            continue
+        width = next(e["k"] for e, *_ in results if e["kind"] == "row_epilogue" and e["label"] == label)
+        base = rowwise[(label, rows, 0)]
+        alone = quantize_us.get((width, rows, words))
+        saved = f"{base + alone - us:.2f}" if alone is not None else "-"
+        print(f"| {label} | {rows} | {words} | {base:.2f} | {us:.2f} | {100 * (us / base - 1):+.1f}% "
+              f"| {alone if alone is not None else float('nan'):.2f} | {saved} |")
     return results
 
 

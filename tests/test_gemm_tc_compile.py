@@ -53,13 +53,15 @@ WGMMA_KERNELS = {
     "r256_k7168_n4096": lambda: GemmTc(256, 7168, [4096], schedule=WGMMA),
     "r256_k4096_n2304_k1": lambda: GemmTc(256, 4096, [2304], schedule={**WGMMA, "splits": 1}),
     "r256_k2304_merged": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule=WGMMA),
+    "r256_k2304_merged_blocks64": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule={**WGMMA, "block_rows": 64}),
 }
 
 
 @pytest.mark.parametrize("case", sorted(WGMMA_KERNELS))
 def test_wgmma_engine_compiles_for_sm90a(case):
     kernel = WGMMA_KERNELS[case]()
-    assert type(kernel) is GemmWgmma and kernel.row_blocks == 1 and kernel.padded_rows % 8 == 0
+    assert type(kernel) is GemmWgmma and kernel.padded_rows % 8 == 0
+    assert kernel.row_blocks == (4 if case.endswith("blocks64") else 1)
     ptx = compiled_for_sm90a(kernel).ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx), "no zero-fill copy"
     # one instruction N as wide as the padded rows: the weight streams once for all of them
@@ -126,6 +128,10 @@ def test_params_are_gemvs():
     (lambda: GemmTc(64, 4096, [2304], schedule={**MMA, "tile_n": 128, "splits": 7}), (7, 1, 18), (7, 1, 1), 64,
      64),
     (lambda: GemmTc(200, 2304, [16384]), (1, 1, 128), (1, 1, 1), 200, 200),  # wgmma: every row one N side
+    # wgmma with block_rows: the rows split evenly into the fewest blocks of at most that many
+    (lambda: GemmTc(256, 2304, [12288], schedule={"block_rows": 64}), (1, 4, 96), (1, 1, 1), 64, 64),
+    (lambda: GemmTc(100, 1000, [320], schedule={"block_rows": 32, "splits": 2}), (2, 4, 3), (2, 1, 1), 25, 32),
+    (lambda: GemmTc(200, 2048, [2048], gated=True, schedule={"block_rows": 128}), (4, 2, 16), (4, 1, 1), 100, 104),
 ])
 def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows, padded):
     kernel = make()
@@ -150,6 +156,9 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     (lambda: GemmTc(64, 2304, [2000], gated=True), "hidden width 1000 is not whole pair tiles (64 gate beside 64"),
     (lambda: GemmTc(64, 2304, [1024, 1024], gated=True), "a gated pair is one part of gate and up rows"),
     (lambda: GemmTc(64, 2304, [2048], gated=True, schedule=MMA), "only the wgmma engine's 128-row tile holds"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"block_rows": 48}), "GemmTc block_rows is 32, 64, 128 or 256"),
+    (lambda: GemmTc(200, 2304, [4096], schedule={**MMA, "block_rows": 256}),
+     "gemm_tc mma block_rows 256: the engine multiplies at most 128 activation rows a CTA"),
 ])
 def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:

@@ -170,17 +170,20 @@ def test_fused_quantize_runs_in_the_norms_epilogue_and_apart_elsewhere(words):
     launches, buffers, tunings = lowered(words=words, fuse_quant=True)
     kinds = [op.kernel.data for op in launches]
     quantized = {shape["after"]: o for kernel, shape, o in tunings if kernel == "quantize"}
-    # fuse-quant put the quantize in the norms' and the gated pairs' epilogues; the attention has none
+    # fuse-quant put the quantize in the norms' and the gated pairs' epilogues; the attention has none,
+    # and the gated pairs' CTAs own 2 of a block's 32 outputs: their ticket epilogue measured slower
+    # than the quantize launch it would replace, so the lane holds it back
     assert sorted(quantized) == ["attention", "q8_gated_gemv", "rmsnorm"]
     assert quantized["rmsnorm"]["launch"] == "epilogue" and "rmsnorm's epilogue" in quantized["rmsnorm"]["why"]
-    assert quantized["q8_gated_gemv"]["launch"] == "epilogue"
-    assert "q8_gated_gemv's epilogue" in quantized["q8_gated_gemv"]["why"]
-    # 2 layers x 2 norms and the final norm, and the 2 gated pairs, quantize in their epilogue: only
-    # the attention's output is quantized by a launch of its own
-    assert kinds.count("quantize") == 2
+    assert quantized["q8_gated_gemv"]["launch"] == "standalone"
+    assert "its CTAs own 2 outputs, fewer than a 32-value block" in quantized["q8_gated_gemv"]["why"]
+    assert "measured 28-76% slower" in quantized["q8_gated_gemv"]["why"]
+    # 2 layers x 2 norms and the final norm quantize in their epilogue: the attention's and the gated
+    # pairs' outputs are quantized by launches of their own
+    assert kinds.count("quantize") == 4
     gated = [op for op in launches if op.kernel.data == "q8_gated_gemv"]
-    assert len(gated) == 2 and all(spec_of(op)["quantize"] == words for op in gated)
-    assert all(len(op.args) == 6 for op in gated)  # x, gate, up, out, and the epilogue's staged and tickets
+    assert len(gated) == 2 and all("quantize" not in spec_of(op) for op in gated)
+    assert all(len(op.args) == 4 for op in gated)  # x, gate, up, out: no epilogue scratch
     norms = [op for op in launches if op.kernel.data == "rmsnorm"]
     assert len(norms) == 2 * 2 + 1 and all(spec_of(op)["quantize"] == words for op in norms)
     for i, kind in enumerate(kinds):
@@ -447,16 +450,16 @@ builtin.module attributes {lane.shim = {numerics = "quantized", words = WORDS : 
 
 
 @pytest.mark.parametrize("words", [1, 2])
-def test_a_product_read_quantized_quantizes_in_its_gemvs_epilogue(words):
-    """A LoRA pair by q8_0 rows: the first product's q8_gemv writes the quantized rows the second
-    reads (fuse-quant's epilogue, taken by hold-quantized-activation: one part of whole blocks), with
-    no quantize launch between them."""
+def test_a_product_whose_ctas_share_a_block_leaves_the_quantize_to_its_own_launch(words):
+    """A LoRA pair by q8_0 rows: fuse-quant puts the quantize of the first product's rows in its
+    q8_gemv's epilogue, and the lowering holds it back: the launch's CTAs own 2 outputs, so they
+    would stage their sums and draw a ticket a block (measured slower than the standalone quantize,
+    bench/q8.py). A quantize launch sits between the two products, and the tunings say why."""
     launches, _, tunings = lowered(LORA_Q8.replace("WORDS", str(words)))
-    assert [op.kernel.data for op in launches] == ["embed", "quantize", "q8_gemv", "q8_gemv"]
-    assert spec_of(launches[2])["quantize"] == words and "quantize" not in spec_of(launches[3])
-    assert len(launches[2].args) == 5  # x, w, y (quantized), staged, block_tickets
-    (epilogue,) = [o for kernel, shape, o in tunings if kernel == "quantize" and shape["after"] == "q8_gemv"]
-    assert epilogue["launch"] == "epilogue"
+    assert [op.kernel.data for op in launches] == ["embed", "quantize", "q8_gemv", "quantize", "q8_gemv"]
+    assert all("quantize" not in spec_of(launches[i]) for i in (2, 4)) and len(launches[2].args) == 3
+    (held,) = [o for kernel, shape, o in tunings if kernel == "quantize" and shape["after"] == "q8_gemv"]
+    assert held["launch"] == "standalone" and "fewer than a 32-value block" in held["why"]
 
 
 @pytest.mark.parametrize(("tokens", "words"), [(1, 1), (2, 2)])

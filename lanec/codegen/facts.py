@@ -277,6 +277,12 @@ class RowProductsSpec(Spec):
 Q8_0_BLOCK_BYTES = 34  # a q8_0 weight block as llama.cpp stores it: fp16 scale, then 32 int8 values
 QUANT_WORDS = (1, 2)  # int8 words a quantized activation value: one, or a high and a residual word
 Q8_GATED_ROWS = GEMV_ROWS // 2  # activation rows a q8_gated_gemv launch: a warp reduces 2 weights x 16 rows of sums
+# RowProducts' quantize epilogue where a block's outputs are spread over CTAs (each stages its sums
+# and draws the block's ticket; the last quantizes it): measured 28-76% slower than the same launch
+# without it at Llama-3.1-8B's o proj and gate+up pair, rows 1-8, one and two words, 2.9-68 us
+# more where the standalone quantize it replaces takes 1.2-2.5 us (bench/q8.py, H200, 2026-11-30).
+# The lane takes that epilogue only where a CTA owns whole blocks.
+QUANTIZE_EPILOGUE_SHARED_COST = "28-76%"
 
 
 def quantized_pitch(width: int, words: int) -> int:
@@ -301,6 +307,8 @@ def quantized_problems(width: int, words: int) -> list[str]:
 
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
+GEMM_LOADS = ("copies", "tma")  # how the wgmma engine fills a stage (GemmSchedule.loads)
+GEMM_ROW_BLOCKS = (32, 64, 128, 256)  # the activation rows a CTA a schedule may ask for (block_rows)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
 GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
 
@@ -308,14 +316,22 @@ GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's 
 @dataclass(frozen=True)
 class GemmSchedule(Schedule):
     """gemm_tc's knobs: weight rows (outputs) a CTA `tile_n` (64 or 128), shared-memory `stages`
-    of 64 K values (2-8), `splits` of K over a cluster (1-8) and the tensor-core `engine` ("wgmma",
+    of 64 K values (2-8), `splits` of K over a cluster (1-8), the tensor-core `engine` ("wgmma",
     the default: Hopper's warpgroup MMA from swizzled shared memory, 1.0-2.3x the other on every
-    bench/gemm.py shape; "mma": mma.sync from ldmatrix); None leaves the kernel's choice."""
+    bench/gemm.py shape; "mma": mma.sync from ldmatrix) and `block_rows`, the most activation rows
+    a CTA multiplies (32-256; a launch's rows split evenly into the fewest such blocks, each weight
+    tile's blocks adjacent CTAs, so its second read comes from L2; the engine's own limit without
+    it: all rows on wgmma, 128 on mma.sync); `loads`, how the wgmma engine fills its stages
+    ("copies": every thread's cp.async, the default; "tma": one thread's cp.async.bulk.tensor a
+    stage through the runtime's tensor maps, completing on the stage's mbarrier); None leaves the
+    kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
     splits: int | None = None
     engine: str | None = None
+    block_rows: int | None = None
+    loads: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -327,6 +343,11 @@ class GemmSchedule(Schedule):
         if self.splits is not None:
             _choice("GemmTc", "splits", self.splits, tuple(range(1, GEMM_MAX_SPLITS + 1)),
                     f"1-{GEMM_MAX_SPLITS} CTAs of a cluster splitting K")
+        if self.block_rows is not None:
+            _choice("GemmTc", "block_rows", self.block_rows, GEMM_ROW_BLOCKS,
+                    "32, 64, 128 or 256 activation rows a CTA")
+        if self.loads is not None:
+            _choice("GemmTc", "loads", self.loads, GEMM_LOADS, "'copies' or 'tma'")
 
 
 PAIR_TILE = 64  # hidden values a gated pair tile: 64 gate rows beside their 64 up rows, one 128-row wgmma tile

@@ -39,6 +39,7 @@ from lanec.codegen.facts import (
     PAIR_TILE,
     Q8_0_BLOCK_BYTES,
     Q8_GATED_ROWS,
+    QUANTIZE_EPILOGUE_SHARED_COST,
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
@@ -200,12 +201,16 @@ class Lowering:
         return view.result
 
     def launch(self, kernel_name: str, spec: dict, args: Sequence[Window]) -> None:
+        """A launch of `kernel_name` at `spec` on `args`, one window a tensor param; a tensor-map
+        param (last, `TensorParam.tensor_map`) binds the window of the param it maps."""
         kernel = make_kernel(kernel_name, spec)
         shape = kernel.launch()
-        params = kernel.params()
+        params = [p for p in kernel.params() if p.tensor_map is None]
         if len(params) != len(args):
             raise LoweringError(f"{kernel_name} takes {len(params)} tensors; the lowering bound {len(args)}")
-        for param, window in zip(params, args, strict=True):
+        bound = {p.name: w for p, w in zip(params, args, strict=True)}
+        args = [*args, *(bound[p.tensor_map["of"]] for p in kernel.params() if p.tensor_map is not None)]
+        for param, window in zip(params, args, strict=False):
             if tuple(param.shape) != window.shape:
                 raise LoweringError(f"{kernel_name} param {param.name}: kernel shape {list(param.shape)}, "
                                     f"bound {list(window.shape)}")
@@ -309,9 +314,16 @@ class Lowering:
             problems = []
             for spec in specs:
                 try:
-                    make_kernel(kernel, {**spec, "quantize": words})
+                    made = make_kernel(kernel, {**spec, "quantize": words})
                 except ValueError as error:
                     problems.append(str(error))
+                    continue
+                if made.rows_per_cta % form.BLOCK:
+                    problems.append(
+                        f"its CTAs own {made.rows_per_cta} outputs, fewer than a {form.BLOCK}-value block: they "
+                        f"would stage their sums and draw a ticket a block, measured {QUANTIZE_EPILOGUE_SHARED_COST} "
+                        "slower than the launch without it, more than the quantize launch it replaces "
+                        "(bench/q8.py)")
             if not problems:
                 longest = max(spec["rows"] for spec in specs)
                 scratch = [self.activation(f"{name}.staged", (longest, hidden), Float32Type()),

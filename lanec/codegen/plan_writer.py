@@ -29,6 +29,7 @@ from lanec.interp.environment import initialiser, uses_of
 from lanec.interp.program import Program
 from lanec.interp.tp import Shard
 from lanec.runtime.gpu_seeding import SEEDED_DTYPES, SEEDER_COUNT
+from lanec.runtime.launch import tensor_map_record
 from lanec.runtime.peer import PeerLayout
 from lanec.runtime.plan import (
     Arg,
@@ -64,6 +65,20 @@ def address(value: SSAValue) -> Arg:
         return Arg(base.buffer, base.offset + owner.offset.value.data)
     assert isinstance(owner, lane.BufferOp)
     return Arg(owner.buffer_name.data, 0)
+
+
+def launch_args(op: lane.LaunchOp, kernel) -> tuple[Arg, ...]:
+    """The launch's args, one a kernel param; a tensor-map param's carries the map's record (its
+    window is the mapped param's)."""
+    params = kernel.params()
+    by_name = {p.name: p for p in params}
+    args = []
+    for param, value in zip(params, op.args, strict=True):
+        arg = address(value)
+        if param.tensor_map is not None:
+            arg = replace(arg, map=tensor_map_record(by_name[param.tensor_map["of"]], param))
+        args.append(arg)
+    return tuple(args)
 
 
 def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, compile_kernel: Callable,
@@ -130,7 +145,7 @@ def write_plan(form_module: ModuleOp, lane_module: ModuleOp, form_text: str, *, 
         label = f"{op.kernel.data} {address(op.args[-1]).buffer}"
         plan.launches.append(Launch(label, plan.add_cubin(artifact.cubin), artifact.entry,
                                     replace(built, pdl=op.shape.pdl),  # off after an all-reduce
-                                    tuple(address(v) for v in op.args),
+                                    launch_args(op, kernel),
                                     json.loads(json.dumps(spec_of(op))),  # as a reread plan holds it
                                     traffic(kernel)))
     from lanec.codegen.kernels.seeded import Seeded

@@ -416,3 +416,66 @@ def occupancy_clusters(function: Function, shape) -> int:
     function.prepare(shape)
     return int(check(cu.cuOccupancyMaxActiveClusters(function.handle, _launch_config(shape, None)),
                      f"{function.entry}: cuOccupancyMaxActiveClusters"))
+
+
+# cuTensorMapEncodeTiled's element types for the dtypes a tensor map reads
+_MAP_DTYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32", "int32": "INT32",
+               "uint8": "UINT8", "int8": "UINT8"}
+
+
+def encode_tensor_map(address: int, record: dict) -> bytes:
+    """The 128-byte TMA tensor map (CUtensorMap) of a 2-D tensor at device `address`, as
+    `record` (`launch.tensor_map_record`'s) describes it: its dtype, [rows, width] shape and row
+    pitch, the box ([inner, outer] elements one copy moves) and the swizzle span in bytes.
+    Out-of-bounds elements read as zeros; L2 promotion 256 bytes. The runtime uploads the bytes
+    and passes their address (launch.py's `TensorParam.tensor_map`)."""
+    driver = _driver()
+    from lanec.runtime import dtypes
+
+    itemsize = dtypes.storage(record["dtype"]).itemsize
+    (rows, width), pitch = record["shape"], record["strides"][0]
+    kind = getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_MAP_DTYPES[record['dtype']]}")
+    swizzle = getattr(driver.CUtensorMapSwizzle,
+                      "CU_TENSOR_MAP_SWIZZLE_NONE" if not record["swizzle"] else
+                      f"CU_TENSOR_MAP_SWIZZLE_{record['swizzle']}B")
+    u32, u64 = driver.cuuint32_t, driver.cuuint64_t
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        kind, 2, int(address), [u64(int(width)), u64(int(rows))], [u64(int(pitch) * itemsize)],
+        [u32(int(b)) for b in record["box"]], [u32(1), u32(1)],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        f"encoding a tensor map of {rows}x{width} {record['dtype']} (box {record['box']})")
+    return np.array([int(word) for word in encoded.opaque], dtype=np.uint64).tobytes()
+
+
+class TensorMaps:
+    """The tensor maps a set of launches reads, encoded on the host and uploaded into one device
+    buffer (128 bytes each, 128-byte aligned): `address(pointer, record)` gives a map's device
+    address, and `upload()` writes them all once before the first launch."""
+
+    def __init__(self, count: int):
+        self.buffer = Buffer.empty(max(1, count) * 128)
+        self.encoded: list[bytes] = []
+
+    def address(self, pointer: int, record: dict) -> int:
+        self.encoded.append(encode_tensor_map(pointer, record))
+        return self.buffer.ptr + 128 * (len(self.encoded) - 1)
+
+    def pointers(self, params: Sequence, addresses: dict[str, int]) -> list[int]:
+        """A launch's pointers for a kernel's `params` (`TensorParam`s, in entry order): each
+        param's device address in `addresses`, a tensor-map param's the address of a map encoded
+        over the address of the param it maps."""
+        from lanec.runtime.launch import tensor_map_record
+
+        by_name = {p.name: p for p in params}
+        return [addresses[p.name] if p.tensor_map is None else
+                self.address(addresses[p.tensor_map["of"]], tensor_map_record(by_name[p.tensor_map["of"]], p))
+                for p in params]
+
+    def upload(self) -> None:
+        data = b"".join(self.encoded).ljust(self.buffer.nbytes, b"\0")
+        self.buffer.upload(np.frombuffer(data, dtype=np.uint8))
+
+    def free(self) -> None:
+        self.buffer.free()

@@ -84,17 +84,29 @@ class LaunchShape:
         return cls(tuple(shape.grid), tuple(shape.block), tuple(shape.cluster), shape.shared_bytes, shape.pdl)
 
 
+TENSOR_MAP_BYTES = 128  # a TMA tensor map (CUtensorMap), 64-byte aligned where it lies
+TENSOR_MAP_SWIZZLES = (0, 32, 64, 128)  # bytes of a swizzle span (0: none)
+
+
 @dataclass(frozen=True)
 class TensorParam:
     """One tensor parameter of a kernel: its name, static shape, dtype name (a name of
     `lanec.runtime.dtypes`: 'bfloat16', 'float32', 'float16', 'int32', 'int8', 'uint8'), element
-    strides (row-major when empty), and whether the kernel writes it."""
+    strides (row-major when empty), and whether the kernel writes it.
+
+    A `tensor_map` param ({"of": name, "box": [inner, outer], "swizzle": bytes}) is the address of
+    a TMA tensor map (128 bytes, `TENSOR_MAP_BYTES`) over the 2-D param `of` of the same launch: the
+    runtime encodes it for that param's window (cuTensorMapEncodeTiled: its shape, strides and
+    dtype, this box and swizzle; out-of-bounds elements read as zeros) and passes the map's
+    address, so a kernel issues `cp.async.bulk.tensor` with one 8-byte pointer a param like any
+    other. Its shape is (128,) uint8; it binds the same window as `of`."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     strides: tuple[int, ...] = field(default=())
     written: bool = False
+    tensor_map: dict | None = None
 
     @property
     def element_strides(self) -> tuple[int, ...]:
@@ -102,9 +114,49 @@ class TensorParam:
         return tuple(self.strides) or row_major(self.shape)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+        data = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "strides": list(self.strides), "written": self.written}
+        if self.tensor_map is not None:
+            data["tensor_map"] = dict(self.tensor_map)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> TensorParam:
-        return cls(data["name"], tuple(data["shape"]), data["dtype"], tuple(data["strides"]), data["written"])
+        return cls(data["name"], tuple(data["shape"]), data["dtype"], tuple(data["strides"]), data["written"],
+                   data.get("tensor_map"))
+
+    @classmethod
+    def map_of(cls, name: str, of: str, box: tuple[int, int], swizzle: int) -> TensorParam:
+        """The tensor-map param `name` over param `of` (see the class docstring)."""
+        return cls(name, (TENSOR_MAP_BYTES,), "uint8", tensor_map={"of": of, "box": list(box), "swizzle": swizzle})
+
+
+def tensor_map_record(source: TensorParam, param: TensorParam) -> dict:
+    """What the runtime needs to encode `param`'s map over the window bound to `source`: the
+    source's dtype, shape and element strides, the box and the swizzle (a plan's `Arg.map`)."""
+    return {"dtype": source.dtype, "shape": list(source.shape), "strides": list(source.element_strides),
+            "box": list(param.tensor_map["box"]), "swizzle": int(param.tensor_map["swizzle"])}
+
+
+def tensor_map_problems(record: dict, itemsize: int) -> list[str]:
+    """Why a map `record` (`tensor_map_record`'s) cannot be encoded for TMA (none: it can): a 2-D
+    tensor, its row pitch and the box's inner bytes multiples of 16, a box of 1-256 a side whose
+    inner bytes fit the swizzle span."""
+    found = []
+    shape, strides, box, swizzle = record["shape"], record["strides"], record["box"], record["swizzle"]
+    if len(shape) != 2 or len(strides) != 2 or len(box) != 2:
+        found.append(f"a tensor map here is 2-D; got shape {shape}, strides {strides}, box {box}")
+        return found
+    if strides[1] != 1:
+        found.append(f"its rows must be contiguous (inner stride 1, got {strides[1]})")
+    if (strides[0] * itemsize) % 16:
+        found.append(f"a row pitch of {strides[0] * itemsize} bytes is not a multiple of 16")
+    if not all(isinstance(b, int) and 1 <= b <= 256 for b in box):
+        found.append(f"box {box}: each side is 1-256 elements")
+    elif (box[0] * itemsize) % 16:
+        found.append(f"the box's inner {box[0] * itemsize} bytes are not a multiple of 16")
+    if swizzle not in TENSOR_MAP_SWIZZLES:
+        found.append(f"swizzle {swizzle}: one of {', '.join(map(str, TENSOR_MAP_SWIZZLES))} bytes")
+    elif swizzle and box[0] * itemsize > swizzle:
+        found.append(f"the box's inner {box[0] * itemsize} bytes exceed the {swizzle}-byte swizzle span")
+    return found

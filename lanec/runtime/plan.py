@@ -26,6 +26,11 @@ slices of the weights and states. A sharded weight's source names its slice (`sh
 `lanec.interp.tp.Shard` writes it: rank 0's part, re-pointed for each rank by `Shard.for_rank`)
 and keeps the whole tensor's seeded initialiser, so N ranks and one compute the same model. Its
 `collectives` are NCCL all-reduces (sum) enqueued before the launch at their place.
+
+A launch arg with a `map` (format 3: an older lanec refuses the plan rather than pass a raw
+pointer where a kernel reads a TMA tensor map) is the address of a tensor map the runtime encodes
+at load over the arg's window (`TensorParam.tensor_map`: the window's dtype, shape and strides,
+the box and the swizzle).
 """
 
 from __future__ import annotations
@@ -39,11 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from lanec.runtime import dtypes
-from lanec.runtime.launch import LaunchError
+from lanec.runtime.launch import LaunchError, tensor_map_problems
 from lanec.runtime.launch import LaunchShape as Shape  # a launch's grid, block, cluster, memory, PDL
 
 MAGIC = b"LANEPLAN"
-VERSION = 2  # the newest format read; a plan for one rank is still written as format 1
+VERSION = 3  # the newest format read; a plan is written in the oldest format that holds it
 HEADER = struct.Struct("<8sIIQ32s")
 SECTION_COUNT = struct.Struct("<I")
 SECTION = struct.Struct("<4sQQ")
@@ -165,17 +170,24 @@ class WeightBinding:
 
 @dataclass(frozen=True)
 class Arg:
-    """A kernel parameter: the address of `buffer`'s element `offset` (static-shape view)."""
+    """A kernel parameter: the address of `buffer`'s element `offset` (static-shape view), or with
+    `map` (`launch.tensor_map_record`'s) the address of a TMA tensor map over that view."""
 
     buffer: str
     offset: int = 0
+    map: dict | None = None
 
     def to_json(self) -> dict:
-        return {"buffer": self.buffer, "offset": self.offset}
+        data = {"buffer": self.buffer, "offset": self.offset}
+        if self.map is not None:
+            data["map"] = self.map
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Arg:
-        return cls(data["buffer"], int(data["offset"]))
+        record = data.get("map")
+        _require(record is None or isinstance(record, dict), "a launch arg's map must be an object")
+        return cls(data["buffer"], int(data["offset"]), record)
 
 
 @dataclass(frozen=True)
@@ -232,6 +244,26 @@ def _check_args(where: str, args, by_name: dict) -> None:
         _require(0 <= arg.offset < max(by_name[arg.buffer].elements, 1),
                  f"{where}: offset {arg.offset} is outside buffer {arg.buffer!r} "
                  f"({by_name[arg.buffer].elements} elements)")
+        if arg.map is not None:
+            _check_map(f"{where}: the tensor map over {arg.buffer!r}", arg, by_name[arg.buffer])
+
+
+def _check_map(where: str, arg: Arg, buffer: Buffer) -> None:
+    """A tensor map's record encodes (`tensor_map_problems`), in its buffer's dtype, from a
+    16-byte-aligned element, over rows that lie inside the buffer."""
+    record = arg.map
+    fields = ("dtype", "shape", "strides", "box", "swizzle")
+    _require(all(k in record for k in fields), f"{where}: its record needs {', '.join(fields)}")
+    _require(record["dtype"] == buffer.dtype, f"{where}: reads {record['dtype']} from a {buffer.dtype} buffer")
+    itemsize = dtypes.storage(buffer.dtype).itemsize
+    problems = tensor_map_problems(record, itemsize)
+    _require(not problems, f"{where}: {problems[0] if problems else ''}")
+    _require(arg.offset * itemsize % 16 == 0, f"{where}: starts {arg.offset * itemsize} bytes into the buffer, "
+             "not on a 16-byte boundary")
+    (rows, width), (pitch, _) = record["shape"], record["strides"]
+    end = arg.offset + (rows - 1) * pitch + width
+    _require(end <= buffer.elements, f"{where}: its {rows} rows end at element {end}, past the buffer's "
+             f"{buffer.elements}")
 
 
 @dataclass(frozen=True)
@@ -331,7 +363,10 @@ class Plan:
 
     @property
     def version(self) -> int:
-        """The format the plan is written in: 2 for a plan for several ranks, else 1."""
+        """The format the plan is written in: 3 where a launch reads a tensor map, else 2 for a
+        plan for several ranks, else 1."""
+        if any(a.map is not None for launch in self.launches for a in launch.args):
+            return 3
         return 2 if self.ranks > 1 else 1
 
     def add_cubin(self, cubin: bytes) -> int:
@@ -492,8 +527,8 @@ class Plan:
         _require(hashlib.sha256(body).digest() == digest, f"{name} is corrupted: its checksum does not match")
         try:
             plan = cls._parse(body)
-            _require(version >= plan.version, f"declares format {version} but holds a plan for {plan.ranks} ranks "
-                     f"(format {plan.version})")
+            _require(version >= plan.version, f"declares format {version} but holds a plan of format "
+                     f"{plan.version} ({plan.ranks} ranks{', tensor maps' if plan.version == 3 else ''})")
             return plan
         except PlanError as exc:
             raise PlanError(f"{name}: {exc}") from None

@@ -358,12 +358,15 @@ class Session:
                 self.buffers[binding.buffer].upload(weights.make(binding, sources, plan))
         self.load(env)
         self.launches = []
+        # the TMA tensor maps the launches read, encoded over their windows' addresses
+        self.maps = driver.TensorMaps(sum(a.map is not None for launch in plan.launches for a in launch.args))
         for launch in plan.launches:
             shape = launch.shape if pdl else replace(launch.shape, pdl=False)
-            pointers = [self.buffers[a.buffer].ptr + a.offset * dtypes.storage(plan.buffer(a.buffer).dtype).itemsize
+            pointers = [self.address(a) if a.map is None else self.maps.address(self.address(a), a.map)
                         for a in launch.args]
             function = modules[launch.kernel].function(launch.entry, shape)
             self.launches.append(driver.Launch(function, shape, pointers, self.stream))
+        self.maps.upload()
         self.peer = None  # the one-shot all-reduces' mapped memory (runtime/peer.py), where they run
         self.replaced: set[int] = set()  # launches an all_reduce_norm does (the rmsnorm after its all-reduce)
         self.collectives = self._collectives(communicator, modules, pdl) if plan.collectives else []

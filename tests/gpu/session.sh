@@ -31,6 +31,8 @@
 #              cluster (DSMEM) against attention + attention_combine (carry build/bench-attention-cluster)
 #   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
+#   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
+#              without TMA loads, the fastest written to $OUT/schedules.json (adopt, rebuild, run the tuned cases)
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
 #   bench-linear     bench/linear_attention.py: the Gated DeltaNet and held-back KDA chains against fla's
@@ -82,6 +84,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "latent_attention-b2_t4_h32_l512_nope_p16_s3_cluster"
           "epilogue_matches and rmsnorm-r3_w4096_residual_q2" "epilogue_matches and elementwise-swiglu_r3_w2368_q2"
           "epilogue_matches and head_norm-gated_sigmoid_r3_h16_s128_q2" "epilogue_matches and gated_gemv-r1_k2304_h1024_q1"
+          "gemm_wgmma-tma_r100_k1000_n320_b32_k2" "gemm_wgmma-blocks_r100_k1000_n320_b32_k2"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
@@ -151,40 +154,27 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30), part 1 (about 5 minutes): the quantize
-      # epilogues of head_norm, the GEMVs (RowProducts', a ticket a block) and KdaSplit; the q8_0 rows widened at
-      # load; their cases (the rmsnorm / gemv refactors' too), the plans that take them (qwen-next-b1-q8-fused,
-      # kimi-b3-q8, dense-small-q8*), the sanitizers (carry build/gpu and those plans, .whl)
-      python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_kernels.py tests/gpu/test_q8_gemv.py \
-        tests/gpu/test_plans.py -q -rfE -k "head_norm or gemv or qwen-next-b1-q8-fused or kimi-b3-q8 or dense-small-q8" 2>&1 \
-        | tee "$logs/epilogues.log" || status=1
-      for case in "head_norm-gated_sigmoid_r3_h16_s128_q2" "gated_gemv-r1_k2304_h1024_q1" "gemv-r3_k1000_n96_q2"; do
-        for tool in memcheck racecheck; do
-          compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_quantize.py -q \
-            -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
-        done
-      done
-      # KdaSplit's quantize epilogue has no case of its own: the sanitizers on the plan that takes it
-      for tool in memcheck racecheck; do
-        timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m lanec.runtime \
-          build/plans/kimi-b3-q8.plan --check --steps 1 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|agree" \
-          | tee -a "$logs/sanitize.log"
-      done ;;
-    pending-bench)
-      # part 2 (about 9 minutes; the spec3-b8 check alone takes 3-6): the real-size check of 3 speculative tokens at
-      # batch 8, whose 24-row mixtures now take the grouped path by default (MIXTURE_GROUPED_ROWS 16; measured
-      # only as the step's time), and its bench row; the attention after attention_splits' refit; the q8_0
-      # dense-small step against bf16 (carry build/plans' kimi-full-spec3-b8-c1k, kimi-full-spec3-b8, dense-small,
-      # dense-small-q8 and dense-small-q8-w2-fused, build/bench-attention, .whl, .anchors)
-      python3 -m lanec.runtime build/plans/kimi-full-spec3-b8.plan --check > "$logs/kimi-full-spec3-b8.check.log" 2>&1
-      tail -4 "$logs/kimi-full-spec3-b8.check.log"
-      grep -q "agree with the interpreter$" "$logs/kimi-full-spec3-b8.check.log" || status=1
-      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-spec3-b8-c1k 2>&1 \
-        | tee "$logs/bench-model-spec3.log" || status=1
-      # attention_splits refit to the sweep (six shapes change: build/bench-attention rebuilt here)
-      python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1
-      # the dense-small step with q8_0 weights against its bf16 plan, and 1000 steps' next tokens (issue 14)
+      # what the last session wrote and could not run (2026-11-30, second session; about 3 minutes): every
+      # gemm_tc table entry's case and the row-block and TMA cases (carry build/gpu); the dense-small step
+      # with Q8_0 rows now that the lowering holds the GEMVs' ticket epilogue back (rebuild dense-small-q8*
+      # with tests/gpu/plans.py, carry them and .whl)
+      python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "tuned or tma_ or blocks_" 2>&1 \
+        | tee "$logs/gemm-cases.log" || status=1
       python3 bench/q8_step.py 2>&1 | tee "$logs/q8-step.log" || status=1 ;;
+    pending-bench)
+      # after `tma-table`'s entries are adopted and the plans rebuilt here: the KDA-only steps against the
+      # chain and the real-size batch 64 and 256 steps (carry build/plans' kimi-kda-b1/b64/b256 and
+      # kimi-full-b64-c1k / b256-c1k, .whl, .anchors)
+      python3 bench/step_chain.py build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b64.plan \
+        build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step-chain.log" || status=1
+      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k 2>&1 \
+        | tee "$logs/bench-model.log" || status=1 ;;
+    tma-table)
+      # gemm_tc's TMA loads into the schedule table (issue 12; build here first: LANEC_GEMM_TMA=1 python
+      # bench/gemm.py build, carry build/bench/gemm): re-time every shape at the table's schedule and the
+      # default, each with and without TMA, write the fastest to $logs/schedules.json (copy its gemm_tc
+      # entries to lanec/codegen/schedules.json here, rebuild build/gpu, then run `check` or the tuned cases)
+      python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tma.log" || status=1 ;;
     tp-model)
       # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU
       # (carry the plans of tests/gpu/plans.py's TP_MODEL_PLANS and their one-GPU plans, and .whl-tp)
@@ -223,7 +213,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

@@ -138,6 +138,8 @@ class Launched:
         self.params = {p.name: p for p in artifact.params}
         self.buffers = {}
         for param in artifact.params:
+            if param.tensor_map is not None:  # encoded below, over the buffer of the param it maps
+                continue
             if param.name in inputs:
                 self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
             else:
@@ -145,8 +147,13 @@ class Launched:
                                                               np.float32).itemsize
                 self.buffers[param.name] = driver.Buffer.empty(nbytes)
                 self.buffers[param.name].fill(0xFF)
+        # a tensor-map param (gemm_tc's TMA loads) is the address of a map over its param's buffer,
+        # as the runtime's Session encodes it
+        self.maps = driver.TensorMaps(sum(p.tensor_map is not None for p in artifact.params))
+        pointers = self.maps.pointers(artifact.params, {name: b.ptr for name, b in self.buffers.items()})
+        self.maps.upload()
         function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
-        driver.launch(function, artifact.launch, [self.buffers[p.name].ptr for p in artifact.params], stream)
+        driver.launch(function, artifact.launch, pointers, stream)
         stream.synchronize()
 
     def read(self, name: str) -> np.ndarray:
@@ -158,6 +165,7 @@ class Launched:
     def free(self) -> None:
         for buffer in self.buffers.values():
             buffer.free()
+        self.maps.free()
 
 
 @pytest.mark.parametrize(("kernel", "case"), [("attention", c) for c in sorted(ATTENTION)]

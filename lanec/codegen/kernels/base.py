@@ -58,6 +58,8 @@ def traffic(kernel: Kernel) -> dict[str, int]:
     touched = kernel.touched() if hasattr(kernel, "touched") else {}
     moved = {"read": 0, "written": 0}
     for param in kernel.params():
+        if param.tensor_map is not None:  # 128 bytes of the map: the copies it drives count as `of`'s
+            continue
         elements = 1
         for n in param.shape:
             elements *= n

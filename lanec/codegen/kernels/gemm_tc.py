@@ -107,6 +107,8 @@ class GemmTc:
         if schedule.tile_n not in (None, *self.tiles):
             raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
                              f"{' or '.join(map(str, self.tiles))} weight rows a CTA")
+        if schedule.loads == "tma" and self.engine != "wgmma":
+            raise ValueError(f"gemm_tc {self.engine} loads 'tma': only the wgmma engine fills its stages by TMA")
         if gated and self.engine != "wgmma":
             raise ValueError(f"gemm_tc {self.engine} gated pair: only the wgmma engine's 128-row tile holds "
                              f"{PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
@@ -114,7 +116,10 @@ class GemmTc:
         self.gated = bool(gated)
         self.y_width = self.outputs // 2 if self.gated else self.outputs  # a gated pair stores silu(gate) * up
         self.x_pitch = x_pitch
-        self.row_blocks, self.block_rows = blocks_of(rows, self.block_limit)
+        if (schedule.block_rows or 0) > self.block_limit:
+            raise ValueError(f"gemm_tc {self.engine} block_rows {schedule.block_rows}: the engine multiplies at "
+                             f"most {self.block_limit} activation rows a CTA")
+        self.row_blocks, self.block_rows = blocks_of(rows, schedule.block_rows or self.block_limit)
         self.padded_rows = -(-self.block_rows // self.row_quantum) * self.row_quantum
         self.k_tiles = -(-width // TILE_K)
         tile_n, splits = self.default_grid()

@@ -4,18 +4,29 @@ memory instead of mma.sync from ldmatrix'd registers. The default engine (checke
 against the interpreter and by compute-sanitizer; faster than mma.sync on every bench shape).
 
 Operands swapped: the weight rows are wgmma's M side (A; two consumer warpgroups of 64 weight rows
-make a CTA's 128-row tile), the activation rows its N side (B; all of a launch's rows, padded
-inside the kernel to a multiple of 8: one `wgmma.m64nNk16` with N = 8..256, so the weight is read
-once for every row). Both are K-major, as stored, in 128-byte-swizzled stages of 64 K values: the
+make a CTA's 128-row tile), the activation rows its N side (B; by default all of a launch's rows,
+padded inside the kernel to a multiple of 8: one `wgmma.m64nNk16` with N = 8..256, so the weight is
+read once for every row). A schedule's `block_rows` splits the rows into blocks, a CTA each (the
+grid's middle axis): where one block leaves SMs idle (96 tiles of 128 weight rows on 132 SMs), more
+CTAs of fewer rows fill them; a weight tile's blocks are adjacent CTAs, so all but its first read
+come from L2. Both are K-major, as stored, in 128-byte-swizzled stages of 64 K values: the
 layout wgmma's descriptors read without bank conflicts.
 
-Loads: `cp.async` of 16-byte vectors by every thread, each written to its swizzled place (chunk c
-of shared row r at chunk c ^ (r % 8)); K's tail, weight rows past N and the padding rows are
-zero-filled by the same copies. A `fence.proxy.async` makes the landed stage visible to wgmma (the
-async proxy). TMA is not used: its tensor maps are 128-byte kernel params built on the host, and
-the runtime's ABI passes one 8-byte pointer a tensor. PDL as the mma engine: the first weight
-stages before `griddepcontrol.wait`, the activation rows after it. One stage's wgmma stays in flight
-while the next is issued (`wait_group(1)`), so the copies run `stages - 2` ahead (at least 3 stages).
+Loads, two ways (`GemmSchedule.loads`):
+- "copies" (the default): `cp.async` of 16-byte vectors by every thread, each written to its
+  swizzled place (chunk c of shared row r at chunk c ^ (r % 8)); K's tail, weight rows past N and
+  the padding rows are zero-filled by the same copies. A `fence.proxy.async` makes the landed stage
+  visible to wgmma (the async proxy).
+- "tma": thread 0 fills a stage with two `cp.async.bulk.tensor` copies (the weight tile's box and
+  the row block's box, 64 K values wide, in the 128-byte swizzle wgmma reads), completing on the
+  stage's mbarrier, which every thread waits on. The tensor maps are the params `x_map` and
+  `w_map`: the runtime encodes them over x's and w's windows at load and passes their addresses
+  (`TensorParam.tensor_map`), so the ABI stays one 8-byte pointer a param. Out-of-bounds rows and
+  K values land as zeros; a block's padding rows may hold the next block's rows, which only feed
+  wgmma columns that are never stored.
+PDL either way: the first weight stages before `griddepcontrol.wait`, the activation rows after it.
+One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the loads run
+`stages - 2` ahead (at least 3 stages).
 
 Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
 row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
@@ -30,9 +41,10 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
-from lanec.codegen.facts import GEMM_MAX_ROWS, VECTOR
+from lanec.codegen.facts import GEMM_MAX_ROWS, VECTOR, GemmSchedule
+from lanec.codegen.kernels.base import TensorParam, launch
 from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc
-from lanec.codegen.kernels.primitives import at, copy_g2s_zfill, wait_stage
+from lanec.codegen.kernels.primitives import acquire_tensor_map, at, copy_g2s_zfill, load_tensor_box, wait_stage
 
 WGMMA_M = 64  # weight rows a warpgroup's wgmma
 WGMMA_K = 16
@@ -55,10 +67,28 @@ class GemmWgmma(GemmTc):
     # stages' time picks bench/gemm.py's fastest split on 43 of its 65 shapes (2026-11-29)
     fill_stages = 6
 
+    def __init__(self, *args, schedule=None, **kwargs):
+        self.loads = GemmSchedule.of(schedule or {}).loads or "copies"
+        super().__init__(*args, schedule=schedule, **kwargs)
+
     def ahead(self) -> int:
         """One stage fewer than the mma engine: a stage's wgmma stays in flight while the next is
         issued, so the buffer refilled at stage t is the one stage t - 2 read."""
         return self.stages - 2
+
+    def params(self) -> list[TensorParam]:
+        """gemm_tc's x, w and y; with TMA loads the tensor maps over x (a block of rows a box) and
+        w (a weight tile a box) after them."""
+        params = super().params()
+        if self.loads == "tma":
+            params += [TensorParam.map_of("x_map", "x", (TILE_K, self.padded_rows), ROW_BYTES),
+                       TensorParam.map_of("w_map", "w", (TILE_K, self.tile_n), ROW_BYTES)]
+        return params
+
+    @cute.jit
+    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, x_map: cute.Tensor = None,
+                 w_map: cute.Tensor = None):
+        launch(self, x, w, y, x_map, w_map)
 
     def arrange_warps(self) -> None:
         """Nothing to arrange: the tiled MMA gives each warpgroup its 64 weight rows (kernel)."""
@@ -66,22 +96,25 @@ class GemmWgmma(GemmTc):
     def stage_bytes(self) -> int:
         return (self.tile_n + self.padded_rows) * ROW_BYTES  # swizzled rows need no padding
 
-    def shared_bytes(self) -> int:
+    def region_bytes(self) -> int:
         """The stages, or the fp32 tile the epilogue stages through them when that is larger (it
-        always goes through shared memory here, split or not), and room to align the buffers to
-        the swizzle atom."""
-        pipeline = self.stages * self.stage_bytes()
-        return max(pipeline, 4 * self.padded_rows * self.partial_pitch()) + ALIGN
+        always goes through shared memory here, split or not)."""
+        return max(self.stages * self.stage_bytes(), 4 * self.padded_rows * self.partial_pitch())
+
+    def shared_bytes(self) -> int:
+        """The region, room to align it to the swizzle atom, and with TMA loads a stage's mbarrier
+        each."""
+        return self.region_bytes() + ALIGN + (8 * self.stages if getattr(self, "loads", "copies") == "tma" else 0)
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, x_map: cute.Tensor, w_map: cute.Tensor):
         tid, _, _ = cute.arch.thread_idx()
-        split, _, n_tile = cute.arch.block_idx()
+        split, block, n_tile = cute.arch.block_idx()
         S: cutlass.Constexpr = self.stages
         R: cutlass.Constexpr = self.padded_rows
         smem = cutlass.memory.SmemAllocator()
         # one region: the weight stages, then the activation stages (later the split's partial tile)
-        region = smem.allocate(self.shared_bytes() - ALIGN, ALIGN)
+        region = smem.allocate(self.region_bytes(), ALIGN)
         weights_base = cute.recast_ptr(region, dtype=BFloat16)
         rows_base = weights_base + S * self.tile_n * TILE_K
         tiler = (self.tile_n, R, TILE_K)
@@ -102,19 +135,34 @@ class GemmWgmma(GemmTc):
         mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
 
         n0 = n_tile * self.tile_n
-        k_first, tiles = self.start_pipeline(w, x, weights_base, rows_base, n0, Int32(0), split, tid)
+        first_row = block * self.block_rows
+        tma: cutlass.Constexpr = self.loads == "tma"
+        ring = None
+        if cutlass.const_expr(tma):
+            ring = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+            k_first, tiles = self.start_tma(x_map, w_map, ring, weights_base, rows_base, n0, first_row, split, tid)
+        else:
+            k_first, tiles = self.start_pipeline(w, x, weights_base, rows_base, n0, first_row, split, tid)
 
         for tile in range(tiles):
-            wait_stage(tile, S - 1)  # this thread's copies of the stage have landed (S - 2 ahead)
-            cute.arch.fence_proxy("async.shared", space="cta")  # ... and are visible to wgmma's reads
+            if cutlass.const_expr(tma):
+                cute.arch.mbarrier_wait(ring + tile % S, (tile // S) % 2)  # the stage's two boxes have landed
+            else:
+                wait_stage(tile, S - 1)  # this thread's copies of the stage have landed (S - 2 ahead)
+                cute.arch.fence_proxy("async.shared", space="cta")  # ... and are visible to wgmma's reads
             # every thread's copies have landed, and every warpgroup's wgmma of stage tile - 2 is done
             # (each waited for it below, one stage ago): its buffer is the one refilled now
             cute.arch.sync_threads()
             ahead = tile + S - 2
-            if ahead < tiles:
-                self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
-                self.load_rows(x, rows_base, Int32(0), k_first + ahead, ahead % S, tid)
-            cute.arch.cp_async_commit_group()
+            if cutlass.const_expr(tma):
+                if (tid == 0) & (ahead < tiles):
+                    self.load_stage(x_map, w_map, ring, weights_base, rows_base, n0, first_row, k_first + ahead,
+                                    ahead % S, True)
+            else:
+                if ahead < tiles:
+                    self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
+                    self.load_rows(x, rows_base, first_row, k_first + ahead, ahead % S, tid)
+                cute.arch.cp_async_commit_group()
             buffer = tile % S
             cute.nvgpu.warpgroup.fence()
             for kb in cutlass.range_constexpr(TILE_K // WGMMA_K):
@@ -122,7 +170,8 @@ class GemmWgmma(GemmTc):
             cute.nvgpu.warpgroup.commit_group()
             cute.nvgpu.warpgroup.wait_group(1)  # this stage's wgmma flies while the next is issued
         cute.nvgpu.warpgroup.wait_group(0)
-        cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(not tma):
+            cute.arch.cp_async_wait_group(0)
         # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
         # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first
         P: cutlass.Constexpr = self.partial_pitch()
@@ -131,7 +180,47 @@ class GemmWgmma(GemmTc):
         for e in cutlass.range(cute.size(acc), unroll_full=True):
             out, row = tile_coords[e]
             partial[row, out] = acc[e]
-        self.sum_partials(y, partial, split, n0, Int32(0), tid)
+        self.sum_partials(y, partial, split, n0, first_row, tid)
+
+    @cute.jit
+    def start_tma(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, split: Int32,
+                  tid: Int32):
+        """TMA's pipeline start: the stages' mbarriers (one arrival a phase: thread 0's, with the
+        stage's bytes), the maps acquired, then the first `ahead()` stages' weight boxes before the
+        PDL wait and their row boxes after it. Returns the split's K stages (first, count)."""
+        A: cutlass.Constexpr = self.ahead()
+        k_first = split * self.per_split
+        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        if tid == 0:
+            for s in cutlass.range_constexpr(self.stages):
+                cute.arch.mbarrier_init(ring + s, 1)
+            cute.arch.mbarrier_init_fence()
+            acquire_tensor_map(w_map.iterator)
+            acquire_tensor_map(x_map.iterator)
+            for s in cutlass.range_constexpr(A):
+                if s < tiles:
+                    self.load_stage(x_map, w_map, ring, weights_base, rows_base, n0, first_row, k_first + s, s, False)
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        if tid == 0:
+            for s in cutlass.range_constexpr(A):
+                if s < tiles:
+                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
+                                    (k_first + s) * TILE_K, first_row, ring + s)
+        cute.arch.sync_threads()  # the barriers are initialised before any thread waits on them
+        return k_first, tiles
+
+    @cute.jit
+    def load_stage(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, k_tile: Int32,
+                   buffer, rows: cutlass.Constexpr):
+        """Thread 0: K stage `k_tile`'s weight box (and, with `rows`, its row box) into `buffer`,
+        on the buffer's mbarrier, which expects the whole stage's bytes."""
+        barrier = ring + buffer
+        cute.arch.mbarrier_arrive_and_expect_tx(barrier, self.stage_bytes())
+        load_tensor_box(weights_base + buffer * self.tile_n * TILE_K, w_map.iterator, k_tile * TILE_K, n0, barrier)
+        if cutlass.const_expr(rows):
+            load_tensor_box(rows_base + buffer * self.padded_rows * TILE_K, x_map.iterator, k_tile * TILE_K, first_row,
+                            barrier)
 
     def weight_slot(self, base, buffer, row, chunk):
         """A stage's weight row `row`, chunk `chunk`: swizzled, as wgmma reads its A operand."""
@@ -139,17 +228,18 @@ class GemmWgmma(GemmTc):
 
     @cute.jit
     def load_rows(self, x, base, first_row: Int32, k_tile: Int32, buffer, tid: Int32):
-        """cp.async of the activation rows at K stage `k_tile` into stage `buffer`, swizzled; zeros
-        past K and in the padding rows (`first_row` is 0: all the rows are one block)."""
+        """cp.async of the block's activation rows (from `first_row`) at K stage `k_tile` into stage
+        `buffer`, swizzled; zeros past K and in the padding rows."""
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
         for j in cutlass.range_constexpr(-(-copies // THREADS)):
             c = tid + j * THREADS
             i, v = c // V, c % V
+            row = first_row + i
             col = k_tile * TILE_K + v * VECTOR
             if c < copies:
-                keep = (i < self.rows) & (col < self.width)
-                source = at(x, cutlass.min(i, self.rows - 1), cutlass.min(col, self.width - VECTOR))
+                keep = (i < self.block_rows) & (row < self.rows) & (col < self.width)
+                source = at(x, cutlass.min(row, self.rows - 1), cutlass.min(col, self.width - VECTOR))
                 copy_g2s_zfill(swizzled(base, buffer * self.padded_rows + i, v), source, keep)
 
 

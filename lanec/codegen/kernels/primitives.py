@@ -202,6 +202,26 @@ def copy_g2s(destination, source, size=16, barrier=None, evict_first=False, *, l
     _asm(None, operands, text, "r,l,r,r", loc, ip)
 
 
+@dsl_user_op
+def load_tensor_box(destination, tensor_map, inner, outer, barrier, *, loc=None, ip=None):
+    """One TMA copy (`cp.async.bulk.tensor.2d`): the box of the 2-D tensor map at `tensor_map` (a
+    global address: `TensorParam.tensor_map`) whose first element is (`inner`, `outer`) into shared
+    memory at `destination`, in the map's swizzle, completing on `barrier`'s transaction count.
+    Elements outside the tensor land as zeros and count as bytes all the same."""
+    operands = [_address(destination, loc, ip), _address(tensor_map, loc, ip), Int32(inner).ir_value(loc=loc, ip=ip),
+                Int32(outer).ir_value(loc=loc, ip=ip), _address(barrier, loc, ip)]
+    _asm(None, operands, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+         " [$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r", loc, ip)
+
+
+@dsl_user_op
+def acquire_tensor_map(tensor_map, *, loc=None, ip=None):
+    """Make the 128-byte tensor map at `tensor_map` (global memory, written before the launch)
+    visible to the tensor-map proxy and start fetching it: before this thread's first TMA copy."""
+    _asm(None, [_address(tensor_map, loc, ip)],
+         "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\n\tprefetch.tensormap [$0];", "l", loc, ip)
+
+
 # --- DSMEM sends ---------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 hand-written gemm_tc shape (tests/gpu/cases/gemm_tc.py) and one unsplit 256-row product;
 tests/gpu/test_gemm_tc.py checks them as it checks gemm_tc's. Its weight tile is 128 rows, so a
 case's forced tile is dropped, and it needs 3 stages or more (a case's splits are kept, its stages
-raised to 3); all of a case's rows are one block, padded to whole 8-row wgmma N steps."""
+raised to 3); all of a case's rows are one block, padded to whole 8-row wgmma N steps, except in the
+row-block cases (BLOCKS and a gated one: `block_rows`, a CTA a block of rows)."""
 
 import importlib.util
 from pathlib import Path
@@ -26,6 +27,16 @@ for _name, _spec in _mma_cases().items():
             _knobs["stages"] = max(3, _knobs["stages"])
         CASES[_name] = dict(_spec, schedule={**_knobs, "engine": "wgmma"})
 CASES["r256_k4096_n2304_k1"] = dict(rows=256, width=4096, parts=[2304], schedule={"engine": "wgmma", "splits": 1})
+# row blocks (block_rows): a CTA a block of rows, the rows split evenly (odd blocks padded to 8)
+BLOCKS = {
+    "blocks_r256_k2304_n4096_b64": dict(rows=256, width=2304, parts=[4096], schedule={"block_rows": 64}),
+    "blocks_r100_k1000_n320_b32_k2": dict(rows=100, width=1000, parts=[320], schedule={"block_rows": 32, "splits": 2}),
+    "blocks_r33_k4096_n2304_b32": dict(rows=33, width=4096, parts=[2304], schedule={"block_rows": 32}),
+    "blocks_r200_k2304_merged_b128": dict(rows=200, width=2304, parts=[4096, 4096, 4096, 128, 32, 128],
+                                          schedule={"block_rows": 128}),
+}
+for _name, _spec in BLOCKS.items():
+    CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
 
 
 def make(spec: dict):
@@ -42,7 +53,24 @@ GATED = {
     "gated_r256_k4096_h14336": dict(rows=256, width=4096, parts=[2 * 14336]),
     "gated_r100_k1000_h192_k4": dict(rows=100, width=1000, parts=[2 * 192], schedule={"splits": 4}),
     "gated_r9_k128_h64_pitch": dict(rows=9, width=128, parts=[128], x_pitch=136),
+    "gated_r200_k2048_h1024_b128": dict(rows=200, width=2048, parts=[2 * 1024], schedule={"block_rows": 128}),
 }
 for _name, _spec in GATED.items():
     CASES[_name] = dict(_spec, gated=True, schedule={**_spec.get("schedule", {}), "engine": "wgmma"})
+
+# TMA loads (loads "tma": one thread's cp.async.bulk.tensor a box, the runtime's tensor maps): one
+# block of 256 rows (the widest box), row blocks with a split K and an odd block (padded, its
+# padding rows the next block's), a pitched activation, rows past the tensor and K past 64-value
+# stages (zero fill), a gated pair in row blocks, and Kimi Linear's merged KDA product
+TMA = {
+    "tma_r256_k2304_merged": dict(rows=256, width=2304, parts=[4096, 4096, 4096, 128, 32, 128]),
+    "tma_r100_k1000_n320_b32_k2": dict(rows=100, width=1000, parts=[320], schedule={"block_rows": 32, "splits": 2}),
+    "tma_r33_k4096_n2304": dict(rows=33, width=4096, parts=[2304]),
+    "tma_r9_k136_n72_pitch": dict(rows=9, width=136, parts=[72], x_pitch=144),
+    "tma_r64_k2304_n12288_k2": dict(rows=64, width=2304, parts=[12288], schedule={"splits": 2}),
+    "tma_gated_r200_k2048_h1024_b128": dict(rows=200, width=2048, parts=[2 * 1024], gated=True,
+                                           schedule={"block_rows": 128}),
+}
+for _name, _spec in TMA.items():
+    CASES[_name] = dict(_spec, schedule={**_spec.get("schedule", {}), "engine": "wgmma", "loads": "tma"})
 
