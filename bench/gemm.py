@@ -24,10 +24,11 @@ all, which --write-table records.
     LANEC_GEMM_ROWS=128,256 python bench/gemm.py build   # only those row counts
     LANEC_GEMM_BLOCKS=1 python bench/gemm.py build       # only the default and the row-block variants
     LANEC_GEMM_TMA=1 python bench/gemm.py build          # only the default, the table's, and both by TMA
+                                                         # (one thread, and a producer warpgroup)
 
-Every shape also times the table's schedule (the default where it has none) with TMA loads
-(`loads: "tma"`: one thread's cp.async.bulk.tensor a box, the tensor maps encoded here as the
-runtime encodes them); "tma" in the best column names it."""
+Every shape also times the table's schedule and the default with TMA loads (`loads: "tma"`: one
+thread's cp.async.bulk.tensor a box; "producer": a producer warpgroup issues them; the tensor maps
+encoded here as the runtime encodes them); the best column names the loads it took."""
 
 from __future__ import annotations
 
@@ -70,10 +71,14 @@ def slug(label: str) -> str:
 
 def variants(make) -> list[dict]:
     """The schedules timed beside the default (the wgmma engine at the kernel's own choice), to
-    tune it: every power-of-two K split the kernel takes where the grid stays within 8 waves of the
-    SMs, each at the default's stages and at 4 (more CTAs' worth of shared memory); and the mma.sync
-    engine at its default, the engine before wgmma."""
+    tune it: from 128 rows row blocks of 64 and 128 at 3 and 4 stages; the table's schedule and the
+    default with TMA loads (one thread, and a producer warpgroup); every power-of-two K split the
+    kernel takes where the grid stays within 8 waves of the SMs, each at the default's stages and
+    at 4 (more CTAs' worth of shared memory); and the mma.sync engine at its default, the engine
+    before wgmma. LANEC_GEMM_TMA keeps the table's and the TMA ones, LANEC_GEMM_BLOCKS all but the
+    splits and mma.sync."""
     from lanec.codegen.facts import SM_COUNT
+    from lanec.codegen.schedules import schedule_for
 
     default = make(None)
     found = []
@@ -82,12 +87,11 @@ def variants(make) -> list[dict]:
             for stages in (3, 4):
                 if block_rows < default.rows:
                     found.append({"block_rows": block_rows, "stages": stages})
-    from lanec.codegen.schedules import schedule_for
-
     tuned = schedule_for("gemm_tc", {"rows": default.rows, "width": default.width, "outputs": default.outputs})
     table = [tuned["schedule"]] if "schedule" in tuned else []
     by_tma = []
-    for schedule in ({**(table or [{}])[0], "loads": "tma"}, {"loads": "tma"}):
+    bases = [table[0], {}] if table else [{}]  # the table's schedule and the kernel's default
+    for schedule in [{**base, "loads": loads} for loads in ("tma", "producer") for base in bases]:
         try:
             make(schedule)
         except ValueError:  # a table entry on the mma engine: no TMA there
@@ -139,9 +143,9 @@ def build() -> None:
                 if schedule and schedule.get("block_rows"):
                     knobs["block_rows"] = schedule["block_rows"]
                     blocks = f"_b{schedule['block_rows']}"
-                if getattr(kernel, "loads", "copies") == "tma":
-                    knobs["loads"] = "tma"
-                    blocks += "_tma"
+                if getattr(kernel, "loads", "copies") != "copies":
+                    knobs["loads"] = kernel.loads
+                    blocks += f"_{kernel.loads}"
                 if schedule is not None and knobs == schedules[0]["schedule"]:
                     continue  # the default's own
                 stem = (f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}{blocks}_"
@@ -263,7 +267,7 @@ def run() -> list:
               f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
               f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']}"
               f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
-              f"{' / tma' if fastest.get('loads') == 'tma' else ''} "
+              f"{' / ' + fastest['loads'] if 'loads' in fastest else ''} "
               f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results
 

@@ -100,8 +100,27 @@ def test_gemm_tc_by_tma_compiles_to_bulk_tensor_copies_on_mbarriers():
     assert before.count("cp.async.bulk.tensor") >= 1 and after.count("cp.async.bulk.tensor") >= 1
     with pytest.raises(ValueError, match="only the wgmma engine fills its stages by TMA"):
         GemmTc(100, 1000, [320], schedule={"loads": "tma", "engine": "mma"})
-    with pytest.raises(ValueError, match="GemmTc loads is 'copies' or 'tma'"):
+    with pytest.raises(ValueError, match="GemmTc loads is 'copies', 'tma' or 'producer'"):
         GemmTc(100, 1000, [320], schedule={"loads": "bulk"})
+
+
+def test_a_producer_warpgroup_issues_the_boxes_and_the_consumers_hand_stages_back():
+    """loads "producer": a third warpgroup (384 threads), a full and an empty mbarrier a stage,
+    the same tensor maps; the consumers' loop has no CTA barrier."""
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+
+    copies = GemmTc(256, 2304, [4096], schedule={"loads": "tma"})
+    kernel = GemmTc(256, 2304, [4096], schedule={"loads": "producer"})
+    assert kernel.launch().block == (384, 1, 1) and copies.launch().block == (256, 1, 1)
+    assert kernel.shared_bytes() == copies.shared_bytes() + 8 * kernel.stages  # an empty barrier a stage
+    assert [p.name for p in kernel.params()] == ["x", "w", "y", "x_map", "w_map"]
+    ptx = compile_kernel(kernel).ptx
+    assert ptx.count("cp.async.bulk.tensor") >= 2 and "mbarrier.try_wait" in ptx and ".local" not in ptx
+    # the one-thread TMA loop's CTA barrier a stage is gone (the rest: the barriers' start, the epilogue)
+    assert ptx.count("bar.sync") == compile_kernel(copies).ptx.count("bar.sync") - 1
+    assert "mbarrier.arrive.shared.b64" in ptx  # a consumer warpgroup hands a stage back
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
 
 
 def test_the_lowering_binds_a_map_to_its_window_and_the_plan_records_it(monkeypatch, tmp_path):

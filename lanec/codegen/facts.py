@@ -307,7 +307,7 @@ def quantized_problems(width: int, words: int) -> list[str]:
 
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
-GEMM_LOADS = ("copies", "tma")  # how the wgmma engine fills a stage (GemmSchedule.loads)
+GEMM_LOADS = ("copies", "tma", "producer")  # how the wgmma engine fills a stage (GemmSchedule.loads)
 GEMM_ROW_BLOCKS = (32, 64, 128, 256)  # the activation rows a CTA a schedule may ask for (block_rows)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
 GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
@@ -323,8 +323,9 @@ class GemmSchedule(Schedule):
     tile's blocks adjacent CTAs, so its second read comes from L2; the engine's own limit without
     it: all rows on wgmma, 128 on mma.sync); `loads`, how the wgmma engine fills its stages
     ("copies": every thread's cp.async, the default; "tma": one thread's cp.async.bulk.tensor a
-    stage through the runtime's tensor maps, completing on the stage's mbarrier); None leaves the
-    kernel's choice."""
+    stage through the runtime's tensor maps, completing on the stage's mbarrier; "producer": the
+    same copies issued by a producer warpgroup of its own, the consumers handing each stage back
+    on an mbarrier, no CTA barrier a stage); None leaves the kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
@@ -347,7 +348,7 @@ class GemmSchedule(Schedule):
             _choice("GemmTc", "block_rows", self.block_rows, GEMM_ROW_BLOCKS,
                     "32, 64, 128 or 256 activation rows a CTA")
         if self.loads is not None:
-            _choice("GemmTc", "loads", self.loads, GEMM_LOADS, "'copies' or 'tma'")
+            _choice("GemmTc", "loads", self.loads, GEMM_LOADS, "'copies', 'tma' or 'producer'")
 
 
 PAIR_TILE = 64  # hidden values a gated pair tile: 64 gate rows beside their 64 up rows, one 128-row wgmma tile

@@ -107,8 +107,9 @@ class GemmTc:
         if schedule.tile_n not in (None, *self.tiles):
             raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
                              f"{' or '.join(map(str, self.tiles))} weight rows a CTA")
-        if schedule.loads == "tma" and self.engine != "wgmma":
-            raise ValueError(f"gemm_tc {self.engine} loads 'tma': only the wgmma engine fills its stages by TMA")
+        if schedule.loads in ("tma", "producer") and self.engine != "wgmma":
+            raise ValueError(f"gemm_tc {self.engine} loads {schedule.loads!r}: only the wgmma engine fills its "
+                             "stages by TMA")
         if gated and self.engine != "wgmma":
             raise ValueError(f"gemm_tc {self.engine} gated pair: only the wgmma engine's 128-row tile holds "
                              f"{PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
@@ -350,7 +351,8 @@ class GemmTc:
             v = split * share + local
             i, q = v // Q, v % Q
             row, col = first_row + i, (n0 // 2 if self.gated else n0) + 4 * q
-            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.y_width):
+            # (a producer warpgroup's threads, past THREADS, store nothing)
+            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.y_width) & (tid < THREADS):
                 sums = self.tile_vector(partial, i, 4 * q)
                 if cutlass.const_expr(self.gated):
                     ups = self.tile_vector(partial, i, self.tile_n // 2 + 4 * q)

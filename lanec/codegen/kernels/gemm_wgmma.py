@@ -24,6 +24,12 @@ Loads, two ways (`GemmSchedule.loads`):
   (`TensorParam.tensor_map`), so the ABI stays one 8-byte pointer a param. Out-of-bounds rows and
   K values land as zeros; a block's padding rows may hold the next block's rows, which only feed
   wgmma columns that are never stored.
+- "producer": the same boxes, issued by a third warpgroup of its own (one thread of it), which
+  refills a stage as soon as both consumer warpgroups hand it back on the stage's "empty" mbarrier
+  (each arrives once its wgmma of the stage has retired); the consumers wait only on the stage's
+  "full" mbarrier, never on a CTA barrier inside the loop, and all `stages` stages fly. The
+  producer warpgroup keeps its registers (no setmaxnreg: it stays for the epilogue's barriers,
+  storing nothing).
 PDL either way: the first weight stages before `griddepcontrol.wait`, the activation rows after it.
 One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the loads run
 `stages - 2` ahead (at least 3 stages).
@@ -35,6 +41,8 @@ K ranges and the ranks sum their tiles over DSMEM, in rank order, before the sto
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90
@@ -42,7 +50,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
 from lanec.codegen.facts import GEMM_MAX_ROWS, VECTOR, GemmSchedule
-from lanec.codegen.kernels.base import TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc
 from lanec.codegen.kernels.primitives import acquire_tensor_map, at, copy_g2s_zfill, load_tensor_box, wait_stage
 
@@ -51,6 +59,8 @@ WGMMA_K = 16
 ROW_BYTES = 2 * TILE_K  # a stage's shared row: 64 K values, one 128-byte swizzle row
 SWIZZLE_ROWS = 8  # rows of one 1024-byte swizzle atom (chunk c of row r sits at c ^ (r % 8))
 ALIGN = 1024  # the swizzle atom: wgmma's 128-byte swizzle reads absolute address bits
+WARPGROUP = 128  # threads of a warpgroup: wgmma's unit, and the producer's
+PRODUCER_THREADS = WARPGROUP  # loads "producer": a third warpgroup issues the TMA copies
 
 
 class GemmWgmma(GemmTc):
@@ -80,7 +90,7 @@ class GemmWgmma(GemmTc):
         """gemm_tc's x, w and y; with TMA loads the tensor maps over x (a block of rows a box) and
         w (a weight tile a box) after them."""
         params = super().params()
-        if self.loads == "tma":
+        if self.loads != "copies":
             params += [TensorParam.map_of("x_map", "x", (TILE_K, self.padded_rows), ROW_BYTES),
                        TensorParam.map_of("w_map", "w", (TILE_K, self.tile_n), ROW_BYTES)]
         return params
@@ -103,8 +113,16 @@ class GemmWgmma(GemmTc):
 
     def shared_bytes(self) -> int:
         """The region, room to align it to the swizzle atom, and with TMA loads a stage's mbarrier
-        each."""
-        return self.region_bytes() + ALIGN + (8 * self.stages if getattr(self, "loads", "copies") == "tma" else 0)
+        each (two with a producer warpgroup: full and empty)."""
+        barriers = {"copies": 0, "tma": 1, "producer": 2}[getattr(self, "loads", "copies")]
+        return self.region_bytes() + ALIGN + 8 * barriers * self.stages
+
+    def launch(self) -> LaunchShape:
+        """gemm_tc's grid; a producer warpgroup adds 128 threads to the two consumer warpgroups."""
+        shape = super().launch()
+        if self.loads == "producer":
+            shape = replace(shape, block=(THREADS + PRODUCER_THREADS, 1, 1))
+        return shape
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, x_map: cute.Tensor, w_map: cute.Tensor):
@@ -136,6 +154,32 @@ class GemmWgmma(GemmTc):
 
         n0 = n_tile * self.tile_n
         first_row = block * self.block_rows
+        if cutlass.const_expr(self.loads == "producer"):
+            full = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+            empty = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+            self.produce_and_multiply(x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
+                                      fragment_b, n0, first_row, split, tid)
+        else:
+            self.multiply_stages(x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a, fragment_b,
+                                 n0, first_row, split, tid)
+        # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
+        # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first
+        P: cutlass.Constexpr = self.partial_pitch()
+        partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
+        cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
+        if tid < THREADS:  # the consumers' accumulators (not a producer warpgroup's)
+            for e in cutlass.range(cute.size(acc), unroll_full=True):
+                out, row = tile_coords[e]
+                partial[row, out] = acc[e]
+        self.sum_partials(y, partial, split, n0, first_row, tid)
+
+    @cute.jit
+    def multiply_stages(self, x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a, fragment_b,
+                        n0: Int32, first_row: Int32, split: Int32, tid: Int32):
+        """The K stages on the copies' or one thread's TMA pipeline: every thread waits for a
+        stage, a CTA barrier frees the buffer stage - 2 read, and the loads of stage + S - 2 go out
+        before this stage's wgmma."""
+        S: cutlass.Constexpr = self.stages
         tma: cutlass.Constexpr = self.loads == "tma"
         ring = None
         if cutlass.const_expr(tma):
@@ -163,24 +207,64 @@ class GemmWgmma(GemmTc):
                     self.load_weights(w, weights_base, n0, k_first + ahead, ahead % S, tid)
                     self.load_rows(x, rows_base, first_row, k_first + ahead, ahead % S, tid)
                 cute.arch.cp_async_commit_group()
-            buffer = tile % S
-            cute.nvgpu.warpgroup.fence()
-            for kb in cutlass.range_constexpr(TILE_K // WGMMA_K):
-                cute.gemm(mma, acc, fragment_a[None, None, kb, buffer], fragment_b[None, None, kb, buffer], acc)
-            cute.nvgpu.warpgroup.commit_group()
-            cute.nvgpu.warpgroup.wait_group(1)  # this stage's wgmma flies while the next is issued
+            self.multiply_stage(mma, acc, fragment_a, fragment_b, tile % S)
         cute.nvgpu.warpgroup.wait_group(0)
         if cutlass.const_expr(not tma):
             cute.arch.cp_async_wait_group(0)
-        # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
-        # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first
-        P: cutlass.Constexpr = self.partial_pitch()
-        partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
-        cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
-        for e in cutlass.range(cute.size(acc), unroll_full=True):
-            out, row = tile_coords[e]
-            partial[row, out] = acc[e]
-        self.sum_partials(y, partial, split, n0, first_row, tid)
+
+    @cute.jit
+    def multiply_stage(self, mma, acc, fragment_a, fragment_b, buffer):
+        """acc += stage `buffer`'s weight tile x row block, one warpgroup MMA a 16-value K step;
+        this stage's wgmma flies while the next is issued (`wait_group(1)`)."""
+        cute.nvgpu.warpgroup.fence()
+        for kb in cutlass.range_constexpr(TILE_K // WGMMA_K):
+            cute.gemm(mma, acc, fragment_a[None, None, kb, buffer], fragment_b[None, None, kb, buffer], acc)
+        cute.nvgpu.warpgroup.commit_group()
+        cute.nvgpu.warpgroup.wait_group(1)
+
+    @cute.jit
+    def produce_and_multiply(self, x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
+                             fragment_b, n0: Int32, first_row: Int32, split: Int32, tid: Int32):
+        """The K stages with a producer warpgroup (threads THREADS and up; its first thread issues
+        the boxes): stage t's buffer is refilled with stage t + S once both consumer warpgroups have
+        arrived on its `empty` barrier (each after its wgmma of the stage retired); the consumers
+        wait on `full` alone."""
+        S: cutlass.Constexpr = self.stages
+        k_first = split * self.per_split
+        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        if tid == 0:
+            for s in cutlass.range_constexpr(S):
+                cute.arch.mbarrier_init(full + s, 1)
+                cute.arch.mbarrier_init(empty + s, THREADS // WARPGROUP)
+            cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
+        if tid == THREADS:
+            acquire_tensor_map(w_map.iterator)
+            acquire_tensor_map(x_map.iterator)
+            for s in cutlass.range_constexpr(S):  # the weights never depend on the predecessor (PDL)
+                if s < tiles:
+                    self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + s, s, False)
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        if tid == THREADS:
+            for s in cutlass.range_constexpr(S):
+                if s < tiles:
+                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
+                                    (k_first + s) * TILE_K, first_row, full + s)
+            for tile in range(S, tiles):
+                buffer = tile % S
+                cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)  # both consumers handed it back
+                self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + tile, buffer,
+                                True)
+        if tid < THREADS:
+            for tile in range(tiles):
+                cute.arch.mbarrier_wait(full + tile % S, (tile // S) % 2)  # the stage's two boxes have landed
+                self.multiply_stage(mma, acc, fragment_a, fragment_b, tile % S)
+                # wait_group(1): this warpgroup's wgmma of the previous stage has retired, so its
+                # buffer goes back to the producer (one arrival a warpgroup)
+                if (tile > 0) & (tid % WARPGROUP == 0):
+                    cute.arch.mbarrier_arrive(empty + (tile - 1) % S)
+            cute.nvgpu.warpgroup.wait_group(0)
 
     @cute.jit
     def start_tma(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, split: Int32,

@@ -20,7 +20,10 @@ product by q8_0 rows reads, from the fp32 sums as ops.quantize does (`quantize_e
 block is 32 output rows; CTAs of fewer rows stage their values (fp32, `staged`) and draw the
 block's ticket (`block_tickets`, `atom.inc` modulo the block's CTAs), and the CTA drawing the last
 quantizes the block for every activation row, a warp a row (a lane a value, the peak a whole-warp
-butterfly); a CTA of whole blocks quantizes its own. gated_gemv and the q8 GEMVs share it.
+butterfly); a CTA of whole blocks quantizes its own. gated_gemv and the q8 GEMVs share it. The
+lane takes it only where a CTA owns whole blocks (lower.py's `row_products_out`): the ticket path
+measured 28-76% slower than the same launch without it on the H200, more than the quantize launch
+it would replace (bench/RESULTS.md, `QUANTIZE_EPILOGUE_SHARED_COST`).
 
 With `norm` (CUDA cores only) the activation is a norm's input: every CTA reads the whole rows
 (x, plus a residual where there is one) after the PDL wait, sums their squares itself and scales

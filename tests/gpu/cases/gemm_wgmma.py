@@ -73,4 +73,7 @@ TMA = {
 }
 for _name, _spec in TMA.items():
     CASES[_name] = dict(_spec, schedule={**_spec.get("schedule", {}), "engine": "wgmma", "loads": "tma"})
+    # the same boxes issued by a producer warpgroup (loads "producer"), the stages handed back on mbarriers
+    CASES[_name.replace("tma_", "producer_")] = dict(_spec, schedule={**_spec.get("schedule", {}), "engine": "wgmma",
+                                                                        "loads": "producer"})
 
