@@ -12,7 +12,7 @@ import pytest
 
 from lanec.codegen import schedules
 from lanec.runtime.launch import TensorParam, tensor_map_problems, tensor_map_record
-from lanec.runtime.plan import VERSION, Arg, Buffer, Launch, Plan, PlanError, Shape
+from lanec.runtime.plan import VERSION, Arg, Buffer, Launch, Plan, PlanError, Shape, describe
 
 X = TensorParam("x", (100, 1000), "bfloat16", (1024, 1))
 X_MAP = TensorParam.map_of("x_map", "x", (64, 104), 128)
@@ -62,6 +62,8 @@ def test_a_plan_with_a_map_is_format_3_and_reads_back(tmp_path):
     again = Plan.read(path)
     assert again.launches[0].args[2] == arg and again.version == 3
     assert mapped_plan(Arg("x")).version == 1  # no map: the oldest format that holds it
+    shown = describe(again)
+    assert shown.startswith("lanec plan, format 3") and "(x, y, map(x box 64x104 swizzle 128))" in shown
 
 
 @pytest.mark.parametrize(("arg", "message"), [

@@ -647,12 +647,21 @@ def describe(plan: Plan) -> str:
             break
         launch = plan.launches[index]
         shape = launch.shape
-        args = ", ".join(a.buffer + (f"+{a.offset}" if a.offset else "") for a in launch.args)
+        args = ", ".join(arg_text(a) for a in launch.args)
         lines.append(f"  {index:>3} {launch.name:<{width}}  k{launch.kernel} grid {_dims(shape.grid)} "
                      f"block {_dims(shape.block)} cluster {_dims(shape.cluster)} smem {_bytes(shape.shared_bytes)}"
                      f"{' pdl' if shape.pdl else ''}  ({args})")
     lines.append(f"form: {len(plan.form.splitlines())} lines; interpreter program: {_bytes(len(plan.program))}")
     return "\n".join(lines)
+
+
+def arg_text(arg: Arg) -> str:
+    """A launch arg as `lanec show` prints it: buffer[+offset], a tensor map as map(buffer, box)."""
+    where = arg.buffer + (f"+{arg.offset}" if arg.offset else "")
+    if arg.map is None:
+        return where
+    box = "x".join(map(str, arg.map.get("box", [])))
+    return f"map({where} box {box}{' swizzle ' + str(arg.map['swizzle']) if arg.map.get('swizzle') else ''})"
 
 
 def routing_buffer(router: str) -> str:
