@@ -226,14 +226,19 @@ class GemmTc:
             self.reduce(y, buffers, acc, split, n0, first_row, tid, warp, lane)
 
     @cute.jit
+    def split_stages(self, split: Int32):
+        """The K stages of split `split`: (first, count; the last split may have fewer)."""
+        k_first = split * self.per_split
+        return k_first, cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+
+    @cute.jit
     def start_pipeline(self, w, x, weights, rows, n0: Int32, first_row: Int32, split: Int32, tid: Int32):
         """The split's K stages (first, count), and the first `ahead()` stages requested: their
         weights before the PDL wait (weights never depend on the predecessor: they fly while it
         finishes), one commit group a stage, then after the wait the activation rows, one group
         for all of them (`wait_stage`'s pipeline, `ahead() + 1` deep). Both engines start so."""
         A: cutlass.Constexpr = self.ahead()
-        k_first = split * self.per_split
-        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        k_first, tiles = self.split_stages(split)
         for s in cutlass.range_constexpr(A):
             if s < tiles:
                 self.load_weights(w, weights, n0, k_first + s, s, tid)

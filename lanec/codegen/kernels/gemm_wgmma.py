@@ -230,27 +230,16 @@ class GemmWgmma(GemmTc):
         arrived on its `empty` barrier (each after its wgmma of the stage retired); the consumers
         wait on `full` alone."""
         S: cutlass.Constexpr = self.stages
-        k_first = split * self.per_split
-        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        k_first, tiles = self.split_stages(split)
         if tid == 0:
             for s in cutlass.range_constexpr(S):
                 cute.arch.mbarrier_init(full + s, 1)
                 cute.arch.mbarrier_init(empty + s, THREADS // WARPGROUP)
             cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
+        # every stage flies at first: the producer refills one only once it is handed back
+        self.start_boxes(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first, tiles, S, tid == THREADS)
         if tid == THREADS:
-            acquire_tensor_map(w_map.iterator)
-            acquire_tensor_map(x_map.iterator)
-            for s in cutlass.range_constexpr(S):  # the weights never depend on the predecessor (PDL)
-                if s < tiles:
-                    self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + s, s, False)
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
-        if tid == THREADS:
-            for s in cutlass.range_constexpr(S):
-                if s < tiles:
-                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
-                                    (k_first + s) * TILE_K, first_row, full + s)
             for tile in range(S, tiles):
                 buffer = tile % S
                 cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)  # both consumers handed it back
@@ -270,29 +259,37 @@ class GemmWgmma(GemmTc):
     def start_tma(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, split: Int32,
                   tid: Int32):
         """TMA's pipeline start: the stages' mbarriers (one arrival a phase: thread 0's, with the
-        stage's bytes), the maps acquired, then the first `ahead()` stages' weight boxes before the
-        PDL wait and their row boxes after it. Returns the split's K stages (first, count)."""
-        A: cutlass.Constexpr = self.ahead()
-        k_first = split * self.per_split
-        tiles = cutlass.max(cutlass.min(Int32(self.k_tiles) - k_first, Int32(self.per_split)), Int32(0))
+        stage's bytes), then thread 0's first `ahead()` stages (`start_boxes`). Returns the split's
+        K stages (first, count)."""
+        k_first, tiles = self.split_stages(split)
         if tid == 0:
             for s in cutlass.range_constexpr(self.stages):
                 cute.arch.mbarrier_init(ring + s, 1)
             cute.arch.mbarrier_init_fence()
-            acquire_tensor_map(w_map.iterator)
-            acquire_tensor_map(x_map.iterator)
-            for s in cutlass.range_constexpr(A):
-                if s < tiles:
-                    self.load_stage(x_map, w_map, ring, weights_base, rows_base, n0, first_row, k_first + s, s, False)
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
-        if tid == 0:
-            for s in cutlass.range_constexpr(A):
-                if s < tiles:
-                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
-                                    (k_first + s) * TILE_K, first_row, ring + s)
+        self.start_boxes(x_map, w_map, ring, weights_base, rows_base, n0, first_row, k_first, tiles, self.ahead(),
+                         tid == 0)
         cute.arch.sync_threads()  # the barriers are initialised before any thread waits on them
         return k_first, tiles
+
+    @cute.jit
+    def start_boxes(self, x_map, w_map, full, weights_base, rows_base, n0: Int32, first_row: Int32, k_first: Int32,
+                    tiles: Int32, count: cutlass.Constexpr, issuer):
+        """The `issuer` thread acquires the maps and sends the first `count` stages' weight boxes
+        before the PDL wait (weights never depend on the predecessor), their row boxes after it;
+        every thread waits for the predecessor and lets dependents launch."""
+        if issuer:
+            acquire_tensor_map(w_map.iterator)
+            acquire_tensor_map(x_map.iterator)
+            for s in cutlass.range_constexpr(count):
+                if s < tiles:
+                    self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + s, s, False)
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        if issuer:
+            for s in cutlass.range_constexpr(count):
+                if s < tiles:
+                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
+                                    (k_first + s) * TILE_K, first_row, full + s)
 
     @cute.jit
     def load_stage(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, k_tile: Int32,
