@@ -72,7 +72,8 @@ def slug(label: str) -> str:
 def variants(make) -> list[dict]:
     """The schedules timed beside the default (the wgmma engine at the kernel's own choice), to
     tune it: from 128 rows row blocks of 64 and 128 at 3 and 4 stages; the table's schedule and the
-    default with TMA loads (one thread, and a producer warpgroup); every power-of-two K split the
+    default with TMA loads (one thread, and a producer warpgroup), and the producer multicasting the
+    row box over clusters of 2 and 4 weight tiles; every power-of-two K split the
     kernel takes where the grid stays within 8 waves of the SMs, each at the default's stages and
     at 4 (more CTAs' worth of shared memory); and the mma.sync engine at its default, the engine
     before wgmma. LANEC_GEMM_TMA keeps the table's and the TMA ones, LANEC_GEMM_BLOCKS all but the
@@ -91,7 +92,8 @@ def variants(make) -> list[dict]:
     table = [tuned["schedule"]] if "schedule" in tuned else []
     by_tma = []
     bases = [table[0], {}] if table else [{}]  # the table's schedule and the kernel's default
-    for schedule in [{**base, "loads": loads} for loads in ("tma", "producer") for base in bases]:
+    multicasts = [{"loads": "producer", "multicast": m} for m in (2, 4)]  # the row box shared over a cluster
+    for schedule in [{**base, "loads": loads} for loads in ("tma", "producer") for base in bases] + multicasts:
         try:
             make(schedule)
         except ValueError:  # a table entry on the mma engine: no TMA there
@@ -146,6 +148,9 @@ def build() -> None:
                 if getattr(kernel, "loads", "copies") != "copies":
                     knobs["loads"] = kernel.loads
                     blocks += f"_{kernel.loads}"
+                if getattr(kernel, "multicast", 1) > 1:
+                    knobs["multicast"] = kernel.multicast
+                    blocks += f"_m{kernel.multicast}"
                 if schedule is not None and knobs == schedules[0]["schedule"]:
                     continue  # the default's own
                 stem = (f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}{blocks}_"
@@ -267,7 +272,8 @@ def run() -> list:
               f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
               f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']}"
               f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
-              f"{' / ' + fastest['loads'] if 'loads' in fastest else ''} "
+              f"{' / ' + fastest['loads'] if 'loads' in fastest else ''}"
+              f"{' x' + str(fastest['multicast']) + ' multicast' if 'multicast' in fastest else ''} "
               f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results
 

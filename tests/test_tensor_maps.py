@@ -125,6 +125,40 @@ def test_a_producer_warpgroup_issues_the_boxes_and_the_consumers_hand_stages_bac
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
 
 
+@pytest.mark.parametrize(("rows", "outputs", "multicast", "grid", "box_rows"), [
+    (256, 4096, 2, (1, 1, 32), 128),  # 32 weight tiles: 16 clusters of 2
+    (64, 2304, 4, (1, 1, 20), 16),  # 18 tiles rounded up to 5 clusters of 4: two tiles store nothing
+    (33, 1024, 2, (1, 1, 8), 24),  # 33 rows padded to 48: two 24-row slices
+])
+def test_a_cluster_of_weight_tiles_multicasts_its_row_box(rows, outputs, multicast, grid, box_rows):
+    """multicast M: the CTAs of M neighbouring weight tiles are one cluster; each loads 1 / M of
+    the row box and multicasts it, and hands a stage back to every CTA's producer."""
+    from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+
+    kernel = GemmTc(rows, 2304, [outputs], schedule={"loads": "producer", "multicast": multicast})
+    shape = kernel.launch()
+    assert (shape.grid, shape.cluster, kernel.splits) == (grid, (1, 1, multicast), 1)
+    assert kernel.padded_rows % (8 * multicast) == 0
+    assert kernel.params()[3].tensor_map["box"] == [64, box_rows] == [64, kernel.padded_rows // multicast]
+    ptx = compile_kernel(kernel).ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster" in ptx
+    assert "mbarrier.arrive.shared::cluster.b64" in ptx  # a consumer's hand-back on a peer's barrier
+    assert ptx.count("barrier.cluster.arrive") >= 2 and ".local" not in ptx  # after the start, before the exit
+
+
+@pytest.mark.parametrize(("schedule", "message"), [
+    ({"loads": "tma", "multicast": 2}, "only a producer warpgroup multicasts (loads 'producer'; got 'tma')"),
+    ({"loads": "producer", "multicast": 2, "splits": 2}, "its cluster is the weight tiles', not a K split's"),
+    ({"loads": "producer", "multicast": 3}, "GemmTc multicast is 1, 2 or 4 CTAs a cluster"),
+])
+def test_a_multicast_the_kernel_cannot_make_says_why(schedule, message):
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GemmTc(256, 2304, [4096], schedule=schedule)
+
+
 def test_the_lowering_binds_a_map_to_its_window_and_the_plan_records_it(monkeypatch, tmp_path):
     """A dense form at batch 64 with every gemm_tc launch on TMA loads (the table patched): each
     launch binds x, w, y and the two maps over x's and w's windows; the plan records them."""

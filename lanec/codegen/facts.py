@@ -308,6 +308,7 @@ def quantized_problems(width: int, words: int) -> list[str]:
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
 GEMM_LOADS = ("copies", "tma", "producer")  # how the wgmma engine fills a stage (GemmSchedule.loads)
+GEMM_MULTICAST = (1, 2, 4)  # CTAs of a cluster sharing a stage's row box (GemmSchedule.multicast)
 GEMM_ROW_BLOCKS = (32, 64, 128, 256)  # the activation rows a CTA a schedule may ask for (block_rows)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
 GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
@@ -325,7 +326,10 @@ class GemmSchedule(Schedule):
     ("copies": every thread's cp.async, the default; "tma": one thread's cp.async.bulk.tensor a
     stage through the runtime's tensor maps, completing on the stage's mbarrier; "producer": the
     same copies issued by a producer warpgroup of its own, the consumers handing each stage back
-    on an mbarrier, no CTA barrier a stage); None leaves the kernel's choice."""
+    on an mbarrier, no CTA barrier a stage) and `multicast`, the CTAs of neighbouring weight tiles
+    (a cluster, "producer" loads, no K split) that share each stage's row box: each loads 1 / multicast
+    of its rows and multicasts them to all, so the activation is read from L2 once a cluster; None
+    leaves the kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
@@ -333,6 +337,7 @@ class GemmSchedule(Schedule):
     engine: str | None = None
     block_rows: int | None = None
     loads: str | None = None
+    multicast: int | None = None
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -349,6 +354,8 @@ class GemmSchedule(Schedule):
                     "32, 64, 128 or 256 activation rows a CTA")
         if self.loads is not None:
             _choice("GemmTc", "loads", self.loads, GEMM_LOADS, "'copies', 'tma' or 'producer'")
+        if self.multicast is not None:
+            _choice("GemmTc", "multicast", self.multicast, GEMM_MULTICAST, "1, 2 or 4 CTAs a cluster sharing a row box")
 
 
 PAIR_TILE = 64  # hidden values a gated pair tile: 64 gate rows beside their 64 up rows, one 128-row wgmma tile

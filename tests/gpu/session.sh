@@ -85,6 +85,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "epilogue_matches and rmsnorm-r3_w4096_residual_q2" "epilogue_matches and elementwise-swiglu_r3_w2368_q2"
           "epilogue_matches and head_norm-gated_sigmoid_r3_h16_s128_q2" "epilogue_matches and gated_gemv-r1_k2304_h1024_q1"
           "gemm_wgmma-tma_r100_k1000_n320_b32_k2" "gemm_wgmma-producer_r100_k1000_n320_b32_k2"
+          "gemm_wgmma-multicast2_r100_k1000_n320_b32"
           "gemm_wgmma-blocks_r100_k1000_n320_b32_k2"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
@@ -156,15 +157,15 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
       # what the last session wrote and could not run (2026-11-30, second session; about 6 minutes): every
-      # gemm_tc case (the refactored wgmma loop, the table's entries, the row-block, TMA and producer-warpgroup
-      # cases: carry build/gpu), the sanitizers on the producer's case, and the dense-small step with Q8_0
-      # rows now that the lowering holds the GEMVs' ticket epilogue back (carry build/plans' dense-small*,
-      # .whl)
+      # gemm_tc case (the refactored wgmma loop, the table's entries, the row-block, TMA, producer-warpgroup and
+      # multicast cases: carry build/gpu), the sanitizers on the producer's and a multicast case, and the
+      # dense-small step with Q8_0 rows now that the lowering holds the GEMVs' ticket epilogue back (carry
+      # build/plans' dense-small*, .whl)
       python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE 2>&1 | tee "$logs/gemm-cases.log" || status=1
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
-          -k "producer_r100_k1000_n320_b32_k2" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/sanitize.log"
+          -k "producer_r100_k1000_n320_b32_k2 or multicast2_r100_k1000_n320_b32" 2>&1 \
+          | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
       python3 bench/q8_step.py 2>&1 | tee "$logs/q8-step.log" || status=1 ;;
     pending-bench)

@@ -29,7 +29,15 @@ Loads, two ways (`GemmSchedule.loads`):
   (each arrives once its wgmma of the stage has retired); the consumers wait only on the stage's
   "full" mbarrier, never on a CTA barrier inside the loop, and all `stages` stages fly. The
   producer warpgroup keeps its registers (no setmaxnreg: it stays for the epilogue's barriers,
-  storing nothing).
+  storing nothing; 155 registers a thread at 256 rows, no local memory).
+- "producer" with `multicast` M (2 or 4): the CTAs of M neighbouring weight tiles are one cluster
+  (the grid's weight tiles rounded up to whole clusters: a tile past N loads zeros and stores
+  nothing). Their row boxes are the same, so rank r loads rows r / M of it and multicasts them to
+  all M CTAs, at the same shared offsets and completing on each CTA's own "full" barrier; a CTA
+  refills a stage only once the consumers of all M CTAs have handed it back (each consumer
+  warpgroup arrives on the stage's "empty" barrier of every CTA of the cluster). A cluster barrier
+  after the barriers' start (no multicast lands before a peer's barriers exist) and before the
+  exit (no arrival on a barrier of a CTA that has left).
 PDL either way: the first weight stages before `griddepcontrol.wait`, the activation rows after it.
 One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the loads run
 `stages - 2` ahead (at least 3 stages).
@@ -52,7 +60,14 @@ from cutlass.tensor_utils import LayoutEnum
 from lanec.codegen.facts import GEMM_MAX_ROWS, VECTOR, GemmSchedule
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc
-from lanec.codegen.kernels.primitives import acquire_tensor_map, at, copy_g2s_zfill, load_tensor_box, wait_stage
+from lanec.codegen.kernels.primitives import (
+    acquire_tensor_map,
+    at,
+    copy_g2s_zfill,
+    load_tensor_box,
+    multicast_tensor_box,
+    wait_stage,
+)
 
 WGMMA_M = 64  # weight rows a warpgroup's wgmma
 WGMMA_K = 16
@@ -78,8 +93,28 @@ class GemmWgmma(GemmTc):
     fill_stages = 6
 
     def __init__(self, *args, schedule=None, **kwargs):
-        self.loads = GemmSchedule.of(schedule or {}).loads or "copies"
+        knobs = GemmSchedule.of(schedule or {})
+        self.loads = knobs.loads or "copies"
+        self.multicast = knobs.multicast or 1
+        if self.multicast > 1 and knobs.splits is None:  # the cluster is the weight tiles': no K split
+            schedule = knobs.updated({"splits": 1})
+        # multicast: a block's rows padded to M whole 8-row slices, one a CTA of the cluster
+        self.row_quantum = SWIZZLE_ROWS * self.multicast
         super().__init__(*args, schedule=schedule, **kwargs)
+        problems = self.multicast_problems()
+        if problems:
+            raise ValueError(f"gemm_tc multicast {self.multicast}: " + "; ".join(problems))
+
+    def multicast_problems(self) -> list[str]:
+        """Why the CTAs of `multicast` weight tiles cannot share their row boxes (none: they can)."""
+        if self.multicast == 1:
+            return []
+        found = []
+        if self.loads != "producer":
+            found.append(f"only a producer warpgroup multicasts (loads 'producer'; got {self.loads!r})")
+        if self.splits > 1:
+            found.append(f"its cluster is the weight tiles', not a K split's ({self.splits} splits)")
+        return found
 
     def ahead(self) -> int:
         """One stage fewer than the mma engine: a stage's wgmma stays in flight while the next is
@@ -90,8 +125,8 @@ class GemmWgmma(GemmTc):
         """gemm_tc's x, w and y; with TMA loads the tensor maps over x (a block of rows a box) and
         w (a weight tile a box) after them."""
         params = super().params()
-        if self.loads != "copies":
-            params += [TensorParam.map_of("x_map", "x", (TILE_K, self.padded_rows), ROW_BYTES),
+        if self.loads != "copies":  # a multicasting CTA loads its slice of the row box
+            params += [TensorParam.map_of("x_map", "x", (TILE_K, self.padded_rows // self.multicast), ROW_BYTES),
                        TensorParam.map_of("w_map", "w", (TILE_K, self.tile_n), ROW_BYTES)]
         return params
 
@@ -122,6 +157,9 @@ class GemmWgmma(GemmTc):
         shape = super().launch()
         if self.loads == "producer":
             shape = replace(shape, block=(THREADS + PRODUCER_THREADS, 1, 1))
+        if getattr(self, "multicast", 1) > 1:  # whole clusters of weight tiles
+            M = self.multicast
+            shape = replace(shape, grid=(shape.grid[0], shape.grid[1], -(-shape.grid[2] // M) * M), cluster=(1, 1, M))
         return shape
 
     @cute.kernel
@@ -172,6 +210,9 @@ class GemmWgmma(GemmTc):
                 out, row = tile_coords[e]
                 partial[row, out] = acc[e]
         self.sum_partials(y, partial, split, n0, first_row, tid)
+        if cutlass.const_expr(self.multicast > 1):
+            cute.arch.cluster_arrive()  # no CTA leaves while a peer may still arrive on its barriers
+            cute.arch.cluster_wait()
 
     @cute.jit
     def multiply_stages(self, x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a, fragment_b,
@@ -230,29 +271,39 @@ class GemmWgmma(GemmTc):
         arrived on its `empty` barrier (each after its wgmma of the stage retired); the consumers
         wait on `full` alone."""
         S: cutlass.Constexpr = self.stages
+        M: cutlass.Constexpr = self.multicast
         k_first, tiles = self.split_stages(split)
         if tid == 0:
             for s in cutlass.range_constexpr(S):
                 cute.arch.mbarrier_init(full + s, 1)
-                cute.arch.mbarrier_init(empty + s, THREADS // WARPGROUP)
+                cute.arch.mbarrier_init(empty + s, M * (THREADS // WARPGROUP))  # every consumer of the cluster
             cute.arch.mbarrier_init_fence()
-        cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
+        if cutlass.const_expr(M > 1):
+            cute.arch.cluster_arrive()  # every CTA's barriers exist before a peer's multicast lands on them
+            cute.arch.cluster_wait()
+        else:
+            cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
         # every stage flies at first: the producer refills one only once it is handed back
         self.start_boxes(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first, tiles, S, tid == THREADS)
         if tid == THREADS:
             for tile in range(S, tiles):
                 buffer = tile % S
-                cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)  # both consumers handed it back
+                # every consumer (of every CTA of the cluster) handed it back
+                cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)
                 self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + tile, buffer,
                                 True)
         if tid < THREADS:
             for tile in range(tiles):
-                cute.arch.mbarrier_wait(full + tile % S, (tile // S) % 2)  # the stage's two boxes have landed
+                cute.arch.mbarrier_wait(full + tile % S, (tile // S) % 2)  # the stage's boxes have landed
                 self.multiply_stage(mma, acc, fragment_a, fragment_b, tile % S)
                 # wait_group(1): this warpgroup's wgmma of the previous stage has retired, so its
-                # buffer goes back to the producer (one arrival a warpgroup)
+                # buffer goes back to the producers (one arrival a warpgroup on each CTA's barrier)
                 if (tile > 0) & (tid % WARPGROUP == 0):
-                    cute.arch.mbarrier_arrive(empty + (tile - 1) % S)
+                    if cutlass.const_expr(M > 1):
+                        for rank in cutlass.range_constexpr(M):
+                            cute.arch.mbarrier_arrive(empty + (tile - 1) % S, rank)
+                    else:
+                        cute.arch.mbarrier_arrive(empty + (tile - 1) % S)
             cute.nvgpu.warpgroup.wait_group(0)
 
     @cute.jit
@@ -288,8 +339,7 @@ class GemmWgmma(GemmTc):
         if issuer:
             for s in cutlass.range_constexpr(count):
                 if s < tiles:
-                    load_tensor_box(rows_base + s * self.padded_rows * TILE_K, x_map.iterator,
-                                    (k_first + s) * TILE_K, first_row, full + s)
+                    self.load_rows_box(x_map, full, rows_base, first_row, k_first + s, s)
 
     @cute.jit
     def load_stage(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, k_tile: Int32,
@@ -300,8 +350,22 @@ class GemmWgmma(GemmTc):
         cute.arch.mbarrier_arrive_and_expect_tx(barrier, self.stage_bytes())
         load_tensor_box(weights_base + buffer * self.tile_n * TILE_K, w_map.iterator, k_tile * TILE_K, n0, barrier)
         if cutlass.const_expr(rows):
-            load_tensor_box(rows_base + buffer * self.padded_rows * TILE_K, x_map.iterator, k_tile * TILE_K, first_row,
-                            barrier)
+            self.load_rows_box(x_map, ring, rows_base, first_row, k_tile, buffer)
+
+    @cute.jit
+    def load_rows_box(self, x_map, ring, rows_base, first_row: Int32, k_tile: Int32, buffer):
+        """K stage `k_tile`'s row box into `buffer` on the buffer's barrier; multicast, this CTA's
+        slice of it (rank r: rows r / M) into every CTA of the cluster."""
+        M: cutlass.Constexpr = self.multicast
+        destination = rows_base + buffer * self.padded_rows * TILE_K
+        if cutlass.const_expr(M > 1):
+            slice_rows: cutlass.Constexpr = self.padded_rows // M
+            _, _, n_tile = cute.arch.block_idx()
+            rank = n_tile % M  # the cluster runs along the weight tiles
+            multicast_tensor_box(destination + rank * slice_rows * TILE_K, x_map.iterator, k_tile * TILE_K,
+                                 first_row + rank * slice_rows, ring + buffer, (1 << M) - 1)
+        else:
+            load_tensor_box(destination, x_map.iterator, k_tile * TILE_K, first_row, ring + buffer)
 
     def weight_slot(self, base, buffer, row, chunk):
         """A stage's weight row `row`, chunk `chunk`: swizzled, as wgmma reads its A operand."""

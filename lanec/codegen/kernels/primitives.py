@@ -215,6 +215,18 @@ def load_tensor_box(destination, tensor_map, inner, outer, barrier, *, loc=None,
 
 
 @dsl_user_op
+def multicast_tensor_box(destination, tensor_map, inner, outer, barrier, mask, *, loc=None, ip=None):
+    """`load_tensor_box`, written to every CTA of the cluster in `mask` (bit r: rank r) at the
+    same shared offsets as `destination` and `barrier`, each completing on its own copy of the
+    barrier (`cp.async.bulk.tensor ... .multicast::cluster`)."""
+    operands = [_address(destination, loc, ip), _address(tensor_map, loc, ip), Int32(inner).ir_value(loc=loc, ip=ip),
+                Int32(outer).ir_value(loc=loc, ip=ip), _address(barrier, loc, ip), _u(mask, loc, ip)]
+    _asm(None, operands, "{ .reg .b16 mask; cvt.u16.u32 mask, $5;\n\t"
+         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+         " [$0], [$1, {$2, $3}], [$4], mask; }", "r,l,r,r,r,r", loc, ip)
+
+
+@dsl_user_op
 def acquire_tensor_map(tensor_map, *, loc=None, ip=None):
     """Make the 128-byte tensor map at `tensor_map` (global memory, written before the launch)
     visible to the tensor-map proxy and start fetching it: before this thread's first TMA copy."""

@@ -77,3 +77,17 @@ for _name, _spec in TMA.items():
     CASES[_name.replace("tma_", "producer_")] = dict(_spec, schedule={**_spec.get("schedule", {}), "engine": "wgmma",
                                                                         "loads": "producer"})
 
+# the row box multicast over a cluster of neighbouring weight tiles (producer loads, no K split): a
+# whole 256-row box in halves, quarters of a 64-row box with the tiles rounded up to whole clusters,
+# odd rows padded to whole slices in row blocks, and a gated pair
+MULTICAST = {
+    "multicast2_r256_k2304_n4096": dict(rows=256, width=2304, parts=[4096], schedule={"multicast": 2}),
+    "multicast4_r64_k2304_n2304": dict(rows=64, width=2304, parts=[2304], schedule={"multicast": 4}),
+    "multicast2_r100_k1000_n320_b32": dict(rows=100, width=1000, parts=[320],
+                                           schedule={"multicast": 2, "block_rows": 32}),
+    "multicast2_gated_r200_k2048_h1024_b128": dict(rows=200, width=2048, parts=[2 * 1024], gated=True,
+                                                  schedule={"multicast": 2, "block_rows": 128}),
+}
+for _name, _spec in MULTICAST.items():
+    CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma", "loads": "producer"})
+
