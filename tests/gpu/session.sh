@@ -161,9 +161,14 @@ for phase in "${phases[@]}"; do
       # multicast cases: carry build/gpu), the sanitizers on the producer's and a multicast case, and the
       # dense-small step with Q8_0 rows now that the lowering holds the GEMVs' ticket epilogue back (carry
       # build/plans' dense-small*, .whl)
-      python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE 2>&1 | tee "$logs/gemm-cases.log" || status=1
+      # the never-run producer and multicast cases first, alone and bounded: a pipeline that hangs costs 2
+      # minutes, not the command
+      timeout 120 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "producer_ or multicast" 2>&1 \
+        | tee "$logs/gemm-producer.log" || status=1
+      timeout 330 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "not producer_ and not multicast" 2>&1 \
+        | tee "$logs/gemm-cases.log" || status=1
       for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
+        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
           -k "producer_r100_k1000_n320_b32_k2 or multicast2_r100_k1000_n320_b32" 2>&1 \
           | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
@@ -181,7 +186,9 @@ for phase in "${phases[@]}"; do
       # bench/gemm.py build, carry build/bench/gemm): re-time every shape at the table's schedule and the
       # default, each with and without TMA, write the fastest to $logs/schedules.json (copy its gemm_tc
       # entries to lanec/codegen/schedules.json here, rebuild build/gpu, then run `check` or the tuned cases)
-      python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tma.log" || status=1 ;;
+      # (run it after `pending` has passed the producer and multicast cases: the bench times them too)
+      timeout 420 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tma.log" \
+        || status=1 ;;
     tp-model)
       # two GPUs: the real-size Kimi-Linear-48B-A3B and DeepSeek-V3's first four layers at TP 2 against one GPU
       # (carry the plans of tests/gpu/plans.py's TP_MODEL_PLANS and their one-GPU plans, and .whl-tp)
