@@ -12,7 +12,7 @@ CTAs of fewer rows fill them; a weight tile's blocks are adjacent CTAs, so all b
 come from L2. Both are K-major, as stored, in 128-byte-swizzled stages of 64 K values: the
 layout wgmma's descriptors read without bank conflicts.
 
-Loads, two ways (`GemmSchedule.loads`):
+Loads, three ways (`GemmSchedule.loads`):
 - "copies" (the default): `cp.async` of 16-byte vectors by every thread, each written to its
   swizzled place (chunk c of shared row r at chunk c ^ (r % 8)); K's tail, weight rows past N and
   the padding rows are zero-filled by the same copies. A `fence.proxy.async` makes the landed stage
@@ -38,9 +38,9 @@ Loads, two ways (`GemmSchedule.loads`):
   warpgroup arrives on the stage's "empty" barrier of every CTA of the cluster). A cluster barrier
   after the barriers' start (no multicast lands before a peer's barriers exist) and before the
   exit (no arrival on a barrier of a CTA that has left).
-PDL either way: the first weight stages before `griddepcontrol.wait`, the activation rows after it.
-One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the loads run
-`stages - 2` ahead (at least 3 stages).
+PDL every way: the first weight stages before `griddepcontrol.wait`, the activation rows after it.
+One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the copies and the
+one-thread TMA run `stages - 2` ahead (at least 3 stages); the producer keeps every stage in flight.
 
 Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
 row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
