@@ -208,9 +208,7 @@ class Lowering:
         params = [p for p in kernel.params() if p.tensor_map is None]
         if len(params) != len(args):
             raise LoweringError(f"{kernel_name} takes {len(params)} tensors; the lowering bound {len(args)}")
-        bound = {p.name: w for p, w in zip(params, args, strict=True)}
-        args = [*args, *(bound[p.tensor_map["of"]] for p in kernel.params() if p.tensor_map is not None)]
-        for param, window in zip(params, args, strict=False):
+        for param, window in zip(params, args, strict=True):
             if tuple(param.shape) != window.shape:
                 raise LoweringError(f"{kernel_name} param {param.name}: kernel shape {list(param.shape)}, "
                                     f"bound {list(window.shape)}")
@@ -218,7 +216,9 @@ class Lowering:
             if expected != window.strides:
                 raise LoweringError(f"{kernel_name} param {param.name} reads strides {list(expected)}; the "
                                     f"value lies at strides {list(window.strides)}")
-        operands = [self.arg(w) for w in args]
+        bound = {p.name: w for p, w in zip(params, args, strict=True)}
+        maps = [bound[p.tensor_map["of"]] for p in kernel.params() if p.tensor_map is not None]
+        operands = [self.arg(w) for w in [*args, *maps]]
         # NCCL's kernels never trigger a dependent launch: the launch after an all-reduce waits for
         # it whole, so it is launched without PDL (its griddepcontrol.wait is then a no-op)
         pdl = shape.pdl and not self.after_collective

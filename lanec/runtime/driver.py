@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lanec.runtime.launch import LaunchError, LaunchShape
+from lanec.runtime.launch import TENSOR_MAP_BYTES, LaunchError, LaunchShape, tensor_map_record
 
 try:
     from cuda.bindings import driver as cu
@@ -451,23 +451,21 @@ def encode_tensor_map(address: int, record: dict) -> bytes:
 
 class TensorMaps:
     """The tensor maps a set of launches reads, encoded on the host and uploaded into one device
-    buffer (128 bytes each, 128-byte aligned): `address(pointer, record)` gives a map's device
+    buffer (`TENSOR_MAP_BYTES` each, as aligned): `address(pointer, record)` gives a map's device
     address, and `upload()` writes them all once before the first launch."""
 
     def __init__(self, count: int):
-        self.buffer = Buffer.empty(max(1, count) * 128)
+        self.buffer = Buffer.empty(max(1, count) * TENSOR_MAP_BYTES)
         self.encoded: list[bytes] = []
 
     def address(self, pointer: int, record: dict) -> int:
         self.encoded.append(encode_tensor_map(pointer, record))
-        return self.buffer.ptr + 128 * (len(self.encoded) - 1)
+        return self.buffer.ptr + TENSOR_MAP_BYTES * (len(self.encoded) - 1)
 
     def pointers(self, params: Sequence, addresses: dict[str, int]) -> list[int]:
         """A launch's pointers for a kernel's `params` (`TensorParam`s, in entry order): each
         param's device address in `addresses`, a tensor-map param's the address of a map encoded
         over the address of the param it maps."""
-        from lanec.runtime.launch import tensor_map_record
-
         by_name = {p.name: p for p in params}
         return [addresses[p.name] if p.tensor_map is None else
                 self.address(addresses[p.tensor_map["of"]], tensor_map_record(by_name[p.tensor_map["of"]], p))

@@ -149,7 +149,7 @@ class GemmWgmma(GemmTc):
     def shared_bytes(self) -> int:
         """The region, room to align it to the swizzle atom, and with TMA loads a stage's mbarrier
         each (two with a producer warpgroup: full and empty)."""
-        barriers = {"copies": 0, "tma": 1, "producer": 2}[getattr(self, "loads", "copies")]
+        barriers = {"copies": 0, "tma": 1, "producer": 2}[self.loads]
         return self.region_bytes() + ALIGN + 8 * barriers * self.stages
 
     def launch(self) -> LaunchShape:
@@ -157,7 +157,7 @@ class GemmWgmma(GemmTc):
         shape = super().launch()
         if self.loads == "producer":
             shape = replace(shape, block=(THREADS + PRODUCER_THREADS, 1, 1))
-        if getattr(self, "multicast", 1) > 1:  # whole clusters of weight tiles
+        if self.multicast > 1:  # whole clusters of weight tiles
             M = self.multicast
             shape = replace(shape, grid=(shape.grid[0], shape.grid[1], -(-shape.grid[2] // M) * M), cluster=(1, 1, M))
         return shape
