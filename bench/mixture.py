@@ -12,6 +12,9 @@ renormalised, one shared expert folded into the expert launches; batch 1, 4, 16,
 - DeepSeek-V3: width 7168, experts of 2048 units, shared expert of 2048, grouped top-k (the best
   4 of 8 groups), routed scaling 2.5.
 LANEC_MIXTURE_MODELS=kimi-linear (a comma list of labels) runs only those models.
+LANEC_MIXTURE_BLOCKS="16,32:4,64" (at build time) adds grouped variants: the routed gated and down
+kernels with `group_rows` G (an expert's rows a pass over a weight tile) and, after a colon, S
+stages; each is timed as "grouped experts only" on the same routings, a line a variant.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted). Weights random bf16 (normal, std 0.02), x random normal. A layer's routed experts are
@@ -63,6 +66,7 @@ MODELS = [
 ]
 BATCHES = [1, 4, 16, 64, 256]
 ONLY = [label for label in os.environ.get("LANEC_MIXTURE_MODELS", "").split(",") if label]
+VARIANTS = [v for v in os.environ.get("LANEC_MIXTURE_BLOCKS", "").split(",") if v]  # "G" or "G:S"
 ROLES = ["router", "gated", "down", "gated_routed", "down_routed"]  # *_routed: without the shared expert
 GROUPED_BATCHES = [16, 64, 256]  # the grouped path's kernels are built and timed at these batches
 GROUPED_ROLES = ["groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
@@ -83,6 +87,10 @@ def problems() -> list[dict]:
                               shared_hidden=shared, groups=groups, topk_groups=topk_groups, routed_scaling=scaling,
                               batch=batch, stems={role: f"{role}_{label}_b{batch}" for role in
                                                   ROLES + (GROUPED_ROLES if batch in GROUPED_BATCHES else [])}))
+            if batch in GROUPED_BATCHES:
+                found[-1]["stems"].update({f"{role}_{v}": f"{role}_{label}_b{batch}_g{v.replace(':', 's')}"
+                                           for v in VARIANTS
+                                           for role in ("grouped_gated_routed", "grouped_down_routed")})
     return found
 
 
@@ -106,6 +114,11 @@ def kernels(p: dict) -> dict:
                     grouped_sum=MixtureSum(p["batch"], p["width"], p["top_k"], shared=True),
                     grouped_gated_routed=MixtureGroupedGated(**spec), grouped_down_routed=MixtureGroupedDown(**spec),
                     grouped_sum_routed=MixtureSum(p["batch"], p["width"], p["top_k"]))
+        for v in VARIANTS:
+            group_rows, _, stages = v.partition(":")
+            knobs = dict(group_rows=int(group_rows), stages=int(stages) if stages else None)
+            made[f"grouped_gated_routed_{v}"] = MixtureGroupedGated(**spec, **knobs)
+            made[f"grouped_down_routed_{v}"] = MixtureGroupedDown(**spec, **knobs)
     return made
 
 
@@ -217,6 +230,16 @@ def run() -> None:
                         for tw, tid in draws
                         for role in ("groups", "grouped_gated_routed", "grouped_down_routed", "grouped_sum_routed")]
             grouped_only = ours_us(launches, steps)
+            built = [role.removeprefix("grouped_gated_routed_") for role in loaded
+                     if role.startswith("grouped_gated_routed_")]  # the build's LANEC_MIXTURE_BLOCKS
+            for v in built:
+                roles = ("groups", f"grouped_gated_routed_{v}", f"grouped_down_routed_{v}", "grouped_sum_routed")
+                launches = [kernels.launch(loaded[role], {"x": xs[0], "ids": tid, "weights": tw, "gate": w["gate"],
+                                                          "up": w["up"], "down": w["down"], "out": out_routed,
+                                                          **places})
+                            for tw, tid in draws for role in roles]
+                print(f"  {p['label']} b{B} grouped experts only, group_rows:stages {v}: "
+                      f"{ours_us(launches, steps):.1f} us", flush=True)
 
         sgl_us = float("nan")
         if anchors is not None:

@@ -32,6 +32,9 @@ KERNELS = {
     "gated_shared_wider": lambda: MixtureGroupedGated(16, 1024, 256, 64, 6, shared_hidden=512),
     "down_kimi_shared": lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024),
     "down_apart_odd": lambda: MixtureGroupedDown(7, 1000, 520, 16, 2),
+    "gated_kimi_b256_g16": lambda: MixtureGroupedGated(256, 2304, 1024, 256, 8, shared_hidden=1024),
+    "gated_g32_s4": lambda: MixtureGroupedGated(64, 520, 200, 16, 3, group_rows=32, stages=4),
+    "down_kimi_b64_g16": lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024),
     "sum_shared_gate_pitched": lambda: MixtureSum(7, 2304, 8, shared=True, shared_gate=True, x_pitch=2560),
     "sum_apart": lambda: MixtureSum(256, 1000, 1),
 }
@@ -79,10 +82,10 @@ def test_params_follow_the_specialization():
     (lambda: MixtureGroups(7, 8, 1), (1, 1, 1), 32),
     (lambda: MixtureGroups(64, 64, 3), (1, 1, 1), 192),
     # an (hidden tile, expert) each, the shared expert the last grid row
-    (lambda: MixtureGroupedGated(64, 2304, 1024, 256, 8, shared_hidden=1024), (16, 257, 1), 256),
+    (lambda: MixtureGroupedGated(64, 2304, 1024, 256, 8, shared_hidden=1024), (16, 260, 1), 256),  # 4 shared blocks
     (lambda: MixtureGroupedGated(7, 512, 200, 16, 2), (4, 16, 1), 256),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, shared_hidden=512), (8, 17, 1), 256),
-    (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024), (18, 257, 1), 256),
+    (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024), (18, 260, 1), 256),
     (lambda: MixtureGroupedDown(7, 1000, 520, 16, 2), (8, 16, 1), 256),
     (lambda: MixtureSum(7, 2304, 8, shared=True), (5, 7, 1), 128),
 ])
@@ -94,12 +97,24 @@ def test_launch_covers_every_expert(make, grid, block):
 
 
 def test_the_grouped_products_are_gemm_tcs_mma_machinery():
-    gated = MixtureGroupedGated(64, 2304, 1024, 256, 8)
-    down = MixtureGroupedDown(64, 2304, 1024, 256, 8)
+    gated = MixtureGroupedGated(64, 2304, 1024, 256, 8, group_rows=64)
+    down = MixtureGroupedDown(64, 2304, 1024, 256, 8, group_rows=64)
     for kernel in (gated, down):  # 64 rows a block: 2 x 4 warps, each 2 row tiles x 4 column tiles
         assert (kernel.warps_m, kernel.warps_n, kernel.warp_row_tiles, kernel.warp_col_tiles) == (2, 4, 2, 4)
         assert kernel.stages == 6
     assert gated.tile_n == 128 and down.tile_n == 128  # 64 gate beside 64 up rows; 128 outputs
+
+
+def test_the_block_holds_twice_the_mean_segment():
+    # Kimi Linear's 256 experts, top 8: a mean of 2 rows an expert at batch 64, 8 at 256, 16 at 512
+    assert [MixtureGroupedGated(rows, 2304, 1024, 256, 8).padded_rows for rows in (24, 64, 256, 512, 1024)] == [
+        16, 16, 16, 32, 64]
+    down = MixtureGroupedDown(256, 512, 256, 8, 8)  # every row chooses every expert: blocks of 64
+    assert down.padded_rows == 64 and down.stages == 6
+    small = MixtureGroupedDown(64, 2304, 1024, 256, 8)
+    assert (small.warps_m, small.warps_n, small.warp_row_tiles, small.warp_col_tiles) == (1, 8, 1, 2)
+    assert small.stages == 4  # blocks below 64 rows: two CTAs an SM
+    assert MixtureGroupedDown(64, 2304, 1024, 256, 8, stages=6).stages == 6
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -112,6 +127,8 @@ def test_the_grouped_products_are_gemm_tcs_mma_machinery():
     (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, shared_hidden=100), "shared expert width 100 must be"),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, x_pitch=500), "x pitch 500: at least the row's 512 values"),
     (lambda: MixtureSum(7, 512, 2, shared_gate=True), "the gate row scales a shared expert; there is none"),
+    (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, group_rows=48), "group_rows 48: one of 16, 32, 64"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stages=9), "mixture_grouped_down stages 9: 2 to 6"),
 ])
 def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
@@ -218,7 +235,8 @@ def test_compile_and_explain_take_the_knob(tmp_path):
         assert kernel in shown.output
     explained = CliRunner().invoke(main, ["explain", "--grouped-experts", str(source)])
     assert explained.exit_code == 0, explained.output
-    assert "path grouped: 3 rows are above 0" in explained.output
+    assert "path grouped group_rows 16: 3 rows are above 0" in explained.output
+    assert "in blocks of 16 rows (a segment's mean is 0.4 rows)" in explained.output
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
     assert "path per-row: 3 rows are at most 16: the per-row kernels read each chosen expert once" in plain.output

@@ -1028,6 +1028,29 @@ class MixtureExpertsSpec(Spec):
 # `lanec compile --grouped-experts` takes the grouped path at every row count.
 MIXTURE_GROUPED_ROWS: int | None = 16
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
+# A grouped product's block (`group_rows`: an expert's rows a pass over its weight tile, padded to it
+# inside the kernel): the padding rows cost their MMAs and their shared-memory copies, and a segment
+# longer than a block reads the tile again. The smallest block that holds twice a segment's mean
+# length (rows x top_k / experts), so that most segments take one pass: 16 rows for Kimi Linear at
+# batch 64 (a mean of 2) and 256 (8). Measured on the H200 (bench/mixture.py, 2026-11-30, the routed
+# experts alone, 256 experts top 8): blocks of 16 rows against 64 take Kimi Linear's batch 64 from
+# 1157 to 807 us and batch 256 from 1365 to 962, DeepSeek-V3's batch 64 from 6377 to 4701; blocks
+# of 32 land between (1100 and 5285 us at those). Blocks below 64 rows keep 4 stages, so two CTAs
+# share an SM (16:4 against 16:6: 910 against 962 us at Kimi's batch 256, 4655 against 4701 at
+# DeepSeek's batch 64); the 64-row block keeps what STAGE_BUDGET holds (6).
+MIXTURE_GROUP_BLOCKS = (16, 32, 64)
+MIXTURE_GROUP_STAGES = 4  # blocks below 64 rows: two CTAs an SM
+
+
+def mixture_group_rows(rows: int, top_k: int, experts: int) -> int:
+    """The grouped products' block for `rows` rows choosing `top_k` of `experts` (see above)."""
+    mean = rows * top_k / experts
+    return next((block for block in MIXTURE_GROUP_BLOCKS if block >= 2 * mean), MIXTURE_GROUP_BLOCKS[-1])
+
+
+def mixture_group_stages(group_rows: int) -> int | None:
+    """The grouped products' stages at `group_rows` (None: as many as the stage budget holds)."""
+    return MIXTURE_GROUP_STAGES if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
 
 
 @dataclass(frozen=True)

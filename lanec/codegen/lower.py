@@ -43,6 +43,7 @@ from lanec.codegen.facts import (
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
+    mixture_group_rows,
     quantized_pitch,
 )
 from lanec.codegen.kernels import make_kernel
@@ -946,8 +947,11 @@ class Lowering:
         shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                  "shared_hidden": shared_hidden}
         if self.grouped_rows is not None and rows > self.grouped_rows:
-            self.tunings.append(("mixture", shape, {"path": "grouped", "why": f"{rows} rows are above "
-                                                    f"{self.grouped_rows}: rows grouped by expert, tensor cores"}))
+            block = mixture_group_rows(rows, top_k, experts)
+            self.tunings.append(("mixture", shape, {
+                "path": "grouped", "group_rows": block,
+                "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
+                       f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows)"}))
             self.grouped_mixture(op, x, ids, routing, name, shape)
             return
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"

@@ -9,11 +9,13 @@ apart: at batch 64 most experts are read by several rows). Four launches after m
   expert (shuffles), the warps' counts are summed in warp order and the experts' in expert order:
   a segment lists its pairs in ascending order, the same every run (no atomics).
 - `mixture_grouped_gated`: one CTA an (expert, tile of 64 hidden units): the expert's rows in
-  blocks of 64, their activations gathered by `order` (a block's tail padded to the MMA's row tile
-  inside the kernel: zero-filled copies, never stored), the tile's 64 gate rows beside its 64 up
+  blocks of `group_rows` (16, 32 or 64: `mixture_group_rows` picks from the mean segment's length),
+  their activations gathered by `order` (a block's tail padded inside the kernel: zero-filled
+  copies, never stored), the tile's 64 gate rows beside its 64 up
   rows on tensor cores (gemm_tc's mma.sync machinery: its stage buffers, warps and `multiply`),
   SwiGLU in registers, the hidden values [pairs, hidden] written in segment order. The folded
-  shared expert is one more expert (the last grid row) whose segment is every row, in row order.
+  shared expert's segment is every row, in row order: its blocks are the last grid rows, one a
+  CTA.
 - `mixture_grouped_down`: one CTA an (expert, tile of 128 outputs): the expert's hidden rows (its
   segment, contiguous) times its down rows, times the pair's routing weight, to the pair's fp32
   row of `partial` [rows * slots, width] (slot k of a row: its k-th chosen expert; the last slot
@@ -33,7 +35,14 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from lanec.codegen.facts import VECTOR, WARP, MixtureGroupedSpec
+from lanec.codegen.facts import (
+    MIXTURE_GROUP_BLOCKS,
+    VECTOR,
+    WARP,
+    MixtureGroupedSpec,
+    mixture_group_rows,
+    mixture_group_stages,
+)
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.gemm_tc import MAX_STAGES, MMA_M, MMA_N, PITCH, STAGE_BUDGET, THREADS, TILE_K, GemmTc
 from lanec.codegen.kernels.mixture import expert_rows, row_dots
@@ -50,7 +59,6 @@ from lanec.codegen.kernels.primitives import (
 )
 
 GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
-GROUP_ROWS = 64  # an expert's rows a block of the grouped products: 4 MMA row tiles
 PAIR_UNITS = 64  # hidden units a grouped gated CTA: their 64 gate rows beside their 64 up rows
 DOWN_OUTPUTS = 128  # outputs a grouped down CTA
 SUM_THREADS = 128  # mixture_sum: a thread sums 4 outputs of a row
@@ -174,25 +182,41 @@ class MixtureGroups:
 
 class GroupedProduct(GemmTc):
     """What the grouped gated and down kernels share: gemm_tc's mma.sync machinery (stage buffers
-    of `tile_n` weight rows then GROUP_ROWS activation rows, its warps' arrangement and
+    of `tile_n` weight rows then a block of `group_rows` activation rows, its warps' arrangement and
     `multiply`, the `wait_stage` pipeline) over blocks of one expert's rows, and the tables a block
     keeps in shared memory: each block row's source row (-1: padding), target row and scale.
     Not gemm_tc's constructor: a subclass sets its shape and calls `arrange` with its tile."""
 
     engine = "mma"
 
-    def arrange(self, tile_n: int) -> None:
-        self.tile_n, self.padded_rows = tile_n, GROUP_ROWS
+    def arrange(self, tile_n: int, group_rows: int | None, stages: int | None) -> None:
+        """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile, one
+        of MIXTURE_GROUP_BLOCKS; by default `mixture_group_rows`' choice for the shape) and the
+        stages (by default as many as STAGE_BUDGET holds, at most MAX_STAGES)."""
+        if group_rows is None:
+            group_rows = mixture_group_rows(self.rows, self.top_k, self.experts)
+        if group_rows not in MIXTURE_GROUP_BLOCKS:
+            raise ValueError(f"{self.name} group_rows {group_rows}: one of "
+                             f"{', '.join(map(str, MIXTURE_GROUP_BLOCKS))}")
+        self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
         self.arrange_warps()
-        self.stages = max(self.min_stages, min(MAX_STAGES, STAGE_BUDGET // self.stage_bytes()))
+        fit = STAGE_BUDGET // self.stage_bytes()
+        if stages is not None and not self.min_stages <= stages <= min(MAX_STAGES, fit):
+            raise ValueError(f"{self.name} stages {stages}: {self.min_stages} to {min(MAX_STAGES, fit)}")
+        self.stages = stages or mixture_group_stages(group_rows) or max(self.min_stages, min(MAX_STAGES, fit))
 
     def shared_bytes(self) -> int:
-        return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * GROUP_ROWS, 16)] * 3)
+        return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3)
+
+    def shared_blocks(self) -> int:
+        """The grid rows of a folded shared expert: one a block of its segment (every row), so its
+        blocks run side by side rather than one after another in one CTA."""
+        return -(-self.rows // self.padded_rows) if self.shared_hidden else 0
 
     def launch(self) -> LaunchShape:
-        """A CTA an (output tile, expert) pair; a folded shared expert is one more expert row."""
-        return LaunchShape(grid=(self.n_tiles, self.experts + (1 if self.shared_hidden else 0), 1),
+        """A CTA an (output tile, expert) pair; a folded shared expert's blocks are more expert rows."""
+        return LaunchShape(grid=(self.n_tiles, self.experts + self.shared_blocks(), 1),
                            block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
 
     def tables(self, smem):
@@ -200,8 +224,8 @@ class GroupedProduct(GemmTc):
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
         layout = cute.make_layout((self.stages, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
         buffers = smem.allocate_tensor(cutlass.BFloat16, layout, 128)
-        return (buffers, alloc(smem, Int32, GROUP_ROWS), alloc(smem, Int32, GROUP_ROWS),
-                alloc(smem, Float32, GROUP_ROWS))
+        return (buffers, alloc(smem, Int32, self.padded_rows), alloc(smem, Int32, self.padded_rows),
+                alloc(smem, Float32, self.padded_rows))
 
     @cute.jit
     def accumulate(self, act, weights, sources, buffers, acc, n0: Int32, inner: cutlass.Constexpr,
@@ -235,8 +259,9 @@ class GroupedProduct(GemmTc):
     def load_tile(self, weights, buffers, buffer, n0: Int32, k_tile, outputs: cutlass.Constexpr,
                   inner: cutlass.Constexpr, tid: Int32):
         """cp.async of the tile's weight rows at K stage `k_tile`; zeros past `outputs` and past K.
-        One matrix: its rows n0.. in order. A gated pair (gate, up): warp column j's 32 shared rows
-        are gate units n0 + 16 j.. then the same up units, so a warp's accumulators hold both."""
+        One matrix: its rows n0.. in order. A gated pair (gate, up): warp column j's 2 h shared rows
+        (h = half its weight rows: 16, or 8 in blocks of fewer than 64 rows) are gate units n0 + h j..
+        then the same up units, so a warp's accumulators hold both."""
         V: cutlass.Constexpr = TILE_K // VECTOR
         col = k_tile * TILE_K
         if cutlass.const_expr(len(weights) == 1):
@@ -249,6 +274,7 @@ class GroupedProduct(GemmTc):
                 copy_g2s_zfill(at(buffers, buffer, r, v * VECTOR), source, keep)
         else:
             per: cutlass.Constexpr = PAIR_UNITS * V // THREADS  # copies a thread of one matrix
+            h: cutlass.Constexpr = self.warp_col_tiles * MMA_N // 2  # units a warp column
             for j in cutlass.range_constexpr(2 * per):
                 which: cutlass.Constexpr = j // per
                 c = tid + (j % per) * THREADS
@@ -257,7 +283,7 @@ class GroupedProduct(GemmTc):
                 keep = (n < outputs) & (col + v * VECTOR < inner)
                 source = at(weights[which], cutlass.min(n, outputs - 1),
                             cutlass.min(col + v * VECTOR, inner - VECTOR))
-                row = (u // 16) * 32 + which * 16 + u % 16
+                row = (u // h) * 2 * h + which * h + u % h
                 copy_g2s_zfill(at(buffers, buffer, row, v * VECTOR), source, keep)
 
     @cute.jit
@@ -265,7 +291,7 @@ class GroupedProduct(GemmTc):
         """cp.async of the block's rows (act row `sources[i]`) at K stage `k_tile`, after the
         weight rows; zeros past K and in the padding rows (source -1)."""
         V: cutlass.Constexpr = TILE_K // VECTOR
-        copies: cutlass.Constexpr = GROUP_ROWS * V
+        copies: cutlass.Constexpr = self.padded_rows * V
         for j in cutlass.range_constexpr(-(-copies // THREADS)):
             c = tid + j * THREADS
             i, v = c // V, c % V
@@ -286,11 +312,11 @@ class MixtureGroupedGated(GroupedProduct):
     name = "mixture_grouped_gated"
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 x_pitch: int | None = None):
+                 x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None):
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
-        self.arrange(2 * PAIR_UNITS)
+        self.arrange(2 * PAIR_UNITS, group_rows, stages)
         self.n_tiles = -(-max(hidden, shared_hidden) // PAIR_UNITS)
 
     def params(self) -> list[TensorParam]:
@@ -335,20 +361,23 @@ class MixtureGroupedGated(GroupedProduct):
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 if n0 < self.shared_hidden:
-                    self.blocks(x, [shared_gate, shared_up], order, shared, Int32(0), Int32(self.rows), False,
-                                self.shared_hidden, buffers, sources, targets, acc, n0, tid, warp, lane)
+                    first = (expert - self.experts) * self.padded_rows  # this CTA's block of the rows
+                    self.blocks(x, [shared_gate, shared_up], order, shared, first,
+                                cutlass.min(Int32(self.padded_rows), self.rows - first), False, self.shared_hidden,
+                                buffers, sources, targets, acc, n0, tid, warp, lane)
 
     @cute.jit
     def blocks(self, x, pair, order, out, first: Int32, count: Int32, routed: cutlass.Constexpr,
                units: cutlass.Constexpr, buffers, sources, targets, acc, n0: Int32, tid: Int32, warp: Int32,
                lane: Int32):
-        """The segment's `count` rows from place `first`, GROUP_ROWS a block: routed, block row i is
-        x row order[place] // top_k and writes hidden row `place`; the shared expert's segment is
-        every row, row i writing shared row i."""
-        for b in range((count + GROUP_ROWS - 1) // GROUP_ROWS):
+        """The segment's `count` rows from place `first`, `padded_rows` a block: routed, block row i is
+        x row order[place] // top_k and writes hidden row `place`; the shared expert's is a block of
+        its rows (every row: `shared_blocks`) from row `first`, row r writing shared row r."""
+        G: cutlass.Constexpr = self.padded_rows
+        for b in range((count + G - 1) // G):
             cute.arch.sync_threads()  # the previous block's tables are read
-            if tid < GROUP_ROWS:
-                i = b * GROUP_ROWS + tid
+            if tid < G:
+                i = b * G + tid
                 inside = i < count
                 if cutlass.const_expr(routed):
                     place = first + i
@@ -356,8 +385,8 @@ class MixtureGroupedGated(GroupedProduct):
                                                    Int32(-1))
                     targets[tid] = cutlass.select_(inside, place, Int32(-1))
                 else:
-                    sources[tid] = cutlass.select_(inside, i, Int32(-1))
-                    targets[tid] = cutlass.select_(inside, i, Int32(-1))
+                    sources[tid] = cutlass.select_(inside, first + i, Int32(-1))
+                    targets[tid] = cutlass.select_(inside, first + i, Int32(-1))
             cute.arch.sync_threads()
             self.accumulate(x, pair, sources, buffers, acc, n0, self.width, units, tid, warp, lane)
             self.store_swiglu(out, acc, targets, n0, units, warp, lane)
@@ -389,12 +418,13 @@ class MixtureGroupedDown(GroupedProduct):
 
     name = "mixture_grouped_down"
 
-    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0):
+    def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
+                 group_rows: int | None = None, stages: int | None = None):
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
-        self.arrange(DOWN_OUTPUTS)
+        self.arrange(DOWN_OUTPUTS, group_rows, stages)
         self.n_tiles = -(-width // DOWN_OUTPUTS)
 
     def params(self) -> list[TensorParam]:
@@ -434,21 +464,24 @@ class MixtureGroupedDown(GroupedProduct):
                         buffers, sources, targets, scales, acc, n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
-                self.blocks(shared, shared_down, order, weights, partial, Int32(0), Int32(self.rows), False,
-                            self.shared_hidden, buffers, sources, targets, scales, acc, n0, tid, warp, lane)
+                first = (expert - self.experts) * self.padded_rows  # this CTA's block of the rows
+                self.blocks(shared, shared_down, order, weights, partial, first,
+                            cutlass.min(Int32(self.padded_rows), self.rows - first), False, self.shared_hidden,
+                            buffers, sources, targets, scales, acc, n0, tid, warp, lane)
 
     @cute.jit
     def blocks(self, act, rows, order, weights, partial, first: Int32, count: Int32, routed: cutlass.Constexpr,
                inner: cutlass.Constexpr, buffers, sources, targets, scales, acc, n0: Int32, tid: Int32,
                warp: Int32, lane: Int32):
-        """The segment's rows GROUP_ROWS a block: routed, block row i is hidden row `place` (the
+        """The segment's rows `padded_rows` a block: routed, block row i is hidden row `place` (the
         segment is contiguous), pair order[place] = r * top_k + k, written to partial row
-        r * slots + k times weights[r, k]; the shared expert's row i to partial row i * slots +
-        top_k, unscaled."""
-        for b in range((count + GROUP_ROWS - 1) // GROUP_ROWS):
+        r * slots + k times weights[r, k]; the shared expert's block from row `first`, row r to
+        partial row r * slots + top_k, unscaled."""
+        G: cutlass.Constexpr = self.padded_rows
+        for b in range((count + G - 1) // G):
             cute.arch.sync_threads()  # the previous block's tables are read
-            if tid < GROUP_ROWS:
-                i = b * GROUP_ROWS + tid
+            if tid < G:
+                i = b * G + tid
                 inside = i < count
                 if cutlass.const_expr(routed):
                     place = first + i
@@ -458,8 +491,8 @@ class MixtureGroupedDown(GroupedProduct):
                     targets[tid] = cutlass.select_(inside, row * self.slots + k, Int32(-1))
                     scales[tid] = weights[cutlass.min(row, self.rows - 1), k]
                 else:
-                    sources[tid] = cutlass.select_(inside, i, Int32(-1))
-                    targets[tid] = cutlass.select_(inside, i * self.slots + self.top_k, Int32(-1))
+                    sources[tid] = cutlass.select_(inside, first + i, Int32(-1))
+                    targets[tid] = cutlass.select_(inside, (first + i) * self.slots + self.top_k, Int32(-1))
                     scales[tid] = Float32(1.0)
             cute.arch.sync_threads()
             self.accumulate(act, [rows], sources, buffers, acc, n0, inner, self.width, tid, warp, lane)

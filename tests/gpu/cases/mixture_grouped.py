@@ -30,6 +30,19 @@ SHAPES = {
     "b256_e16_k2_softmax_pitched_wider_shared": dict(
         rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
         routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280),
+    "b64_e64_k4_softmax_shared_gate_row_g16": dict(  # blocks of 16 rows: segments of 1-3 blocks, the gated
+        # pair's warp columns of 8 gate and 8 up units
+        rows=64, width=512, hidden=512, experts=64, top_k=4, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=512, shared_gate=True, group_rows=16),
+    "b256_e256_k8_sigmoid_correction_shared_g32_s4": dict(  # Kimi Linear's routing, blocks of 32, 4 stages
+        rows=256, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=264, group_rows=32, stages=4),
+    "b24_e64_k4_sigmoid_shared_g16": dict(  # the shared expert's two blocks: rows 0-15 and a partial 16-23
+        rows=24, width=776, hidden=392, experts=64, top_k=4, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.0, correction=True, shared_hidden=520),
+    "b7_e8_k1_sigmoid_apart_g16": dict(
+        rows=7, width=512, hidden=2048, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0, group_rows=16),
     "b256_e8_k8_softmax_apart": dict(  # every row chooses every expert: 4 blocks of 64 rows each
         rows=256, width=512, hidden=512, experts=8, top_k=8, scoring="softmax", renormalize=False,
         routed_scaling=1.0),
@@ -41,12 +54,13 @@ def groups_spec(shape: dict) -> dict:
 
 
 def gated_spec(shape: dict) -> dict:
-    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch")
-            if k in shape}
+    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch",
+                                  "group_rows", "stages") if k in shape}
 
 
 def down_spec(shape: dict) -> dict:
-    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden") if k in shape}
+    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
+                                  "stages") if k in shape}
 
 
 def sum_spec(shape: dict) -> dict:
