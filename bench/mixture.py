@@ -15,6 +15,8 @@ LANEC_MIXTURE_MODELS=kimi-linear (a comma list of labels) runs only those models
 LANEC_MIXTURE_BLOCKS="16,32:4,64" (at build time) adds grouped variants: the routed gated and down
 kernels with `group_rows` G (an expert's rows a pass over a weight tile) and, after a colon, S
 stages; each is timed as "grouped experts only" on the same routings, a line a variant.
+LANEC_ROUTER_ROWS="2,4,8" (at build time) adds routers scoring R rows a cluster (`rows_a_cta`) at
+the grouped batches; the router alone is timed at one row a cluster and at each R, a line a shape.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted). Weights random bf16 (normal, std 0.02), x random normal. A layer's routed experts are
@@ -67,6 +69,7 @@ MODELS = [
 BATCHES = [1, 4, 16, 64, 256]
 ONLY = [label for label in os.environ.get("LANEC_MIXTURE_MODELS", "").split(",") if label]
 VARIANTS = [v for v in os.environ.get("LANEC_MIXTURE_BLOCKS", "").split(",") if v]  # "G" or "G:S"
+ROUTER_ROWS = [int(r) for r in os.environ.get("LANEC_ROUTER_ROWS", "").split(",") if r]
 ROLES = ["router", "gated", "down", "gated_routed", "down_routed"]  # *_routed: without the shared expert
 GROUPED_BATCHES = [16, 64, 256]  # the grouped path's kernels are built and timed at these batches
 GROUPED_ROLES = ["groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
@@ -91,6 +94,7 @@ def problems() -> list[dict]:
                 found[-1]["stems"].update({f"{role}_{v}": f"{role}_{label}_b{batch}_g{v.replace(':', 's')}"
                                            for v in VARIANTS
                                            for role in ("grouped_gated_routed", "grouped_down_routed")})
+                found[-1]["stems"].update({f"router_r{r}": f"router_{label}_b{batch}_r{r}" for r in ROUTER_ROWS})
     return found
 
 
@@ -100,9 +104,12 @@ def kernels(p: dict) -> dict:
     from lanec.codegen.kernels.mixture import MixtureDown, MixtureGated, MixtureRouter
     from lanec.codegen.kernels.mixture_grouped import MixtureGroupedDown, MixtureGroupedGated, MixtureGroups, MixtureSum
 
-    router = MixtureRouter(p["batch"], p["width"], p["experts"], p["top_k"], scoring="sigmoid", renormalize=True,
-                           routed_scaling=p["routed_scaling"], correction=True, groups=p["groups"],
-                           topk_groups=p["topk_groups"])
+    def router_of(**knobs):
+        return MixtureRouter(p["batch"], p["width"], p["experts"], p["top_k"], scoring="sigmoid", renormalize=True,
+                             routed_scaling=p["routed_scaling"], correction=True, groups=p["groups"],
+                             topk_groups=p["topk_groups"], **knobs)
+
+    router = router_of()
     spec = dict(rows=p["batch"], width=p["width"], hidden=p["hidden"], experts=p["experts"], top_k=p["top_k"])
     made = {"router": router, "gated": MixtureGated(**spec, shared_hidden=p["shared_hidden"]),
             "down": MixtureDown(**spec, shared_hidden=p["shared_hidden"]),
@@ -114,6 +121,7 @@ def kernels(p: dict) -> dict:
                     grouped_sum=MixtureSum(p["batch"], p["width"], p["top_k"], shared=True),
                     grouped_gated_routed=MixtureGroupedGated(**spec), grouped_down_routed=MixtureGroupedDown(**spec),
                     grouped_sum_routed=MixtureSum(p["batch"], p["width"], p["top_k"]))
+        made.update({f"router_r{r}": router_of(rows_a_cta=r) for r in ROUTER_ROWS})
         for v in VARIANTS:
             group_rows, _, stages = v.partition(":")
             knobs = dict(group_rows=int(group_rows), stages=int(stages) if stages else None)
@@ -230,6 +238,17 @@ def run() -> None:
                         for tw, tid in draws
                         for role in ("groups", "grouped_gated_routed", "grouped_down_routed", "grouped_sum_routed")]
             grouped_only = ours_us(launches, steps)
+            routers = sorted(int(role.removeprefix("router_r")) for role in loaded if role.startswith("router_r"))
+            if routers:  # the router alone: one row a cluster, then each built block
+                times = []
+                for r in [None, *routers]:
+                    role = "router" if r is None else f"router_r{r}"
+                    launches = [kernels.launch(loaded[role], {"x": xs[s], "router": w["router"][s % copies],
+                                                              "correction": w["correction"][s % copies],
+                                                              "ids": ids[s], "weights": routing[s]})
+                                for s in range(steps)]
+                    times.append(f"{r or 1} rows a cluster {ours_us(launches, steps):.1f} us")
+                print(f"  {p['label']} b{B} router alone: " + ", ".join(times), flush=True)
             built = [role.removeprefix("grouped_gated_routed_") for role in loaded
                      if role.startswith("grouped_gated_routed_")]  # the build's LANEC_MIXTURE_BLOCKS
             for v in built:

@@ -26,6 +26,9 @@ KERNELS = {
     "router_e256_k8_one_cta": lambda: MixtureRouter(2, 2304, 256, 8, correction=True, split=1),
     "router_e72_k6_g24": lambda: MixtureRouter(7, 768, 72, 6, groups=24, topk_groups=3, correction=True),
     "router_e512_k10_softmax": lambda: MixtureRouter(1, 2048, 512, 10, scoring="softmax"),  # Qwen3-Next
+    "router_e256_k8_rows8": lambda: MixtureRouter(256, 2304, 256, 8, correction=True, rows_a_cta=8),
+    "router_e32_k8_g4_rows8_one_cta": lambda: MixtureRouter(7, 768, 32, 8, groups=4, topk_groups=2, correction=True,
+                                                            rows_a_cta=8),
     "gated_k8_shared": lambda: MixtureGated(2, 2304, 1024, 256, 8, shared_hidden=1024),
     "gated_k2_apart": lambda: MixtureGated(7, 512, 520, 16, 2),
     "gated_k31_shared_wider": lambda: MixtureGated(1, 1024, 256, 64, 31, shared_hidden=512),
@@ -81,6 +84,8 @@ def test_params_follow_the_specialization():
     (lambda: MixtureRouter(1, 2304, 72, 8), (2, 1, 1), 576),
     (lambda: MixtureRouter(1, 2304, 8, 2), (1, 1, 1), 256),
     (lambda: MixtureRouter(3, 2304, 256, 8, split=1), (1, 3, 1), 1024),  # one CTA: 8 rows a warp
+    (lambda: MixtureRouter(13, 2304, 256, 8, rows_a_cta=4), (8, 4, 1), 1024),  # 4 rows a cluster, the last 1
+    (lambda: MixtureRouter(256, 2304, 256, 8, rows_a_cta=8), (8, 32, 1), 1024),
     # a block of kept experts a warp each (the folded shared expert the last), 2 units / 4 outputs a warp
     (lambda: MixtureGated(7, 2304, 1024, 256, 8, shared_hidden=1024), (512, 7, 1), 288),
     (lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=2048), (1024, 1, 1), 288),
@@ -104,6 +109,8 @@ def test_launch_is_a_block_of_kept_experts_a_row(make, grid, block):
     (lambda: MixtureRouter(1, 512, 64, 9, groups=8, topk_groups=1), "topk_groups 1: 1-8 groups, holding the top_k 9"),
     (lambda: MixtureRouter(1, 512, 64, 8, groups=8), "grouped top-k needs both groups and topk_groups"),
     (lambda: MixtureRouter(1, 512, 72, 8, split=16), "split 16: 1, 2, 4 or 8 CTAs (a portable cluster)"),
+    (lambda: MixtureRouter(9, 512, 64, 4, rows_a_cta=3), "rows_a_cta 3: 1, 2, 4, 8 rows a cluster"),
+    (lambda: MixtureRouter(9, 512, 4, 1, rows_a_cta=8), "rows_a_cta 8: a warp chooses a row, and a CTA has 4 warps"),
     (lambda: MixtureGated(1, 512, 256, 64, 32, shared_hidden=256),
      "mixture_gated a block of 33 kept experts (32 routed + 1 shared, a warp each) is above 32 warps"),
     (lambda: MixtureDown(1, 512, 256, 64, 40), "a block of 40 kept experts (40 routed, a warp each)"),

@@ -939,6 +939,18 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
     return found
 
 
+# The router's rows a cluster (`mixture_router`'s `rows_a_cta`): each warp reads its router rows
+# once for every row of the block, so the router's reads from L2 shrink by the block (at Kimi
+# Linear's batch 256 one row a cluster reads the 1.2 MB router 256 times). 1 until bench/mixture.py
+# (LANEC_ROUTER_ROWS) has timed the blocks on the H200: one row a cluster is what every GPU run so far used.
+ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
+
+
+def router_rows_a_cta(rows: int) -> int:
+    """The router's rows a cluster for a step of `rows` rows (see ROUTER_ROWS_A_CTA)."""
+    return 1
+
+
 @dataclass(frozen=True)
 class MixtureRouterSpec(Spec):
     """A launch of mixture_router: `rows` of `width` values scored against `experts` router rows
@@ -955,10 +967,14 @@ class MixtureRouterSpec(Spec):
     topk_groups: int | None = None
     x_pitch: int | None = None
     split: int = 1
+    rows_a_cta: int = 1
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
         found += filter(None, [vector_width("width", self.width)])
+        if self.rows_a_cta not in ROUTER_ROWS_A_CTA:
+            found.append(f"rows_a_cta {self.rows_a_cta}: {', '.join(map(str, ROUTER_ROWS_A_CTA))} rows a cluster "
+                         "(each warp's router rows read once for all of them)")
         if self.split not in (1, 2, 4, 8) or self.experts % self.split:
             found.append(f"split {self.split}: 1, 2, 4 or 8 CTAs (a portable cluster) sharing the {self.experts} "
                          "router rows evenly")

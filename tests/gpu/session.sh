@@ -156,27 +156,26 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30, second session; about 6 minutes): every
-      # gemm_tc case (the refactored wgmma loop, the table's entries, the row-block, TMA, producer-warpgroup and
-      # multicast cases: carry build/gpu), the sanitizers on the producer's and a multicast case, and the
-      # dense-small step with Q8_0 rows now that the lowering holds the GEMVs' ticket epilogue back (carry
-      # build/plans' dense-small*, .whl)
-      # the never-run producer and multicast cases first, alone and bounded: a pipeline that hangs costs 2
-      # minutes, not the command
-      timeout 120 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "producer_ or multicast" 2>&1 \
-        | tee "$logs/gemm-producer.log" || status=1
-      timeout 330 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "not producer_ and not multicast" 2>&1 \
-        | tee "$logs/gemm-cases.log" || status=1
+      # what the last session wrote and could not run (2026-11-30, third session; about 5 minutes): the
+      # router scoring several rows a cluster (`rows_a_cta`: the mixture cases of every shape, the new *_r2/_r4/_r8
+      # among them, and compute-sanitizer on one; carry build/gpu), bench/mixture.py with the router blocks
+      # (build here: LANEC_ROUTER_ROWS=2,4,8 python bench/mixture.py build; carry build/bench-mixture, .anchors),
+      # then a profile of the real-size batch-256 step (carry build/plans/kimi-full-b256-c1k.plan, .whl)
+      timeout 150 python3 -m pytest tests/gpu/test_mixture.py -q -rfE 2>&1 | tee "$logs/mixture.log" || status=1
       for tool in memcheck racecheck; do
-        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
-          -k "producer_r100_k1000_n320_b32_k2 or multicast2_r100_k1000_n320_b32" 2>&1 \
+        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture.py -q \
+          -k "b13_e256_k8_g8_sigmoid_correction_shared_r4" 2>&1 \
           | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
-      python3 bench/q8_step.py 2>&1 | tee "$logs/q8-step.log" || status=1 ;;
+      LANEC_MIXTURE_MODELS=kimi-linear timeout 150 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
+        || status=1
+      timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b256-c1k.plan --profile --gpu-seeding \
+        --trace "$logs/kimi-full-b256-c1k.trace.json" > "$logs/kimi-full-b256-c1k.profile.txt" 2>&1 || status=1
+      tail -30 "$logs/kimi-full-b256-c1k.profile.txt" ;;
     pending-bench)
-      # after `tma-table`'s entries are adopted and the plans rebuilt here: the KDA-only steps against the
-      # chain and the real-size batch 64 and 256 steps (carry build/plans' kimi-kda-b1/b64/b256 and
-      # kimi-full-b64-c1k / b256-c1k, .whl, .anchors)
+      # the KDA-only steps against the chain and the real-size batch 64 and 256 steps, after a table or a
+      # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256 and kimi-full-b64-c1k / b256-c1k,
+      # .whl, .anchors)
       python3 bench/step_chain.py build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b64.plan \
         build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step-chain.log" || status=1
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k 2>&1 \
@@ -186,7 +185,6 @@ for phase in "${phases[@]}"; do
       # bench/gemm.py build, carry build/bench/gemm): re-time every shape at the table's schedule and the
       # default, each with and without TMA, write the fastest to $logs/schedules.json (copy its gemm_tc
       # entries to lanec/codegen/schedules.json here, rebuild build/gpu, then run `check` or the tuned cases)
-      # (run it after `pending` has passed the producer and multicast cases: the bench times them too)
       timeout 420 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tma.log" \
         || status=1 ;;
     tp-model)

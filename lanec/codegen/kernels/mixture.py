@@ -1,10 +1,11 @@
 """The mixture of experts at a decode step's rows (form.mixture without its scatter) as three
 launches, bf16 weights and activations, fp32 math; only the experts a row chose are read:
 
-- `mixture_router`: a cluster of `split` CTAs a row (up to 8: the router, 1.2 MB at Kimi Linear's
-  shape, streams through 8 SMs rather than one). Their warps split the router rows (every lane
-  dotting its 16-byte vectors), each CTA keeps its logits in its shared memory; after a cluster
-  barrier the first CTA gathers them all (DSMEM), and its first warp scores them
+- `mixture_router`: a cluster of `split` CTAs a block of `rows_a_cta` rows (up to 8 CTAs: the
+  router, 1.2 MB at Kimi Linear's shape, streams through 8 SMs rather than one). Their warps split
+  the router rows (every lane dotting its 16-byte vectors with each row of the block: a router row
+  is read once for the block), each CTA keeps its logits in its shared memory; after a cluster
+  barrier the first CTA gathers them all (DSMEM), and its warp r scores row r
   (sigmoid, or a softmax over all experts), adds the correction bias for choosing only, keeps the
   best `topk_groups` groups (grouped top-k: a lane ranks a group by the sum of its two largest),
   and picks `top_k` experts one at a time by a warp argmax (the larger value, else the lower
@@ -23,8 +24,8 @@ launches, bf16 weights and activations, fp32 math; only the experts a row chose 
 Which rows a CTA reads depends on the router's ids, a predecessor's output, so no weight load can
 be issued before the PDL wait: the expert kernels wait first and release their dependents at
 once. Every row is its own CTA, so one launch serves any row count; rows that chose the same
-expert read it again (mostly from L2): grouping rows by expert, one read for all of them (a count,
-a prefix sum and a permutation), is the larger batches' kernel, not built yet."""
+expert read it again (mostly from L2): above MIXTURE_GROUPED_ROWS rows the lowering takes
+mixture_grouped.py's path instead, one read of an expert for all the rows that chose it."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
-from lanec.codegen.facts import VECTOR, WARP, MixtureExpertsSpec, MixtureRouterSpec
+from lanec.codegen.facts import VECTOR, WARP, MixtureExpertsSpec, MixtureRouterSpec, router_rows_a_cta
 from lanec.codegen.kernels.argmax import first_largest
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
@@ -67,26 +68,38 @@ def expert_rows(weights, expert, rows: int, width: int):
 def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_row: Int32,
              act_base: Int32, width: cutlass.Constexpr, lane: Int32):
     """A warp's sums[m * units + u] = matrices[m][first + u] . act[act_row, act_base:][:width], every
-    lane holding them all (rows past `outputs` re-read the last: their sums are never used). Lane
-    l takes the 16-byte vectors l, l + 32, ...; a chunk's weight vectors are all issued before
-    the first multiply."""
+    lane holding them all (rows past `outputs` re-read the last: their sums are never used): `rows_dots`
+    of one activation row."""
+    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane)
+
+
+@cute.jit
+def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_rows,
+              act_base: Int32, width: cutlass.Constexpr, lane: Int32):
+    """A warp's sums[r * count + m * units + u] = matrices[m][first + u] . act[act_rows[r], act_base:][:width]
+    (count = len(matrices) * units), every lane holding them all: each weight vector is read once for
+    all of `act_rows`. Lane l takes the 16-byte vectors l, l + 32, ...; a chunk's vectors are all
+    issued before the first multiply; every sum adds its vectors in ascending order, whatever the
+    row count (a row's sums are bitwise those of one row alone)."""
     count: cutlass.Constexpr = len(matrices) * units
-    per_chunk: cutlass.Constexpr = max(1, VECTORS_IN_FLIGHT // count)
+    R: cutlass.Constexpr = len(act_rows)
+    per_chunk: cutlass.Constexpr = max(1, VECTORS_IN_FLIGHT // (count + R - 1))
     vectors: cutlass.Constexpr = width // VECTOR
     chunks: cutlass.Constexpr = -(-vectors // (WARP * per_chunk))
-    sums = cute.make_rmem_tensor(count, Float32)
+    sums = cute.make_rmem_tensor(R * count, Float32)
     sums.fill(0.0)
     for c in cutlass.range(chunks):
-        xs = cute.make_rmem_tensor((4, per_chunk), Uint32)
+        xs = cute.make_rmem_tensor((4, per_chunk * R), Uint32)
         ws = cute.make_rmem_tensor((4, per_chunk * count), Uint32)
         xs.fill(0)  # past the row: zero words add nothing
         ws.fill(0)
         for s in cutlass.range_constexpr(per_chunk):
             vector = (c * per_chunk + s) * WARP + lane
             if vector < vectors:
-                words = load_activation_bf16x8(at(act, act_row, act_base + vector * VECTOR))
-                for e in cutlass.range_constexpr(4):
-                    xs[e, s] = words[e]
+                for r in cutlass.range_constexpr(R):
+                    words = load_activation_bf16x8(at(act, act_rows[r], act_base + vector * VECTOR))
+                    for e in cutlass.range_constexpr(4):
+                        xs[e, s * R + r] = words[e]
                 for m in cutlass.range_constexpr(len(matrices)):
                     for u in cutlass.range_constexpr(units):
                         row = cutlass.min(first + u, outputs - 1)
@@ -95,27 +108,32 @@ def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.
                             ws[e, s * count + m * units + u] = words[e]
         for s in cutlass.range_constexpr(per_chunk):
             for e in cutlass.range_constexpr(4):
-                x_low, x_high = unpack_bf16(xs[e, s])
                 for i in cutlass.range_constexpr(count):
                     w_low, w_high = unpack_bf16(ws[e, s * count + i])
-                    sums[i] = sums[i] + w_low * x_low + w_high * x_high
-    warp_reduce_interleaved(sums, range(count), operator.add)
+                    for r in cutlass.range_constexpr(R):
+                        x_low, x_high = unpack_bf16(xs[e, s * R + r])
+                        sums[r * count + i] = sums[r * count + i] + w_low * x_low + w_high * x_high
+    warp_reduce_interleaved(sums, range(R * count), operator.add)
     return sums
 
 
 class MixtureRouter:
     """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
     [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
-    ``split``: the CTAs (a cluster) that share a row's router rows; None: `split_for(experts)`."""
+    ``split``: the CTAs (a cluster) that share a row's router rows; None: `split_for(experts)`.
+    ``rows_a_cta``: the rows a cluster scores (1, 2, 4 or 8; None: `router_rows_a_cta(rows)`): each
+    warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r."""
 
     name = "mixture_router"
 
     def __init__(self, rows: int, width: int, experts: int, top_k: int, *, scoring: str = "sigmoid",
                  renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
-                 split: int | None = None):
+                 split: int | None = None, rows_a_cta: int | None = None):
         split = split_for(experts) if split is None else split
-        MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split).check()
+        rows_a_cta = router_rows_a_cta(rows) if rows_a_cta is None else rows_a_cta
+        MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,
+                          rows_a_cta).check()
         self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
         self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
         self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
@@ -123,6 +141,10 @@ class MixtureRouter:
         self.per_warp = -(-self.per_cta // WARP)  # and a warp
         self.warps = -(-self.per_cta // self.per_warp)
         self.held = -(-experts // WARP)  # experts a lane of the choosing warp holds: lane + 32 i
+        self.rows_a_cta = rows_a_cta
+        if rows_a_cta > self.warps:
+            raise ValueError(f"mixture_router rows_a_cta {rows_a_cta}: a warp chooses a row, and a CTA has "
+                             f"{self.warps} warps ({self.per_cta} router rows)")
 
     def params(self) -> list[TensorParam]:
         params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
@@ -133,10 +155,11 @@ class MixtureRouter:
                          TensorParam("weights", (self.rows, self.top_k), "float32", written=True)]
 
     def shared_bytes(self) -> int:
-        return shared_bytes([(4 * self.experts, 16), (4 * self.experts, 16), (4 * WARP, 16)])
+        R = self.rows_a_cta
+        return shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)])
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.split, self.rows, 1), block=(WARP * self.warps, 1, 1),
+        return LaunchShape(grid=(self.split, -(-self.rows // self.rows_a_cta), 1), block=(WARP * self.warps, 1, 1),
                            cluster=(self.split, 1, 1), shared_bytes=self.shared_bytes())
 
     @cute.jit
@@ -147,40 +170,49 @@ class MixtureRouter:
     @cute.kernel
     def kernel(self, x: cute.Tensor, router: cute.Tensor, correction, ids: cute.Tensor, weights: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
-        rank, row, _ = cute.arch.block_idx()  # a row's CTAs are one cluster: rank in it
+        rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
         lane, warp = thread % WARP, thread // WARP
+        E: cutlass.Constexpr = self.experts
+        R: cutlass.Constexpr = self.rows_a_cta
         smem = cutlass.memory.SmemAllocator()
-        scores = alloc(smem, Float32, self.experts)  # the logits (each CTA its own), then the scores
-        choice = alloc(smem, Float32, self.experts)  # the corrected scores, for ranking groups
-        kept = alloc(smem, Int32, WARP)  # whether group g is kept
+        scores = alloc(smem, Float32, R * E)  # a row's logits (each CTA its own), then its scores
+        choice = alloc(smem, Float32, R * E)  # a row's corrected scores, for ranking groups
+        kept = alloc(smem, Int32, R * WARP)  # whether group g is kept, a row's
+        rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
         if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
             prefetch_l2(at(router, rank * self.per_cta, 0),
                         cutlass.min(self.per_cta, self.experts - rank * self.per_cta) * (2 * self.width))
         cute.arch.griddepcontrol_wait()  # x is the predecessor's output
         cute.arch.griddepcontrol_launch_dependents()
         first = rank * self.per_cta + warp * self.per_warp
-        sums = row_dots([router], first, self.experts, self.per_warp, x, row, Int32(0), self.width, lane)
+        sums = rows_dots([router], first, self.experts, self.per_warp, x, rows, Int32(0), self.width, lane)
         if lane == 0:
-            for j in cutlass.range_constexpr(self.per_warp):
-                if warp * self.per_warp + j < self.per_cta:
-                    scores[first + j] = sums[j]
+            for r in cutlass.range_constexpr(R):
+                for j in cutlass.range_constexpr(self.per_warp):
+                    if warp * self.per_warp + j < self.per_cta:
+                        scores[r * E + first + j] = sums[r * self.per_warp + j]
         cute.arch.sync_threads()
         if cutlass.const_expr(self.split > 1):
             cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
             cute.arch.cluster_wait()
             if rank == 0:
-                for i in cutlass.range_constexpr(-(-self.experts // (WARP * self.warps))):
-                    e = thread + i * WARP * self.warps
-                    if e < self.experts:
-                        scores[e] = load_dsmem_f32(scores.iterator + e, e // self.per_cta)
+                for i in cutlass.range_constexpr(-(-R * E // (WARP * self.warps))):
+                    at_ = thread + i * WARP * self.warps  # row at_ // E's logit of expert at_ % E
+                    if at_ < R * E:
+                        scores[at_] = load_dsmem_f32(scores.iterator + at_, (at_ % E) // self.per_cta)
             cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
             cute.arch.cluster_wait()
-        if (rank == 0) & (warp == 0):
-            self.choose(scores, choice, kept, correction, ids, weights, row, lane)
+        if (rank == 0) & (warp < R):
+            if block * R + warp < self.rows:  # warp r chooses row r of the block
+                self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
+                            cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
+                            cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), correction, ids,
+                            weights, block * R + warp, lane)
 
     @cute.jit
     def choose(self, scores, choice, kept, correction, ids, weights, row: Int32, lane: Int32):
-        """The first warp: scores, the choice values, the kept groups, the top_k, the weights."""
+        """Warp r of the first CTA, for row r of the block (`scores`, `choice` and `kept` its
+        row's): scores, the choice values, the kept groups, the top_k, the weights."""
         E: cutlass.Constexpr = self.experts
         value = cute.make_rmem_tensor(self.held, Float32)
         taken = cute.make_rmem_tensor(self.held, Int32)  # 1: chosen already, or no expert

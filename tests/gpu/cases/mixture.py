@@ -2,7 +2,7 @@
 mixture_router.py, mixture_gated.py and mixture_down.py build every shape's router, gated and
 down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..2048 (one x read in
 place from a wider row), batch 1, 2, 7, 64 and 256, sigmoid and softmax scores, with and without the
-correction bias, grouped and flat top-k, the shared expert folded (with and without its sigmoid
+correction bias, grouped and flat top-k, the router scoring 1, 2, 4 or 8 rows a cluster, the shared expert folded (with and without its sigmoid
 gate row, narrower and wider than a routed expert) and apart (a routed-only mixture). `inputs`
 says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
 in fp32 and each router row repeated four times: equal scores at every boundary, broken by the
@@ -42,13 +42,25 @@ SHAPES = {
     "b256_e256_k8_g8_sigmoid_correction_shared": dict(  # DeepSeek-V3's router at a serving batch
         rows=256, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=256),
+    "b13_e256_k8_g8_sigmoid_correction_shared_r4": dict(  # 4 rows a router cluster: 3 whole blocks and 1 row
+        rows=13, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=256, rows_a_cta=4),
+    "b7_e32_k8_g4_sigmoid_correction_ties_apart_r8": dict(  # 8 rows a router CTA, the last one padding
+        rows=7, width=768, hidden=384, experts=32, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.5, correction=True, groups=4, topk_groups=2, inputs="ties", rows_a_cta=8),
+    "b2_e16_k2_softmax_ties_shared_r2": dict(
+        rows=2, width=512, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=256, inputs="ties", rows_a_cta=2),
+    "b256_e256_k8_sigmoid_correction_shared_r8": dict(  # Kimi Linear's router at 256 rows, 8 rows a cluster
+        rows=256, width=2304, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=256, rows_a_cta=8),
     "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
 }
 
 ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
-          "topk_groups", "x_pitch", "split")
+          "topk_groups", "x_pitch", "split", "rows_a_cta")
 EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch")
 
 
