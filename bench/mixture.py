@@ -7,7 +7,7 @@ torch reference and the byte roofline, measured in the same run. Two steps:
     PYTHONPATH=. python3 bench/mixture.py  # GPU machine (carry build/bench-mixture, .anchors)
 
 Shapes: 256 experts, top 8, sigmoid scores with a correction bias for choosing, the chosen scores
-renormalised, one shared expert folded into the expert launches; batch 1, 4, 16, 64, 256:
+renormalised, one shared expert folded into the expert launches; batch 1, 4, 8, 16, 64, 256:
 - Kimi Linear: width 2304, experts of 1024 units, shared expert of 1024, routed scaling 2.446.
 - DeepSeek-V3: width 7168, experts of 2048 units, shared expert of 2048, grouped top-k (the best
   4 of 8 groups), routed scaling 2.5.
@@ -35,7 +35,7 @@ do not fit in the free memory is skipped.
   sum), as the anchors probe (`.anchors/bench_anchors.py`) calls it (`MoeCase`), timed by its own
   graph (`bench`); routing and alignment precomputed. A missing .anchors leaves it empty.
   "SGLang / experts only" compares the two on the same routings and bytes.
-- grouped (batch 16, 64, 256): the grouped experts' path (`lanec compile --grouped-experts`):
+- grouped (batch 4 to 256): the grouped experts' path (`lanec compile --grouped-experts`):
   router, mixture_groups, mixture_grouped_gated, mixture_grouped_down, mixture_sum, the shared
   expert one more expert of the grouped launches; "grouped experts only" the same four without the
   shared expert, on the routings SGLang gets ("SGLang / grouped" compares the two).
@@ -66,12 +66,12 @@ MODELS = [
     ("kimi-linear", 256, 8, 2304, 1024, 1024, None, None, 2.446),
     ("deepseek-v3", 256, 8, 7168, 2048, 2048, 8, 4, 2.5),
 ]
-BATCHES = [1, 4, 16, 64, 256]
+BATCHES = [1, 4, 8, 16, 64, 256]
 ONLY = [label for label in os.environ.get("LANEC_MIXTURE_MODELS", "").split(",") if label]
 VARIANTS = [v for v in os.environ.get("LANEC_MIXTURE_BLOCKS", "").split(",") if v]  # "G" or "G:S"
 ROUTER_ROWS = [int(r) for r in os.environ.get("LANEC_ROUTER_ROWS", "").split(",") if r]
 ROLES = ["router", "gated", "down", "gated_routed", "down_routed"]  # *_routed: without the shared expert
-GROUPED_BATCHES = [16, 64, 256]  # the grouped path's kernels are built and timed at these batches
+GROUPED_BATCHES = [4, 8, 16, 64, 256]  # the grouped path's kernels are built and timed at these batches
 GROUPED_ROLES = ["groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
                  "grouped_down_routed", "grouped_sum_routed"]
 SCALE = 0.02  # the weights' standard deviation

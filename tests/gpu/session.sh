@@ -174,12 +174,12 @@ for phase in "${phases[@]}"; do
       tail -30 "$logs/kimi-full-b256-c1k.profile.txt" ;;
     pending-bench)
       # the KDA-only steps against the chain and the real-size batch 64 and 256 steps, after a table or a
-      # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256 and kimi-full-b64-c1k / b256-c1k,
-      # .whl, .anchors)
+      # kernel default changes, and batch 8 per-row against grouped (carry build/plans' kimi-kda-b1/b64/b256,
+      # kimi-full-b64-c1k / b256-c1k / b8-c1k / b8-c1k-grouped, .whl, .anchors; about 8 minutes)
       python3 bench/step_chain.py build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b64.plan \
         build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step-chain.log" || status=1
-      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k 2>&1 \
-        | tee "$logs/bench-model.log" || status=1 ;;
+      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k \
+        kimi-full-b8-c1k kimi-full-b8-c1k-grouped 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
     tma-table)
       # gemm_tc's TMA loads into the schedule table (issue 12; build here first: LANEC_GEMM_TMA=1 python
       # bench/gemm.py build, carry build/bench/gemm): re-time every shape at the table's schedule and the
