@@ -192,7 +192,8 @@ class GroupedProduct(GemmTc):
     def arrange(self, tile_n: int, group_rows: int | None, stages: int | None) -> None:
         """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile, one
         of MIXTURE_GROUP_BLOCKS; by default `mixture_group_rows`' choice for the shape) and the
-        stages (by default as many as STAGE_BUDGET holds, at most MAX_STAGES)."""
+        stages (by default `mixture_group_stages`' for the block, else as many as STAGE_BUDGET
+        holds, at most MAX_STAGES)."""
         if group_rows is None:
             group_rows = mixture_group_rows(self.rows, self.top_k, self.experts)
         if group_rows not in MIXTURE_GROUP_BLOCKS:
