@@ -197,9 +197,9 @@ class MixtureRouter:
             cute.arch.cluster_wait()
             if rank == 0:
                 for i in cutlass.range_constexpr(-(-R * E // (WARP * self.warps))):
-                    at_ = thread + i * WARP * self.warps  # row at_ // E's logit of expert at_ % E
-                    if at_ < R * E:
-                        scores[at_] = load_dsmem_f32(scores.iterator + at_, (at_ % E) // self.per_cta)
+                    place = thread + i * WARP * self.warps  # row place // E's logit of expert place % E
+                    if place < R * E:
+                        scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
             cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
             cute.arch.cluster_wait()
         if (rank == 0) & (warp < R):
