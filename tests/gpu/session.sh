@@ -43,6 +43,7 @@
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
 #   pending-bench   the rest of it: checks and benchmarks at real size
+#   profiles   `lanec run --profile` of the real-size batch-64 and batch-256 steps (their traces in $OUT/logs.tgz)
 #   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
 #   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
 #              (carry build/plans, .anchors and .whl; about 1.5 minutes a row)
@@ -159,19 +160,16 @@ for phase in "${phases[@]}"; do
       # what the last session wrote and could not run (2026-11-30, third session; about 5 minutes): the
       # router scoring several rows a cluster (`rows_a_cta`: the mixture cases of every shape, the new *_r2/_r4/_r8
       # among them, and compute-sanitizer on one; carry build/gpu), bench/mixture.py with the router blocks
-      # (build here: LANEC_ROUTER_ROWS=2,4,8 python bench/mixture.py build; carry build/bench-mixture, .anchors),
-      # then a profile of the real-size batch-256 step (carry build/plans/kimi-full-b256-c1k.plan, .whl)
+      # (build here: LANEC_ROUTER_ROWS=2,4,8 python bench/mixture.py build; carry build/bench-mixture, .anchors;
+      # the grouped path at 4 and 8 rows too); the real-size profiles are their own phase (`profiles`)
       timeout 150 python3 -m pytest tests/gpu/test_mixture.py -q -rfE 2>&1 | tee "$logs/mixture.log" || status=1
       for tool in memcheck racecheck; do
         timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture.py -q \
           -k "b13_e256_k8_g8_sigmoid_correction_shared_r4" 2>&1 \
           | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
-      LANEC_MIXTURE_MODELS=kimi-linear timeout 150 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
-        || status=1
-      timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b256-c1k.plan --profile --gpu-seeding \
-        --trace "$logs/kimi-full-b256-c1k.trace.json" > "$logs/kimi-full-b256-c1k.profile.txt" 2>&1 || status=1
-      tail -30 "$logs/kimi-full-b256-c1k.profile.txt" ;;
+      LANEC_MIXTURE_MODELS=kimi-linear timeout 240 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
+        || status=1 ;;
     pending-bench)
       # the KDA-only steps against the chain and the real-size batch 64 and 256 steps, after a table or a
       # kernel default changes, and batch 8 per-row against grouped (carry build/plans' kimi-kda-b1/b64/b256,
@@ -180,6 +178,15 @@ for phase in "${phases[@]}"; do
         build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step-chain.log" || status=1
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k \
         kimi-full-b8-c1k kimi-full-b8-c1k-grouped 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
+    profiles)
+      # where the real-size batch-64 and batch-256 steps spend their time: `lanec run --profile` of each (GPU
+      # seeding, the eager replay and the graph; carry build/plans' kimi-full-b64-c1k and b256-c1k, .whl; about
+      # 3 minutes a plan), traces in $logs
+      for plan in kimi-full-b64-c1k kimi-full-b256-c1k; do
+        timeout 250 python3 -m lanec.runtime "build/plans/$plan.plan" --profile --gpu-seeding \
+          --trace "$logs/$plan.trace.json" > "$logs/$plan.profile.txt" 2>&1 || status=1
+        tail -30 "$logs/$plan.profile.txt"
+      done ;;
     tma-table)
       # gemm_tc's TMA loads into the schedule table (issue 12; build here first: LANEC_GEMM_TMA=1 python
       # bench/gemm.py build, carry build/bench/gemm): re-time every shape at the table's schedule and the
