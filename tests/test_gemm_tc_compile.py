@@ -12,6 +12,7 @@ import re
 import pytest
 from ptx import compiled_for_sm90a
 
+from lanec.codegen.facts import GEMM_PRODUCER_ROWS
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.gemm_tc import GemmTc
 from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
@@ -63,11 +64,15 @@ def test_wgmma_engine_compiles_for_sm90a(case):
     assert type(kernel) is GemmWgmma and kernel.padded_rows % 8 == 0
     assert kernel.row_blocks == (4 if case.endswith("blocks64") else 1)
     ptx = compiled_for_sm90a(kernel).ptx
-    assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx), "no zero-fill copy"
+    if kernel.loads == "copies":
+        assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx), "no zero-fill copy"
+        assert "fence.proxy.async.shared::cta" in ptx, "cp.async's stage not handed to the async proxy"
+    else:  # a block of more than GEMM_PRODUCER_ROWS rows: the producer warpgroup's boxes by default
+        assert kernel.loads == "producer" and kernel.block_rows > GEMM_PRODUCER_ROWS
+        assert "cp.async.bulk.tensor" in ptx and "mbarrier.try_wait" in ptx and "cp.async.cg" not in ptx
     # one instruction N as wide as the padded rows: the weight streams once for all of them
     assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
     assert "wgmma.fence.sync.aligned" in ptx and "wgmma.commit_group.sync.aligned" in ptx
-    assert "fence.proxy.async.shared::cta" in ptx, "cp.async's stage not handed to the async proxy"
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     split = kernel.splits > 1
     assert ("barrier.cluster.arrive" in ptx) == split and ("ld.shared::cluster.v4.f32" in ptx) == split
@@ -82,6 +87,19 @@ def test_wgmma_shared_memory_holds_the_staged_tile(rows, stages, splits):
     kernel = GemmTc(rows, 1000, [4096], schedule={"engine": "wgmma", "stages": stages, "splits": splits})
     tile = 4 * kernel.padded_rows * kernel.partial_pitch()
     assert kernel.shared_bytes() - 1024 >= max(tile, stages * kernel.stage_bytes())
+
+
+@pytest.mark.parametrize(("rows", "schedule", "loads"), [
+    (256, {}, "producer"), (129, {}, "producer"), (128, {}, "copies"), (64, {}, "copies"),
+    (256, {"block_rows": 128}, "copies"),  # two blocks of 128: each at the line
+    (256, {"loads": "tma"}, "tma"),  # the schedule's (the table's) loads win
+])
+def test_wgmma_loads_by_default_follow_the_block(rows, schedule, loads):
+    """A producer warpgroup for blocks of more than GEMM_PRODUCER_ROWS rows (14-16% at 256 rows on the
+    H200 at the default's tile, splits and stages), thread copies for the rest."""
+    kernel = GemmTc(rows, 2304, [4096], schedule=schedule)
+    assert kernel.loads == loads
+    assert kernel.launch().block == ((384 if loads == "producer" else 256), 1, 1)
 
 
 def test_wgmma_needs_three_stages():

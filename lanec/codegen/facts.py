@@ -308,6 +308,13 @@ def quantized_problems(width: int, words: int) -> list[str]:
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
 GEMM_LOADS = ("copies", "tma", "producer")  # how the wgmma engine fills a stage (GemmSchedule.loads)
+# The wgmma engine's loads where neither the schedule nor the table names them: a producer warpgroup for
+# blocks of more than this many rows, else every thread's copies. Measured on the H200 (bench/gemm.py,
+# 2026-11-30, `session.sh tma-table`): at 256 rows, at the default's own tile, splits and stages, the
+# producer takes 14-16% off every product timed so (kimi qkv 33.75 to 28.92 us, dense gate 32.03 to
+# 27.02, dense down 34.85 to 29.07, lm head 375.6 to 317.3; llama qkv 31.78 to 27.25, gate+up 118.7 to
+# 100.6); at 128 rows and fewer the fastest loads differ from shape to shape, within a few percent.
+GEMM_PRODUCER_ROWS = 128
 GEMM_MULTICAST = (1, 2, 4)  # CTAs of a cluster sharing a stage's row box (GemmSchedule.multicast)
 GEMM_ROW_BLOCKS = (32, 64, 128, 256)  # the activation rows a CTA a schedule may ask for (block_rows)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
@@ -323,7 +330,8 @@ class GemmSchedule(Schedule):
     a CTA multiplies (32-256; a launch's rows split evenly into the fewest such blocks, each weight
     tile's blocks adjacent CTAs, so its second read comes from L2; the engine's own limit without
     it: all rows on wgmma, 128 on mma.sync); `loads`, how the wgmma engine fills its stages
-    ("copies": every thread's cp.async, the default; "tma": one thread's cp.async.bulk.tensor a
+    ("copies": every thread's cp.async, the default up to GEMM_PRODUCER_ROWS rows a block; "tma":
+    one thread's cp.async.bulk.tensor a
     stage through the runtime's tensor maps, completing on the stage's mbarrier; "producer": the
     same copies issued by a producer warpgroup of its own, the consumers handing each stage back
     on an mbarrier, no CTA barrier a stage) and `multicast`, the CTAs of neighbouring weight tiles

@@ -157,7 +157,7 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session wrote and could not run (2026-11-30, third session; about 5 minutes): the
+      # what the last session wrote and could not run (2026-11-30, third session; about 6 minutes): the
       # router scoring several rows a cluster (`rows_a_cta`: the mixture cases of every shape, the new *_r2/_r4/_r8
       # among them, and compute-sanitizer on one; carry build/gpu), bench/mixture.py with the router blocks
       # (build here: LANEC_ROUTER_ROWS=2,4,8 python bench/mixture.py build; carry build/bench-mixture, .anchors;
@@ -168,6 +168,11 @@ for phase in "${phases[@]}"; do
           -k "b13_e256_k8_g8_sigmoid_correction_shared_r4" 2>&1 \
           | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/sanitize.log"
       done
+      # gemm_tc's cases of more than 128 rows a block that now default to the producer warpgroup
+      # (GEMM_PRODUCER_ROWS; a gated pair, parts, a K split, 160 and 200 rows among them)
+      timeout 120 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "r200_k1064_n2056 or r256_k7168_n4096 \
+        or r256_k9216_n2304 or r256_k2304_n16384 or r256_k2304_merged or r160_k1000_n4096_s2_k1 \
+        or r256_k4096_n2304_k1 or gated_r256_k4096_h14336" 2>&1 | tee "$logs/gemm-default-producer.log" || status=1
       LANEC_MIXTURE_MODELS=kimi-linear timeout 240 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
         || status=1 ;;
     pending-bench)
