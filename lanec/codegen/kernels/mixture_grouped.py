@@ -215,6 +215,13 @@ class GroupedProduct(GemmTc):
         blocks run side by side rather than one after another in one CTA."""
         return -(-self.rows // self.padded_rows) if self.shared_hidden else 0
 
+    @cute.jit
+    def shared_block(self, expert: Int32):
+        """The shared expert's block that grid row `expert` (past the routed experts) multiplies:
+        (its first row, its rows)."""
+        first = (expert - self.experts) * self.padded_rows
+        return first, cutlass.min(Int32(self.padded_rows), self.rows - first)
+
     def launch(self) -> LaunchShape:
         """A CTA an (output tile, expert) pair; a folded shared expert's blocks are more expert rows."""
         return LaunchShape(grid=(self.n_tiles, self.experts + self.shared_blocks(), 1),
@@ -362,9 +369,8 @@ class MixtureGroupedGated(GroupedProduct):
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 if n0 < self.shared_hidden:
-                    first = (expert - self.experts) * self.padded_rows  # this CTA's block of the rows
-                    self.blocks(x, [shared_gate, shared_up], order, shared, first,
-                                cutlass.min(Int32(self.padded_rows), self.rows - first), False, self.shared_hidden,
+                    first, count = self.shared_block(expert)
+                    self.blocks(x, [shared_gate, shared_up], order, shared, first, count, False, self.shared_hidden,
                                 buffers, sources, targets, acc, n0, tid, warp, lane)
 
     @cute.jit
@@ -465,9 +471,8 @@ class MixtureGroupedDown(GroupedProduct):
                         buffers, sources, targets, scales, acc, n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
-                first = (expert - self.experts) * self.padded_rows  # this CTA's block of the rows
-                self.blocks(shared, shared_down, order, weights, partial, first,
-                            cutlass.min(Int32(self.padded_rows), self.rows - first), False, self.shared_hidden,
+                first, count = self.shared_block(expert)
+                self.blocks(shared, shared_down, order, weights, partial, first, count, False, self.shared_hidden,
                             buffers, sources, targets, scales, acc, n0, tid, warp, lane)
 
     @cute.jit
