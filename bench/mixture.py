@@ -37,7 +37,7 @@ do not fit in the free memory is skipped.
   "SGLang / experts only" compares the two on the same routings and bytes.
 - grouped (batch 4 to 256): the grouped experts' path (`lanec compile --grouped-experts`):
   router, mixture_groups, mixture_grouped_gated, mixture_grouped_down, mixture_sum, the shared
-  expert one more expert of the grouped launches; "grouped experts only" the same four without the
+  expert's blocks more grid rows of the grouped launches; "grouped experts only" the same four without the
   shared expert, on the routings SGLang gets ("SGLang / grouped" compares the two).
 - torch: the router product (F.linear, bf16, cuBLAS), sigmoid, correction, (grouped) topk, then a
   loop over the step's chosen experts (index_select, F.linear of gate and up, SiLU*up, F.linear

@@ -3,7 +3,7 @@ mixture_sum) compile for sm_90a (CPU only): PDL, no local memory, tensor cores a
 they multiply, no float atomics anywhere (two runs are bitwise equal); params and launches follow
 the specialization; bad specializations raise one line. And the lowering: without the knob a
 mixture keeps the per-row kernels; with --grouped-experts it is the router then the four grouped
-launches (the folded shared expert one more expert of theirs), and `lanec explain` says which path
+launches (the folded shared expert's blocks more grid rows of theirs), and `lanec explain` says which path
 each mixture took and why."""
 
 from __future__ import annotations

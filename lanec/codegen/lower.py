@@ -975,7 +975,7 @@ class Lowering:
                         shape: dict) -> None:
         """The grouped path after the router (mixture_grouped.py): the pairs grouped by expert
         (mixture_groups: starts and order, plan buffers), the gated pairs and the down products on
-        tensor cores, one expert's rows at a time (the folded shared expert one more expert), and
+        tensor cores, one expert's rows at a time (the folded shared expert's blocks more grid rows), and
         the sum of a row's slots."""
         rows, width, hidden, experts, top_k, shared_hidden = (shape[k] for k in ("rows", "width", "hidden", "experts",
                                                                                   "top_k", "shared_hidden"))

@@ -2,10 +2,11 @@
 four launches after the router: mixture_groups.py, mixture_grouped_gated.py,
 mixture_grouped_down.py and mixture_sum.py build every shape's kernels under the shape's name.
 Experts 8..256, top-k 1..8, widths 512..2048 (one x read in place from a wider row, one width and
-one expert width that are not whole tiles), batch 7, 64 and 256; the routing (the interpreter's,
+one expert width that are not whole tiles), batch 7, 24, 64 and 256; the routing (the interpreter's,
 as tests/gpu/test_mixture.py draws it) from sigmoid and softmax scores, grouped and flat top-k;
 one expert chosen by every row ("same"), experts chosen by no row (most of 256 at batch 7), and
-segments longer than a block of 64 rows (8 and 16 experts at batch 256); the shared expert folded
+segments longer than a block (64 rows at 8 and 16 experts at batch 256; 16 rows elsewhere, and 32
+rows with 4 stages at Kimi's routing); the shared expert folded
 (with and without its gate row, narrower and wider than a routed expert) and apart."""
 
 SHAPES = {
