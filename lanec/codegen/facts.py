@@ -1082,8 +1082,8 @@ class MixtureGroupedSpec(Spec):
     """A launch of the grouped path (`kernel`: mixture_groups, mixture_grouped_gated,
     mixture_grouped_down or mixture_sum): `rows` of `width` values, `top_k` of `experts` chosen a
     row (rows x top_k pairs), experts of `hidden` units and a shared expert of `shared_hidden`
-    (0: none); x rows `x_pitch` apart. A field left None is not the kernel's (mixture_groups reads
-    only ids)."""
+    (0: none); x rows `x_pitch` apart; the grouped products' block of `group_rows`. A field left
+    None is not the kernel's (mixture_groups reads only ids)."""
 
     kernel: str
     rows: int
@@ -1093,9 +1093,13 @@ class MixtureGroupedSpec(Spec):
     hidden: int | None = None
     shared_hidden: int = 0
     x_pitch: int | None = None
+    group_rows: int | None = None  # the grouped products' block (MIXTURE_GROUP_BLOCKS)
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if self.group_rows is not None and self.group_rows not in MIXTURE_GROUP_BLOCKS:
+            found.append(f"group_rows {self.group_rows}: one of {', '.join(map(str, MIXTURE_GROUP_BLOCKS))} (an "
+                         "expert's rows a pass over its weight tile)")
         if not 1 <= self.experts <= MIXTURE_MAX_EXPERTS:
             found.append(f"experts {self.experts}: 1-{MIXTURE_MAX_EXPERTS} (mixture_groups scans them with one warp)")
         if not 1 <= self.top_k <= min(self.experts, MIXTURE_MAX_WARPS):

@@ -36,7 +36,6 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import (
-    MIXTURE_GROUP_BLOCKS,
     VECTOR,
     WARP,
     MixtureGroupedSpec,
@@ -189,16 +188,11 @@ class GroupedProduct(GemmTc):
 
     engine = "mma"
 
-    def arrange(self, tile_n: int, group_rows: int | None, stages: int | None) -> None:
-        """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile, one
-        of MIXTURE_GROUP_BLOCKS; by default `mixture_group_rows`' choice for the shape) and the
-        stages (by default `mixture_group_stages`' for the block, else as many as STAGE_BUDGET
-        holds, at most MAX_STAGES)."""
-        if group_rows is None:
-            group_rows = mixture_group_rows(self.rows, self.top_k, self.experts)
-        if group_rows not in MIXTURE_GROUP_BLOCKS:
-            raise ValueError(f"{self.name} group_rows {group_rows}: one of "
-                             f"{', '.join(map(str, MIXTURE_GROUP_BLOCKS))}")
+    def arrange(self, tile_n: int, group_rows: int, stages: int | None) -> None:
+        """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile: the
+        spec's, by default `mixture_group_rows`' choice for the shape) and the stages (by default
+        `mixture_group_stages`' for the block, else as many as STAGE_BUDGET holds, at most
+        MAX_STAGES)."""
         self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
         self.arrange_warps()
@@ -321,7 +315,8 @@ class MixtureGroupedGated(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None):
-        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch).check()
+        group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
+        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch, group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
         self.arrange(2 * PAIR_UNITS, group_rows, stages)
@@ -427,7 +422,8 @@ class MixtureGroupedDown(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  group_rows: int | None = None, stages: int | None = None):
-        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden).check()
+        group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
+        MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, group_rows=group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
