@@ -176,7 +176,8 @@ def test_a_mixture_is_router_gated_and_down_with_the_shared_expert_folded(tmp_pa
     assert [op.kernel.data for op in launched] == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
     router, gated, down = (spec_of(op) for op in launched[1:])
     assert router == {"rows": 3, "width": 256, "experts": 16, "top_k": 4, "scoring": "sigmoid", "renormalize": True,
-                      "routed_scaling": 2.5, "correction": True, "groups": 4, "topk_groups": 2}
+                      "routed_scaling": 2.5, "correction": True, "groups": 4, "topk_groups": 2,
+                      "rows_a_cta": 1}
     experts = {"rows": 3, "width": 256, "hidden": 128, "experts": 16, "top_k": 4, "shared_hidden": 64}
     assert gated == experts and down == {**experts, "shared_gate": False}
     assert tuple(launched[2].block.get_values()) == (5 * 32, 1, 1)  # 4 routed + the shared expert, a warp each

@@ -180,6 +180,23 @@ def test_without_the_knob_a_mixture_past_the_measured_row_count_takes_the_groupe
     assert mixture[2]["path"] == "grouped" and f"{rows} rows are above {MIXTURE_GROUPED_ROWS}" in mixture[2]["why"]
 
 
+@pytest.mark.parametrize("rows", [3, 63, 64, 130])
+def test_the_router_scores_rows_in_the_measured_block(tmp_path, rows):
+    from lanec.codegen.facts import ROUTER_BLOCK_FROM
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    text = MIXTURE.replace("TOP_K", "4").replace("<3x", f"<{rows}x").replace("batch 3 ", f"batch {rows} ")
+    ops, tunings = lowered(tmp_path, text, grouped=False)
+    (router,) = [op for op in ops if isinstance(op, lane.LaunchOp) and op.kernel.data == "mixture_router"]
+    block = spec_of(router)["rows_a_cta"]
+    assert block == (4 if rows >= ROUTER_BLOCK_FROM else 1)
+    assert tuple(router.grid.get_values())[1] == -(-rows // block)  # a row of clusters a block of rows
+    (decision,) = [t for t in tunings if t[0] == "mixture_router"]
+    assert decision[2]["rows_a_cta"] == block
+    assert ("at least" if rows >= ROUTER_BLOCK_FROM else "below") in decision[2]["why"]
+
+
 def test_the_knob_gives_the_grouped_launches(tmp_path):
     from lanec.codegen.spec import spec_of
     from lanec.dialects import lane
@@ -224,6 +241,7 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     from click.testing import CliRunner
 
     from lanec.cli import main
+    from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
 
     source = tmp_path / "mixture.mlir"
     source.write_text(MIXTURE.replace("TOP_K", "2"))
@@ -239,4 +257,6 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     assert "in blocks of 16 rows (a segment's mean is 0.4 rows)" in explained.output
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
-    assert "path per-row: 3 rows are at most 16: the per-row kernels read each chosen expert once" in plain.output
+    assert (f"path per-row: 3 rows are at most {MIXTURE_GROUPED_ROWS}: the per-row kernels read each chosen expert "
+            "once") in plain.output
+    assert "rows_a_cta 1: 3 rows are below 64: a cluster a row keeps the most CTAs in flight" in plain.output

@@ -949,14 +949,30 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
 
 # The router's rows a cluster (`mixture_router`'s `rows_a_cta`): each warp reads its router rows
 # once for every row of the block, so the router's reads from L2 shrink by the block (at Kimi
-# Linear's batch 256 one row a cluster reads the 1.2 MB router 256 times). 1 until bench/mixture.py
-# (LANEC_ROUTER_ROWS) has timed the blocks on the H200: one row a cluster is what every GPU run so far used.
+# Linear's batch 256 one row a cluster reads the 1.2 MB router 256 times). Measured on the H200
+# (bench/mixture.py with LANEC_ROUTER_ROWS=2,4,8, 2026-11-30, Kimi Linear's router of 256 experts
+# alone; 1 / 2 / 4 / 8 rows a cluster): 4 rows 6.0 / 9.8 / 11.9 / 14.2 us, 8 rows 6.1 / 9.7 / 11.9 /
+# 23.2, 16 rows 9.8 / 9.7 / 11.9 / 24.3, 64 rows 22.9 / 24.7 / 21.7 / 27.1, 256 rows 77.6 / 78.6 /
+# 49.9 / 82.3. Below 64 rows a cluster a row keeps the most CTAs in flight; from 64 rows on, blocks
+# of 4 win (1.06x at 64, 1.56x at 256); 8 rows a cluster never pays (its block's registers).
 ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
+ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
 
 
-def router_rows_a_cta(rows: int) -> int:
-    """The router's rows a cluster for a step of `rows` rows (see ROUTER_ROWS_A_CTA)."""
-    return 1
+def router_rows_a_cta(rows: int, warps: int = 4) -> int:
+    """The router's rows a cluster for a step of `rows` rows (see ROUTER_ROWS_A_CTA), at most the
+    CTA's `warps` (a warp chooses a row)."""
+    wanted = 4 if rows >= ROUTER_BLOCK_FROM else 1
+    return max(r for r in ROUTER_ROWS_A_CTA if r <= min(wanted, warps))
+
+
+def router_block_reason(rows: int, rows_a_cta: int) -> str:
+    """Why the router scores `rows_a_cta` rows a cluster at `rows` rows (`lanec explain`)."""
+    if rows < ROUTER_BLOCK_FROM:
+        return (f"{rows} rows are below {ROUTER_BLOCK_FROM}: a cluster a row keeps the most CTAs in flight "
+                "(bench/mixture.py, LANEC_ROUTER_ROWS)")
+    return (f"{rows} rows are at least {ROUTER_BLOCK_FROM}: each warp's router rows read once for {rows_a_cta} "
+            "rows (bench/mixture.py, LANEC_ROUTER_ROWS)")
 
 
 @dataclass(frozen=True)
@@ -1048,9 +1064,14 @@ class MixtureExpertsSpec(Spec):
 # interpolated in log rows, crosses 1 at 20 to 25 rows. In the whole real-size Kimi Linear step
 # (bench/model.py, 2026-11-30) 3 speculative tokens at batch 8, 24 rows a mixture, ran 15.0 ms a step
 # grouped against 20.4 ms per-row: inside the step, where the 26 mixtures' weights meet a cold L2, the
-# grouped path already wins at 24 rows, so the line sits at the 16 rows measured per-row-faster.
+# grouped path already wins at 24 rows, so the line sat at the 16 rows measured per-row-faster.
+# With blocks of 16 rows (`mixture_group_rows`, below) the line moved down again (bench/mixture.py,
+# 2026-11-30, Kimi Linear with its shared expert, per-row against grouped): 4 rows 129.4 against
+# 135.4 us, 8 rows 244.5 against 222.4, 16 rows 474.5 against 370.7; the whole real-size step at
+# batch 8 (bench/model.py, same day) ran 6616 us grouped against 8108 per-row (1.27x against 1.04x
+# the chain). Mixtures of more than 4 rows take the grouped path.
 # `lanec compile --grouped-experts` takes the grouped path at every row count.
-MIXTURE_GROUPED_ROWS: int | None = 16
+MIXTURE_GROUPED_ROWS: int | None = 4
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 # A grouped product's block (`group_rows`: an expert's rows a pass over its weight tile, padded to it
 # inside the kernel): the padding rows cost their MMAs and their shared-memory copies, and a segment

@@ -44,6 +44,7 @@ from lanec.codegen.facts import (
     ExpandedLatentSpec,
     GemmSpec,
     mixture_group_rows,
+    router_block_reason,
     quantized_pitch,
 )
 from lanec.codegen.kernels import make_kernel
@@ -943,6 +944,9 @@ class Lowering:
                   "renormalize": bool(op.renormalize.value.data), "routed_scaling": op.routed_scaling.value.data,
                   "correction": op.correction is not None, **grouped, **pitch_of(x)}
         correction = [self.window(op.correction)] if op.correction is not None else []
+        router["rows_a_cta"] = block = make_kernel("mixture_router", router).rows_a_cta
+        self.tunings.append(("mixture_router", {"rows": rows, "width": width, "experts": experts}, {
+            "rows_a_cta": block, "why": router_block_reason(rows, block)}))
         self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
         shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                  "shared_hidden": shared_hidden}

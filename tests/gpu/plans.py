@@ -194,11 +194,6 @@ MODEL_PLANS: dict[str, Kimi] = {
 MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
 # and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
-# batch 8 with the mixtures on the grouped path (8 rows: below MIXTURE_GROUPED_ROWS, per-row by default): where
-# the line sits now that the grouped products run in blocks of 16 rows (bench/mixture.py put them 1.26x the
-# per-row path at 16 rows)
-MODEL_PLANS["kimi-full-b8-c1k-grouped"] = Kimi(["--batch", "8", "--context-pages", "16"],
-                                               compile=("--grouped-experts",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form

@@ -177,13 +177,13 @@ for phase in "${phases[@]}"; do
       LANEC_MIXTURE_MODELS=kimi-linear timeout 200 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
         || status=1 ;;
     pending-bench)
-      # the KDA-only steps against the chain and the real-size batch 64 and 256 steps, after a table or a
-      # kernel default changes, and batch 8 per-row against grouped (carry build/plans' kimi-kda-b1/b64/b256,
-      # kimi-full-b64-c1k / b256-c1k / b8-c1k / b8-c1k-grouped, .whl, .anchors; about 8 minutes)
+      # the KDA-only steps against the chain and the real-size batch 8, 64 and 256 steps, after a table or a
+      # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256, kimi-full-b8-c1k / b64-c1k /
+      # b256-c1k, .whl, .anchors; about 7 minutes)
       python3 bench/step_chain.py build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b64.plan \
         build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step-chain.log" || status=1
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b64-c1k kimi-full-b256-c1k \
-        kimi-full-b8-c1k kimi-full-b8-c1k-grouped 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
+        kimi-full-b8-c1k 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
     profiles)
       # where the real-size batch-64 and batch-256 steps spend their time: `lanec run --profile` of each (GPU
       # seeding, the eager replay and the graph; carry build/plans' kimi-full-b64-c1k and b256-c1k, .whl; about

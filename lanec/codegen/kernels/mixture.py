@@ -131,15 +131,16 @@ class MixtureRouter:
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
                  split: int | None = None, rows_a_cta: int | None = None):
         split = split_for(experts) if split is None else split
-        rows_a_cta = router_rows_a_cta(rows) if rows_a_cta is None else rows_a_cta
+        per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1  # router rows a CTA dots
+        per_warp = -(-per_cta // WARP)  # and a warp
+        warps = -(-per_cta // per_warp)
+        rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
         MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,
                           rows_a_cta).check()
         self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
         self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
         self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
-        self.split, self.per_cta = split, experts // split  # router rows a CTA dots
-        self.per_warp = -(-self.per_cta // WARP)  # and a warp
-        self.warps = -(-self.per_cta // self.per_warp)
+        self.split, self.per_cta, self.per_warp, self.warps = split, per_cta, per_warp, warps
         self.held = -(-experts // WARP)  # experts a lane of the choosing warp holds: lane + 32 i
         self.rows_a_cta = rows_a_cta
         if rows_a_cta > self.warps:
