@@ -44,8 +44,8 @@ from lanec.codegen.facts import (
     ExpandedLatentSpec,
     GemmSpec,
     mixture_group_rows,
-    router_block_reason,
     quantized_pitch,
+    router_block_reason,
 )
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
