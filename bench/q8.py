@@ -2,9 +2,12 @@
 torch's bf16 matmul (cuBLAS), at Llama-3.1-8B's product shapes, rows 1, 4 and 8, measured in the
 same run; the quantize launch that feeds them; and the quantize epilogue (fuse-quant's: a gated pair
 or a GEMV writing the quantized rows its q8_0 reader reads) against the same launch without it
-and the standalone quantize it replaces. Two steps:
+and the standalone quantize it replaces. With LANEC_Q8_SET=tc instead (build and run) the batched
+products, rows 33 to 256: q8_gemm_tc (int8 tensor cores, one and two words) against the q8_gemv
+launches of 32 rows the lowering took before it, our bf16 gemm_tc at the table's schedule and
+torch's bf16 matmul, with the byte roofline (the q8_0 bytes over the copy bandwidth). Two steps:
 
-    python bench/q8.py build             # CPU machine: compile into build/bench/q8/
+    python bench/q8.py build             # CPU machine: compile into build/bench/q8/ (q8-tc/ with the set)
     PYTHONPATH=. python3 bench/q8.py     # GPU machine (torch for the anchor): the table
 
 Method as bench/gemv.py's: clocks warmed by copies; each product's weights rotate over copies
@@ -18,13 +21,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 import measure  # bench/measure.py: this script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "bench" / "q8"
+TENSOR_CORES = os.environ.get("LANEC_Q8_SET") == "tc"
+OUT = ROOT / "build" / "bench" / ("q8-tc" if TENSOR_CORES else "q8")
 
 # Llama-3.1-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, vocab 128256
 PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
@@ -44,8 +49,41 @@ SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {
 ROTATE_BYTES = 240 * 2**20
 
 
+TC_ROWS = [33, 64, 128, 256]  # the batched set's rows: above q8_gemv's 32-row launches
+# q8_gemm_tc schedules timed beside its default (one word): fewer stages let two CTAs share an SM
+TC_SCHEDULES = [{"stages": 3}, {"stages": 2}, {"stages": 3, "tile_n": 64}, {"stages": 2, "block_rows": 32}]
+GEMV_ROWS = 32
+
+
 def q8_bytes(k: int, n: int) -> int:
     return n * k // 32 * 34
+
+
+def build_tensor_cores(add) -> None:
+    """The batched set: each product (the gated pair as one product of its 2 x hidden rows) at
+    TC_ROWS as q8_gemm_tc (one and two words) and bf16 gemm_tc, and q8_gemv's 32-row launch."""
+    from lanec.codegen.kernels.gemm_tc import GemmTc
+    from lanec.codegen.kernels.q8_gemm import Q8GemmTc
+    from lanec.codegen.kernels.q8_gemv import Q8Gemv
+    from lanec.codegen.schedules import schedule_for
+
+    for label, k, n in PRODUCTS:
+        n = 2 * n if "pair" in label else n
+        slug = label.replace(" ", "_").replace("+", "")
+        shape = {"label": label, "k": k, "n": n, "gated": False}
+        for words in WORDS:
+            add(Q8Gemv(GEMV_ROWS, k, (n,), words=words), f"{slug}_r{GEMV_ROWS}_w{words}_gemv", kind="q8_rows",
+                words=words, default=True, rows=GEMV_ROWS, **shape)
+        for rows in TC_ROWS:
+            tuned = schedule_for("gemm_tc", {"rows": rows, "width": k, "outputs": n})
+            add(GemmTc(rows, k, (n,), **tuned), f"{slug}_r{rows}_bf16_tc", kind="bf16", words=0, default=True,
+                rows=rows, **shape)
+            for words in WORDS:
+                add(Q8GemmTc(rows, k, (n,), words=words), f"{slug}_r{rows}_w{words}_tc", kind="q8_tc", words=words,
+                    default=True, rows=rows, **shape)
+            for i, schedule in enumerate(TC_SCHEDULES):
+                add(Q8GemmTc(rows, k, (n,), schedule=schedule), f"{slug}_r{rows}_w1_tc_s{i}", kind="q8_tc", words=1,
+                    default=False, rows=rows, **shape)
 
 
 def build() -> None:
@@ -65,9 +103,16 @@ def build() -> None:
         compiled = compile_kernel(kernel)
         compiled.save(OUT, stem)
         schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "rows_per_cta") else ""
+        if hasattr(kernel, "tile_n"):
+            schedule = f"{kernel.tile_n} x {kernel.padded_rows}, {kernel.splits} splits, {kernel.stages} stages"
         entries.append({"stem": stem, "schedule": schedule, **info})
         print(f"{stem:44s} grid {compiled.launch.grid} x {compiled.launch.block[0]}")
 
+    if TENSOR_CORES:
+        build_tensor_cores(add)
+        (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+        print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
+        return
     for label, k, n in PRODUCTS:
         gated = "pair" in label
         slug = label.replace(" ", "_").replace("+", "")
@@ -154,11 +199,22 @@ def run() -> list:
     copy_tbs = measure.ceilings(torch, torch_stream, device.name)[0] / 1e12  # clocks warmed first
 
     def ours(stem: str, pointers: list) -> float:
-        """Median us of one launch of `stem`, a graph of one launch a pointer list."""
+        """Median us of one launch of `stem`, a graph of one launch a pointer list (its tensors in
+        entry order; a kernel with tensor maps, gemm_tc's TMA loads: the maps encoded after them, as
+        the runtime encodes them)."""
         artifact = load_artifact(OUT, stem)
         function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        mapped = sum(p.tensor_map is not None for p in artifact.params)
+        maps = driver.TensorMaps(len(pointers) * mapped) if mapped else None
+        if maps is not None:
+            names = [p.name for p in artifact.params if p.tensor_map is None]
+            pointers = [maps.pointers(artifact.params, dict(zip(names, p, strict=True))) for p in pointers]
+            maps.upload()
         launches = [driver.Launch(function, artifact.launch, p, ours_stream) for p in pointers]
-        return measure.graph_us(driver, ours_stream, launches, repeats=25) / len(pointers)
+        us = measure.graph_us(driver, ours_stream, launches, repeats=25) / len(pointers)
+        if maps is not None:
+            maps.free()
+        return us
 
     results = []
     for entry in entries:
@@ -187,7 +243,7 @@ def run() -> list:
             print(f"  {entry['stem']:44s} {us:8.2f} us", flush=True)
             continue
         sources = 2 if entry["gated"] else 1
-        q8 = entry["kind"] in ("q8", "q8_epilogue")
+        q8 = entry["kind"] in ("q8", "q8_epilogue", "q8_rows", "q8_tc")
         stored = sources * (q8_bytes(k, n) if q8 else 2 * n * k)
         copies = max(1, math.ceil(ROTATE_BYTES / stored))
         if q8:
@@ -218,6 +274,9 @@ def run() -> list:
 
     print()
     print(f"GPU: {device.name}; copy ceiling {copy_tbs:.2f} TB/s")
+    if TENSOR_CORES:
+        tensor_core_table(results, copy_tbs)
+        return results
     print("| product | K -> N | rows | words | MB read | schedule | us | TB/s | % copy | bf16 us | bf16 / q8 "
           "| torch us | torch / q8 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -273,6 +332,35 @@ def run() -> list:
         print(f"| {label} | {rows} | {words} | {base:.2f} | {us:.2f} | {100 * (us / base - 1):+.1f}% "
               f"| {alone if alone is not None else float('nan'):.2f} | {saved} |")
     return results
+
+
+def tensor_core_table(results: list, copy_tbs: float) -> None:
+    """The batched set's table: q8_gemm_tc against q8_gemv's 32-row launches (as many as the rows
+    need), bf16 gemm_tc and torch, and the q8_0 bytes' share of the copy bandwidth."""
+    gemv = {(e["label"], e["words"]): us for e, us, _, _ in results if e["kind"] == "q8_rows"}
+    bf16 = {(e["label"], e["rows"]): (us, t) for e, us, _, t in results if e["kind"] == "bf16"}
+    print("| product | K -> N | rows | words | MB read | q8_gemm_tc schedule | us | % copy | q8_gemv launches us "
+          "| q8_gemv / tc | bf16 gemm_tc us | bf16 / q8 | torch bf16 us | torch / q8 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for entry, us, tbs, _ in results:
+        if entry["kind"] != "q8_tc" or not entry["default"]:
+            continue
+        label, rows, words = entry["label"], entry["rows"], entry["words"]
+        launches = gemv[(label, words)] * -(-rows // GEMV_ROWS)
+        bf16_us, torch_us = bf16[(label, rows)]
+        megabytes = q8_bytes(entry["k"], entry["n"]) / 1e6
+        print(f"| {label} | {entry['k']} -> {entry['n']} | {rows} | {words} | {megabytes:.1f} "
+              f"| {entry['schedule']} | {us:.2f} | {100 * tbs / copy_tbs:.0f}% | {launches:.2f} | {launches / us:.2f} "
+              f"| {bf16_us:.2f} | {bf16_us / us:.2f} | {torch_us:.2f} | {torch_us / us:.2f} |")
+    print()
+    print("q8_gemm_tc schedules, one word (tile x padded rows, splits, stages; * = default): us")
+    cells: dict[tuple, list] = {}
+    for entry, us, _, _ in results:
+        if entry["kind"] == "q8_tc" and entry["words"] == 1:
+            cells.setdefault((entry["label"], entry["rows"]), []).append(
+                f"[{entry['schedule']}]{'*' if entry['default'] else ''} {us:.2f}")
+    for (label, rows), row in cells.items():
+        print(f"  {label:14s} {rows:4d} rows  " + "  ".join(row))
 
 
 if __name__ == "__main__":

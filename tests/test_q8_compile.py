@@ -103,6 +103,96 @@ def test_q8_products_compile_with_dp4a_after_the_wait(make):
     assert w.dtype == "uint8" and w.shape[1] == kernel.width // 32 * 34  # llama.cpp's blocks
 
 
+def q8_gemm(*args, **kwargs):
+    from lanec.codegen.kernels.q8_gemm import Q8GemmTc
+
+    return Q8GemmTc(*args, **kwargs)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: q8_gemm(64, 4096, (4096,)),
+    lambda: q8_gemm(100, 4096, (4096, 1024, 1024), words=2),
+    lambda: q8_gemm(256, 2304, (1000,)),
+    lambda: q8_gemm(48, 4096, (2304,), schedule={"splits": 8, "tile_n": 64}),
+], ids=["r64", "r100_parts_w2", "r256_odd_n", "r48_split8"])
+def test_q8_gemm_tc_compiles_to_integer_mma_a_block(make):
+    kernel = make()
+    ptx = compiled_for_sm90a(kernel).ptx
+    before, after = ptx.split("griddepcontrol.wait;")
+    # the first stages' weight values (16 bytes) and scales (8 bytes) in flight before the wait
+    assert "cp.async.cg.shared.global" in before and "cp.async.ca.shared.global" in before and "8, " in before
+    # per stage (4 blocks): a warp's MMAs a (row tile, weight tile, word, block), int32 from zero
+    mmas = 4 * kernel.warp_row_tiles * kernel.warp_col_tiles * kernel.words
+    assert after.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == mmas and "mma" not in before
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in after
+    assert ("barrier.cluster" in ptx) == (kernel.splits > 1)  # a K split sums over the cluster's shared memory
+    x, w, y = kernel.params()
+    assert (x.dtype, x.shape) == ("int8", (kernel.rows, quantized_pitch(kernel.width, kernel.words)))
+    assert (w.dtype, w.shape) == ("uint8", (kernel.outputs, kernel.width // 32 * 34))  # the planes: same bytes
+    assert kernel.launch().grid == (kernel.splits, kernel.row_blocks, -(-kernel.outputs // kernel.tile_n))
+
+
+def test_q8_0_planes_reorder_the_blocks_bytes():
+    from lanec.runtime.weights import WeightError, q8_0_planes, quantize_q8_0
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((3, 96)).astype(np.float32)
+    blocks = quantize_q8_0(w)
+    planes = q8_0_planes(blocks)
+    assert planes.shape == blocks.shape and planes.dtype == np.uint8
+    assert np.array_equal(planes[:, :96].view(np.int8), blocks.reshape(3, 3, 34)[:, :, 2:].reshape(3, 96).view(np.int8))
+    scales = planes[:, 96:].copy().view(np.float16).astype(np.float32)
+    values = planes[:, :96].view(np.int8).astype(np.float32).reshape(3, 3, 32) * scales[:, :, None]
+    assert np.array_equal(values.reshape(3, 96), ops.q8_0(w))  # values then scales stand for the same weights
+    with pytest.raises(WeightError, match="q8_0_planes reorders q8_0 blocks"):
+        q8_0_planes(w)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: q8_gemm(64, 4160, (64,)), "width 4160: whole runs of 256 values"),
+    (lambda: q8_gemm(257, 4096, (64,)), "takes 1-256 rows a launch"),
+    (lambda: q8_gemm(64, 4096, (60,)), "outputs 60 must be a multiple of 8"),
+    (lambda: q8_gemm(64, 4096, (64,), words=3), "3 words: a quantized activation value is one or two"),
+    (lambda: q8_gemm(64, 4096, (64,), schedule={"loads": "tma"}), "q8_gemm_tc loads 'tma'"),
+    (lambda: q8_gemm(64, 256, (64,), schedule={"splits": 4}), "splits 4: K 256 has only 2 stages"),
+])
+def test_bad_q8_gemm_specializations_are_one_line_errors(make, message):
+    with pytest.raises(ValueError, match=message) as error:
+        make()
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(("batch", "kernel"), [(64, "q8_gemm_tc"), (32, "q8_gemv")])
+def test_q8_products_above_the_gemv_rows_take_the_int8_tensor_cores(tmp_path, batch, kernel):
+    """Llama-3.1-8B's first layer with its projections and lm head Q8_0: above 32 rows every q8_0
+    product is one q8_gemm_tc launch over the rows as planes; at 32 rows q8_gemv as before."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from plans import q8_rows
+
+    source = tmp_path / "model.mlir"
+    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "llama-3.1-8b.config.json"), "--layers", "1",
+                                       "--batch", str(batch), "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    source.write_text(q8_rows(source.read_text()))
+    launches, buffers, tunings = lowered(str(source))
+    kinds = [op.kernel.data for op in launches]
+    other = "q8_gemv" if kernel == "q8_gemm_tc" else "q8_gemm_tc"
+    assert kinds.count(kernel) == 3 and other not in kinds  # q k v in parts, o, the lm head
+    planes = [b for b in buffers if b.role.data == "weight" and "q8_0_planes" in str(b.transforms)]
+    assert len(planes) == (3 if kernel == "q8_gemm_tc" else 0)
+    if kernel == "q8_gemm_tc":
+        qkv = spec_of(launches[kinds.index(kernel)])
+        assert qkv == {"rows": batch, "width": 4096, "parts": (4096, 1024, 1024), "words": 1}
+        whys = [o["why"] for k, _, o in tunings if k == "q8_product"]
+        assert len(whys) == 3 and all("above q8_gemv's 32" in why for why in whys)
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: quantize_kernel(1, 100, 1), "quantize width 100 must be whole 32-value blocks"),
     (lambda: quantize_kernel(1, 64, 3), "quantize 3 words: a quantized activation value is one or two int8 words"),

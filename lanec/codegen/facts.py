@@ -381,6 +381,39 @@ def gated_pair_problems(hidden: int, gate_format: str, up_format: str) -> list[s
     return found
 
 
+# q8_gemm_tc: a batch's rows quantized (int8 words) against q8_0 weight rows on tensor cores
+# (int8 mma.sync, one m16n8k32 a 32-value block, scaled into fp32 after each). Its weight rows are
+# the q8_0 blocks as planes (`q8_0_planes`: a row's int8 values back to back, then its fp16
+# scales): rows start 16-byte aligned where the width is whole runs of Q8_GEMM_RUN values.
+Q8_GEMM_RUN = 256
+
+
+@dataclass(frozen=True)
+class Q8GemmSpec(Spec):
+    """A launch of q8_gemm_tc: y[rows, outputs] = x[rows, width] @ w[outputs, width]^T, x the
+    quantized form of `words` int8 words a value, w q8_0 rows as planes, `parts` side by side."""
+
+    kernel: ClassVar[str] = "q8_gemm_tc"
+    rows: int
+    width: int
+    parts: tuple[int, ...]
+    words: int = 1
+
+    def problems(self) -> list[str]:
+        found = quantized_problems(self.width, self.words)
+        if not 1 <= self.rows <= GEMM_MAX_ROWS:
+            found.append(f"takes 1-{GEMM_MAX_ROWS} rows a launch (two blocks of {GEMM_BLOCK_ROWS}); got {self.rows}")
+        if self.width % Q8_GEMM_RUN:
+            found.append(f"width {self.width}: whole runs of {Q8_GEMM_RUN} values, so that each q8_0 row's planes "
+                         f"({self.width} values, then {self.width // 16} bytes of scales) start 16-byte aligned")
+        if not self.parts or min(self.parts) < 1:
+            found.append(f"parts {list(self.parts)}: each part needs at least one output row")
+        elif sum(self.parts) % VECTOR:
+            found.append(f"outputs {sum(self.parts)} must be a multiple of {VECTOR}: a thread stores 4 outputs of "
+                         "a row as 8 bytes, rows 16-byte aligned")
+        return found
+
+
 @dataclass(frozen=True)
 class GemmSpec(Spec):
     """A launch of gemm_tc: y[rows, outputs] = x[rows, width] @ w[outputs, width]^T, `parts` the

@@ -43,6 +43,7 @@ from lanec.codegen.facts import (
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
+    Q8GemmSpec,
     mixture_group_rows,
     quantized_pitch,
     router_block_reason,
@@ -250,12 +251,14 @@ class Lowering:
         return (x in self.quantized_words
                 and all(w in self.sources and self.sources[w].format.data == "q8_0" for w in weights))
 
-    def q8_rows(self, weights: Sequence[SSAValue], places: Sequence[int]) -> Window:
+    def q8_rows(self, weights: Sequence[SSAValue], places: Sequence[int], planes: bool = False) -> Window:
         """The q8_0 buffer of `weights` (their rows back to back at `places`, zero rows filling
-        each gap, then quantized once at load into llama.cpp's 34-byte blocks: uint8)."""
+        each gap, then quantized once at load into llama.cpp's 34-byte blocks: uint8); `planes`:
+        each row's blocks reordered into its values, then its scales (q8_gemm_tc's rows)."""
         width = form.shape(weights[0])[1]
         concatenate = [{"kind": "concatenate", "axis": 0, "align": PART_ALIGN}] if len(weights) > 1 else []
-        return self.weight(list(weights), [*concatenate, {"kind": "quantize_q8_0"}],
+        reorder = [{"kind": "q8_0_planes"}] if planes else []
+        return self.weight(list(weights), [*concatenate, {"kind": "quantize_q8_0"}, *reorder],
                            shape=(sum(places), width // form.BLOCK * Q8_0_BLOCK_BYTES),
                            element=IntegerType(8, Signedness.UNSIGNED))
 
@@ -541,8 +544,9 @@ class Lowering:
             start += place
 
     def q8_product(self, op: form.ProductOp) -> None:
-        """A product by q8_0 rows reading its activation quantized: q8_gemv launches of at most
-        GEMV_ROWS rows (dp4a on CUDA cores; no tensor-core path for the quantized form yet)."""
+        """A product by q8_0 rows reading its activation quantized: above GEMV_ROWS rows q8_gemm_tc
+        launches of at most GEMM_MAX_ROWS rows (int8 tensor cores, the weight read once), where its
+        facts take the shape; else q8_gemv launches of at most GEMV_ROWS rows (dp4a on CUDA cores)."""
         if op.part() is not None:
             self.no_kernel(op, "a per-head read of the quantized form")
             return
@@ -550,9 +554,20 @@ class Lowering:
         rows = x.shape[0]
         parts = [form.shape(w)[0] for w in op.weights]
         places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
-        weight = self.q8_rows(op.weights, places)
         width = form.shape(op.weights[0])[1]
         words = self.quantized_words[op.x]
+        if rows > GEMV_ROWS:
+            refused = Q8GemmSpec(min(rows, GEMM_MAX_ROWS), width, tuple(places), words).problems()
+            shape = {"rows": rows, "width": width, "outputs": sum(places), "words": words}
+            if not refused:
+                self.tunings.append(("q8_product", shape, {
+                    "kernel": "q8_gemm_tc", "why": f"{rows} rows are above q8_gemv's {GEMV_ROWS}: int8 tensor cores "
+                    "read the q8_0 rows once for every row"}))
+                self.q8_gemm(op, x, parts, places, width, words)
+                return
+            self.tunings.append(("q8_product", shape, {
+                "kernel": "q8_gemv", "why": f"q8_gemm_tc {refused[0]}: q8_gemv launches of {GEMV_ROWS} rows"}))
+        weight = self.q8_rows(op.weights, places)
         specs = self.row_specs("q8_gemv", rows, GEMV_ROWS, {"width": width, "outputs": sum(places), "words": words},
                                {"width": width, "parts": tuple(places), "words": words})
         if len(parts) == 1:
@@ -563,6 +578,19 @@ class Lowering:
         for first, spec in zip(range(0, rows, GEMV_ROWS), specs, strict=True):
             self.launch("q8_gemv", spec, [x.rows(first, spec["rows"]), weight, out.rows(first, spec["rows"])])
         self.bind_parts(op, out, parts, places, "q8_gemv")
+
+    def q8_gemm(self, op: form.ProductOp, x: Window, parts: Sequence[int], places: Sequence[int], width: int,
+                words: int) -> None:
+        """q8_gemm_tc launches of at most GEMM_MAX_ROWS rows over the product's q8_0 rows as planes."""
+        rows = x.shape[0]
+        weight = self.q8_rows(op.weights, places, planes=True)
+        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+        out = self.activation(f"{name}.out", (rows, sum(places)))
+        for first in range(0, rows, GEMM_MAX_ROWS):
+            count = min(GEMM_MAX_ROWS, rows - first)
+            spec = {"rows": count, "width": width, "parts": tuple(places), "words": words}
+            self.launch("q8_gemm_tc", spec, [x.rows(first, count), weight, out.rows(first, count)])
+        self.bind_parts(op, out, parts, places, "q8_gemm_tc")
 
     @staticmethod
     def gemm_takes(rows: int, spec: dict) -> bool:

@@ -57,7 +57,7 @@ SECTION = struct.Struct("<4sQQ")
 ROLES = ("weight", "state", "activation", "input", "output")
 # weight transform kind -> how many arrays it takes (None: one or more); weights.apply runs them
 TRANSFORMS = {"none": 1, "concatenate": None, "stack": None, "interleave": None, "transpose": 1, "reshape": 1,
-              "slice": 1, "quantize_q8_0": 1, "q8_0_values": 1}
+              "slice": 1, "quantize_q8_0": 1, "q8_0_values": 1, "q8_0_planes": 1}
 
 
 class PlanError(ValueError):
@@ -136,7 +136,9 @@ class Transform:
     default reversed), `reshape` (shape), `slice` (axis, start, stop: a latent attention's key or
     value half of each head's rows), `quantize_q8_0` (per 32-value block of the last axis: fp16 scale then 32
     int8 words; uint8 [..., K / 32 * 34]), `q8_0_values` (the values those blocks stand for, q * d, as
-    floats: q8_0 rows a kernel reads widened, stored in the buffer's dtype), `none`."""
+    floats: q8_0 rows a kernel reads widened, stored in the buffer's dtype), `q8_0_planes` (those
+    blocks' bytes reordered a row: its int8 values back to back, then its fp16 scales: what
+    q8_gemm_tc reads), `none`."""
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)

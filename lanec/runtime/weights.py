@@ -17,6 +17,8 @@ from lanec.runtime import dtypes, seeded
 from lanec.runtime.dtypes import Q8_0_BLOCK
 from lanec.runtime.plan import Plan, Source, Transform, WeightBinding
 
+Q8_0_BLOCK_BYTES = Q8_0_BLOCK + 2  # a block as llama.cpp stores it: its fp16 scale, then its int8 values
+
 
 class WeightError(ValueError):
     """A checkpoint that cannot give the plan its weights (one line)."""
@@ -375,6 +377,17 @@ def q8_0_values(values: np.ndarray) -> np.ndarray:
     return ops.q8_0(values)
 
 
+def q8_0_planes(blocks: np.ndarray) -> np.ndarray:
+    """`quantize_q8_0`'s blocks (uint8 [..., K / 32 * 34]) as planes a row: its K int8 values back
+    to back, then its K / 32 fp16 scales (the same bytes, reordered; q8_gemm_tc's weight rows)."""
+    if blocks.dtype != np.uint8 or blocks.shape[-1] % Q8_0_BLOCK_BYTES:
+        raise WeightError(f"q8_0_planes reorders q8_0 blocks (uint8 rows of whole {Q8_0_BLOCK_BYTES}-byte blocks); "
+                          f"got {blocks.dtype} rows of {blocks.shape[-1]}")
+    split = blocks.reshape(*blocks.shape[:-1], -1, Q8_0_BLOCK_BYTES)
+    scales, values = split[..., :2], split[..., 2:]
+    return np.concatenate([values.reshape(*blocks.shape[:-1], -1), scales.reshape(*blocks.shape[:-1], -1)], axis=-1)
+
+
 def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
     """One transform step."""
     params = transform.params
@@ -407,6 +420,8 @@ def apply(transform: Transform, arrays: list[np.ndarray]) -> np.ndarray:
         return quantize_q8_0(arrays[0])
     if transform.kind == "q8_0_values":
         return q8_0_values(arrays[0])
+    if transform.kind == "q8_0_planes":
+        return q8_0_planes(arrays[0])
     raise WeightError(f"unknown weight transform {transform.kind!r}")
 
 

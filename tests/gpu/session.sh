@@ -39,6 +39,8 @@
 #              (carry build/bench-linear and .whl)
 #   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch, and the quantize epilogue's cost
 #              against the same launch without it and the standalone quantize (carry build/bench/q8)
+#   q8-tc      q8_gemm_tc (int8 tensor cores): its GPU cases, compute-sanitizer, gemm_tc's mma.sync cases and
+#              bench/q8.py's batched set (LANEC_Q8_SET=tc; carry build/gpu and build/bench/q8-tc)
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
@@ -176,6 +178,24 @@ for phase in "${phases[@]}"; do
       # (the timeouts sum to 560 s: the phase fits one 600 s command)
       LANEC_MIXTURE_MODELS=kimi-linear timeout 200 python3 bench/mixture.py 2>&1 | tee "$logs/bench-mixture.log" \
         || status=1 ;;
+    q8-tc)
+      # q8_gemm_tc, the int8 tensor-core product (carry build/gpu and build/bench/q8-tc: `python
+      # tests/gpu/build.py --only q8_gemm_tc gemm_tc` and `LANEC_Q8_SET=tc python bench/q8.py build` here;
+      # about 5 minutes): its cases against the interpreter, compute-sanitizer on a parts case with two
+      # words and on a K-split case, gemm_tc's mma.sync cases (the engine it shares its pipeline with), and
+      # bench/q8.py's batched set against q8_gemv's 32-row launches, bf16 gemm_tc and cuBLAS
+      timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k gemm_tc 2>&1 | tee "$logs/q8-tc.log" \
+        || status=1
+      for case in r100_k4096_parts_w2 r48_k4096_n2304_s8_t64; do
+        for tool in memcheck racecheck; do
+          timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_q8_gemv.py \
+            -q -k "gemm_tc and $case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+            | tee -a "$logs/sanitize.log"
+        done
+      done
+      timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "not gemm_wgmma" 2>&1 \
+        | tee "$logs/gemm-mma.log" || status=1
+      LANEC_Q8_SET=tc timeout 200 python3 bench/q8.py 2>&1 | tee "$logs/bench-q8-tc.log" || status=1 ;;
     pending-bench)
       # the KDA-only steps against the chain and the real-size batch 8, 64 and 256 steps, after a table or a
       # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256, kimi-full-b8-c1k / b64-c1k /

@@ -1,6 +1,7 @@
-"""q8_gemv and q8_gated_gemv on the GPU against the interpreter (ops.product and ops.gated_product
-of the values both sides stand for: ops.quantize's activation, ops.q8_0's weights), every case of
-tests/gpu/cases/q8_gemv.py and q8_gated_gemv.py (built by tests/gpu/build.py): fresh random
+"""q8_gemv, q8_gated_gemv and q8_gemm_tc on the GPU against the interpreter (ops.product and
+ops.gated_product of the values both sides stand for: ops.quantize's activation, ops.q8_0's
+weights), every case of tests/gpu/cases/q8_gemv.py, q8_gated_gemv.py and q8_gemm_tc.py (built by
+tests/gpu/build.py; q8_gemm_tc's weight rows as `q8_0_planes` reorders them): fresh random
 activation rows quantized as the quantize kernel writes them, fresh q8_0 weight rows as the plan
 stores them (llama.cpp's blocks), the output poisoned (NaN) first, the bf16 kernel tolerance. A
 quantize epilogue's case: its staged fp32 values within that tolerance, its quantized rows those
@@ -22,6 +23,7 @@ from lanec.runtime.tolerance import KERNEL
 HERE = Path(__file__).resolve().parent
 GEMV = load("lanec_gpu_cases_q8_gemv", HERE / "cases" / "q8_gemv.py").CASES
 GATED = load("lanec_gpu_cases_q8_gated_gemv", HERE / "cases" / "q8_gated_gemv.py").CASES
+GEMM = load("lanec_gpu_cases_q8_gemm_tc", HERE / "cases" / "q8_gemm_tc.py").CASES
 
 
 def check(what: str, got: np.ndarray, want: np.ndarray) -> None:
@@ -75,3 +77,15 @@ def test_q8_gated_gemv_matches_interpreter(case, stream):
         check_quantized(f"q8_gated_gemv/{case}", got, "out", ops.gated_product(x, gate, up), spec["quantize"])
     else:
         check(f"q8_gated_gemv/{case}", got["out"], ops.gated_product(x, gate, up))
+
+
+@pytest.mark.parametrize("case", sorted(GEMM))
+def test_q8_gemm_tc_matches_interpreter(case, stream):
+    from lanec.runtime.weights import q8_0_planes
+
+    spec = GEMM[case]
+    rng = np.random.default_rng()
+    x, stored_x = quantized_activation(rng, spec["rows"], spec["width"], spec["words"])
+    w, stored_w = q8_0_rows(rng, sum(spec["parts"]), spec["width"])
+    got = launch_case("q8_gemm_tc", case, {"x": stored_x, "w": q8_0_planes(stored_w)}, stream)
+    check(f"q8_gemm_tc/{case}", got["y"], ops.product(x, w))

@@ -37,6 +37,7 @@ KERNELS = {
     "quantize": "lanec.codegen.kernels.quantize:Quantize",
     "q8_gemv": "lanec.codegen.kernels.q8_gemv:Q8Gemv",
     "q8_gated_gemv": "lanec.codegen.kernels.q8_gemv:Q8GatedGemv",
+    "q8_gemm_tc": "lanec.codegen.kernels.q8_gemm:Q8GemmTc",
 }
 
 

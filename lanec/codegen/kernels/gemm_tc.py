@@ -204,10 +204,18 @@ class GemmTc:
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
         layout = cute.make_layout((S, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
         buffers = smem.allocate_tensor(BFloat16, layout, 128)
-        n0 = n_tile * self.tile_n
-        first_row = block * self.block_rows
-        k_first, tiles = self.start_pipeline(w, x, buffers, buffers, n0, first_row, split, tid)
+        self.stream(x, w, y, buffers, buffers, n_tile * self.tile_n, block * self.block_rows, split, tid, warp, lane)
 
+    @cute.jit
+    def stream(self, x, w, y, buffers, partial, n0: Int32, first_row: Int32, split: Int32, tid: Int32, warp: Int32,
+               lane: Int32):
+        """The CTA's whole product after its shared memory is laid out: the pipeline started
+        (`start_pipeline`), each K stage of the split waited for, the stage `stages - 1` ahead
+        requested and this one multiplied (`load_weights`, `load_rows`, `multiply` on `buffers`:
+        whatever the subclass keeps there), then the tile stored, or split over the cluster and
+        summed through `partial` (the shared memory the fp32 partial tile reuses)."""
+        S: cutlass.Constexpr = self.stages
+        k_first, tiles = self.start_pipeline(w, x, buffers, buffers, n0, first_row, split, tid)
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         acc.fill(0.0)
         for tile in range(tiles):
@@ -223,7 +231,7 @@ class GemmTc:
         if cutlass.const_expr(self.splits == 1):
             self.put_fragments(y, acc, n0, first_row, warp, lane)
         else:
-            self.reduce(y, buffers, acc, split, n0, first_row, tid, warp, lane)
+            self.reduce(y, partial, acc, split, n0, first_row, tid, warp, lane)
 
     @cute.jit
     def split_stages(self, split: Int32):

@@ -531,6 +531,22 @@ def mma_into(acc, a, b, bf16=True, *, loc=None, ip=None):
         acc[i] = value
 
 
+@dsl_user_op
+def mma_s8(a, b, *, loc=None, ip=None):
+    """The int32 products of one m16n8k32 tile of signed bytes, from zero: ``a`` the four A words
+    (16 rows x 32 values), ``b`` the two B words (32 values x 8 columns); four Int32 in the
+    accumulator layout of `mma_into` (rows lane / 4 and + 8, columns 2 (lane % 4) and the next)."""
+    zero = Int32(0).ir_value(loc=loc, ip=ip)
+    operands = [_u(w, loc, ip) for w in a] + [_u(w, loc, ip) for w in b] + [zero] * 4
+    result = llvm.inline_asm(
+        _struct(4, "i"), operands,
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {$0, $1, $2, $3}, "
+        "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+        "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r", has_side_effects=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    return tuple(Int32(word) for word in _fields(result, 4, "i", loc, ip))
+
+
 # --- a cp.async pipeline --------------------------------------------------------------------
 
 
@@ -593,12 +609,13 @@ def store_global_words(pointer, words, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def copy_g2s_zfill(destination, source, keep, *, loc=None, ip=None):
-    """16 bytes global to shared by ``cp.async`` where ``keep``, else 16 zero bytes written by
-    the same copy (source size 0: nothing is read)."""
-    size = cutlass.select_(keep, Int32(16), Int32(0))
-    _asm(None, [_address(destination, loc, ip), _address(source, loc, ip), size.ir_value(loc=loc, ip=ip)],
-         "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", loc, ip)
+def copy_g2s_zfill(destination, source, keep, size=16, *, loc=None, ip=None):
+    """``size`` bytes (16, or 8 or 4 through L1) global to shared by ``cp.async`` where ``keep``,
+    else as many zero bytes written by the same copy (source size 0: nothing is read)."""
+    read = cutlass.select_(keep, Int32(size), Int32(0))
+    level = "cg" if size == 16 else "ca"  # .cg copies 16 bytes only
+    _asm(None, [_address(destination, loc, ip), _address(source, loc, ip), read.ir_value(loc=loc, ip=ip)],
+         f"cp.async.{level}.shared.global [$0], [$1], {size}, $2;", "r,l,r", loc, ip)
 
 
 # --- int8: the quantized form (q8_0 weight blocks, int8 activations) -------------------------
