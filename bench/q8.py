@@ -291,13 +291,7 @@ def run() -> list:
               f"| {bf16_us:.2f} | {bf16_us / us:.2f} | {torch_us:.2f} | {torch_us / us:.2f} |")
     print()
     print("q8 schedules at one row (warps x weight rows a CTA; * = default): us")
-    cells: dict[str, list] = {}
-    for entry, us, _, _ in results:
-        if entry["kind"] == "q8" and entry["rows"] == 1:
-            key = f"{entry['label']} w{entry['words']}"
-            cells.setdefault(key, []).append(f"{entry['schedule']}{'*' if entry['default'] else ''} {us:.2f}")
-    for key, row in cells.items():
-        print(f"  {key:28s} " + "  ".join(row))
+    schedules_table(results, lambda e: e["kind"] == "q8" and e["rows"] == 1, lambda e: f"{e['label']} w{e['words']}")
     print()
     print("quantize (the standalone launch before a q8 product): us")
     quantize_us = {}
@@ -354,13 +348,18 @@ def tensor_core_table(results: list, copy_tbs: float) -> None:
               f"| {bf16_us:.2f} | {bf16_us / us:.2f} | {torch_us:.2f} | {torch_us / us:.2f} |")
     print()
     print("q8_gemm_tc schedules, one word (tile x padded rows, splits, stages; * = default): us")
-    cells: dict[tuple, list] = {}
+    schedules_table(results, lambda e: e["kind"] == "q8_tc" and e["words"] == 1,
+                    lambda e: f"{e['label']} {e['rows']} rows")
+
+
+def schedules_table(results: list, chosen, name) -> None:
+    """One line per `name(entry)` of the `chosen` entries: each schedule's time, the default starred."""
+    cells: dict[str, list] = {}
     for entry, us, _, _ in results:
-        if entry["kind"] == "q8_tc" and entry["words"] == 1:
-            cells.setdefault((entry["label"], entry["rows"]), []).append(
-                f"[{entry['schedule']}]{'*' if entry['default'] else ''} {us:.2f}")
-    for (label, rows), row in cells.items():
-        print(f"  {label:14s} {rows:4d} rows  " + "  ".join(row))
+        if chosen(entry):
+            cells.setdefault(name(entry), []).append(f"[{entry['schedule']}]{'*' if entry['default'] else ''} {us:.2f}")
+    for key, row in cells.items():
+        print(f"  {key:28s} " + "  ".join(row))
 
 
 if __name__ == "__main__":
