@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lanec.codegen.facts import GEMM_FROM_ROWS
 from lanec.codegen.lower import lower_module
 from lanec.codegen.schedules import kda_schedule, schedule_for
 from lanec.codegen.spec import spec_of
@@ -91,6 +92,20 @@ def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
     assert [(spec_of(op)["parts"], spec_of(op)["rows"]) for op in pairs] == [((18432,), 64)]
     kda = [op for op in ops if op.kernel.data == "kda_split"]
     assert len(kda) == 1 and spec_of(kda[0])["batch"] == 64
+
+
+@pytest.mark.parametrize("batch", [GEMM_FROM_ROWS - 1, GEMM_FROM_ROWS])
+def test_products_take_gemm_tc_from_the_measured_rows(tmp_path, batch):
+    """Below GEMM_FROM_ROWS a KDA layer's products are gemv launches (the gated pair gated_gemv);
+    from it, gemm_tc launches (the gated pair too), though the rules still fuse them as a decode
+    step's (GEMV_ROWS)."""
+    ops = kda_layer_launches(tmp_path, batch)
+    kinds = [op.kernel.data for op in ops]
+    tensor_cores = batch >= GEMM_FROM_ROWS
+    assert ("gemm_tc" in kinds) == tensor_cores and ("gemv" in kinds) != tensor_cores
+    assert ("gated_gemv" in kinds) != tensor_cores
+    first = kinds.index("kda_split")
+    assert spec_of(ops[first - 2])["parts"] == (4096, 4096, 4096, 128, 32, 128)  # the merged product in parts
 
 
 def test_rows_beyond_a_gemm_tc_launch_are_split_into_launches_of_256(tmp_path):

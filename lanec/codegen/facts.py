@@ -306,6 +306,13 @@ def quantized_problems(width: int, words: int) -> list[str]:
 # gemm_tc: a batch's rows against a weight read once, on tensor cores
 
 GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (the MMA's M side)
+# A product of this many rows or more runs on gemm_tc (where its facts take the shape), fewer on
+# gemv. Measured on the H200 (bench/gemm.py with LANEC_GEMM_ROWS=8,16, 2026-11-30, the 13 Kimi
+# Linear and Llama-3-8B products at gemm_tc's default schedule against gemv at its table's): at 16
+# rows gemm_tc is 1.04-1.38x gemv on every product (kimi o proj 8.06 against 11.10 us, llama
+# gate+up 60.64 against 77.39); at 8 rows 0.88-1.09x (kimi qkv 19.91 against 17.48), and the whole
+# real-size Kimi step at batch 8 ran 6646 us with gemm_tc against 6613 with gemv.
+GEMM_FROM_ROWS = 16
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
 GEMM_LOADS = ("copies", "tma", "producer")  # how the wgmma engine fills a stage (GemmSchedule.loads)
 # The wgmma engine's loads where neither the schedule nor the table names them: a producer warpgroup for

@@ -33,6 +33,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec.codegen.facts import (
+    GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
     GEMV_ROWS,
     MIXTURE_GROUPED_ROWS,
@@ -483,7 +484,7 @@ class Lowering:
         x = self.window(op.x) if op.x not in self.prologues else None
         if (x is not None and len(parts) == 1 and part is None and self.argmax_reader(op) is None
                 and self.epilogue_words(op, op.parts[0])
-                and not (rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**spec, **pitch_of(x)}))):
+                and not (self.tensor_cores(rows, {**spec, **pitch_of(x)}))):
             # its gemv launches quantize their output in the epilogue where they can (`row_products`)
             specs = self.row_specs("gemv", rows, GEMV_ROWS, {"width": spec["width"], "outputs": total},
                                    {**spec, **pitch_of(x)})
@@ -593,21 +594,24 @@ class Lowering:
         self.bind_parts(op, out, parts, places, "q8_gemm_tc")
 
     @staticmethod
-    def gemm_takes(rows: int, spec: dict) -> bool:
-        """Whether gemm_tc's facts take a product of `rows` rows (`spec`: gemv's)."""
-        return not GemmSpec(rows, spec["width"], tuple(spec["parts"]), spec.get("per_head"),
-                            spec.get("x_pitch"), spec.get("gated", False)).problems()
+    def tensor_cores(rows: int, spec: dict) -> bool:
+        """Whether a product of `rows` rows (`spec`: gemv's) runs on gemm_tc: from GEMM_FROM_ROWS
+        rows (measured: facts.py), where gemm_tc's facts take the shape."""
+        return rows >= GEMM_FROM_ROWS and not GemmSpec(
+            min(rows, GEMM_MAX_ROWS), spec["width"], tuple(spec["parts"]), spec.get("per_head"), spec.get("x_pitch"),
+            spec.get("gated", False)).problems()
 
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict, epilogue: Sequence[Window] = ()) -> None:
         """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
-        entry for each launch's shape: above GEMV_ROWS rows gemm_tc launches of at most
+        entry for each launch's shape: from GEMM_FROM_ROWS rows gemm_tc launches of at most
         GEMM_MAX_ROWS rows (one for a batch's, each reading the weight once) where its facts take
-        the shape; otherwise gemv launches of at most GEMV_ROWS rows each. `epilogue`: the tensors
-        of the gemv's epilogue (its argmax), after its output; one gemv launch only."""
+        the shape (`tensor_cores`); otherwise gemv launches of at most GEMV_ROWS rows each.
+        `epilogue`: the tensors of the gemv's epilogue (its argmax), after its output; one gemv
+        launch only."""
         rows, outputs = out.shape
         spec = {**spec, **pitch_of(x)}
         assert not epilogue or rows <= GEMV_ROWS, "an epilogue's tensors are one gemv launch's"
-        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), spec):
+        if not epilogue and self.tensor_cores(rows, spec):
             shape = {"width": spec["width"], "outputs": sum(spec["parts"])}
             if spec.get("gated"):
                 shape["gated"] = 1  # a gated pair's launch is tuned apart from a product of its 2 x hidden rows
@@ -636,7 +640,7 @@ class Lowering:
         name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
         x = self.window(op.x)
         paired = {"width": width, "parts": (2 * hidden,), "gated": True}
-        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {**paired, **pitch_of(x)}):
+        if self.tensor_cores(rows, {**paired, **pitch_of(x)}):
             # one gemm_tc launch: gate and up tiles side by side (the weights interleaved once at load,
             # PAIR_TILE rows each), SwiGLU in the epilogue: the [rows, 2 hidden] products never reach memory
             pair = self.weight([op.gate, op.up], [{"kind": "interleave", "rows": PAIR_TILE}], shape=(2 * hidden, width))
@@ -645,7 +649,7 @@ class Lowering:
             self.bind(op, op.result, out, "gemm_tc")
             return
         gate, up = self.window(op.gate), self.window(op.up)
-        if rows > GEMV_ROWS and self.gemm_takes(min(rows, GEMM_MAX_ROWS), {"width": width, "parts": (hidden,),
+        if self.tensor_cores(rows, {"width": width, "parts": (hidden,),
                                                                             **pitch_of(x)}):
             # not whole pair tiles: each weight read once by gemm_tc (gated_gemv would re-read both
             # every 32 rows), then SwiGLU
