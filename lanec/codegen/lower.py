@@ -484,7 +484,7 @@ class Lowering:
         x = self.window(op.x) if op.x not in self.prologues else None
         if (x is not None and len(parts) == 1 and part is None and self.argmax_reader(op) is None
                 and self.epilogue_words(op, op.parts[0])
-                and not (self.tensor_cores(rows, {**spec, **pitch_of(x)}))):
+                and not self.tensor_cores(rows, {**spec, **pitch_of(x)})):
             # its gemv launches quantize their output in the epilogue where they can (`row_products`)
             specs = self.row_specs("gemv", rows, GEMV_ROWS, {"width": spec["width"], "outputs": total},
                                    {**spec, **pitch_of(x)})
@@ -649,8 +649,7 @@ class Lowering:
             self.bind(op, op.result, out, "gemm_tc")
             return
         gate, up = self.window(op.gate), self.window(op.up)
-        if self.tensor_cores(rows, {"width": width, "parts": (hidden,),
-                                                                            **pitch_of(x)}):
+        if self.tensor_cores(rows, {"width": width, "parts": (hidden,), **pitch_of(x)}):
             # not whole pair tiles: each weight read once by gemm_tc (gated_gemv would re-read both
             # every 32 rows), then SwiGLU
             halves = []
