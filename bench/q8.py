@@ -51,7 +51,8 @@ ROTATE_BYTES = 240 * 2**20
 
 TC_ROWS = [33, 64, 128, 256]  # the batched set's rows: above q8_gemv's 32-row launches
 # q8_gemm_tc schedules timed beside its default (one word): fewer stages let two CTAs share an SM
-TC_SCHEDULES = [{"stages": 3}, {"stages": 2}, {"stages": 3, "tile_n": 64}, {"stages": 2, "block_rows": 32}]
+TC_SCHEDULES = [{"stages": 6}, {"stages": 2}, {"stages": 3, "tile_n": 64}, {"stages": 2, "block_rows": 32},
+                {"stages": 3, "block_rows": 64}]
 GEMV_ROWS = 32
 
 
@@ -82,8 +83,9 @@ def build_tensor_cores(add) -> None:
                 add(Q8GemmTc(rows, k, (n,), words=words), f"{slug}_r{rows}_w{words}_tc", kind="q8_tc", words=words,
                     default=True, rows=rows, **shape)
             for i, schedule in enumerate(TC_SCHEDULES):
+                asked = {"block_rows": schedule["block_rows"]} if "block_rows" in schedule else {}
                 add(Q8GemmTc(rows, k, (n,), schedule=schedule), f"{slug}_r{rows}_w1_tc_s{i}", kind="q8_tc", words=1,
-                    default=False, rows=rows, **shape)
+                    default=False, rows=rows, **shape, **asked)
 
 
 def build() -> None:
@@ -103,9 +105,12 @@ def build() -> None:
         compiled = compile_kernel(kernel)
         compiled.save(OUT, stem)
         schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "rows_per_cta") else ""
-        if hasattr(kernel, "tile_n"):
+        knobs = {}
+        if hasattr(kernel, "tile_n"):  # q8_gemm_tc's knobs as the table names them (block_rows where asked)
             schedule = f"{kernel.tile_n} x {kernel.padded_rows}, {kernel.splits} splits, {kernel.stages} stages"
-        entries.append({"stem": stem, "schedule": schedule, **info})
+            knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages,
+                     **({"block_rows": info.pop("block_rows")} if "block_rows" in info else {})}
+        entries.append({"stem": stem, "schedule": schedule, "knobs": knobs, **info})
         print(f"{stem:44s} grid {compiled.launch.grid} x {compiled.launch.block[0]}")
 
     if TENSOR_CORES:
@@ -362,5 +367,24 @@ def schedules_table(results: list, chosen, name) -> None:
         print(f"  {key:28s} " + "  ".join(row))
 
 
+def write_table(path: Path, results: list) -> None:
+    """The batched set's fastest q8_gemm_tc schedule per (rows, width, outputs, words), as
+    lanec/codegen/schedules.py reads it, merged into what `path` holds (copy it to
+    lanec/codegen/schedules.json once tests/gpu has checked those specializations: its tuned cases)."""
+    if not TENSOR_CORES:
+        sys.exit("q8.py --write-table: the table is the batched set's (LANEC_Q8_SET=tc)")
+    table = json.loads(path.read_text()) if path.is_file() else {}
+    best: dict[str, tuple] = {}
+    for entry, us, _, _ in results:
+        if entry["kind"] == "q8_tc":
+            key = f"outputs={entry['n']},rows={entry['rows']},width={entry['k']},words={entry['words']}"
+            if key not in best or us < best[key][0]:
+                best[key] = (us, entry["knobs"])
+    for key, (us, knobs) in best.items():
+        table.setdefault("q8_gemm_tc", {})[key] = {"schedule": knobs, "us": round(us, 2)}
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"wrote the fastest q8_gemm_tc schedules of {len(best)} shapes to {path}")
+
+
 if __name__ == "__main__":
-    measure.main(build, run, "q8.py")
+    measure.main(build, run, "q8.py", write_table)

@@ -148,6 +148,63 @@ def test_q8_0_planes_reorder_the_blocks_bytes():
         q8_0_planes(w)
 
 
+def test_q8_gemm_tc_launches_take_the_tuned_tables_schedule(tmp_path, monkeypatch):
+    """The lowering looks each q8_gemm_tc launch up in the schedule table (rows, width, outputs,
+    words), as bench/q8.py --write-table writes it."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen import schedules
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from plans import q8_rows
+
+    source = tmp_path / "model.mlir"
+    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "llama-3.1-8b.config.json"), "--layers", "1",
+                                       "--batch", "64", "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    source.write_text(q8_rows(source.read_text()))
+    tuned = {"tile_n": 128, "splits": 2, "stages": 2, "block_rows": 32}
+    monkeypatch.setattr(schedules, "table", lambda: {"q8_gemm_tc": {
+        "outputs=4096,rows=64,width=4096,words=1": {"schedule": tuned, "us": 17.7}}})
+    launches, _, tunings = lowered(str(source))
+    specs = [spec_of(op) for op in launches if op.kernel.data == "q8_gemm_tc"]
+    o_proj = [spec for spec in specs if spec["parts"] == (4096,)]
+    assert [spec["schedule"] for spec in o_proj] == [tuned]
+    assert all("schedule" not in spec for spec in specs if spec["parts"] != (4096,))  # not in the table
+    kernel = q8_gemm(**{k: v for k, v in o_proj[0].items()})
+    assert (kernel.block_rows, kernel.row_blocks, kernel.stages) == (32, 2, 2)
+    assert ("q8_gemm_tc", {"rows": 64, "width": 4096, "outputs": 4096, "words": 1}, {"schedule": tuned}) in tunings
+
+
+def test_the_q8_bench_writes_the_fastest_schedule_a_shape(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_q8", ROOT / "bench" / "q8.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "TENSOR_CORES", True)
+    shape = {"kind": "q8_tc", "k": 4096, "n": 4096, "rows": 64, "words": 1}
+    results = [({**shape, "knobs": {"tile_n": 128, "splits": 4, "stages": 3}}, 27.1, None, None),
+               ({**shape, "knobs": {"tile_n": 128, "splits": 2, "stages": 2, "block_rows": 32}}, 17.7, None, None),
+               ({**shape, "words": 2, "knobs": {"tile_n": 128, "splits": 4, "stages": 3}}, 38.5, None, None),
+               ({"kind": "bf16", "k": 4096, "n": 4096, "rows": 64, "words": 0, "knobs": {}}, 13.6, None, None)]
+    path = tmp_path / "schedules.json"
+    path.write_text('{"gemm_tc": {"kept": {"us": 1.0}}}')
+    bench.write_table(path, results)
+    import json
+
+    table = json.loads(path.read_text())
+    assert table["gemm_tc"] == {"kept": {"us": 1.0}}  # merged into what the file held
+    assert table["q8_gemm_tc"] == {
+        "outputs=4096,rows=64,width=4096,words=1": {"schedule": {"tile_n": 128, "splits": 2, "stages": 2,
+                                                                 "block_rows": 32}, "us": 17.7},
+        "outputs=4096,rows=64,width=4096,words=2": {"schedule": {"tile_n": 128, "splits": 4, "stages": 3}, "us": 38.5}}
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: q8_gemm(64, 4160, (64,)), "width 4160: whole runs of 256 values"),
     (lambda: q8_gemm(257, 4096, (64,)), "takes 1-256 rows a launch"),

@@ -582,14 +582,16 @@ class Lowering:
 
     def q8_gemm(self, op: form.ProductOp, x: Window, parts: Sequence[int], places: Sequence[int], width: int,
                 words: int) -> None:
-        """q8_gemm_tc launches of at most GEMM_MAX_ROWS rows over the product's q8_0 rows as planes."""
+        """q8_gemm_tc launches of at most GEMM_MAX_ROWS rows over the product's q8_0 rows as planes,
+        each under the schedule table's entry for its shape."""
         rows = x.shape[0]
         weight = self.q8_rows(op.weights, places, planes=True)
         name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
         out = self.activation(f"{name}.out", (rows, sum(places)))
         for first in range(0, rows, GEMM_MAX_ROWS):
             count = min(GEMM_MAX_ROWS, rows - first)
-            spec = {"rows": count, "width": width, "parts": tuple(places), "words": words}
+            tuned = self.tuned("q8_gemm_tc", {"rows": count, "width": width, "outputs": sum(places), "words": words})
+            spec = {"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned}
             self.launch("q8_gemm_tc", spec, [x.rows(first, count), weight, out.rows(first, count)])
         self.bind_parts(op, out, parts, places, "q8_gemm_tc")
 

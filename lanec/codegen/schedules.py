@@ -1,6 +1,7 @@
 """Tuned schedules: the specialization knobs measured best on the GPU for a kernel at a shape,
 kept in schedules.json beside this file and read by the lowering. The benches write it on the H200
-(`bench/kda.py --write-table`, `bench/gemv.py --write-table`; `tests/gpu/session.sh` runs both);
+(`bench/kda.py --write-table`, `bench/gemv.py --write-table`, `bench/gemm.py --write-table`,
+`LANEC_Q8_SET=tc bench/q8.py --write-table`; `tests/gpu/session.sh` runs them);
 an entry joins the table once tests/gpu has checked its specialization (the GPU cases of gemv and
 gated_gemv include every schedule the table names).
 
@@ -19,7 +20,8 @@ from pathlib import Path
 from lanec.codegen.facts import GemmSchedule, KdaSchedule, RowSchedule
 
 TABLE = Path(__file__).with_name("schedules.json")
-SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule}
+SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule,
+             "q8_gemm_tc": GemmSchedule}
 
 
 @cache

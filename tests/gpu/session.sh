@@ -183,7 +183,9 @@ for phase in "${phases[@]}"; do
       # tests/gpu/build.py --only q8_gemm_tc gemm_tc` and `LANEC_Q8_SET=tc python bench/q8.py build` here;
       # about 5 minutes): its cases against the interpreter, compute-sanitizer on a parts case with two
       # words and on a K-split case, gemm_tc's mma.sync cases (the engine it shares its pipeline with), and
-      # bench/q8.py's batched set against q8_gemv's 32-row launches, bf16 gemm_tc and cuBLAS
+      # bench/q8.py's batched set against q8_gemv's 32-row launches, bf16 gemm_tc and cuBLAS, writing the
+      # fastest q8_gemm_tc schedules to $OUT/logs.tgz's schedules.json (merge its q8_gemm_tc entries into
+      # lanec/codegen/schedules.json, rebuild here, and run the tuned cases: `-k "gemm_tc and tuned"`)
       timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k gemm_tc 2>&1 | tee "$logs/q8-tc.log" \
         || status=1
       for case in r100_k4096_parts_w2 r48_k4096_n2304_s8_t64; do
@@ -195,7 +197,8 @@ for phase in "${phases[@]}"; do
       done
       timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "not gemm_wgmma" 2>&1 \
         | tee "$logs/gemm-mma.log" || status=1
-      LANEC_Q8_SET=tc timeout 200 python3 bench/q8.py 2>&1 | tee "$logs/bench-q8-tc.log" || status=1 ;;
+      LANEC_Q8_SET=tc timeout 200 python3 bench/q8.py --write-table "$logs/schedules.json" 2>&1 \
+        | tee "$logs/bench-q8-tc.log" || status=1 ;;
     pending-bench)
       # the KDA-only steps against the chain and the real-size batch 8, 64 and 256 steps, after a table or a
       # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256, kimi-full-b8-c1k / b64-c1k /

@@ -3,6 +3,9 @@
 4096, the q k v parts, 14336 -> 4096) and Kimi Linear's (2304 wide); outputs that are no whole
 tile (1000, 777 + 1024 parts); a K split, two row blocks and schedules of their own."""
 
+import json
+from pathlib import Path
+
 KERNEL = "q8_gemm_tc"
 
 CASES = {
@@ -17,6 +20,14 @@ CASES = {
                                    schedule={"splits": 8, "tile_n": 64}),
     "r200_k1024_n512_b64": dict(rows=200, width=1024, parts=[512], words=2, schedule={"block_rows": 64}),
 }
+
+# every schedule the compiler's tuned table picks for q8_gemm_tc (lanec/codegen/schedules.json) is checked too
+TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
+for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
+    shape = dict(item.split("=") for item in key.split(","))
+    rows, width, outputs, words = (int(shape[k]) for k in ("rows", "width", "outputs", "words"))
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, parts=[outputs], words=words,
+                                                                 schedule=entry["schedule"])
 
 
 def make(spec: dict):
