@@ -16,6 +16,7 @@ from ptx import compiled_for_sm90a
 
 from lanec.codegen.facts import quantized_pitch
 from lanec.codegen.lower import lower_module
+from lanec.codegen.schedules import schedule_for
 from lanec.codegen.spec import spec_of
 from lanec.dialects import lane
 from lanec.interp import ops
@@ -132,6 +133,28 @@ def test_q8_gemm_tc_compiles_to_integer_mma_a_block(make):
     assert kernel.launch().grid == (kernel.splits, kernel.row_blocks, -(-kernel.outputs // kernel.tile_n))
 
 
+def q8_table_entries() -> list:
+    """(shape, schedule) of every q8_gemm_tc entry the compiler's table holds."""
+    from lanec.codegen.schedules import table
+
+    found = []
+    for key, entry in sorted(table().get("q8_gemm_tc", {}).items()):
+        assert set(entry) == {"schedule", "us"}, f"{key}: an entry is its named schedule and its time"
+        found.append(({k: int(v) for k, v in (part.split("=") for part in key.split(","))}, entry["schedule"]))
+    return found
+
+
+@pytest.mark.parametrize(("shape", "schedule"), q8_table_entries(),
+                         ids=lambda v: ",".join(f"{k}{x}" for k, x in sorted(v.items())))
+def test_every_q8_table_schedule_compiles(shape, schedule):
+    """What bench/q8.py wrote is what the lowering launches: each entry compiles with its integer MMAs."""
+    kernel = q8_gemm(shape["rows"], shape["width"], (shape["outputs"],), words=shape["words"], schedule=schedule)
+    # the named knobs taken (block_rows: the most rows a CTA; 33 rows in blocks of 32 are two of 17)
+    assert all(getattr(kernel, knob) == value for knob, value in schedule.items() if knob != "block_rows")
+    assert kernel.block_rows <= schedule.get("block_rows", kernel.block_rows)
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in compiled_for_sm90a(kernel).ptx
+
+
 def test_q8_0_planes_reorder_the_blocks_bytes():
     from lanec.runtime.weights import WeightError, q8_0_planes, quantize_q8_0
 
@@ -245,7 +268,8 @@ def test_q8_products_above_the_gemv_rows_take_the_int8_tensor_cores(tmp_path, ba
     assert len(planes) == (3 if kernel == "q8_gemm_tc" else 0)
     if kernel == "q8_gemm_tc":
         qkv = spec_of(launches[kinds.index(kernel)])
-        assert qkv == {"rows": batch, "width": 4096, "parts": (4096, 1024, 1024), "words": 1}
+        tuned = schedule_for("q8_gemm_tc", {"rows": batch, "width": 4096, "outputs": 6144, "words": 1})
+        assert qkv == {"rows": batch, "width": 4096, "parts": (4096, 1024, 1024), "words": 1, **tuned}
         whys = [o["why"] for k, _, o in tunings if k == "q8_product"]
         assert len(whys) == 3 and all("above q8_gemv's 32" in why for why in whys)
 
