@@ -171,6 +171,45 @@ def test_q8_0_planes_reorder_the_blocks_bytes():
         q8_0_planes(w)
 
 
+@pytest.mark.parametrize(("batch", "fuse_quant"), [(64, False), (64, True), (32, False)])
+def test_q8_gated_pairs_above_the_gemv_rows_are_two_products_and_a_swiglu(tmp_path, batch, fuse_quant):
+    """Llama-3.1-8B's first layer with every projection Q8_0: above 32 rows the MLP's gated pair is
+    a q8_gemm_tc launch for gate and for up (each weight read once) and an elementwise SwiGLU, which
+    quantizes for the down product in its own epilogue under fuse-quant; at 32 rows q8_gated_gemv."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from plans import q8_rows
+
+    source = tmp_path / "model.mlir"
+    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "llama-3.1-8b.config.json"), "--layers", "1",
+                                       "--batch", str(batch), "-o", str(source)])
+    assert result.exit_code == 0, result.output
+    source.write_text(q8_rows(source.read_text(), experts=True))
+    launches, buffers, tunings = lowered(str(source), fuse_quant=fuse_quant)
+    kinds = [op.kernel.data for op in launches]
+    if batch <= 32:
+        assert kinds.count("q8_gated_gemv") == 2 and "q8_gemm_tc" not in kinds  # two launches of 16 rows
+        return
+    assert "q8_gated_gemv" not in kinds
+    swiglu = next(i for i, op in enumerate(launches) if spec_of(op).get("op") == "swiglu")
+    assert kinds[swiglu - 2: swiglu + 1] == ["q8_gemm_tc", "q8_gemm_tc", "elementwise"]  # gate, up, SwiGLU
+    assert [spec_of(launches[swiglu - k])["parts"] for k in (2, 1)] == [(14336,), (14336,)]
+    assert spec_of(launches[swiglu]).get("quantize") == (1 if fuse_quant else None)
+    # the down product reads the SwiGLU quantized: from its epilogue, or a quantize launch after it
+    after = ["q8_gemm_tc"] if fuse_quant else ["quantize", "q8_gemm_tc"]
+    assert kinds[swiglu + 1: swiglu + 1 + len(after)] == after
+    whys = [o["why"] for k, shape, o in tunings if k == "q8_product" and shape.get("gated")]
+    assert whys == ["64 rows are above q8_gemv's 32: gate and up on int8 tensor cores, each read once, then the "
+                    "SwiGLU"]
+    planes = [b for b in buffers if "q8_0_planes" in str(b.transforms)]
+    assert len(planes) == 6  # q k v, o, gate, up, down, lm head: gate and up apart, q k v in parts
+
+
 def test_q8_gemm_tc_launches_take_the_tuned_tables_schedule(tmp_path, monkeypatch):
     """The lowering looks each q8_gemm_tc launch up in the schedule table (rows, width, outputs,
     words), as bench/q8.py --write-table writes it."""

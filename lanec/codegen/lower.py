@@ -564,7 +564,10 @@ class Lowering:
                 self.tunings.append(("q8_product", shape, {
                     "kernel": "q8_gemm_tc", "why": f"{rows} rows are above q8_gemv's {GEMV_ROWS}: int8 tensor cores "
                     "read the q8_0 rows once for every row"}))
-                self.q8_gemm(op, x, parts, places, width, words)
+                name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+                out = self.activation(f"{name}.out", (rows, sum(places)))
+                self.q8_gemm(op.weights, places, x, out, words)
+                self.bind_parts(op, out, parts, places, "q8_gemm_tc")
                 return
             self.tunings.append(("q8_product", shape, {
                 "kernel": "q8_gemv", "why": f"q8_gemm_tc {refused[0]}: q8_gemv launches of {GEMV_ROWS} rows"}))
@@ -580,20 +583,16 @@ class Lowering:
             self.launch("q8_gemv", spec, [x.rows(first, spec["rows"]), weight, out.rows(first, spec["rows"])])
         self.bind_parts(op, out, parts, places, "q8_gemv")
 
-    def q8_gemm(self, op: form.ProductOp, x: Window, parts: Sequence[int], places: Sequence[int], width: int,
-                words: int) -> None:
-        """q8_gemm_tc launches of at most GEMM_MAX_ROWS rows over the product's q8_0 rows as planes,
-        each under the schedule table's entry for its shape."""
-        rows = x.shape[0]
-        weight = self.q8_rows(op.weights, places, planes=True)
-        name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
-        out = self.activation(f"{name}.out", (rows, sum(places)))
+    def q8_gemm(self, weights: Sequence[SSAValue], places: Sequence[int], x: Window, out: Window, words: int) -> None:
+        """out = x . the q8_0 rows of `weights` (at `places`, as planes): q8_gemm_tc launches of at
+        most GEMM_MAX_ROWS rows, each under the schedule table's entry for its shape."""
+        rows, width = x.shape[0], form.shape(weights[0])[1]
+        weight = self.q8_rows(weights, places, planes=True)
         for first in range(0, rows, GEMM_MAX_ROWS):
             count = min(GEMM_MAX_ROWS, rows - first)
             tuned = self.tuned("q8_gemm_tc", {"rows": count, "width": width, "outputs": sum(places), "words": words})
             spec = {"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned}
             self.launch("q8_gemm_tc", spec, [x.rows(first, count), weight, out.rows(first, count)])
-        self.bind_parts(op, out, parts, places, "q8_gemm_tc")
 
     @staticmethod
     def tensor_cores(rows: int, spec: dict) -> bool:
@@ -667,17 +666,50 @@ class Lowering:
         self.row_products(op, "gated_gemv", specs, x, [gate, up])
 
     def q8_gated_product(self, op: form.GatedProductOp) -> None:
-        """A gated pair by q8_0 rows reading its activation quantized: q8_gated_gemv launches of
-        at most Q8_GATED_ROWS rows (a warp reduces 32 sums: 2 weights x 16 rows)."""
+        """A gated pair by q8_0 rows reading its activation quantized: above GEMV_ROWS rows its gate
+        and its up product on q8_gemm_tc (each weight read once), then the SwiGLU as an elementwise
+        launch (its quantize epilogue where fuse-quant put one there), where q8_gemm_tc's facts take
+        the shape; else q8_gated_gemv launches of at most Q8_GATED_ROWS rows (a warp reduces 32 sums:
+        2 weights x 16 rows), each reading both weights again."""
         x = self.window(op.x)
         rows, width = x.shape[0], form.shape(op.gate)[1]
         hidden = form.shape(op.gate)[0]
-        gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
         words = self.quantized_words[op.x]
+        if rows > GEMV_ROWS:
+            refused = Q8GemmSpec(min(rows, GEMM_MAX_ROWS), width, (hidden,), words).problems()
+            shape = {"rows": rows, "width": width, "outputs": hidden, "words": words, "gated": 1}
+            why = (f"{rows} rows are above q8_gemv's {GEMV_ROWS}: gate and up on int8 tensor cores, each read once, "
+                   "then the SwiGLU" if not refused else
+                   f"q8_gemm_tc {refused[0]}: q8_gated_gemv launches of {Q8_GATED_ROWS} rows")
+            self.tunings.append(("q8_product", shape, {"kernel": "q8_gated_gemv" if refused else "q8_gemm_tc",
+                                                       "why": why}))
+            if not refused:
+                self.q8_gated_gemm(op, x, hidden, words)
+                return
+        gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
         specs = self.row_specs("q8_gated_gemv", rows, Q8_GATED_ROWS,
                                {"width": width, "outputs": hidden, "words": words},
                                {"width": width, "hidden": hidden, "words": words})
         self.row_products(op, "q8_gated_gemv", specs, x, [gate, up])
+
+    def q8_gated_gemm(self, op: form.GatedProductOp, x: Window, hidden: int, words: int) -> None:
+        """A gated pair's gate and up products on q8_gemm_tc, then silu(gate) * up by an elementwise
+        launch, which writes the quantized form itself where fuse-quant put a quantize after the pair."""
+        rows = x.shape[0]
+        name = self.sources[op.gate].weight_name.data.removesuffix(".weight")
+        halves = []
+        for which, weight in (("gate", op.gate), ("up", op.up)):
+            halves.append(self.activation(f"{name}.{which}", (rows, hidden)))
+            self.q8_gemm([weight], [hidden], x, halves[-1], words)
+        quantize = self.epilogue_words(op, op.result)
+        out = self.quantized_out(name, rows, hidden, quantize) if quantize else \
+            self.activation(f"{name}.swiglu", (rows, hidden))
+        self.launch("elementwise", {"op": "swiglu", "rows": rows, "width": hidden,
+                                    **({"quantize": quantize} if quantize else {})}, [*halves, out])
+        if quantize:
+            self.bind_epilogue(op.result, out, quantize, "elementwise")
+        else:
+            self.bind(op, op.result, out, "elementwise")
 
     @lower.register
     def lower_norm(self, op: form.NormOp) -> None:

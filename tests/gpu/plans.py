@@ -89,10 +89,13 @@ class Dense(NamedTuple):
 
 class Imported(NamedTuple):
     """A plan's form: `lanec import` of another family's published config (`config`, a file of
-    examples/) with `arguments`."""
+    examples/) with `arguments`; with `q8`, every projection and the lm head as Q8_0 rows under
+    quantized numerics (`q8_rows`), compiled with `compile`."""
 
     config: str
     arguments: list[str]
+    q8: bool = False
+    compile: tuple[str, ...] = ()
 
 
 class Shipped(NamedTuple):
@@ -167,6 +170,10 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "deepseek-v3-b2": Imported("deepseek-v3.config.json", ["--layers", "4", "--batch", "2"]),
     # Llama-3.1-8B's first two layers: GQA with llama3 rope scaling
     "llama-3.1-8b-b3": Imported("llama-3.1-8b.config.json", ["--layers", "2", "--batch", "3"]),
+    # and at 40 rows with every projection Q8_0 under fuse-quant: each product on q8_gemm_tc (int8
+    # tensor cores), each gated pair two of them and a SwiGLU that quantizes in its epilogue
+    "llama-3.1-8b-b40-q8-fused": Imported("llama-3.1-8b.config.json", ["--layers", "2", "--batch", "40"], q8=True,
+                                          compile=("--fuse-quant",)),
 }
 
 
@@ -254,6 +261,8 @@ def build(names: list[str] | None = None) -> list[Path]:
         elif isinstance(made, Imported):
             source = OUT / f"{name}.mlir"
             lanec("import", str(ROOT / "examples" / made.config), *made.arguments, "-o", str(source))
+            if made.q8:
+                source.write_text(q8_rows(source.read_text(), experts=True))
         else:
             config = KIMI
             if made.heads is not None or made.head_size is not None or made.changes:

@@ -159,11 +159,16 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session (2026-11-30, fourth) wrote and could not run whole: q8_gemm_tc's tuned cases (the
+      # what the last session (2026-11-30, fourth) wrote and could not run: q8_gemm_tc's tuned cases (the
       # 40 entries its bench wrote into schedules.json; 13 of them ran and passed before that session's device
       # time was spent; the lm head's 256-row references take the interpreter seconds each; carry build/gpu)
-      timeout 500 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "gemm_tc and tuned" 2>&1 \
-        | tee "$logs/q8-tuned.log" || status=1 ;;
+      timeout 400 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "gemm_tc and tuned" 2>&1 \
+        | tee "$logs/q8-tuned.log" || status=1
+      # and the Llama plan whose products and gated pairs all run on q8_gemm_tc (40 rows, fuse-quant: the
+      # SwiGLU quantizes in its epilogue), --check against the interpreter (build it here: python
+      # tests/gpu/plans.py llama-3.1-8b-b40-q8-fused; carry build/plans)
+      timeout 180 python3 -m pytest tests/gpu/test_plans.py -q -rfE -k "llama-3.1-8b-b40-q8-fused" 2>&1 \
+        | tee -a "$logs/q8-tuned.log" || status=1 ;;
     q8-tc)
       # q8_gemm_tc, the int8 tensor-core product (carry build/gpu and build/bench/q8-tc: `python
       # tests/gpu/build.py --only q8_gemm_tc gemm_tc` and `LANEC_Q8_SET=tc python bench/q8.py build` here;
