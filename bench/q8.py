@@ -1,5 +1,6 @@
 """q8_0 GEMV and gated GEMV (int8 activations, one and two words) against our bf16 kernels and
-torch's bf16 matmul (cuBLAS), at Llama-3.1-8B's product shapes, rows 1, 4 and 8, measured in the
+torch's bf16 matmul (cuBLAS), at Llama-3.1-8B's and Kimi Linear's product shapes (LANEC_Q8_PRODUCTS:
+some of them, by label), rows 1, 4 and 8, measured in the
 same run; the quantize launch that feeds them; and the quantize epilogue (fuse-quant's: a gated pair
 or a GEMV writing the quantized rows its q8_0 reader reads) against the same launch without it
 and the standalone quantize it replaces. With LANEC_Q8_SET=tc instead (build and run) the batched
@@ -31,14 +32,23 @@ ROOT = Path(__file__).resolve().parents[1]
 TENSOR_CORES = os.environ.get("LANEC_Q8_SET") == "tc"
 OUT = ROOT / "build" / "bench" / ("q8-tc" if TENSOR_CORES else "q8")
 
-# Llama-3.1-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, vocab 128256
+# Llama-3.1-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, vocab 128256; and Kimi
+# Linear's (hidden 2304): the KDA layer's merged q k v f_a b g_a product, its o proj, the dense
+# layer's gated pair and down, and the lm head (its experts read their q8_0 rows widened: bf16)
 PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
     ("qkv", 4096, 6144),
     ("o proj", 4096, 4096),
     ("down", 14336, 4096),
     ("lm head", 4096, 128256),
     ("gate+up pair", 4096, 14336),
+    ("kimi kda merged", 2304, 12576),
+    ("kimi o proj", 4096, 2304),
+    ("kimi dense down", 9216, 2304),
+    ("kimi lm head", 2304, 163840),
+    ("kimi dense gate+up pair", 2304, 9216),
 ]
+if os.environ.get("LANEC_Q8_PRODUCTS"):  # a subset by label, comma-separated (a shorter run)
+    PRODUCTS = [p for p in PRODUCTS if p[0] in os.environ["LANEC_Q8_PRODUCTS"].split(",")]
 ROWS = [1, 4, 8]
 # the products whose output a q8_0 product reads: the gated pair's hidden rows (read by down) and a
 # LoRA pair's first product; each output width has its standalone quantize among the K widths above
@@ -84,8 +94,12 @@ def build_tensor_cores(add) -> None:
                     default=True, rows=rows, **shape)
             for i, schedule in enumerate(TC_SCHEDULES):
                 asked = {"block_rows": schedule["block_rows"]} if "block_rows" in schedule else {}
-                add(Q8GemmTc(rows, k, (n,), schedule=schedule), f"{slug}_r{rows}_w1_tc_s{i}", kind="q8_tc", words=1,
-                    default=False, rows=rows, **shape, **asked)
+                try:
+                    kernel = Q8GemmTc(rows, k, (n,), schedule=schedule)
+                except ValueError:  # more stages than the SM's shared memory holds at these rows
+                    continue
+                add(kernel, f"{slug}_r{rows}_w1_tc_s{i}", kind="q8_tc", words=1, default=False, rows=rows, **shape,
+                    **asked)
 
 
 def build() -> None:
