@@ -3,9 +3,9 @@ in the quantized form: y[rows, N] = x[rows, K] . w[N, K], bf16 out, the weight r
 once for all rows (q8_gemv reads it again for every 32 rows). The integer path of `q8_gemv`, on
 tensor cores: per 32-value block `mma.m16n8k32` of signed bytes sums the block's products exactly
 in int32 (from zero), then each sum is scaled into the fp32 accumulator by the weight row's fp16
-scale d times the activation row's fp32 scale s (and, for the residual word, s / 254):
-y = sum over blocks of d s (q . a1) (+ d (s / 254) (q . a2)), as q8_gemv computes it, up to the
-order of the fp32 sums.
+scale d times the activation row's fp32 scale s (with two words, the residual word's sum times
+1/254 is added to the high word's first): y = sum over blocks of d s (q . a1 + (q . a2) / 254), the
+values q8_gemv sums, up to fp32 rounding and the order of the sums.
 
 gemm_tc's mma.sync engine (GemmTc) with bytes for values: one CTA of 8 warps a (K split, row block,
 weight tile), the activation rows the MMA's M side, the weight rows its N side, both read by
