@@ -407,18 +407,24 @@ class Q8GemmSpec(Spec):
     words: int = 1
 
     def problems(self) -> list[str]:
-        found = quantized_problems(self.width, self.words)
-        if not 1 <= self.rows <= GEMM_MAX_ROWS:
-            found.append(f"takes 1-{GEMM_MAX_ROWS} rows a launch (two blocks of {GEMM_BLOCK_ROWS}); got {self.rows}")
+        found = quantized_problems(self.width, self.words) + batch_product_problems(self.rows, self.parts)
         if self.width % Q8_GEMM_RUN:
             found.append(f"width {self.width}: whole runs of {Q8_GEMM_RUN} values, so that each q8_0 row's planes "
                          f"({self.width} values, then {self.width // 16} bytes of scales) start 16-byte aligned")
-        if not self.parts or min(self.parts) < 1:
-            found.append(f"parts {list(self.parts)}: each part needs at least one output row")
-        elif sum(self.parts) % VECTOR:
-            found.append(f"outputs {sum(self.parts)} must be a multiple of {VECTOR}: a thread stores 4 outputs of "
-                         "a row as 8 bytes, rows 16-byte aligned")
         return found
+
+
+def batch_product_problems(rows: int, parts: tuple[int, ...]) -> list[str]:
+    """What gemm_tc and q8_gemm_tc both refuse: more rows than a launch takes, an empty part, and
+    outputs that are no whole 8-byte stores."""
+    found = [] if 1 <= rows <= GEMM_MAX_ROWS else [
+        f"takes 1-{GEMM_MAX_ROWS} rows a launch (two blocks of {GEMM_BLOCK_ROWS}); got {rows}"]
+    if not parts or min(parts) < 1:
+        found.append(f"parts {list(parts)}: each part needs at least one output row")
+    elif sum(parts) % VECTOR:
+        found.append(f"outputs {sum(parts)} must be a multiple of {VECTOR}: a thread stores 4 outputs of a row as "
+                     "8 bytes, rows 16-byte aligned")
+    return found
 
 
 @dataclass(frozen=True)
@@ -441,15 +447,8 @@ class GemmSpec(Spec):
         return sum(self.parts)
 
     def problems(self) -> list[str]:
-        found = []
-        if not 1 <= self.rows <= GEMM_MAX_ROWS:
-            found.append(f"takes 1-{GEMM_MAX_ROWS} rows a launch (two blocks of {GEMM_BLOCK_ROWS}); got {self.rows}")
+        found = batch_product_problems(self.rows, self.parts)
         found += filter(None, [vector_width("width", self.width)])
-        if not self.parts or min(self.parts) < 1:
-            found.append(f"parts {list(self.parts)}: each part needs at least one output row")
-        elif self.outputs % VECTOR:
-            found.append(f"outputs {self.outputs} must be a multiple of {VECTOR}: a thread stores 4 outputs of a "
-                         "row as 8 bytes, rows 16-byte aligned")
         if self.per_head is not None:
             found.append("reads no per-head part (each head would need its own activation tile): the lowering "
                          "keeps gemv for it")

@@ -557,20 +557,13 @@ class Lowering:
         places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
         width = form.shape(op.weights[0])[1]
         words = self.quantized_words[op.x]
-        if rows > GEMV_ROWS:
-            refused = Q8GemmSpec(min(rows, GEMM_MAX_ROWS), width, tuple(places), words).problems()
-            shape = {"rows": rows, "width": width, "outputs": sum(places), "words": words}
-            if not refused:
-                self.tunings.append(("q8_product", shape, {
-                    "kernel": "q8_gemm_tc", "why": f"{rows} rows are above q8_gemv's {GEMV_ROWS}: int8 tensor cores "
-                    "read the q8_0 rows once for every row"}))
-                name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
-                out = self.activation(f"{name}.out", (rows, sum(places)))
-                self.q8_gemm(op.weights, places, x, out, words)
-                self.bind_parts(op, out, parts, places, "q8_gemm_tc")
-                return
-            self.tunings.append(("q8_product", shape, {
-                "kernel": "q8_gemv", "why": f"q8_gemm_tc {refused[0]}: q8_gemv launches of {GEMV_ROWS} rows"}))
+        if self.q8_tensor_cores(rows, width, places, words, {}, "int8 tensor cores read the q8_0 rows once for "
+                                "every row", ("q8_gemv", GEMV_ROWS)):
+            name = self.sources[op.weights[0]].weight_name.data.removesuffix(".weight")
+            out = self.activation(f"{name}.out", (rows, sum(places)))
+            self.q8_gemm(op.weights, places, x, out, words)
+            self.bind_parts(op, out, parts, places, "q8_gemm_tc")
+            return
         weight = self.q8_rows(op.weights, places)
         specs = self.row_specs("q8_gemv", rows, GEMV_ROWS, {"width": width, "outputs": sum(places), "words": words},
                                {"width": width, "parts": tuple(places), "words": words})
@@ -582,6 +575,22 @@ class Lowering:
         for first, spec in zip(range(0, rows, GEMV_ROWS), specs, strict=True):
             self.launch("q8_gemv", spec, [x.rows(first, spec["rows"]), weight, out.rows(first, spec["rows"])])
         self.bind_parts(op, out, parts, places, "q8_gemv")
+
+    def q8_tensor_cores(self, rows: int, width: int, places: Sequence[int], words: int, tag: dict, taken: str,
+                        fallback: tuple[str, int]) -> bool:
+        """Whether a q8_0 product (or gated pair: `tag`) of `rows` rows runs on q8_gemm_tc: above
+        GEMV_ROWS rows, where its facts take the shape. Above them the kernel and why (`taken`, or
+        the fact that refuses q8_gemm_tc and the `fallback` kernel's launches of at most its rows) go
+        to the tunings `lanec explain` prints."""
+        if rows <= GEMV_ROWS:
+            return False
+        refused = Q8GemmSpec(min(rows, GEMM_MAX_ROWS), width, tuple(places), words).problems()
+        kernel, limit = fallback
+        why = (f"q8_gemm_tc {refused[0]}: {kernel} launches of {limit} rows" if refused else
+               f"{rows} rows are above q8_gemv's {GEMV_ROWS}: {taken}")
+        shape = {"rows": rows, "width": width, "outputs": sum(places), "words": words, **tag}
+        self.tunings.append(("q8_product", shape, {"kernel": kernel if refused else "q8_gemm_tc", "why": why}))
+        return not refused
 
     def q8_gemm(self, weights: Sequence[SSAValue], places: Sequence[int], x: Window, out: Window, words: int) -> None:
         """out = x . the q8_0 rows of `weights` (at `places`, as planes): q8_gemm_tc launches of at
@@ -675,17 +684,10 @@ class Lowering:
         rows, width = x.shape[0], form.shape(op.gate)[1]
         hidden = form.shape(op.gate)[0]
         words = self.quantized_words[op.x]
-        if rows > GEMV_ROWS:
-            refused = Q8GemmSpec(min(rows, GEMM_MAX_ROWS), width, (hidden,), words).problems()
-            shape = {"rows": rows, "width": width, "outputs": hidden, "words": words, "gated": 1}
-            why = (f"{rows} rows are above q8_gemv's {GEMV_ROWS}: gate and up on int8 tensor cores, each read once, "
-                   "then the SwiGLU" if not refused else
-                   f"q8_gemm_tc {refused[0]}: q8_gated_gemv launches of {Q8_GATED_ROWS} rows")
-            self.tunings.append(("q8_product", shape, {"kernel": "q8_gated_gemv" if refused else "q8_gemm_tc",
-                                                       "why": why}))
-            if not refused:
-                self.q8_gated_gemm(op, x, hidden, words)
-                return
+        if self.q8_tensor_cores(rows, width, [hidden], words, {"gated": 1}, "gate and up on int8 tensor cores, each "
+                                "read once, then the SwiGLU", ("q8_gated_gemv", Q8_GATED_ROWS)):
+            self.q8_gated_gemm(op, x, hidden, words)
+            return
         gate, up = self.q8_rows([op.gate], [hidden]), self.q8_rows([op.up], [hidden])
         specs = self.row_specs("q8_gated_gemv", rows, Q8_GATED_ROWS,
                                {"width": width, "outputs": hidden, "words": words},

@@ -195,25 +195,26 @@ class GemmTc:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
-        tid, _, _ = cute.arch.thread_idx()
-        split, block, n_tile = cute.arch.block_idx()
         S: cutlass.Constexpr = self.stages
-        warp, lane = tid // WARP, tid % WARP
         smem = cutlass.memory.SmemAllocator()
         # a stage's buffer: the tile's weight rows, then the block's activation rows
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
         layout = cute.make_layout((S, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
         buffers = smem.allocate_tensor(BFloat16, layout, 128)
-        self.stream(x, w, y, buffers, buffers, n_tile * self.tile_n, block * self.block_rows, split, tid, warp, lane)
+        self.stream(x, w, y, buffers, buffers)
 
     @cute.jit
-    def stream(self, x, w, y, buffers, partial, n0: Int32, first_row: Int32, split: Int32, tid: Int32, warp: Int32,
-               lane: Int32):
+    def stream(self, x, w, y, buffers, partial):
         """The CTA's whole product after its shared memory is laid out: the pipeline started
         (`start_pipeline`), each K stage of the split waited for, the stage `stages - 1` ahead
         requested and this one multiplied (`load_weights`, `load_rows`, `multiply` on `buffers`:
         whatever the subclass keeps there), then the tile stored, or split over the cluster and
-        summed through `partial` (the shared memory the fp32 partial tile reuses)."""
+        summed through `partial` (the shared memory the fp32 partial tile reuses). The CTA's
+        (split, row block, weight tile) is its grid index."""
+        tid, _, _ = cute.arch.thread_idx()
+        split, block, n_tile = cute.arch.block_idx()
+        warp, lane = tid // WARP, tid % WARP
+        n0, first_row = n_tile * self.tile_n, block * self.block_rows
         S: cutlass.Constexpr = self.stages
         k_first, tiles = self.start_pipeline(w, x, buffers, buffers, n0, first_row, split, tid)
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)

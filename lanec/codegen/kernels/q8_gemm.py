@@ -27,7 +27,7 @@ from cutlass import Float32, Int32, Uint8, Uint16, Uint32
 
 from lanec.codegen.facts import GEMM_BLOCK_ROWS, SHARED_LIMIT, GemmSchedule, Q8GemmSpec, quantized_pitch
 from lanec.codegen.kernels.base import TensorParam
-from lanec.codegen.kernels.gemm_tc import MMA_M, MMA_N, STAGE_BUDGET, THREADS, WARP, GemmTc, blocks_of
+from lanec.codegen.kernels.gemm_tc import MMA_M, MMA_N, STAGE_BUDGET, THREADS, GemmTc, blocks_of
 from lanec.codegen.kernels.primitives import at, bits_float, copy_g2s_zfill, half_to_float, ldmatrix_x4, mma_s8
 
 BLOCK = 32  # values a q8_0 block (and an m16n8k32)
@@ -114,10 +114,7 @@ class Q8GemmTc(GemmTc):
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
-        tid, _, _ = cute.arch.thread_idx()
-        split, block, n_tile = cute.arch.block_idx()
         S: cutlass.Constexpr = self.stages
-        warp, lane = tid // WARP, tid % WARP
         smem = cutlass.memory.SmemAllocator()
         R: cutlass.Constexpr = self.stage_rows()
         values = smem.allocate_tensor(Uint8, cute.make_layout((S, R, ROW_BYTES), stride=(R * ROW_BYTES, ROW_BYTES, 1)),
@@ -131,8 +128,7 @@ class Q8GemmTc(GemmTc):
         x_scales = smem.allocate_tensor(Float32, cute.make_layout((S, self.padded_rows, STAGE_BLOCKS),
                                                                   stride=(self.padded_rows * STAGE_BLOCKS,
                                                                           STAGE_BLOCKS, 1)), 16)
-        self.stream(x, w, y, (values, w_scales, x_scales), values, n_tile * self.tile_n, block * self.block_rows,
-                    split, tid, warp, lane)
+        self.stream(x, w, y, (values, w_scales, x_scales), values)
 
     @cute.jit
     def load_weights(self, w, buffers, n0: Int32, k_tile: Int32, buffer, tid: Int32):
