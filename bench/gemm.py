@@ -256,6 +256,8 @@ def run() -> list:
         results.append((e, ours, best, gemv, cublas, roof_us, mma))
         print(f"  {e['label']:20s} r{rows:<4d} ours {ours:9.2f} us (best {best[0]:9.2f} at {best[1]['schedule']})"
               f"  mma {mma:9.2f} us  gemv {gemv:9.2f} us  cublas {cublas:9.2f} us", flush=True)
+        for us, variant in timed[1:]:  # every variant's time, to compare a knob's effect at one shape
+            print(f"      {us:9.2f} us  {variant['schedule']}", flush=True)
 
     print()
     print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s; bf16 tensor peak {peak / 1e12:.0f} TFLOP/s")

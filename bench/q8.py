@@ -10,6 +10,7 @@ torch's bf16 matmul, with the byte roofline (the q8_0 bytes over the copy bandwi
 
     python bench/q8.py build             # CPU machine: compile into build/bench/q8/ (q8-tc/ with the set)
     PYTHONPATH=. python3 bench/q8.py     # GPU machine (torch for the anchor): the table
+    PYTHONPATH=. python3 bench/q8.py --write-table PATH   # and the q8 GEMVs' fastest schedules (schedules.json)
 
 Method as bench/gemv.py's: clocks warmed by copies; each product's weights rotate over copies
 past 240 MB (4x the L2), one launch a copy in a CUDA graph (ours with PDL), the median replay over
@@ -46,16 +47,23 @@ PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
     ("kimi dense down", 9216, 2304),
     ("kimi lm head", 2304, 163840),
     ("kimi dense gate+up pair", 2304, 9216),
+    # examples/dense-small-q8.mlir's (hidden 2048, MLP 8192): the q8_0 step bench/q8_step.py times
+    ("small qkv", 2048, 3072),
+    ("small o proj", 2048, 2048),
+    ("small down", 8192, 2048),
+    ("small gate+up pair", 2048, 8192),
 ]
 if os.environ.get("LANEC_Q8_PRODUCTS"):  # a subset by label, comma-separated (a shorter run)
     PRODUCTS = [p for p in PRODUCTS if p[0] in os.environ["LANEC_Q8_PRODUCTS"].split(",")]
 ROWS = [1, 4, 8]
 # the products whose output a q8_0 product reads: the gated pair's hidden rows (read by down) and a
 # LoRA pair's first product; each output width has its standalone quantize among the K widths above
-EPILOGUE_PRODUCTS = [("gate+up pair", 4096, 14336), ("o proj", 4096, 4096)]
+EPILOGUE_PRODUCTS = [p for p in [("gate+up pair", 4096, 14336), ("o proj", 4096, 4096)] if p in PRODUCTS]
 WORDS = [1, 2]
-# schedules timed beside the q8 defaults at one row (RowSchedule knobs: CUDA cores only)
-SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {"warps": 4, "rows_per_cta": 2}]
+# schedules timed beside the q8 defaults at one row (RowSchedule knobs: CUDA cores only); 9
+# warps give a 2304-wide row (288 quarter blocks) one quarter a thread, where 8 leave a second step of 32
+SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {"warps": 4, "rows_per_cta": 2},
+             {"warps": 9, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 4}, {"warps": 16, "rows_per_cta": 2}]
 ROTATE_BYTES = 240 * 2**20
 
 
@@ -120,6 +128,8 @@ def build() -> None:
         compiled.save(OUT, stem)
         schedule = f"{kernel.warps}w x {kernel.rows_per_cta}r" if hasattr(kernel, "rows_per_cta") else ""
         knobs = {}
+        if hasattr(kernel, "rows_per_cta"):  # a GEMV's knobs as the table names them
+            knobs = {"warps": kernel.warps, "rows_per_cta": kernel.rows_per_cta}
         if hasattr(kernel, "tile_n"):  # q8_gemm_tc's knobs as the table names them (block_rows where asked)
             schedule = f"{kernel.tile_n} x {kernel.padded_rows}, {kernel.splits} splits, {kernel.stages} stages"
             knobs = {"tile_n": kernel.tile_n, "splits": kernel.splits, "stages": kernel.stages,
@@ -381,23 +391,36 @@ def schedules_table(results: list, chosen, name) -> None:
         print(f"  {key:28s} " + "  ".join(row))
 
 
+# a GEMV schedule enters the table only where it beats the default by this much (run-to-run noise)
+TABLE_MARGIN = 0.03
+
+
 def write_table(path: Path, results: list) -> None:
-    """The batched set's fastest q8_gemm_tc schedule per (rows, width, outputs, words), as
-    lanec/codegen/schedules.py reads it, merged into what `path` holds (copy it to
-    lanec/codegen/schedules.json once tests/gpu has checked those specializations: its tuned cases)."""
-    if not TENSOR_CORES:
-        sys.exit("q8.py --write-table: the table is the batched set's (LANEC_Q8_SET=tc)")
+    """The fastest schedule per (rows, width, outputs, words), as lanec/codegen/schedules.py reads
+    it, merged into what `path` holds (copy it to lanec/codegen/schedules.json once tests/gpu has
+    checked those specializations: their tuned cases): the batched set's q8_gemm_tc launches, or
+    the GEMV set's q8_gemv and q8_gated_gemv (outputs: the pair's hidden width) where a schedule
+    beats the default by TABLE_MARGIN."""
     table = json.loads(path.read_text()) if path.is_file() else {}
-    best: dict[str, tuple] = {}
+    best: dict[tuple, tuple] = {}
+    defaults: dict[tuple, float] = {}
     for entry, us, _, _ in results:
-        if entry["kind"] == "q8_tc":
-            key = f"outputs={entry['n']},rows={entry['rows']},width={entry['k']},words={entry['words']}"
-            if key not in best or us < best[key][0]:
-                best[key] = (us, entry["knobs"])
-    for key, (us, knobs) in best.items():
-        table.setdefault("q8_gemm_tc", {})[key] = {"schedule": knobs, "us": round(us, 2)}
+        if entry["kind"] not in ("q8_tc", "q8"):
+            continue
+        kernel = "q8_gemm_tc" if entry["kind"] == "q8_tc" else "q8_gated_gemv" if entry.get("gated") else "q8_gemv"
+        key = (kernel, f"outputs={entry['n']},rows={entry['rows']},width={entry['k']},words={entry['words']}")
+        if entry.get("default"):
+            defaults[key] = us
+        if key not in best or us < best[key][0]:
+            best[key] = (us, entry["knobs"])
+    written = 0
+    for (kernel, key), (us, knobs) in best.items():
+        if kernel != "q8_gemm_tc" and us > (1 - TABLE_MARGIN) * defaults[(kernel, key)]:
+            continue
+        table.setdefault(kernel, {})[key] = {"schedule": knobs, "us": round(us, 2)}
+        written += 1
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    print(f"wrote the fastest q8_gemm_tc schedules of {len(best)} shapes to {path}")
+    print(f"wrote the fastest schedules of {written} shapes to {path}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Tuned schedules: the specialization knobs measured best on the GPU for a kernel at a shape,
 kept in schedules.json beside this file and read by the lowering. The benches write it on the H200
 (`bench/kda.py --write-table`, `bench/gemv.py --write-table`, `bench/gemm.py --write-table`,
-`LANEC_Q8_SET=tc bench/q8.py --write-table`; `tests/gpu/session.sh` runs them);
-an entry joins the table once tests/gpu has checked its specialization (the GPU cases of gemv and
-gated_gemv include every schedule the table names).
+`bench/q8.py --write-table` for q8_gemv and q8_gated_gemv, with LANEC_Q8_SET=tc for q8_gemm_tc;
+`tests/gpu/session.sh` runs them); an entry joins the table once tests/gpu has checked its
+specialization (each kernel's GPU cases include every schedule the table names: `tuned_shapes`).
 
 An entry names its knobs by field: {"schedule": {"early": 2, "lanes": 32, "occupancy": 5},
 "us": 42.31}. The fields are those of the kernel's schedule dataclass (facts.py: `KdaSchedule`
@@ -21,7 +21,7 @@ from lanec.codegen.facts import GemmSchedule, KdaSchedule, RowSchedule
 
 TABLE = Path(__file__).with_name("schedules.json")
 SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule,
-             "q8_gemm_tc": GemmSchedule}
+             "q8_gemm_tc": GemmSchedule, "q8_gemv": RowSchedule, "q8_gated_gemv": RowSchedule}
 
 
 @cache
@@ -33,6 +33,13 @@ def table() -> dict:
 
 def key(shape: dict) -> str:
     return ",".join(f"{k}={shape[k]}" for k in sorted(shape))
+
+
+def tuned_shapes(kernel: str) -> list[tuple[dict, dict]]:
+    """Every (shape, schedule) the table holds for `kernel`, the shape's fields as integers: what
+    the GPU tests check for each kernel (their `tuned_` cases)."""
+    return [({k: int(v) for k, v in (item.split("=") for item in shape.split(","))}, entry["schedule"])
+            for shape, entry in table().get(kernel, {}).items()]
 
 
 def schedule_for(kernel: str, shape: dict) -> dict:

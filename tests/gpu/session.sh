@@ -37,7 +37,8 @@
 #   bench-seeded     bench/seeded.py against torch.rand filling the same buffer
 #   bench-linear     bench/linear_attention.py: the Gated DeltaNet and held-back KDA chains against fla's
 #              (carry build/bench-linear and .whl)
-#   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch, and the quantize epilogue's cost
+#   bench-q8         bench/q8.py: q8_0 GEMVs against our bf16 GEMV and torch (their schedules written to
+#              $OUT/logs.tgz's schedules.json), and the quantize epilogue's cost
 #              against the same launch without it and the standalone quantize (carry build/bench/q8)
 #   q8-tc      q8_gemm_tc (int8 tensor cores): its GPU cases, compute-sanitizer, gemm_tc's mma.sync cases and
 #              bench/q8.py's batched set (LANEC_Q8_SET=tc; carry build/gpu and build/bench/q8-tc)
@@ -223,8 +224,12 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py --model 2>&1 | tee "$logs/bench-tp-model.log" || status=1 ;;
     bench-model)
       python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
-    bench-rope|bench-seeded|bench-q8)
+    bench-rope|bench-seeded)
       python3 "bench/${phase#bench-}.py" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
+    bench-q8)
+      # and the q8 GEMVs' fastest schedules at one row into $OUT/logs.tgz's schedules.json (merge its q8_gemv
+      # and q8_gated_gemv entries into lanec/codegen/schedules.json, rebuild, run their tuned cases)
+      python3 bench/q8.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/$phase.log" || status=1 ;;
     real)
       # the three checks at once where there are GPUs for them (each holds the model's 98 GB)
       gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1

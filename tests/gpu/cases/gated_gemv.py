@@ -2,8 +2,7 @@
 (CUDA cores at 1-3 rows, tensor cores from 4 to the 32-row limit); `..._q1` / `..._q2`: the
 quantize epilogue (tests/gpu/test_quantize.py checks those; test_kernels.py the others)."""
 
-import json
-from pathlib import Path
+from lanec.codegen.schedules import tuned_shapes
 
 KERNEL = "gated_gemv"
 
@@ -27,12 +26,9 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
-for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
-    shape = dict(item.split("=") for item in key.split(","))
-    rows, width, outputs = (int(shape[k]) for k in ("rows", "width", "outputs"))
-    schedule = entry["schedule"]
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, hidden=outputs, schedule=schedule)
+for _shape, _schedule in tuned_shapes(KERNEL):
+    rows, width, outputs = (_shape[k] for k in ("rows", "width", "outputs"))
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, hidden=outputs, schedule=_schedule)
 
 
 def make(spec: dict):

@@ -5,8 +5,7 @@ of real products and awkward ones (K not a multiple of the MMA's 32-value chunk,
 lowering runs more than 32 rows as several launches), so it is not a case. A `schedule` names the
 `RowSchedule` knobs it sets (lanec/codegen/facts.py)."""
 
-import json
-from pathlib import Path
+from lanec.codegen.schedules import tuned_shapes
 
 KERNEL = "gemv"
 
@@ -59,12 +58,9 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
-for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
-    shape = dict(item.split("=") for item in key.split(","))
-    rows, width, outputs = (int(shape[k]) for k in ("rows", "width", "outputs"))
-    schedule = entry["schedule"]
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, parts=[outputs], schedule=schedule)
+for _shape, _schedule in tuned_shapes(KERNEL):
+    rows, width, outputs = (_shape[k] for k in ("rows", "width", "outputs"))
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, parts=[outputs], schedule=_schedule)
 
 
 def make(spec: dict):

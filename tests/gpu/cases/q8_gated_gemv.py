@@ -2,6 +2,8 @@
 example's (2048 -> 8192), one and two words, odd sizes, and the 16-row limit (a warp reduces 2
 weights x 16 rows of sums)."""
 
+from lanec.codegen.schedules import tuned_shapes
+
 KERNEL = "q8_gated_gemv"
 
 CASES = {
@@ -14,6 +16,12 @@ CASES = {
     "r1_k4096_h1024_w1_q1": dict(rows=1, width=4096, hidden=1024, words=1, quantize=1),
     "r5_k2048_h512_w2_q2": dict(rows=5, width=2048, hidden=512, words=2, quantize=2),
 }
+
+# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
+for _shape, _schedule in tuned_shapes(KERNEL):
+    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, hidden=outputs, words=words,
+                                                                 schedule=_schedule)
 
 
 def make(spec: dict):

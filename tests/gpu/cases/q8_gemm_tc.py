@@ -3,8 +3,7 @@
 4096, the q k v parts, 14336 -> 4096) and Kimi Linear's (2304 wide); outputs that are no whole
 tile (1000, 777 + 1024 parts); a K split, two row blocks and schedules of their own."""
 
-import json
-from pathlib import Path
+from lanec.codegen.schedules import tuned_shapes
 
 KERNEL = "q8_gemm_tc"
 
@@ -22,12 +21,10 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks for q8_gemm_tc (lanec/codegen/schedules.json) is checked too
-TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
-for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
-    shape = dict(item.split("=") for item in key.split(","))
-    rows, width, outputs, words = (int(shape[k]) for k in ("rows", "width", "outputs", "words"))
+for _shape, _schedule in tuned_shapes(KERNEL):
+    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
     CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, parts=[outputs], words=words,
-                                                                 schedule=entry["schedule"])
+                                                                 schedule=_schedule)
 
 
 def make(spec: dict):

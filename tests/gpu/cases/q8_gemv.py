@@ -3,6 +3,8 @@
 14336 -> 4096) and awkward sizes (K of 1, 3 and 65 blocks: rows whose blocks start 2 bytes off a
 word every other row; N not a multiple of the rows a CTA); parts; a schedule of its own."""
 
+from lanec.codegen.schedules import tuned_shapes
+
 KERNEL = "q8_gemv"
 
 CASES = {
@@ -21,6 +23,12 @@ CASES = {
     "r1_k4096_n1024_w1_q1": dict(rows=1, width=4096, parts=[1024], words=1, quantize=1),
     "r3_k2048_n512_w2_q2": dict(rows=3, width=2048, parts=[512], words=2, quantize=2),
 }
+
+# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
+for _shape, _schedule in tuned_shapes(KERNEL):
+    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
+    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, parts=[outputs], words=words,
+                                                                 schedule=_schedule)
 
 
 def make(spec: dict):
