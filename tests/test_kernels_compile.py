@@ -5,6 +5,7 @@ a second compile, and the artifact the runtime loads round-trips without CuTe DS
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +160,27 @@ def test_rope_reads_pairs_of_vectors_after_the_wait_without_local_memory(make, p
     assert load in after and "griddepcontrol.launch_dependents;" in after
     # the angles' inverse frequencies in fp64; no approximate sin / cos
     assert "cvt.rn.f32.f64" in after and "sin.approx" not in after and "cos.approx" not in after
+
+
+def test_the_gemv_bench_writes_a_schedule_only_where_it_beats_the_default(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_gemv", root / "bench" / "gemv.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    o_proj = {"kind": "gemv", "rows": 1, "k": 4096, "n": 2304}
+    q_proj = {"kind": "gemv", "rows": 1, "k": 2304, "n": 4096}
+
+    def timed(shape, default, warps, per_cta, path, us):
+        return ({**shape, "default": default, "warps": warps, "per_cta": per_cta, "path": path}, us, 0, 0, 1)
+
+    rows_out = [timed(o_proj, True, 8, 2, "fma", 6.40), timed(o_proj, False, 16, 1, "fma", 5.50),
+                timed(q_proj, True, 8, 2, "fma", 5.82), timed(q_proj, False, 9, 2, "fma", 5.75)]
+    path = tmp_path / "schedules.json"
+    bench.write_table(path, rows_out)
+    # o proj's 16 warps beat its default by 14%: written; q proj's 9 warps by 1%, within the margin
+    assert json.loads(path.read_text()) == {"gemv": {"outputs=2304,rows=1,width=4096": {
+        "schedule": {"warps": 16, "rows_per_cta": 1, "tensor_cores": False}, "us": 5.5}}}
