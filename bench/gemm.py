@@ -280,16 +280,32 @@ def run() -> list:
     return results
 
 
+# below GEMM_FROM_ROWS a shape's entry also moves its products from gemv to gemm_tc: it is written only
+# where gemm_tc's fastest beats the gemv launch by this much (run-to-run noise)
+GEMV_MARGIN = 0.03
+
+
 def write_table(path: Path, results) -> None:
     """The fastest schedule timed per (rows, width, outputs), as lanec/codegen/schedules.py reads
     it, merged into what `path` holds (copy it to lanec/codegen/schedules.json once tests/gpu has
-    checked those specializations)."""
+    checked those specializations). Below GEMM_FROM_ROWS the lowering takes an entry's existence as
+    gemm_tc's measured win over gemv there: such a shape gets one only where gemm_tc beats the gemv
+    launch by GEMV_MARGIN, and loses the one it had where it does not."""
+    sys.path.insert(0, str(ROOT))
+    from lanec.codegen.facts import GEMM_FROM_ROWS
+
     table = json.loads(path.read_text()) if path.is_file() else {}
-    for e, _, (us, variant), *_ in results:
+    entries = table.setdefault("gemm_tc", {})
+    written = 0
+    for e, _, (us, variant), gemv, *_ in results:
         key = f"outputs={e['n']},rows={e['rows']},width={e['k']}"
-        table.setdefault("gemm_tc", {})[key] = {"schedule": variant["schedule"], "us": round(us, 2)}
+        if e["rows"] < GEMM_FROM_ROWS and us > (1 - GEMV_MARGIN) * gemv:
+            entries.pop(key, None)
+            continue
+        entries[key] = {"schedule": variant["schedule"], "us": round(us, 2)}
+        written += 1
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    print(f"wrote the fastest gemm_tc schedules of {len(results)} shapes to {path}")
+    print(f"wrote the fastest gemm_tc schedules of {written} of {len(results)} shapes to {path}")
 
 if __name__ == "__main__":
     measure.main(build, run, "gemm.py", write_table)

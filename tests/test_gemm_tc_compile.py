@@ -182,3 +182,28 @@ def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
         make()
     assert "\n" not in str(raised.value)
+
+
+def test_the_gemm_bench_moves_a_shape_below_the_measured_rows_only_where_gemm_tc_won(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_gemm", root / "bench" / "gemm.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def timed(rows, k, n, us, gemv):
+        e = {"rows": rows, "k": k, "n": n}
+        return (e, us, (us, {"schedule": {"tile_n": 128, "splits": 8, "stages": 6, "engine": "wgmma"}}), gemv, 0, 0, 0)
+
+    path = tmp_path / "schedules.json"
+    # an 8-row entry a gemv win would leave stale is dropped; 16 rows always keeps its fastest
+    path.write_text(json.dumps({"gemm_tc": {"outputs=12576,rows=8,width=2304": {"schedule": {}, "us": 1.0}}}))
+    bench.write_table(path, [timed(8, 4096, 2304, 7.3, 8.9), timed(8, 2304, 12576, 17.5, 17.6),
+                             timed(16, 2304, 12576, 17.9, 18.9)])
+    table = json.loads(path.read_text())["gemm_tc"]
+    assert sorted(table) == ["outputs=12576,rows=16,width=2304", "outputs=2304,rows=8,width=4096"]
+    assert table["outputs=2304,rows=8,width=4096"]["us"] == 7.3

@@ -20,10 +20,10 @@ from lanec.shim import LaneShim
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def launches(source: Path):
+def launches(source: Path, tunings: list | None = None):
     module, where = parse_verify(source)
     fuse(module, LaneShim(), where)
-    lowered = lower_module(module)
+    lowered = lower_module(module, tunings=tunings)
     lowered.verify()
     step = next(iter(lowered.ops))
     return [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
@@ -61,7 +61,7 @@ def test_the_kda_layer_is_four_launches_between_its_norms(kda_launches):
     assert parts == (4096, 4096, 4096, 128, 32, 128)
 
 
-def kda_layer_launches(tmp_path, batch: int) -> list:
+def kda_layer_launches(tmp_path, batch: int, tunings: list | None = None) -> list:
     """The launches of one KDA layer of Kimi Linear (a dense MLP in place of its mixture) at `batch`."""
     from click.testing import CliRunner
 
@@ -72,7 +72,7 @@ def kda_layer_launches(tmp_path, batch: int) -> list:
                                        "--kda-only", "--dense-mlp", "9216", "--layers", "1", "--batch", str(batch),
                                        "-o", str(out)])
     assert result.exit_code == 0, result.output
-    return launches(out)
+    return launches(out, tunings)
 
 
 def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
@@ -106,6 +106,33 @@ def test_products_take_gemm_tc_from_the_measured_rows(tmp_path, batch):
     assert ("gated_gemv" in kinds) != tensor_cores
     first = kinds.index("kda_split")
     assert spec_of(ops[first - 2])["parts"] == (4096, 4096, 4096, 128, 32, 128)  # the merged product in parts
+
+
+def test_below_the_measured_rows_a_shape_takes_gemm_tc_where_the_table_has_its_entry(tmp_path, monkeypatch):
+    """At 8 rows (below GEMM_FROM_ROWS) the o proj's shape has a gemm_tc entry in the schedule
+    table (bench/gemm.py writes one only where gemm_tc beat gemv there): that product is a gemm_tc
+    launch under the entry's schedule, the others stay gemv launches (the gated pair gated_gemv),
+    and the tunings say why."""
+    from lanec.codegen import schedules
+
+    held = schedules.table()
+    entry = {"schedule": {"splits": 8, "loads": "producer"}, "us": 7.0}
+    others = {key: value for key, value in held.get("gemm_tc", {}).items() if "rows=8," not in key}
+    monkeypatch.setattr(schedules, "table", lambda: {**held, "gemm_tc": {
+        **others, "outputs=2304,rows=8,width=4096": entry, "outputs=9216,rows=8,width=2304": entry}})
+    found: list = []
+    ops = kda_layer_launches(tmp_path, 8, found)
+    by_kernel = {(op.kernel.data, spec_of(op).get("width"), tuple(spec_of(op).get("parts", ()))) for op in ops}
+    assert ("gemm_tc", 4096, (2304,)) in by_kernel and ("gemv", 4096, (2304,)) not in by_kernel
+    assert ("gemv", 2304, (4096, 4096, 4096, 128, 32, 128)) in by_kernel  # no entry: the merged product stays
+    # the dense pair: an entry for a product of its hidden rows does not split it below GEMM_FROM_ROWS
+    # (only a gated entry of its own would move it): one gated_gemv launch, no swiglu launch
+    kinds = [op.kernel.data for op in ops]
+    assert kinds.count("gated_gemv") == 1 and not any(spec_of(op).get("op") == "swiglu" for op in ops)
+    o_proj = next(spec_of(op) for op in ops if op.kernel.data == "gemm_tc")
+    assert o_proj["rows"] == 8 and o_proj["schedule"]["splits"] == 8 and o_proj["schedule"]["loads"] == "producer"
+    why = [o for kernel, shape, o in found if kernel == "product"]
+    assert why and why[0]["kernel"] == "gemm_tc" and "bench/gemm.py measured it faster" in why[0]["why"]
 
 
 def test_rows_beyond_a_gemm_tc_launch_are_split_into_launches_of_256(tmp_path):

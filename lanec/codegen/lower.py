@@ -603,13 +603,23 @@ class Lowering:
             spec = {"rows": count, "width": width, "parts": tuple(places), "words": words, **tuned}
             self.launch("q8_gemm_tc", spec, [x.rows(first, count), weight, out.rows(first, count)])
 
+    def tensor_cores(self, rows: int, spec: dict) -> bool:
+        """Whether a product of `rows` rows (`spec`: gemv's) runs on gemm_tc, where gemm_tc's facts
+        take the shape: from GEMM_FROM_ROWS rows (measured: facts.py), and below it where the
+        schedule table has a gemm_tc entry for the launch's shape (bench/gemm.py --write-table
+        writes one there only where gemm_tc beat the gemv launches: the limit, per shape)."""
+        if GemmSpec(min(rows, GEMM_MAX_ROWS), spec["width"], tuple(spec["parts"]), spec.get("per_head"),
+                    spec.get("x_pitch"), spec.get("gated", False)).problems():
+            return False
+        return rows >= GEMM_FROM_ROWS or bool(self.schedules("gemm_tc", self.product_shape(rows, spec)))
+
     @staticmethod
-    def tensor_cores(rows: int, spec: dict) -> bool:
-        """Whether a product of `rows` rows (`spec`: gemv's) runs on gemm_tc: from GEMM_FROM_ROWS
-        rows (measured: facts.py), where gemm_tc's facts take the shape."""
-        return rows >= GEMM_FROM_ROWS and not GemmSpec(
-            min(rows, GEMM_MAX_ROWS), spec["width"], tuple(spec["parts"]), spec.get("per_head"), spec.get("x_pitch"),
-            spec.get("gated", False)).problems()
+    def product_shape(rows: int, spec: dict) -> dict:
+        """A gemm_tc launch's shape as the schedule table keys it."""
+        shape = {"rows": rows, "width": spec["width"], "outputs": sum(spec["parts"])}
+        if spec.get("gated"):
+            shape["gated"] = 1  # a gated pair's launch is tuned apart from a product of its 2 x hidden rows
+        return shape
 
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict, epilogue: Sequence[Window] = ()) -> None:
         """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
@@ -622,12 +632,13 @@ class Lowering:
         spec = {**spec, **pitch_of(x)}
         assert not epilogue or rows <= GEMV_ROWS, "an epilogue's tensors are one gemv launch's"
         if not epilogue and self.tensor_cores(rows, spec):
-            shape = {"width": spec["width"], "outputs": sum(spec["parts"])}
-            if spec.get("gated"):
-                shape["gated"] = 1  # a gated pair's launch is tuned apart from a product of its 2 x hidden rows
+            if rows < GEMM_FROM_ROWS:
+                self.tunings.append(("product", self.product_shape(rows, spec), {
+                    "kernel": "gemm_tc", "why": f"below GEMM_FROM_ROWS ({GEMM_FROM_ROWS}), the schedule table's "
+                    "gemm_tc entry for this shape: bench/gemm.py measured it faster than the gemv launch"}))
             for first in range(0, rows, GEMM_MAX_ROWS):
                 count = min(GEMM_MAX_ROWS, rows - first)
-                tuned = self.tuned("gemm_tc", {"rows": count, **shape})
+                tuned = self.tuned("gemm_tc", self.product_shape(count, spec))
                 self.launch("gemm_tc", {"rows": count, **spec, **tuned},
                             [x.rows(first, count), weight, out.rows(first, count)])
             return
@@ -659,7 +670,8 @@ class Lowering:
             self.bind(op, op.result, out, "gemm_tc")
             return
         gate, up = self.window(op.gate), self.window(op.up)
-        if self.tensor_cores(rows, {"width": width, "parts": (hidden,), **pitch_of(x)}):
+        # below GEMM_FROM_ROWS a pair leaves gated_gemv only by a gated entry of its own (above)
+        if rows >= GEMM_FROM_ROWS and self.tensor_cores(rows, {"width": width, "parts": (hidden,), **pitch_of(x)}):
             # not whole pair tiles: each weight read once by gemm_tc (gated_gemv would re-read both
             # every 32 rows), then SwiGLU
             halves = []
