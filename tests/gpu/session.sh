@@ -160,9 +160,9 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # what the last session (2026-11-30, fourth) wrote and could not run: q8_gemm_tc's tuned cases (the
-      # 40 entries its bench wrote into schedules.json; 13 of them ran and passed before that session's device
-      # time was spent; the lm head's 256-row references take the interpreter seconds each; carry build/gpu)
+      # the fourth session's queue (2026-11-30), all of it passed in the fifth: q8_gemm_tc's tuned cases (the
+      # 40 entries its bench wrote into schedules.json; the lm head's 256-row references take the interpreter
+      # seconds each, so they need about 260 s; carry build/gpu)
       timeout 400 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "gemm_tc and tuned" 2>&1 \
         | tee "$logs/q8-tuned.log" || status=1
       # and the Llama plan whose products and gated pairs all run on q8_gemm_tc (40 rows, fuse-quant: the
