@@ -311,7 +311,10 @@ GEMM_MAX_ROWS = 256  # activation rows a launch: at most two row blocks of 128 (
 # Linear and Llama-3-8B products at gemm_tc's default schedule against gemv at its table's): at 16
 # rows gemm_tc is 1.04-1.38x gemv on every product (kimi o proj 8.06 against 11.10 us, llama
 # gate+up 60.64 against 77.39); at 8 rows 0.88-1.09x (kimi qkv 19.91 against 17.48), and the whole
-# real-size Kimi step at batch 8 ran 6646 us with gemm_tc against 6613 with gemv.
+# real-size Kimi step at batch 8 ran 6646 us with gemm_tc against 6613 with gemv. Below it, a shape
+# runs on gemm_tc where the schedule table holds a gemm_tc entry for it, which bench/gemm.py writes
+# only where its fastest schedule beat the gemv launch (`Lowering.tensor_cores`; at 8 rows on the
+# H200, 2026-11-30: kimi o proj 7.15 against 8.99 us, and 10 more of the 13 shapes).
 GEMM_FROM_ROWS = 16
 GEMM_BLOCK_ROWS = 128  # activation rows one CTA multiplies (padded to whole 16-row MMA tiles)
 GEMM_LOADS = ("copies", "tma", "producer")  # how the wgmma engine fills a stage (GemmSchedule.loads)
