@@ -101,8 +101,8 @@ def problems() -> list[dict]:
 def kernels(p: dict) -> dict:
     """The shape's kernels by role: the three launches of a step, and the expert pair without the
     shared expert."""
-    from lanec.codegen.kernels.mixture import MixtureDown, MixtureGated, MixtureRouter
-    from lanec.codegen.kernels.mixture_grouped import MixtureGroupedDown, MixtureGroupedGated, MixtureGroups, MixtureSum
+    from lanec.codegen.kernels.mixture import MixtureDown, MixtureGated, MixtureGroups, MixtureRouter
+    from lanec.codegen.kernels.mixture_grouped import MixtureGroupedDown, MixtureGroupedGated, MixtureSum
 
     def router_of(**knobs):
         return MixtureRouter(p["batch"], p["width"], p["experts"], p["top_k"], scoring="sigmoid", renormalize=True,

@@ -16,10 +16,10 @@ from ptx import compiled_for_sm90a
 from test_mixture_compile import MIXTURE
 
 from lanec.codegen.kernels import kernel_class
+from lanec.codegen.kernels.mixture import MixtureGroups
 from lanec.codegen.kernels.mixture_grouped import (
     MixtureGroupedDown,
     MixtureGroupedGated,
-    MixtureGroups,
     MixtureSum,
 )
 
@@ -260,3 +260,48 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     assert (f"path per-row: 3 rows are at most {MIXTURE_GROUPED_ROWS}: the per-row kernels read each chosen expert "
             "once") in plain.output
     assert "rows_a_cta 1: 3 rows are below 64: a cluster a row keeps the most CTAs in flight" in plain.output
+
+
+# -- the router writing the segments (ROUTER_SEGMENTS) ------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [1, 8, 100])
+def test_the_router_with_segments_compiles_with_its_ticket(rows):
+    from lanec.codegen.kernels.mixture import MixtureRouter
+
+    router = MixtureRouter(rows, 1000, 64, 6, segments=True)
+    assert [p.name for p in router.params()][-3:] == ["starts", "order", "tickets"]
+    assert [(p.shape, p.written) for p in router.params()[-3:]] == [((65,), True), ((rows * 6,), True), ((1,), True)]
+    ptx = compiled_for_sm90a(router).ptx
+    assert "shfl.sync.up" in ptx  # mixture_groups' scan, inside the router
+    # one cluster needs no ticket; more draw one each (the last computes the segments)
+    assert ("atom.global.inc.u32" in ptx) == (router.clusters() > 1)
+    plain = MixtureRouter(rows, 1000, 64, 6)
+    assert router.launch().grid == plain.launch().grid
+    assert router.shared_bytes() == plain.shared_bytes() + router.grouper().shared_bytes() + 16
+
+
+def test_a_router_cta_too_small_for_the_segments_says_why():
+    from lanec.codegen.kernels.mixture import MixtureRouter
+
+    # 8 experts: one CTA of 8 warps; 64 rows x 8 = 512 pairs take mixture_groups 16 warps
+    with pytest.raises(ValueError, match="512 pairs take 16 warps of mixture_groups, and a router CTA has 8"):
+        MixtureRouter(64, 256, 8, 8, segments=True)
+
+
+def test_with_router_segments_the_grouped_path_has_no_groups_launch(tmp_path, monkeypatch):
+    from lanec.codegen import lower as lowering
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    monkeypatch.setattr(lowering, "ROUTER_SEGMENTS", True)
+    ops, tunings = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"), grouped=True)
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launched] == ["embed", "mixture_router", "mixture_grouped_gated",
+                                                   "mixture_grouped_down", "mixture_sum"]
+    router, gated = launched[1], launched[2]
+    assert spec_of(router)["segments"] is True
+    # the gated products read the starts and order the router wrote
+    assert router.operands[-3] is gated.operands[1] and router.operands[-2] is gated.operands[2]
+    (decision,) = [t for t in tunings if t[0] == "mixture_groups"]
+    assert decision[2]["launch"] == "router" and "one launch fewer" in decision[2]["why"]

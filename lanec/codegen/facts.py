@@ -1114,6 +1114,11 @@ class MixtureExpertsSpec(Spec):
 # the chain). Mixtures of more than 4 rows take the grouped path.
 # `lanec compile --grouped-experts` takes the grouped path at every row count.
 MIXTURE_GROUPED_ROWS: int | None = 4
+# The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
+# drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
+# mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). CPU-checked; off
+# until its GPU cases and the batch-8 step have run on the H200 (tests/gpu/session.sh pending).
+ROUTER_SEGMENTS = False
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 # A grouped product's block (`group_rows`: an expert's rows a pass over its weight tile, padded to it
 # inside the kernel): the padding rows cost their MMAs and their shared-memory copies, and a segment

@@ -41,6 +41,7 @@ from lanec.codegen.facts import (
     Q8_0_BLOCK_BYTES,
     Q8_GATED_ROWS,
     QUANTIZE_EPILOGUE_SHARED_COST,
+    ROUTER_SEGMENTS,
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
@@ -1026,17 +1027,20 @@ class Lowering:
         router["rows_a_cta"] = block = make_kernel("mixture_router", router).rows_a_cta
         self.tunings.append(("mixture_router", {"rows": rows, "width": width, "experts": experts}, {
             "rows_a_cta": block, "why": router_block_reason(rows, block)}))
-        self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
         shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                  "shared_hidden": shared_hidden}
         if self.grouped_rows is not None and rows > self.grouped_rows:
+            segments = self.router_segments(router, name, rows * top_k, experts)
+            self.launch("mixture_router", {**router, **({"segments": True} if segments else {})},
+                        [x, self.window(op.router), *correction, ids, routing, *segments])
             block = mixture_group_rows(rows, top_k, experts)
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block,
                 "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
                        f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows)"}))
-            self.grouped_mixture(op, x, ids, routing, name, shape)
+            self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return
+        self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
                if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
                "kernels read each chosen expert once a row, faster than grouping so few")
@@ -1054,18 +1058,41 @@ class Lowering:
                      *shared[3:], out])
         self.windows[op.result] = out
 
+    def router_segments(self, router: dict, name: str, pairs: int, experts: int) -> list[Window]:
+        """Where the router writes the grouped path's segments (ROUTER_SEGMENTS, and mixture_groups'
+        warps fit its CTA): [starts, order, tickets], plan buffers; else none (mixture_groups
+        writes them, `grouped_mixture`)."""
+        if not ROUTER_SEGMENTS:
+            return []
+        try:
+            make_kernel("mixture_router", {**router, "segments": True})
+        except ValueError as refused:
+            self.tunings.append(("mixture_groups", {"pairs": pairs, "experts": experts}, {
+                "launch": "own", "why": f"the router cannot write the segments: {refused}"}))
+            return []
+        self.tunings.append(("mixture_groups", {"pairs": pairs, "experts": experts}, {
+            "launch": "router",
+            "why": "ROUTER_SEGMENTS: the router's last cluster writes the segments, one launch fewer"}))
+        return [self.activation(f"{name}.starts", (experts + 1,), IntegerType(32)),
+                self.activation(f"{name}.order", (pairs,), IntegerType(32)),
+                self.activation(f"{name}.segments_ticket", (1,), IntegerType(32))]
+
     def grouped_mixture(self, op: form.MixtureOp, x: Window, ids: Window, routing: Window, name: str,
-                        shape: dict) -> None:
+                        shape: dict, segments: Sequence[Window] = ()) -> None:
         """The grouped path after the router (mixture_grouped.py): the pairs grouped by expert
-        (mixture_groups: starts and order, plan buffers), the gated pairs and the down products on
-        tensor cores, one expert's rows at a time (the folded shared expert's blocks more grid rows), and
-        the sum of a row's slots."""
+        (`segments`, starts and order, where the router wrote them; else a mixture_groups launch
+        writes them, plan buffers), the gated pairs and the down products on tensor cores, one
+        expert's rows at a time (the folded shared expert's blocks more grid rows), and the sum of a
+        row's slots."""
         rows, width, hidden, experts, top_k, shared_hidden = (shape[k] for k in ("rows", "width", "hidden", "experts",
                                                                                   "top_k", "shared_hidden"))
         pairs, slots = rows * top_k, top_k + (1 if shared_hidden else 0)
-        starts = self.activation(f"{name}.starts", (experts + 1,), IntegerType(32))
-        order = self.activation(f"{name}.order", (pairs,), IntegerType(32))
-        self.launch("mixture_groups", {"rows": rows, "experts": experts, "top_k": top_k}, [ids, starts, order])
+        if segments:
+            starts, order = segments
+        else:
+            starts = self.activation(f"{name}.starts", (experts + 1,), IntegerType(32))
+            order = self.activation(f"{name}.order", (pairs,), IntegerType(32))
+            self.launch("mixture_groups", {"rows": rows, "experts": experts, "top_k": top_k}, [ids, starts, order])
         shared = [self.window(w) for w in op.shared]
         between = self.activation(f"{name}.hidden", (pairs, hidden))
         shared_between = [self.activation(f"{name}.shared_hidden", (rows, shared_hidden))] if shared_hidden else []

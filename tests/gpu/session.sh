@@ -160,16 +160,20 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the fourth session's queue (2026-11-30), all of it passed in the fifth: q8_gemm_tc's tuned cases (the
-      # 40 entries its bench wrote into schedules.json; the lm head's 256-row references take the interpreter
-      # seconds each, so they need about 260 s; carry build/gpu)
-      timeout 400 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "gemm_tc and tuned" 2>&1 \
-        | tee "$logs/q8-tuned.log" || status=1
-      # and the Llama plan whose products and gated pairs all run on q8_gemm_tc (40 rows, fuse-quant: the
-      # SwiGLU quantizes in its epilogue), --check against the interpreter (build it here: python
-      # tests/gpu/plans.py llama-3.1-8b-b40-q8-fused; carry build/plans)
-      timeout 180 python3 -m pytest tests/gpu/test_plans.py -q -rfE -k "llama-3.1-8b-b40-q8-fused" 2>&1 \
-        | tee -a "$logs/q8-tuned.log" || status=1 ;;
+      # the fifth session's queue (2026-11-30): the router writing the grouped path's segments (ROUTER_SEGMENTS,
+      # off until measured; mixture_groups folded into the router's last cluster). Its GPU cases (here: python
+      # tests/gpu/build.py --only mixture_router), compute-sanitizer on one, then the real-size batch-8 step with it
+      # against without (here: build kimi-full-b8-c1k as committed and, from a copy whose facts set ROUTER_SEGMENTS
+      # = True, as build/plans/kimi-full-b8-c1k-segments.plan; carry build/gpu, build/plans, .anchors and .whl)
+      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE -k segments 2>&1 \
+        | tee "$logs/segments.log" || status=1
+      for tool in memcheck racecheck; do
+        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture_grouped.py \
+          -q -k "segments and b64_e128" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/segments.log"
+      done
+      timeout 330 python3 bench/model.py build/plans/kimi-full-b8-c1k.plan build/plans/kimi-full-b8-c1k-segments.plan \
+        2>&1 | tee -a "$logs/segments.log" || status=1 ;;
     q8-tc)
       # q8_gemm_tc, the int8 tensor-core product (carry build/gpu and build/bench/q8-tc: `python
       # tests/gpu/build.py --only q8_gemm_tc gemm_tc` and `LANEC_Q8_SET=tc python bench/q8.py build` here;

@@ -176,8 +176,15 @@ class Launched:
                 self.buffers[param.name].fill(0xFF)
             else:
                 self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
-        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
-        driver.launch(function, artifact.launch, [self.buffers[p.name].ptr for p in artifact.params], stream)
+        self.function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        self.artifact = artifact
+        self.again(stream)
+
+    def again(self, stream) -> None:
+        """Launch once more on the same buffers (a next step: what a launch leaves, a ticket
+        count, it finds)."""
+        driver.launch(self.function, self.artifact.launch, [self.buffers[p.name].ptr for p in self.artifact.params],
+                      stream)
         stream.synchronize()
 
     def read(self, name: str) -> np.ndarray:

@@ -119,3 +119,28 @@ def test_mixture_grouped_matches_interpreter(case, stream):
     finally:
         for done in launched:
             done.free()
+
+
+ROUTER_CASES = load("lanec_gpu_cases_mixture_router_for_grouped", HERE / "cases" / "mixture_router.py").CASES
+
+
+@pytest.mark.parametrize("case", sorted(c for c in SHAPES if f"{c}_segments" in ROUTER_CASES))
+def test_the_router_writes_the_segments(case, stream):
+    """mixture_router with `segments`: its ids and weights as the interpreter's, and the starts and
+    order mixture_groups would write from them, over three launches on the same buffers (the
+    ticket's count wraps each step: from the poisoned start, then from what the last step left)."""
+    shape = SHAPES[case]
+    inputs, ids, weights = flat.draw(shape, np.random.default_rng())
+    router = flat.Launched("mixture_router", f"{case}_segments", inputs, stream)
+    try:
+        for step in range(3):
+            if step:
+                router.again(stream)
+            got = router.read("ids")
+            assert np.array_equal(got, ids), f"{case} step {step}: ids differ"
+            flat.check_close(f"{case} routing weights", "float32", router.read("weights"), weights)
+            starts, order = segments(got, shape["experts"])
+            assert np.array_equal(router.read("starts"), starts), f"{case} step {step}: starts differ"
+            assert np.array_equal(router.read("order"), order), f"{case} step {step}: order differs"
+    finally:
+        router.free()

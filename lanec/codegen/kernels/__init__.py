@@ -24,7 +24,7 @@ KERNELS = {
     "mixture_router": "lanec.codegen.kernels.mixture:MixtureRouter",
     "mixture_gated": "lanec.codegen.kernels.mixture:MixtureGated",
     "mixture_down": "lanec.codegen.kernels.mixture:MixtureDown",
-    "mixture_groups": "lanec.codegen.kernels.mixture_grouped:MixtureGroups",
+    "mixture_groups": "lanec.codegen.kernels.mixture:MixtureGroups",
     "mixture_grouped_gated": "lanec.codegen.kernels.mixture_grouped:MixtureGroupedGated",
     "mixture_grouped_down": "lanec.codegen.kernels.mixture_grouped:MixtureGroupedDown",
     "mixture_sum": "lanec.codegen.kernels.mixture_grouped:MixtureSum",

@@ -35,7 +35,14 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
-from lanec.codegen.facts import VECTOR, WARP, MixtureExpertsSpec, MixtureRouterSpec, router_rows_a_cta
+from lanec.codegen.facts import (
+    VECTOR,
+    WARP,
+    MixtureExpertsSpec,
+    MixtureGroupedSpec,
+    MixtureRouterSpec,
+    router_rows_a_cta,
+)
 from lanec.codegen.kernels.argmax import first_largest
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
@@ -47,6 +54,7 @@ from lanec.codegen.kernels.primitives import (
     prefetch_l2,
     shared_bytes,
     sigmoid,
+    ticket,
     unpack_bf16,
     warp_reduce,
     warp_reduce_interleaved,
@@ -117,19 +125,154 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
     return sums
 
 
+GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
+
+
+class MixtureGroups:
+    """Params: ids [rows, top_k] int32 (the router's), starts [experts + 1] int32 and order
+    [rows * top_k] int32 (both written); see the module docstring."""
+
+    name = "mixture_groups"
+
+    def __init__(self, rows: int, experts: int, top_k: int):
+        MixtureGroupedSpec(self.name, rows, experts, top_k).check()
+        self.rows, self.experts, self.top_k = rows, experts, top_k
+        self.pairs = rows * top_k
+        self.warps = min(GROUP_WARPS, -(-self.pairs // WARP))
+        self.steps = -(-self.pairs // (WARP * self.warps))  # 32-pair steps a warp walks
+        self.held = -(-experts // WARP)  # experts a lane of the scanning warp holds: lane * held + i
+
+    def params(self) -> list[TensorParam]:
+        return [TensorParam("ids", (self.rows, self.top_k), "int32"),
+                TensorParam("starts", (self.experts + 1,), "int32", written=True),
+                TensorParam("order", (self.pairs,), "int32", written=True)]
+
+    def shared_bytes(self) -> int:
+        return shared_bytes([(4 * self.warps * self.experts, 16), (4 * self.experts, 16)])
+
+    def launch(self) -> LaunchShape:
+        return LaunchShape(grid=(1, 1, 1), block=(WARP * self.warps, 1, 1), shared_bytes=self.shared_bytes())
+
+    @cute.jit
+    def __call__(self, *, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
+        launch(self, ids, starts, order)
+
+    def tables(self, smem):
+        """Its shared tables: counts [warps, experts] (a warp's pairs an expert, then its offset)
+        and firsts [experts] (an expert's pairs, then its segment's start)."""
+        return alloc(smem, Int32, (self.warps, self.experts)), alloc(smem, Int32, self.experts)
+
+    @cute.kernel
+    def kernel(self, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
+        thread, _, _ = cute.arch.thread_idx()
+        counts, firsts = self.tables(cutlass.memory.SmemAllocator())
+        cute.arch.griddepcontrol_wait()  # the ids are the router's
+        cute.arch.griddepcontrol_launch_dependents()
+        self.segment(ids, starts, order, counts, firsts, thread)
+
+    @cute.jit
+    def segment(self, ids, starts, order, counts, firsts, thread: Int32):
+        """starts and order from ids, by the CTA's first `warps` warps (threads past them, as in
+        the router's CTA that writes the segments, only meet its barriers)."""
+        lane, warp = thread % WARP, thread // WARP
+        threads: cutlass.Constexpr = WARP * self.warps
+        cells: cutlass.Constexpr = self.warps * self.experts
+        for i in cutlass.range_constexpr(-(-cells // threads)):
+            c = thread + i * threads
+            if (c < cells) & (thread < threads):
+                counts[c // self.experts, c % self.experts] = Int32(0)
+        cute.arch.sync_threads()
+        if warp < self.warps:
+            self.walk(ids, counts, firsts, order, warp, lane, False)
+        cute.arch.sync_threads()
+        for i in cutlass.range_constexpr(-(-self.experts // threads)):
+            e = thread + i * threads
+            if (e < self.experts) & (thread < threads):  # each warp's offset in the expert's segment
+                running = Int32(0)
+                for w in cutlass.range_constexpr(self.warps):
+                    mine = counts[w, e]
+                    counts[w, e] = running
+                    running = running + mine
+                firsts[e] = running
+        cute.arch.sync_threads()
+        if warp == 0:
+            self.scan(firsts, starts, lane)
+        cute.arch.sync_threads()
+        if warp < self.warps:
+            self.walk(ids, counts, firsts, order, warp, lane, True)
+
+    @cute.jit
+    def walk(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr):
+        """Warp `warp`'s pairs in order, 32 a step: a lane's rank among the step's lanes with its
+        expert (those below it) and their number. First walk (`place` False): counts[warp, e] sums
+        them. Second: the pair goes to order[start of e + the warp's offset + rank], and the offset
+        moves past the step's pairs of e. One leader a step an expert writes its count."""
+        for s in cutlass.range(self.steps):
+            p = (warp * self.steps + s) * WARP + lane
+            q = cutlass.min(p, self.pairs - 1)
+            expert = ids[q // self.top_k, q % self.top_k]
+            valid = (p < self.pairs) & (expert >= 0) & (expert < self.experts)
+            expert = cutlass.select_(valid, expert, Int32(-1))
+            rank, same = Int32(0), Int32(0)
+            for j in cutlass.range_constexpr(WARP):
+                match = cute.arch.shuffle_sync(expert, j) == expert
+                same = same + cutlass.select_(match, Int32(1), Int32(0))
+                rank = rank + cutlass.select_(match & (j < lane), Int32(1), Int32(0))
+            before = counts[warp, cutlass.max(expert, Int32(0))]
+            cute.arch.sync_warp()  # every lane has read the offset before its leader moves it
+            if valid:
+                if cutlass.const_expr(place):
+                    order[firsts[expert] + before + rank] = p
+                if rank == 0:
+                    counts[warp, expert] = before + same
+            cute.arch.sync_warp()
+
+    @cute.jit
+    def scan(self, firsts, starts, lane: Int32):
+        """The first warp: the experts' exclusive prefix sum in expert order (lane l sums its
+        `held` experts, then a shuffle scan over the lanes), into firsts and starts; starts[experts]
+        the pairs in all."""
+        E: cutlass.Constexpr = self.experts
+        held = cute.make_rmem_tensor(self.held, Int32)
+        total = Int32(0)
+        for j in cutlass.range_constexpr(self.held):
+            e = lane * self.held + j
+            held[j] = cutlass.select_(e < E, firsts[cutlass.min(e, E - 1)], Int32(0))
+            total = total + held[j]
+        inclusive = total
+        for offset in (1, 2, 4, 8, 16):
+            below = cute.arch.shuffle_sync_up(inclusive, offset)
+            inclusive = inclusive + cutlass.select_(lane >= offset, below, Int32(0))
+        base = inclusive - total
+        cute.arch.sync_warp()  # every lane has read its counts before any start replaces them
+        for j in cutlass.range_constexpr(self.held):
+            e = lane * self.held + j
+            if e < E:
+                firsts[e] = base
+                starts[e] = base
+            base = base + held[j]
+        if lane == WARP - 1:
+            starts[E] = inclusive
+
+
 class MixtureRouter:
     """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
     [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
     ``split``: the CTAs (a cluster) that share a row's router rows; None: `split_for(experts)`.
     ``rows_a_cta``: the rows a cluster scores (1, 2, 4 or 8; None: `router_rows_a_cta(rows)`): each
-    warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r."""
+    warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r.
+    ``segments``: the router also writes mixture_groups' starts [experts + 1] and order [pairs]
+    (the grouped path's first launch folded in): each cluster's first CTA draws a ticket once its
+    rows' ids are stored (`tickets` [1], `atom.inc` modulo the clusters, from the runtime's
+    poisoned start or the count the last step left), and the one drawing the last computes the
+    segments from every row's ids with `MixtureGroups.segment` (its warps among the CTA's)."""
 
     name = "mixture_router"
 
     def __init__(self, rows: int, width: int, experts: int, top_k: int, *, scoring: str = "sigmoid",
                  renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
-                 split: int | None = None, rows_a_cta: int | None = None):
+                 split: int | None = None, rows_a_cta: int | None = None, segments: bool = False):
         split = split_for(experts) if split is None else split
         per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1  # router rows a CTA dots
         per_warp = -(-per_cta // WARP)  # and a warp
@@ -146,18 +289,34 @@ class MixtureRouter:
         if rows_a_cta > self.warps:
             raise ValueError(f"mixture_router rows_a_cta {rows_a_cta}: a warp chooses a row, and a CTA has "
                              f"{self.warps} warps ({self.per_cta} router rows)")
+        self.segments = bool(segments)
+        if self.segments and self.grouper().warps > self.warps:
+            raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
+                             f"of mixture_groups, and a router CTA has {self.warps}")
+
+    def grouper(self) -> MixtureGroups:
+        """mixture_groups at this router's shape: the segments it writes (`segments`)."""
+        return MixtureGroups(self.rows, self.experts, self.top_k)
+
+    def clusters(self) -> int:
+        """The router's clusters: a block of `rows_a_cta` rows each."""
+        return -(-self.rows // self.rows_a_cta)
 
     def params(self) -> list[TensorParam]:
         params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
                   TensorParam("router", (self.experts, self.width), "bfloat16")]
         if self.correction:
             params.append(TensorParam("correction", (self.experts,), "float32"))
-        return params + [TensorParam("ids", (self.rows, self.top_k), "int32", written=True),
-                         TensorParam("weights", (self.rows, self.top_k), "float32", written=True)]
+        params += [TensorParam("ids", (self.rows, self.top_k), "int32", written=True),
+                   TensorParam("weights", (self.rows, self.top_k), "float32", written=True)]
+        if self.segments:
+            params += self.grouper().params()[1:] + [TensorParam("tickets", (1,), "int32", written=True)]
+        return params
 
     def shared_bytes(self) -> int:
         R = self.rows_a_cta
-        return shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)])
+        router = shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)])
+        return router + (self.grouper().shared_bytes() + 16 if self.segments else 0)
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.split, -(-self.rows // self.rows_a_cta), 1), block=(WARP * self.warps, 1, 1),
@@ -165,11 +324,12 @@ class MixtureRouter:
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, router: cute.Tensor, correction=None, ids: cute.Tensor,
-                 weights: cute.Tensor):
-        launch(self, x, router, correction, ids, weights)
+                 weights: cute.Tensor, starts=None, order=None, tickets=None):
+        launch(self, x, router, correction, ids, weights, starts, order, tickets)
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, router: cute.Tensor, correction, ids: cute.Tensor, weights: cute.Tensor):
+    def kernel(self, x: cute.Tensor, router: cute.Tensor, correction, ids: cute.Tensor, weights: cute.Tensor,
+               starts, order, tickets):
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
         lane, warp = thread % WARP, thread // WARP
@@ -179,6 +339,9 @@ class MixtureRouter:
         scores = alloc(smem, Float32, R * E)  # a row's logits (each CTA its own), then its scores
         choice = alloc(smem, Float32, R * E)  # a row's corrected scores, for ranking groups
         kept = alloc(smem, Int32, R * WARP)  # whether group g is kept, a row's
+        tables = None
+        if cutlass.const_expr(self.segments):
+            tables = (*self.grouper().tables(smem), alloc(smem, Int32, 4))  # counts, firsts, the last flag
         rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
         if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
             prefetch_l2(at(router, rank * self.per_cta, 0),
@@ -209,6 +372,27 @@ class MixtureRouter:
                             cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), correction, ids,
                             weights, block * R + warp, lane)
+        if cutlass.const_expr(self.segments):
+            if rank == 0:  # a cluster's choosing CTA
+                self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def segment_last(self, ids, starts, order, tickets, tables, thread: Int32):
+        """`segments`: this cluster's ids are stored; the cluster drawing the last ticket computes
+        the segments from every cluster's (the ticket's fences order their stores before it)."""
+        counts, firsts, last = tables
+        clusters: cutlass.Constexpr = self.clusters()
+        cute.arch.sync_threads()  # the choosing warps' ids are stored
+        if thread == 0:
+            if cutlass.const_expr(clusters == 1):
+                last[0] = Int32(1)
+            else:
+                drawn = ticket(at(tickets, 0), Uint32(clusters - 1))
+                last[0] = Int32(cutlass.select_(drawn == Uint32((clusters - 2) % (1 << 32)), 1, 0))
+        cute.arch.sync_threads()
+        if last[0] == 1:
+            cute.arch.fence_acq_rel_gpu()  # every cluster's ids are seen
+            self.grouper().segment(ids, starts, order, counts, firsts, thread)
 
     @cute.jit
     def choose(self, scores, choice, kept, correction, ids, weights, row: Int32, lane: Int32):

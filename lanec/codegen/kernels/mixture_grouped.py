@@ -2,7 +2,8 @@
 an expert's weights serves every row that chose it (mixture.py's kernels read a row's experts
 apart: at batch 64 most experts are read by several rows). Four launches after mixture_router:
 
-- `mixture_groups`: one CTA turns the router's ids [rows, top_k] into each expert's segment of the
+- `mixture_groups` (mixture.py, beside the router, which can do its work instead: `segments`):
+  one CTA turns the router's ids [rows, top_k] into each expert's segment of the
   (row, k) pairs: per-expert counts, their exclusive prefix sum `starts` [experts + 1] and `order`
   [pairs] (the pair index row * top_k + k at each place of its expert's segment). Each warp walks a
   run of consecutive pairs 32 at a time; a lane ranks its pair among the step's lanes with the same
@@ -57,126 +58,9 @@ from lanec.codegen.kernels.primitives import (
     wait_stage,
 )
 
-GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
 PAIR_UNITS = 64  # hidden units a grouped gated CTA: their 64 gate rows beside their 64 up rows
 DOWN_OUTPUTS = 128  # outputs a grouped down CTA
 SUM_THREADS = 128  # mixture_sum: a thread sums 4 outputs of a row
-
-
-class MixtureGroups:
-    """Params: ids [rows, top_k] int32 (the router's), starts [experts + 1] int32 and order
-    [rows * top_k] int32 (both written); see the module docstring."""
-
-    name = "mixture_groups"
-
-    def __init__(self, rows: int, experts: int, top_k: int):
-        MixtureGroupedSpec(self.name, rows, experts, top_k).check()
-        self.rows, self.experts, self.top_k = rows, experts, top_k
-        self.pairs = rows * top_k
-        self.warps = min(GROUP_WARPS, -(-self.pairs // WARP))
-        self.steps = -(-self.pairs // (WARP * self.warps))  # 32-pair steps a warp walks
-        self.held = -(-experts // WARP)  # experts a lane of the scanning warp holds: lane * held + i
-
-    def params(self) -> list[TensorParam]:
-        return [TensorParam("ids", (self.rows, self.top_k), "int32"),
-                TensorParam("starts", (self.experts + 1,), "int32", written=True),
-                TensorParam("order", (self.pairs,), "int32", written=True)]
-
-    def shared_bytes(self) -> int:
-        return shared_bytes([(4 * self.warps * self.experts, 16), (4 * self.experts, 16)])
-
-    def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(1, 1, 1), block=(WARP * self.warps, 1, 1), shared_bytes=self.shared_bytes())
-
-    @cute.jit
-    def __call__(self, *, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
-        launch(self, ids, starts, order)
-
-    @cute.kernel
-    def kernel(self, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
-        thread, _, _ = cute.arch.thread_idx()
-        lane, warp = thread % WARP, thread // WARP
-        threads: cutlass.Constexpr = WARP * self.warps
-        smem = cutlass.memory.SmemAllocator()
-        counts = alloc(smem, Int32, (self.warps, self.experts))  # a warp's pairs an expert, then its offset
-        firsts = alloc(smem, Int32, self.experts)  # an expert's pairs, then its segment's start
-        cute.arch.griddepcontrol_wait()  # the ids are the router's
-        cute.arch.griddepcontrol_launch_dependents()
-        cells: cutlass.Constexpr = self.warps * self.experts
-        for i in cutlass.range_constexpr(-(-cells // threads)):
-            c = thread + i * threads
-            if c < cells:
-                counts[c // self.experts, c % self.experts] = Int32(0)
-        cute.arch.sync_threads()
-        self.walk(ids, counts, firsts, order, warp, lane, False)
-        cute.arch.sync_threads()
-        for i in cutlass.range_constexpr(-(-self.experts // threads)):
-            e = thread + i * threads
-            if e < self.experts:  # each warp's offset in the expert's segment: the earlier warps' pairs
-                running = Int32(0)
-                for w in cutlass.range_constexpr(self.warps):
-                    mine = counts[w, e]
-                    counts[w, e] = running
-                    running = running + mine
-                firsts[e] = running
-        cute.arch.sync_threads()
-        if warp == 0:
-            self.scan(firsts, starts, lane)
-        cute.arch.sync_threads()
-        self.walk(ids, counts, firsts, order, warp, lane, True)
-
-    @cute.jit
-    def walk(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr):
-        """Warp `warp`'s pairs in order, 32 a step: a lane's rank among the step's lanes with its
-        expert (those below it) and their number. First walk (`place` False): counts[warp, e] sums
-        them. Second: the pair goes to order[start of e + the warp's offset + rank], and the offset
-        moves past the step's pairs of e. One leader a step an expert writes its count."""
-        for s in cutlass.range(self.steps):
-            p = (warp * self.steps + s) * WARP + lane
-            q = cutlass.min(p, self.pairs - 1)
-            expert = ids[q // self.top_k, q % self.top_k]
-            valid = (p < self.pairs) & (expert >= 0) & (expert < self.experts)
-            expert = cutlass.select_(valid, expert, Int32(-1))
-            rank, same = Int32(0), Int32(0)
-            for j in cutlass.range_constexpr(WARP):
-                match = cute.arch.shuffle_sync(expert, j) == expert
-                same = same + cutlass.select_(match, Int32(1), Int32(0))
-                rank = rank + cutlass.select_(match & (j < lane), Int32(1), Int32(0))
-            before = counts[warp, cutlass.max(expert, Int32(0))]
-            cute.arch.sync_warp()  # every lane has read the offset before its leader moves it
-            if valid:
-                if cutlass.const_expr(place):
-                    order[firsts[expert] + before + rank] = p
-                if rank == 0:
-                    counts[warp, expert] = before + same
-            cute.arch.sync_warp()
-
-    @cute.jit
-    def scan(self, firsts, starts, lane: Int32):
-        """The first warp: the experts' exclusive prefix sum in expert order (lane l sums its
-        `held` experts, then a shuffle scan over the lanes), into firsts and starts; starts[experts]
-        the pairs in all."""
-        E: cutlass.Constexpr = self.experts
-        held = cute.make_rmem_tensor(self.held, Int32)
-        total = Int32(0)
-        for j in cutlass.range_constexpr(self.held):
-            e = lane * self.held + j
-            held[j] = cutlass.select_(e < E, firsts[cutlass.min(e, E - 1)], Int32(0))
-            total = total + held[j]
-        inclusive = total
-        for offset in (1, 2, 4, 8, 16):
-            below = cute.arch.shuffle_sync_up(inclusive, offset)
-            inclusive = inclusive + cutlass.select_(lane >= offset, below, Int32(0))
-        base = inclusive - total
-        cute.arch.sync_warp()  # every lane has read its counts before any start replaces them
-        for j in cutlass.range_constexpr(self.held):
-            e = lane * self.held + j
-            if e < E:
-                firsts[e] = base
-                starts[e] = base
-            base = base + held[j]
-        if lane == WARP - 1:
-            starts[E] = inclusive
 
 
 class GroupedProduct(GemmTc):

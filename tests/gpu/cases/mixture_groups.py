@@ -14,6 +14,6 @@ CASES = {name: shapes.groups_spec(shape) for name, shape in shapes.SHAPES.items(
 
 
 def make(spec: dict):
-    from lanec.codegen.kernels.mixture_grouped import MixtureGroups
+    from lanec.codegen.kernels.mixture import MixtureGroups
 
     return MixtureGroups(**spec)

@@ -11,6 +11,30 @@ KERNEL = "mixture_router"
 
 CASES = {name: shapes.router_spec(shape) for name, shape in shapes.SHAPES.items()}
 
+# the router writing the grouped path's segments too (`segments`: mixture_groups folded in; the
+# cluster drawing the last ticket computes them), at every grouped shape whose pairs its CTA's
+# warps can walk (tests/gpu/test_mixture_grouped.py checks them against the ids)
+_spec = importlib.util.spec_from_file_location("lanec_gpu_cases_mixture_grouped_for_router",
+                                               Path(__file__).with_name("mixture_grouped.py"))
+grouped = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(grouped)
+for _name, _shape in grouped.SHAPES.items():
+    CASES[f"{_name}_segments"] = {**shapes.router_spec(_shape), "segments": True}
+
+
+def fits(spec: dict) -> bool:
+    """Whether the router takes `spec` (a segments case its CTA's warps cannot walk does not build)."""
+    from lanec.codegen.kernels.mixture import MixtureRouter
+
+    try:
+        MixtureRouter(**spec)
+    except ValueError:
+        return False
+    return True
+
+
+CASES = {name: spec for name, spec in CASES.items() if not spec.get("segments") or fits(spec)}
+
 
 def make(spec: dict):
     from lanec.codegen.kernels.mixture import MixtureRouter
