@@ -168,26 +168,30 @@ class MixtureGroups:
         counts, firsts = self.tables(cutlass.memory.SmemAllocator())
         cute.arch.griddepcontrol_wait()  # the ids are the router's
         cute.arch.griddepcontrol_launch_dependents()
-        self.segment(ids, starts, order, counts, firsts, thread)
+        self.segment(ids, starts, order, counts, firsts, thread, False)
+
+    @staticmethod
+    def mine(condition, thread: Int32, threads: int, wider: bool):
+        """`condition`, for a thread of the walking warps only where the CTA has more (`wider`)."""
+        return condition & (thread < threads) if wider else condition
 
     @cute.jit
-    def segment(self, ids, starts, order, counts, firsts, thread: Int32):
-        """starts and order from ids, by the CTA's first `warps` warps (threads past them, as in
-        the router's CTA that writes the segments, only meet its barriers)."""
+    def segment(self, ids, starts, order, counts, firsts, thread: Int32, wider: cutlass.Constexpr):
+        """starts and order from ids, by the CTA's first `warps` warps; `wider`: the CTA has more
+        (the router's that writes the segments), which only meet its barriers."""
         lane, warp = thread % WARP, thread // WARP
         threads: cutlass.Constexpr = WARP * self.warps
         cells: cutlass.Constexpr = self.warps * self.experts
         for i in cutlass.range_constexpr(-(-cells // threads)):
             c = thread + i * threads
-            if (c < cells) & (thread < threads):
+            if self.mine(c < cells, thread, threads, wider):
                 counts[c // self.experts, c % self.experts] = Int32(0)
         cute.arch.sync_threads()
-        if warp < self.warps:
-            self.walk(ids, counts, firsts, order, warp, lane, False)
+        self.walk_of(ids, counts, firsts, order, warp, lane, False, wider)
         cute.arch.sync_threads()
         for i in cutlass.range_constexpr(-(-self.experts // threads)):
             e = thread + i * threads
-            if (e < self.experts) & (thread < threads):  # each warp's offset in the expert's segment
+            if self.mine(e < self.experts, thread, threads, wider):  # each warp's offset in the expert's segment
                 running = Int32(0)
                 for w in cutlass.range_constexpr(self.warps):
                     mine = counts[w, e]
@@ -198,8 +202,17 @@ class MixtureGroups:
         if warp == 0:
             self.scan(firsts, starts, lane)
         cute.arch.sync_threads()
-        if warp < self.warps:
-            self.walk(ids, counts, firsts, order, warp, lane, True)
+        self.walk_of(ids, counts, firsts, order, warp, lane, True, wider)
+
+    @cute.jit
+    def walk_of(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr,
+                wider: cutlass.Constexpr):
+        """`walk` by the walking warps (a wider CTA's others skip it)."""
+        if cutlass.const_expr(wider):
+            if warp < self.warps:
+                self.walk(ids, counts, firsts, order, warp, lane, place)
+        else:
+            self.walk(ids, counts, firsts, order, warp, lane, place)
 
     @cute.jit
     def walk(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr):
@@ -392,7 +405,7 @@ class MixtureRouter:
         cute.arch.sync_threads()
         if last[0] == 1:
             cute.arch.fence_acq_rel_gpu()  # every cluster's ids are seen
-            self.grouper().segment(ids, starts, order, counts, firsts, thread)
+            self.grouper().segment(ids, starts, order, counts, firsts, thread, True)
 
     @cute.jit
     def choose(self, scores, choice, kept, correction, ids, weights, row: Int32, lane: Int32):
