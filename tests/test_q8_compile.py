@@ -710,3 +710,17 @@ def test_kda_split_quantize_epilogue_compiles_a_block_a_warp(tokens, words):
     # the padding rows' zeros and the output norm's values, each token's, each plane
     assert ptx.count("st.global.b8") == 2 * tokens * words and ".local" not in ptx
     assert "cvt.rn.bf16" not in ptx.split("rsqrt")[-1]
+
+
+def test_the_q8_bench_times_an_epilogue_only_beside_its_product(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    monkeypatch.setenv("LANEC_Q8_PRODUCTS", "kimi kda merged,o proj")
+    spec = importlib.util.spec_from_file_location("bench_q8_subset", ROOT / "bench" / "q8.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # a subset without the gate+up pair keeps only the o proj's epilogue: its table compares each
+    # epilogue launch with the plain product timed in the same run
+    assert [label for label, _, _ in bench.PRODUCTS] == ["o proj", "kimi kda merged"]
+    assert [label for label, _, _ in bench.EPILOGUE_PRODUCTS] == ["o proj"]
