@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from bench_scripts import load_bench
 from ptx import compiled_for_sm90a
 
 from lanec.codegen.facts import GEMM_PRODUCER_ROWS
@@ -185,15 +186,9 @@ def test_invalid_specializations_say_why(make, message):
 
 
 def test_the_gemm_bench_moves_a_shape_below_the_measured_rows_only_where_gemm_tc_won(tmp_path, monkeypatch):
-    import importlib.util
     import json
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.syspath_prepend(str(root / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_gemm", root / "bench" / "gemm.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("gemm", monkeypatch)
 
     def timed(rows, k, n, us, gemv):
         e = {"rows": rows, "k": k, "n": n}

@@ -5,9 +5,9 @@ a second compile, and the artifact the runtime loads round-trips without CuTe DS
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 from lanec.codegen.compile import CompiledKernel, cache_key, compile_kernel, entry_signature
 from lanec.codegen.facts import RowSchedule
@@ -163,14 +163,9 @@ def test_rope_reads_pairs_of_vectors_after_the_wait_without_local_memory(make, p
 
 
 def test_the_gemv_bench_writes_a_schedule_only_where_it_beats_the_default(tmp_path, monkeypatch):
-    import importlib.util
     import json
 
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.syspath_prepend(str(root / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_gemv", root / "bench" / "gemv.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("gemv", monkeypatch)
     o_proj = {"kind": "gemv", "rows": 1, "k": 4096, "n": 2304}
     q_proj = {"kind": "gemv", "rows": 1, "k": 2304, "n": 4096}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench
 from ptx import compiled_for_sm90a
 
 from lanec.codegen.facts import quantized_pitch
@@ -242,12 +243,7 @@ def test_q8_gemm_tc_launches_take_the_tuned_tables_schedule(tmp_path, monkeypatc
 
 
 def test_the_q8_bench_writes_the_fastest_schedule_a_shape(tmp_path, monkeypatch):
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_q8", ROOT / "bench" / "q8.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("q8", monkeypatch)
     monkeypatch.setattr(bench, "TENSOR_CORES", True)
     shape = {"kind": "q8_tc", "k": 4096, "n": 4096, "rows": 64, "words": 1}
     results = [({**shape, "knobs": {"tile_n": 128, "splits": 4, "stages": 3}}, 27.1, None, None),
@@ -268,13 +264,9 @@ def test_the_q8_bench_writes_the_fastest_schedule_a_shape(tmp_path, monkeypatch)
 
 
 def test_the_q8_bench_writes_a_gemv_schedule_only_where_it_beats_the_default(tmp_path, monkeypatch):
-    import importlib.util
     import json
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_q8_gemv", ROOT / "bench" / "q8.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("q8", monkeypatch)
     pair = {"kind": "q8", "k": 2304, "n": 9216, "rows": 1, "words": 1, "gated": True}
     product = {"kind": "q8", "k": 4096, "n": 4096, "rows": 1, "words": 1, "gated": False}
     results = [({**pair, "default": True, "knobs": {"warps": 8, "rows_per_cta": 2}}, 21.2, None, None),
@@ -713,13 +705,8 @@ def test_kda_split_quantize_epilogue_compiles_a_block_a_warp(tokens, words):
 
 
 def test_the_q8_bench_times_an_epilogue_only_beside_its_product(monkeypatch):
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     monkeypatch.setenv("LANEC_Q8_PRODUCTS", "kimi kda merged,o proj")
-    spec = importlib.util.spec_from_file_location("bench_q8_subset", ROOT / "bench" / "q8.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("q8", monkeypatch)
     # a subset without the gate+up pair keeps only the o proj's epilogue: its table compares each
     # epilogue launch with the plain product timed in the same run
     assert [label for label, _, _ in bench.PRODUCTS] == ["o proj", "kimi kda merged"]

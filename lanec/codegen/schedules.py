@@ -3,7 +3,7 @@ kept in schedules.json beside this file and read by the lowering. The benches wr
 (`bench/kda.py --write-table`, `bench/gemv.py --write-table`, `bench/gemm.py --write-table`,
 `bench/q8.py --write-table` for q8_gemv and q8_gated_gemv, with LANEC_Q8_SET=tc for q8_gemm_tc;
 `tests/gpu/session.sh` runs them); an entry joins the table once tests/gpu has checked its
-specialization (each kernel's GPU cases include every schedule the table names: `tuned_shapes`).
+specialization (each kernel's GPU cases include every schedule the table names: `tuned_cases`).
 
 An entry names its knobs by field: {"schedule": {"early": 2, "lanes": 32, "occupancy": 5},
 "us": 42.31}. The fields are those of the kernel's schedule dataclass (facts.py: `KdaSchedule`
@@ -40,6 +40,20 @@ def tuned_shapes(kernel: str) -> list[tuple[dict, dict]]:
     the GPU tests check for each kernel (their `tuned_` cases)."""
     return [({k: int(v) for k, v in (item.split("=") for item in shape.split(","))}, entry["schedule"])
             for shape, entry in table().get(kernel, {}).items()]
+
+
+def tuned_cases(kernel: str, outputs: str = "parts") -> dict[str, dict]:
+    """The GPU cases of `kernel`'s table entries (`tuned_shapes`), by name (tuned_r{rows}_k{width}
+    _n{outputs}, and _w{words} where the shape has words): the shape as the kernel's arguments,
+    `outputs` the argument that takes the outputs ("parts": one part; "hidden": a gated pair's),
+    with the entry's schedule."""
+    cases = {}
+    for shape, schedule in tuned_shapes(kernel):
+        words = {"words": shape["words"]} if "words" in shape else {}
+        name = "tuned_r{rows}_k{width}_n{outputs}".format(**shape) + (f"_w{words['words']}" if words else "")
+        taken = [shape["outputs"]] if outputs == "parts" else shape["outputs"]
+        cases[name] = {"rows": shape["rows"], "width": shape["width"], outputs: taken, **words, "schedule": schedule}
+    return cases
 
 
 def schedule_for(kernel: str, shape: dict) -> dict:

@@ -2,7 +2,7 @@
 (CUDA cores at 1-3 rows, tensor cores from 4 to the 32-row limit); `..._q1` / `..._q2`: the
 quantize epilogue (tests/gpu/test_quantize.py checks those; test_kernels.py the others)."""
 
-from lanec.codegen.schedules import tuned_shapes
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "gated_gemv"
 
@@ -26,9 +26,7 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-for _shape, _schedule in tuned_shapes(KERNEL):
-    rows, width, outputs = (_shape[k] for k in ("rows", "width", "outputs"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, hidden=outputs, schedule=_schedule)
+CASES.update(tuned_cases(KERNEL, "hidden"))
 
 
 def make(spec: dict):

@@ -5,7 +5,7 @@ of real products and awkward ones (K not a multiple of the MMA's 32-value chunk,
 lowering runs more than 32 rows as several launches), so it is not a case. A `schedule` names the
 `RowSchedule` knobs it sets (lanec/codegen/facts.py)."""
 
-from lanec.codegen.schedules import tuned_shapes
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "gemv"
 
@@ -58,9 +58,7 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-for _shape, _schedule in tuned_shapes(KERNEL):
-    rows, width, outputs = (_shape[k] for k in ("rows", "width", "outputs"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, parts=[outputs], schedule=_schedule)
+CASES.update(tuned_cases(KERNEL))
 
 
 def make(spec: dict):

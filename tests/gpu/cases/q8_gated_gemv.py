@@ -2,7 +2,7 @@
 example's (2048 -> 8192), one and two words, odd sizes, and the 16-row limit (a warp reduces 2
 weights x 16 rows of sums)."""
 
-from lanec.codegen.schedules import tuned_shapes
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "q8_gated_gemv"
 
@@ -18,10 +18,7 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-for _shape, _schedule in tuned_shapes(KERNEL):
-    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, hidden=outputs, words=words,
-                                                                 schedule=_schedule)
+CASES.update(tuned_cases(KERNEL, "hidden"))
 
 
 def make(spec: dict):

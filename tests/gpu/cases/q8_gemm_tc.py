@@ -3,7 +3,7 @@
 4096, the q k v parts, 14336 -> 4096) and Kimi Linear's (2304 wide); outputs that are no whole
 tile (1000, 777 + 1024 parts); a K split, two row blocks and schedules of their own."""
 
-from lanec.codegen.schedules import tuned_shapes
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "q8_gemm_tc"
 
@@ -21,10 +21,7 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks for q8_gemm_tc (lanec/codegen/schedules.json) is checked too
-for _shape, _schedule in tuned_shapes(KERNEL):
-    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, parts=[outputs], words=words,
-                                                                 schedule=_schedule)
+CASES.update(tuned_cases(KERNEL))
 
 
 def make(spec: dict):

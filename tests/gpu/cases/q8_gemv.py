@@ -3,7 +3,7 @@
 14336 -> 4096) and awkward sizes (K of 1, 3 and 65 blocks: rows whose blocks start 2 bytes off a
 word every other row; N not a multiple of the rows a CTA); parts; a schedule of its own."""
 
-from lanec.codegen.schedules import tuned_shapes
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "q8_gemv"
 
@@ -25,10 +25,7 @@ CASES = {
 }
 
 # every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-for _shape, _schedule in tuned_shapes(KERNEL):
-    rows, width, outputs, words = (_shape[k] for k in ("rows", "width", "outputs", "words"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}_w{words}"] = dict(rows=rows, width=width, parts=[outputs], words=words,
-                                                                 schedule=_schedule)
+CASES.update(tuned_cases(KERNEL))
 
 
 def make(spec: dict):

@@ -1,0 +1,19 @@
+"""The bench scripts (bench/*.py) as modules for the CPU tests of their table writers and knobs (the
+tests directory is on the path: `from bench_scripts import load_bench`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def load_bench(name: str, monkeypatch):
+    """bench/<name>.py executed afresh (it reads its environment knobs as it loads), with bench/ on
+    the path for its `measure` import."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
