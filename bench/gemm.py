@@ -25,10 +25,17 @@ all, which --write-table records.
     LANEC_GEMM_BLOCKS=1 python bench/gemm.py build       # only the default and the row-block variants
     LANEC_GEMM_TMA=1 python bench/gemm.py build          # only the default, the table's, and both by TMA
                                                          # (one thread, and a producer warpgroup)
+    LANEC_GEMM_STREAM=1 python bench/gemm.py build       # only the default, the table's and stream-K's
+    LANEC_GEMM_STREAM=tiles,132 python bench/gemm.py build   # stream-K over those CTA counts ("tiles":
+                                                         # one a tile, no partials: the machinery's own cost)
+    LANEC_GEMM_ONLY="kimi qkv;llama down" python bench/gemm.py build   # only those products
 
 Every shape also times the table's schedule and the default with TMA loads (`loads: "tma"`: one
 thread's cp.async.bulk.tensor a box; "producer": a producer warpgroup issues them; the tensor maps
-encoded here as the runtime encodes them); the best column names the loads it took."""
+encoded here as the runtime encodes them); the best column names the loads it took. Where a shape
+has no more weight tiles than SMs, stream-K (`stream`: SM_COUNT CTAs dealing out the (tile, K stage)
+units, a tile cut between two CTAs summed through a workspace) is timed at the default's stages and at
+4, and from 128 rows in row blocks of 128 and 64 too; "best" names it "stream"."""
 
 from __future__ import annotations
 
@@ -101,7 +108,22 @@ def variants(make) -> list[dict]:
         by_tma.append(schedule)
     if os.environ.get("LANEC_GEMM_TMA"):
         return table + by_tma
-    found += by_tma
+    streams = []
+    asked = os.environ.get("LANEC_GEMM_STREAM", "1")
+    counts = [SM_COUNT] if asked == "1" else [default.n_tiles * default.row_blocks if c == "tiles" else int(c)
+                                             for c in asked.split(",")]
+    for ctas in counts:
+        for knobs in [{}, {"stages": 4}, *({"block_rows": b} for b in BLOCK_ROWS if b < default.rows)]:
+            schedule = {"stream": ctas, **knobs}
+            try:
+                make(schedule)
+            except ValueError:  # more tiles than CTAs (or too much shared memory)
+                continue
+            if schedule not in streams:
+                streams.append(schedule)
+    if "LANEC_GEMM_STREAM" in os.environ:
+        return table + streams
+    found += by_tma + streams
     if os.environ.get("LANEC_GEMM_BLOCKS"):  # with the table's own entry, so a rewrite keeps the best
         return found + table
     for splits in (1, 2, 4, 8):
@@ -129,7 +151,10 @@ def build() -> None:
             compile_kernel(kernel).save(OUT, stem)
             built.add(stem)
 
+    only = os.environ.get("LANEC_GEMM_ONLY")
     for label, k, parts in PRODUCTS:
+        if only and label not in only.split(";"):
+            continue
         n = sum(parts)
         for rows in ROWS:
             def make(schedule, rows=rows, k=k, parts=parts):
@@ -151,10 +176,15 @@ def build() -> None:
                 if getattr(kernel, "multicast", 1) > 1:
                     knobs["multicast"] = kernel.multicast
                     blocks += f"_m{kernel.multicast}"
+                if getattr(kernel, "stream_ctas", 0):
+                    knobs["stream"] = kernel.stream_ctas
+                    blocks += f"_stream{kernel.stream_ctas}"
                 if schedule is not None and knobs == schedules[0]["schedule"]:
                     continue  # the default's own
                 stem = (f"{slug(label)}_r{rows}_t{kernel.tile_n}_k{kernel.splits}_s{kernel.stages}{blocks}_"
                         f"{kernel.engine}")
+                if any(timed["stem"] == stem for timed in schedules):
+                    continue  # two knobs' sets that make the same kernel
                 add(kernel, stem)
                 schedules.append({"stem": stem, "schedule": knobs, "grid": list(kernel.launch().grid)})
             # the gemv launches the lowering made before gemm_tc: 32 rows each, the rest in the last
@@ -201,6 +231,11 @@ def run() -> list:
     def graph_us(launches: list, copies: int) -> float:
         return measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
 
+    # stream-K's workspace, shared by its launches as a plan's are (flags poisoned: not raised)
+    from lanec.codegen.facts import GEMM_STREAM_SLOT, SM_COUNT
+
+    partials = torch.empty(SM_COUNT, GEMM_STREAM_SLOT, dtype=torch.float32, device="cuda")
+    flags = torch.full((SM_COUNT,), -1, dtype=torch.int32, device="cuda")
     results, weights_key, weights = [], None, None
     for e in entries:
         k, n, rows = e["k"], e["n"], e["rows"]
@@ -220,9 +255,10 @@ def run() -> list:
             fn, shape = function(variant["stem"])
             params = load_artifact(OUT, variant["stem"]).params
             maps = driver.TensorMaps(copies * sum(p.tensor_map is not None for p in params))
-            launches = [driver.Launch(fn, shape, maps.pointers(params, {"x": x.data_ptr(), "w": weights[c].data_ptr(),
-                                                                        "y": y.data_ptr()}), ours_stream)
-                        for c in range(copies)]
+            addresses = {"x": x.data_ptr(), "y": y.data_ptr(), "partials": partials.data_ptr(),
+                         "flags": flags.data_ptr()}
+            launches = [driver.Launch(fn, shape, maps.pointers(params, {**addresses, "w": weights[c].data_ptr()}),
+                                      ours_stream) for c in range(copies)]
             maps.upload()
             timed.append((graph_us(launches, copies), variant))
             maps.free()
@@ -275,7 +311,8 @@ def run() -> list:
               f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']}"
               f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
               f"{' / ' + fastest['loads'] if 'loads' in fastest else ''}"
-              f"{' x' + str(fastest['multicast']) + ' multicast' if 'multicast' in fastest else ''} "
+              f"{' x' + str(fastest['multicast']) + ' multicast' if 'multicast' in fastest else ''}"
+              f"{' / stream ' + str(fastest['stream']) if 'stream' in fastest else ''} "
               f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results
 

@@ -13,7 +13,7 @@ import pytest
 from bench_scripts import load_bench
 from ptx import compiled_for_sm90a
 
-from lanec.codegen.facts import GEMM_PRODUCER_ROWS
+from lanec.codegen.facts import GEMM_PRODUCER_ROWS, GEMM_STREAM_SLOT
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.gemm_tc import GemmTc
 from lanec.codegen.kernels.gemm_wgmma import GemmWgmma
@@ -157,6 +157,72 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     shape = kernel.launch()
     assert (shape.grid, shape.cluster) == (grid, cluster)
     assert (kernel.block_rows, kernel.padded_rows) == (block_rows, padded)
+
+
+STREAM = {
+    "r256_k2304_merged_g132": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule={"stream": 132}),
+    "r64_k2304_n4096_g132": lambda: GemmTc(64, 2304, [4096], schedule={"stream": 132}),
+    "r200_k2048_gated_b128_g132": lambda: GemmTc(200, 2048, [2048], gated=True,
+                                                 schedule={"stream": 132, "block_rows": 128}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STREAM))
+def test_stream_k_compiles_with_its_workspace_handshake(case):
+    """A stream's CTAs: the producer's boxes, a partial tile stored as 16-byte vectors and its flag
+    raised by a release at GPU scope, the owner's acquire spin and its reads through L2; one CTA a
+    run on a plain grid, no cluster; the workspace params after y, before the tensor maps."""
+    kernel = STREAM[case]()
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert "cp.async.bulk.tensor" in ptx and "mbarrier.try_wait" in ptx and "cp.async.cg" not in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
+    assert "st.release.gpu.global.u32" in ptx and "ld.acquire.gpu.global.s32" in ptx
+    assert "ld.global.cg.v4.f32" in ptx and "st.global.v4.f32" in ptx
+    assert "barrier.cluster" not in ptx and "ld.shared::cluster" not in ptx
+    shape = kernel.launch()
+    assert shape.grid == (132, 1, 1) and shape.cluster == (1, 1, 1) and shape.block == (384, 1, 1)
+    assert [p.name for p in kernel.params()] == ["x", "w", "y", "partials", "flags", "x_map", "w_map"]
+    partials = kernel.params()[3]
+    assert partials.shape == (132, kernel.tile_n * kernel.padded_rows) and partials.strides == (GEMM_STREAM_SLOT, 1)
+
+
+@pytest.mark.parametrize(("tiles", "k_tiles", "ctas"), [(96, 36, 132), (32, 36, 132), (1, 3, 3), (12, 16, 132),
+                                                         (18, 64, 100), (132, 7, 132), (5, 2, 9)])
+def test_stream_k_runs_cover_every_unit_once_and_each_tile_has_one_owner(tiles, k_tiles, ctas):
+    """The kernel's arithmetic, in integers: CTA c's run [c U / G, (c + 1) U / G) holds no tile's
+    end in its middle; the owner of tile t (the CTA holding its first stage) gathers exactly the
+    CTAs ((t K + K) G - 1) / U back to itself + 1, the ones whose runs hold the rest of t, and each of
+    those writes one partial."""
+    units = tiles * k_tiles
+    runs = [(c * units // ctas, (c + 1) * units // ctas) for c in range(ctas)]
+    assert [u for start, end in runs for u in range(start, end)] == list(range(units))
+    writers = set()
+    for c, (start, end) in enumerate(runs):
+        assert end - start <= k_tiles and end > start
+        head = (end - 1) // k_tiles * k_tiles
+        if head >= start:  # the owner of its last tile
+            last = ((head + k_tiles) * ctas - 1) // units
+            holders = [j for j, (s, e) in enumerate(runs) if s < head + k_tiles and e > head and j != c]
+            assert holders == list(range(c + 1, last + 1))
+            writers.update(holders)
+    # a run starting inside a tile writes that tile's partial, gathered by one owner
+    assert writers == {c for c, (start, _) in enumerate(runs) if start % k_tiles}
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: GemmTc(256, 2304, [163840], schedule={"stream": 132}),
+     "gemm_tc stream 132: 1280 tiles of 36 K stages take 1280-46080 CTAs"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"stream": 132, "loads": "copies"}),
+     "only a producer warpgroup loads a stream's stages"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"stream": 132, "splits": 2}),
+     "its CTAs are one a run of units, not a cluster's (2 splits"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"stream": 133}), "GemmTc stream is 1-132 CTAs, one an SM"),
+    (lambda: GemmTc(9, 136, [72], schedule={"stream": 4}), "1 tiles of 3 K stages take 1-3 CTAs"),
+])
+def test_stream_k_refusals_name_the_fact(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize(("make", "message"), [

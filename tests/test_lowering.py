@@ -135,6 +135,31 @@ def test_below_the_measured_rows_a_shape_takes_gemm_tc_where_the_table_has_its_e
     assert why and why[0]["kernel"] == "gemm_tc" and "bench/gemm.py measured it faster" in why[0]["why"]
 
 
+def test_stream_k_launches_share_the_plans_one_workspace(tmp_path, monkeypatch):
+    """Where the table's entry is stream-K, the launch binds windows of one workspace (a fp32 slot
+    and a flag for each of SM_COUNT CTAs), made at the first such launch and shared by the rest."""
+    from lanec.codegen import schedules
+    from lanec.codegen.facts import GEMM_STREAM_SLOT, SM_COUNT
+
+    held = schedules.table()
+    stream = {"schedule": {"stream": SM_COUNT}, "us": 10.0}
+    monkeypatch.setattr(schedules, "table", lambda: {**held, "gemm_tc": {
+        **held.get("gemm_tc", {}), "outputs=2304,rows=64,width=4096": stream,
+        "outputs=12288,rows=64,width=2304": stream}})
+    ops = kda_layer_launches(tmp_path, 64)
+    streamed = [op for op in ops if op.kernel.data == "gemm_tc" and spec_of(op).get("schedule", {}).get("stream") == SM_COUNT]
+    assert len(streamed) == 2 and tuple(streamed[0].grid.get_values()) == (SM_COUNT, 1, 1)
+
+    def buffer_of(value):
+        op = value.owner
+        return (op.base.owner if isinstance(op, lane.ViewOp) else op).buffer_name.data
+
+    assert {(buffer_of(op.args[3]), buffer_of(op.args[4])) for op in streamed} == {("gemm_tc.partials", "gemm_tc.flags")}
+    made = {op.buffer_name.data: op for op in ops[0].parent_block().ops if isinstance(op, lane.BufferOp)}
+    assert [name for name in made if name.startswith("gemm_tc.")] == ["gemm_tc.partials", "gemm_tc.flags"]
+    assert made["gemm_tc.partials"].result.type.get_shape() == (SM_COUNT, GEMM_STREAM_SLOT)
+
+
 def test_rows_beyond_a_gemm_tc_launch_are_split_into_launches_of_256(tmp_path):
     ops = kda_layer_launches(tmp_path, 300)
     o_proj = [spec_of(op) for op in ops if op.kernel.data == "gemm_tc" and spec_of(op)["parts"] == (2304,)

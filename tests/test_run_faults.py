@@ -113,6 +113,20 @@ def test_the_memory_check_names_gib_by_role():
     runner.check_memory(plan, 108 * 2**30 + 4 * 2**20, "NVIDIA H200")  # just enough
 
 
+def test_a_stream_k_launch_refuses_a_gpu_of_too_few_sms():
+    """Its CTAs wait on each other's partial tiles: all must be resident at once, one an SM."""
+    from types import SimpleNamespace
+
+    plan = Plan(program="{}", form="")
+    plan.launches = [SimpleNamespace(name="gemm_tc o_proj 0", spec={"rows": 64, "schedule": {"splits": 4}}),
+                     SimpleNamespace(name="gemm_tc qkv 0", spec={"rows": 256, "schedule": {"stream": 132}})]
+    with pytest.raises(driver.DeviceError) as raised:
+        runner.check_residency(plan, 114, "NVIDIA H100 PCIe")
+    assert str(raised.value) == ("launch 'gemm_tc qkv 0' is stream-K over 132 CTAs that wait on each other, all "
+                                 "resident at once, one an SM; NVIDIA H100 PCIe has 114 SMs")
+    runner.check_residency(plan, 132, "NVIDIA H200")  # enough
+
+
 @pytest.mark.parametrize("name, capability", [("NVIDIA A100-SXM4-80GB", (8, 0)), ("NVIDIA B200", (10, 0))])
 def test_a_gpu_of_another_architecture_is_refused(tmp_path, gpu, name, capability):
     embed_plan(tmp_path / "plan.bin")

@@ -328,6 +328,9 @@ GEMM_PRODUCER_ROWS = 128
 GEMM_MULTICAST = (1, 2, 4)  # CTAs of a cluster sharing a stage's row box (GemmSchedule.multicast)
 GEMM_ROW_BLOCKS = (32, 64, 128, 256)  # the activation rows a CTA a schedule may ask for (block_rows)
 GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluster size), reduced over DSMEM
+# gemm_tc's stream-K (GemmSchedule.stream): a partial tile's fp32 slot in the plan's one workspace, as
+# many slots as CTAs a launch may hold at once (one an SM: every CTA of such a launch is resident together)
+GEMM_STREAM_SLOT = 128 * GEMM_MAX_ROWS
 GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
 
 
@@ -346,8 +349,11 @@ class GemmSchedule(Schedule):
     same copies issued by a producer warpgroup of its own, the consumers handing each stage back
     on an mbarrier, no CTA barrier a stage) and `multicast`, the CTAs of neighbouring weight tiles
     (a cluster, "producer" loads, no K split) that share each stage's row box: each loads 1 / multicast
-    of its rows and multicasts them to all, so the activation is read from L2 once a cluster; None
-    leaves the kernel's choice."""
+    of its rows and multicasts them to all, so the activation is read from L2 once a cluster;
+    `stream`, the CTAs of a stream-K launch (the weight tiles at most, SM_COUNT at most): the
+    (weight tile, row block, K stage) units dealt out evenly over them, a tile's K cut between
+    neighbouring CTAs summed through the plan's fp32 workspace (producer loads, no K split, no
+    multicast); None leaves the kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
@@ -356,6 +362,7 @@ class GemmSchedule(Schedule):
     block_rows: int | None = None
     loads: str | None = None
     multicast: int | None = None
+    stream: int | None = None
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -374,6 +381,9 @@ class GemmSchedule(Schedule):
             _choice("GemmTc", "loads", self.loads, GEMM_LOADS, "'copies', 'tma' or 'producer'")
         if self.multicast is not None:
             _choice("GemmTc", "multicast", self.multicast, GEMM_MULTICAST, "1, 2 or 4 CTAs a cluster sharing a row box")
+        if self.stream is not None:
+            _choice("GemmTc", "stream", self.stream, tuple(range(1, SM_COUNT + 1)),
+                    f"1-{SM_COUNT} CTAs, one an SM (they wait on each other's partial tiles)")
 
 
 PAIR_TILE = 64  # hidden values a gated pair tile: 64 gate rows beside their 64 up rows, one 128-row wgmma tile

@@ -35,6 +35,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from lanec.codegen.facts import (
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
+    GEMM_STREAM_SLOT,
     GEMV_ROWS,
     MIXTURE_GROUPED_ROWS,
     PAIR_TILE,
@@ -42,6 +43,7 @@ from lanec.codegen.facts import (
     Q8_GATED_ROWS,
     QUANTIZE_EPILOGUE_SHARED_COST,
     ROUTER_SEGMENTS,
+    SM_COUNT,
     AttentionSpec,
     ExpandedLatentSpec,
     GemmSpec,
@@ -148,6 +150,8 @@ class Lowering:
     argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
     # q8_0 checkpoint weights an op reads as bf16 rows, widened once at load (`unlinked`)
     widened: set[SSAValue] = field(default_factory=set)
+    # gemm_tc stream-K's workspace (partial tiles, flags), made at its first launch (`stream_workspace`)
+    workspace: tuple[Window, Window] | None = None
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -622,6 +626,18 @@ class Lowering:
             shape["gated"] = 1  # a gated pair's launch is tuned apart from a product of its 2 x hidden rows
         return shape
 
+    def stream_workspace(self, spec: dict) -> list[Window]:
+        """A stream-K gemm_tc launch's `partials` and `flags`: windows of the plan's one workspace
+        (a fp32 slot and a flag for each of SM_COUNT CTAs), made at the first such launch. The
+        launches share it: each writes it only after its PDL wait, when the one before has ended,
+        and leaves every flag it raised lowered."""
+        if self.workspace is None:
+            partials = self.buffer("gemm_tc.partials", "activation", (SM_COUNT, GEMM_STREAM_SLOT), Float32Type())
+            self.workspace = (partials, self.buffer("gemm_tc.flags", "activation", (SM_COUNT,), IntegerType(32)))
+        params = {p.name: p for p in make_kernel("gemm_tc", spec).params()}
+        return [Window(whole.buffer, 0, tuple(params[name].shape), tuple(params[name].strides) or (1,))
+                for name, whole in zip(("partials", "flags"), self.workspace, strict=True)]
+
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict, epilogue: Sequence[Window] = ()) -> None:
         """y = x @ weight^T (`spec`: width, parts, maybe per_head), under the schedule table's
         entry for each launch's shape: from GEMM_FROM_ROWS rows gemm_tc launches of at most
@@ -640,8 +656,11 @@ class Lowering:
             for first in range(0, rows, GEMM_MAX_ROWS):
                 count = min(GEMM_MAX_ROWS, rows - first)
                 tuned = self.tuned("gemm_tc", self.product_shape(count, spec))
-                self.launch("gemm_tc", {"rows": count, **spec, **tuned},
-                            [x.rows(first, count), weight, out.rows(first, count)])
+                launched = {"rows": count, **spec, **tuned}
+                args = [x.rows(first, count), weight, out.rows(first, count)]
+                if tuned.get("schedule", {}).get("stream"):
+                    args += self.stream_workspace(launched)
+                self.launch("gemm_tc", launched, args)
             return
         assert not spec.get("gated"), "a gated pair takes gemm_tc or gated_gemv, never gemv"
         for first in range(0, rows, GEMV_ROWS):

@@ -18,7 +18,8 @@ seeded initialiser (`lanec.runtime.seeded`: each value a function of the seed, t
 index, uniform about `center` with standard deviation `scale`, rounded to the source's dtype).
 A launch binds buffers by name at an element offset (a view into a wider buffer), and carries
 its kernel's specialization as the compiler chose it (`spec`: shape, pitches, schedule), which
-`lanec show` prints and the runtime never needs (plans without it read as an empty spec).
+`lanec show` prints and the runtime reads only to refuse a GPU of too few SMs for a stream-K launch
+(plans without it read as an empty spec).
 
 A plan for N ranks (`lanec compile --tp N`, format 2: an older lanec refuses it rather than run
 it without its all-reduces) holds rank 0's step; every rank launches the same kernels on its own

@@ -313,6 +313,16 @@ def check_memory(plan: Plan, free: int, device: str) -> None:
     raise DeviceError(f"the plan needs {size(needed)} of buffers ({parts}); {device} has {size(free)} free")
 
 
+def check_residency(plan: Plan, sm_count: int, device: str) -> None:
+    """A stream-K gemm_tc launch's CTAs wait on each other's partial tiles, so all of them must be
+    resident at once, one an SM: a GPU with fewer SMs is refused before anything runs."""
+    for launch in plan.launches:
+        ctas = (launch.spec.get("schedule") or {}).get("stream")
+        if ctas and ctas > sm_count:
+            raise DeviceError(f"launch {launch.name!r} is stream-K over {ctas} CTAs that wait on each other, all "
+                              f"resident at once, one an SM; {device} has {sm_count} SMs")
+
+
 def size(nbytes: int) -> str:
     """A byte count in GiB (MiB, KiB or bytes where smaller)."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -345,6 +355,7 @@ class Session:
                             f"{plan.ranks}`")
         self.plan = plan
         self.device = driver.Device(device)
+        check_residency(plan, self.device.sm_count, self.device.name)
         check_memory(plan, self.device.free_bytes(), self.device.name)
         self.stream = driver.Stream()
         self.graphs: list[driver.Graph] = []  # the step's captures, destroyed by release_graphs

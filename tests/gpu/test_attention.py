@@ -142,9 +142,9 @@ class Launched:
                 continue
             if param.name in inputs:
                 self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
-            else:
-                nbytes = int(np.prod(param.shape)) * np.dtype(np.uint16 if param.dtype == "bfloat16" else
-                                                              np.float32).itemsize
+            else:  # the span a strided param reaches (gemm_tc's stream workspace: a slot a row)
+                span = 1 + sum((n - 1) * s for n, s in zip(param.shape, param.element_strides, strict=True))
+                nbytes = span * np.dtype(np.uint16 if param.dtype == "bfloat16" else np.float32).itemsize
                 self.buffers[param.name] = driver.Buffer.empty(nbytes)
                 self.buffers[param.name].fill(0xFF)
         # a tensor-map param (gemm_tc's TMA loads) is the address of a map over its param's buffer,
@@ -152,8 +152,14 @@ class Launched:
         self.maps = driver.TensorMaps(sum(p.tensor_map is not None for p in artifact.params))
         pointers = self.maps.pointers(artifact.params, {name: b.ptr for name, b in self.buffers.items()})
         self.maps.upload()
-        function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
-        driver.launch(function, artifact.launch, pointers, stream)
+        self.function = driver.Module(artifact.cubin).function(artifact.entry, artifact.launch)
+        self.shape, self.pointers = artifact.launch, pointers
+        self.again(stream)
+
+    def again(self, stream) -> None:
+        """Launch once more on the same buffers (a next step: what the launch before left in a
+        workspace, it finds)."""
+        driver.launch(self.function, self.shape, self.pointers, stream)
         stream.synchronize()
 
     def read(self, name: str) -> np.ndarray:

@@ -58,15 +58,19 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
-from lanec.codegen.facts import GEMM_MAX_ROWS, GEMM_PRODUCER_ROWS, VECTOR, GemmSchedule
+from lanec.codegen.facts import GEMM_MAX_ROWS, GEMM_PRODUCER_ROWS, GEMM_STREAM_SLOT, SHARED_LIMIT, VECTOR, GemmSchedule
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc, blocks_of
 from lanec.codegen.kernels.primitives import (
+    acquire_flag,
     acquire_tensor_map,
     at,
     copy_g2s_zfill,
+    load_f32x4_l2,
     load_tensor_box,
     multicast_tensor_box,
+    release_flag,
+    store_f32x4,
     wait_stage,
 )
 
@@ -96,9 +100,11 @@ class GemmWgmma(GemmTc):
     def __init__(self, rows, *args, schedule=None, **kwargs):
         knobs = GemmSchedule.of(schedule or {})
         _, block_rows = blocks_of(rows, knobs.block_rows or self.block_limit)
-        self.loads = knobs.loads or ("producer" if block_rows > GEMM_PRODUCER_ROWS else "copies")
+        self.stream_ctas = knobs.stream or 0
+        default_loads = "producer" if block_rows > GEMM_PRODUCER_ROWS or self.stream_ctas else "copies"
+        self.loads = knobs.loads or default_loads
         self.multicast = knobs.multicast or 1
-        if self.multicast > 1 and knobs.splits is None:  # the cluster is the weight tiles': no K split
+        if (self.multicast > 1 or self.stream_ctas) and knobs.splits is None:  # no K split over a cluster
             schedule = knobs.updated({"splits": 1})
         # multicast: a block's rows padded to M whole 8-row slices, one a CTA of the cluster
         self.row_quantum = SWIZZLE_ROWS * self.multicast
@@ -106,6 +112,38 @@ class GemmWgmma(GemmTc):
         problems = self.multicast_problems()
         if problems:
             raise ValueError(f"gemm_tc multicast {self.multicast}: " + "; ".join(problems))
+        self.work_tiles = self.n_tiles * self.row_blocks
+        self.units = self.work_tiles * self.k_tiles  # stream-K's (weight tile, row block, K stage) units
+        problems = self.stream_problems()
+        if problems:
+            raise ValueError(f"gemm_tc stream {self.stream_ctas}: " + "; ".join(problems))
+
+    def stream_problems(self) -> list[str]:
+        """Why `stream` CTAs cannot deal out this product's units (none: they can). Each CTA takes
+        a run of at most one tile's K stages (no CTA finishes a tile in its middle), so there are no
+        fewer CTAs than tiles, and no more than units."""
+        if not self.stream_ctas:
+            return []
+        found = []
+        if self.loads != "producer":
+            found.append(f"only a producer warpgroup loads a stream's stages (loads 'producer'; got {self.loads!r})")
+        if self.splits > 1 or self.multicast > 1:
+            found.append(f"its CTAs are one a run of units, not a cluster's ({self.splits} splits, "
+                         f"multicast {self.multicast})")
+        if not self.work_tiles <= self.stream_ctas <= self.units:
+            found.append(f"{self.work_tiles} tiles of {self.k_tiles} K stages take {self.work_tiles}-{self.units} "
+                         "CTAs (each a run of at most one tile's stages)")
+        return found
+
+    def stream_start(self, cta: int) -> int:
+        """The first unit of CTA `cta`'s run (plain integers, as the kernel computes them)."""
+        return cta * self.units // self.stream_ctas
+
+    def touched(self) -> dict[str, int]:
+        """A stream's workspace slots written: one a CTA whose run starts inside a tile."""
+        if not self.stream_ctas:
+            return {}
+        return {"partials": sum(self.stream_start(c) % self.k_tiles != 0 for c in range(self.stream_ctas))}
 
     def multicast_problems(self) -> list[str]:
         """Why the CTAs of `multicast` weight tiles cannot share their row boxes (none: they can)."""
@@ -127,15 +165,19 @@ class GemmWgmma(GemmTc):
         """gemm_tc's x, w and y; with TMA loads the tensor maps over x (a block of rows a box) and
         w (a weight tile a box) after them."""
         params = super().params()
+        if self.stream_ctas:  # the plan's one workspace: a CTA's fp32 partial tile and its flag
+            params += [TensorParam("partials", (self.stream_ctas, self.tile_n * self.padded_rows), "float32",
+                                   (GEMM_STREAM_SLOT, 1), written=True),
+                       TensorParam("flags", (self.stream_ctas,), "int32", written=True)]
         if self.loads != "copies":  # a multicasting CTA loads its slice of the row box
             params += [TensorParam.map_of("x_map", "x", (TILE_K, self.padded_rows // self.multicast), ROW_BYTES),
                        TensorParam.map_of("w_map", "w", (TILE_K, self.tile_n), ROW_BYTES)]
         return params
 
     @cute.jit
-    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, x_map: cute.Tensor = None,
-                 w_map: cute.Tensor = None):
-        launch(self, x, w, y, x_map, w_map)
+    def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, partials: cute.Tensor = None,
+                 flags: cute.Tensor = None, x_map: cute.Tensor = None, w_map: cute.Tensor = None):
+        launch(self, x, w, y, partials, flags, x_map, w_map)
 
     def arrange_warps(self) -> None:
         """Nothing to arrange: the tiled MMA gives each warpgroup its 64 weight rows (kernel)."""
@@ -159,13 +201,17 @@ class GemmWgmma(GemmTc):
         shape = super().launch()
         if self.loads == "producer":
             shape = replace(shape, block=(THREADS + PRODUCER_THREADS, 1, 1))
+        if self.stream_ctas:  # one CTA a run of units, one an SM (asking for more than half its shared memory)
+            shape = replace(shape, grid=(self.stream_ctas, 1, 1), cluster=(1, 1, 1),
+                            shared_bytes=max(shape.shared_bytes, SHARED_LIMIT // 2 + ALIGN))
         if self.multicast > 1:  # whole clusters of weight tiles
             M = self.multicast
             shape = replace(shape, grid=(shape.grid[0], shape.grid[1], -(-shape.grid[2] // M) * M), cluster=(1, 1, M))
         return shape
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, x_map: cute.Tensor, w_map: cute.Tensor):
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, partials: cute.Tensor, flags: cute.Tensor,
+               x_map: cute.Tensor, w_map: cute.Tensor):
         tid, _, _ = cute.arch.thread_idx()
         split, block, n_tile = cute.arch.block_idx()
         S: cutlass.Constexpr = self.stages
@@ -192,19 +238,32 @@ class GemmWgmma(GemmTc):
         acc.fill(0.0)
         mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
 
-        n0 = n_tile * self.tile_n
-        first_row = block * self.block_rows
-        if cutlass.const_expr(self.loads == "producer"):
-            full = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
-            empty = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
-            self.produce_and_multiply(x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
-                                      fragment_b, n0, first_row, split, tid)
+        if cutlass.const_expr(self.stream_ctas > 0):
+            self.stream_units(x_map, w_map, y, partials, flags, smem, region, weights_base, rows_base, mma, acc,
+                              fragment_a, fragment_b, tile_coords, split, tid)
         else:
-            self.multiply_stages(x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a, fragment_b,
-                                 n0, first_row, split, tid)
-        # the tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
-        # then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first
+            n0 = n_tile * self.tile_n
+            first_row = block * self.block_rows
+            if cutlass.const_expr(self.loads == "producer"):
+                full = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+                empty = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+                k_first, tiles = self.split_stages(split)
+                self.produce_and_multiply(x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
+                                          fragment_b, tiles, lambda s: (n0, first_row, k_first + s), tid)
+            else:
+                self.multiply_stages(x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a,
+                                     fragment_b, n0, first_row, split, tid)
+            self.store_tile(y, region, acc, tile_coords, split, n0, first_row, tid)
+        if cutlass.const_expr(self.multicast > 1):
+            cute.arch.cluster_arrive()  # no CTA leaves while a peer may still arrive on its barriers
+            cute.arch.cluster_wait()
+
+    @cute.jit
+    def store_tile(self, y, region, acc, tile_coords, split: Int32, n0: Int32, first_row: Int32, tid: Int32):
+        """The tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
+        then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first."""
         P: cutlass.Constexpr = self.partial_pitch()
+        R: cutlass.Constexpr = self.padded_rows
         partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
         cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
         if tid < THREADS:  # the consumers' accumulators (not a producer warpgroup's)
@@ -212,9 +271,79 @@ class GemmWgmma(GemmTc):
                 out, row = tile_coords[e]
                 partial[row, out] = acc[e]
         self.sum_partials(y, partial, split, n0, first_row, tid)
-        if cutlass.const_expr(self.multicast > 1):
-            cute.arch.cluster_arrive()  # no CTA leaves while a peer may still arrive on its barriers
-            cute.arch.cluster_wait()
+
+    @cute.jit
+    def stream_units(self, x_map, w_map, y, partials, flags, smem, region, weights_base, rows_base, mma, acc,
+                     fragment_a, fragment_b, tile_coords, cta: Int32, tid: Int32):
+        """Stream-K: CTA `cta` multiplies units [start, end) of the (weight tile, row block, K stage)
+        units, tile by tile, on the producer's pipeline (the stages flow on across a tile's end). A
+        run that starts inside a tile ends that tile early: its fp32 partial goes to the CTA's
+        workspace slot and its flag is raised. The run's last tile is stored by this CTA where the
+        run holds its first stage (after adding, in CTA order, the partials of the CTAs after it
+        that hold the rest), else it is a partial too. Deterministic: the runs are fixed."""
+        S: cutlass.Constexpr = self.stages
+        K: cutlass.Constexpr = self.k_tiles
+        G: cutlass.Constexpr = self.stream_ctas
+        U: cutlass.Constexpr = self.units
+        full = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+        empty = smem.allocate_array(cutlass.Uint64, S, byte_alignment=8)
+        start = cta * U // G
+        end = (cta + 1) * U // G
+        last = (end - 1) // K  # the run's last tile, and its first unit
+        head = last * K
+        self.produce_and_multiply(x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
+                                  fragment_b, end - start, lambda i: self.unit_place(start + i), tid,
+                                  lambda i: self.first_tile_ends(partials, flags, acc, start + i, end, cta, tid))
+        if head < start:  # the whole run inside one tile, after its first stage
+            self.put_partial(partials, flags, acc, cta, tid)
+        else:
+            self.gather_partials(partials, flags, acc, cta + 1, ((head + K) * G - 1) // U, tid)
+            n0, first_row, _ = self.unit_place(head)
+            self.store_tile(y, region, acc, tile_coords, Int32(0), n0, first_row, tid)
+
+    @cute.jit
+    def first_tile_ends(self, partials, flags, acc, unit: Int32, end: Int32, cta: Int32, tid: Int32):
+        """After the consumers issued `unit`: where the tile the run started inside ends before the
+        run does (only that one can), its partial goes to the workspace and the sums start over."""
+        K: cutlass.Constexpr = self.k_tiles
+        if (unit % K == K - 1) & (unit < end - 1):
+            cute.nvgpu.warpgroup.wait_group(0)
+            self.put_partial(partials, flags, acc, cta, tid)
+            acc.fill(0.0)
+
+    def unit_place(self, unit):
+        """Stream-K unit `unit`'s (first weight row, first activation row, K stage): the units run
+        K stage fastest, then row block (a weight tile's blocks adjacent), then weight tile."""
+        tile, k_tile = unit // self.k_tiles, unit % self.k_tiles
+        return (tile // self.row_blocks) * self.tile_n, (tile % self.row_blocks) * self.block_rows, k_tile
+
+    @cute.jit
+    def put_partial(self, partials, flags, acc, cta: Int32, tid: Int32):
+        """The consumers' accumulators into CTA `cta`'s workspace slot (element e of thread t at
+        4 (e / 4 * THREADS + t) + e % 4: 16-byte stores side by side), then its flag raised."""
+        if tid < THREADS:
+            for q in cutlass.range_constexpr(cute.size(acc) // 4):
+                store_f32x4(at(partials, cta, 4 * (q * THREADS + tid)), [acc[4 * q + e] for e in range(4)])
+            cute.arch.fence_acq_rel_gpu()
+            cute.arch.barrier(barrier_id=1, number_of_threads=THREADS)  # every consumer's share is stored
+            if tid == 0:
+                release_flag(at(flags, cta), 1)
+
+    @cute.jit
+    def gather_partials(self, partials, flags, acc, first: Int32, last: Int32, tid: Int32):
+        """acc += the partial tiles of CTAs first..last, in order, each once its flag is raised;
+        then the flags are lowered (every consumer has read them) for the next launch."""
+        if tid < THREADS:
+            for cta in range(first, last + 1):
+                acquire_flag(at(flags, cta), 1)
+                for q in cutlass.range_constexpr(cute.size(acc) // 4):
+                    values = load_f32x4_l2(at(partials, cta, 4 * (q * THREADS + tid)))
+                    for e in cutlass.range_constexpr(4):
+                        acc[4 * q + e] = acc[4 * q + e] + values[e]
+        cute.arch.sync_threads()
+        if tid == 0:
+            for cta in range(first, last + 1):
+                flags[cta] = Int32(0)
 
     @cute.jit
     def multiply_stages(self, x, w, x_map, w_map, smem, weights_base, rows_base, mma, acc, fragment_a, fragment_b,
@@ -267,14 +396,14 @@ class GemmWgmma(GemmTc):
 
     @cute.jit
     def produce_and_multiply(self, x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
-                             fragment_b, n0: Int32, first_row: Int32, split: Int32, tid: Int32):
-        """The K stages with a producer warpgroup (threads THREADS and up; its first thread issues
-        the boxes): stage t's buffer is refilled with stage t + S once both consumer warpgroups have
-        arrived on its `empty` barrier (each after its wgmma of the stage retired); the consumers
-        wait on `full` alone."""
+                             fragment_b, tiles: Int32, place, tid: Int32, ends=None):
+        """`tiles` stages with a producer warpgroup (threads THREADS and up; its first thread issues
+        the boxes; stage s is `place(s)`: first weight row, first activation row, K stage): stage
+        t's buffer is refilled with stage t + S once both consumer warpgroups have arrived on its
+        `empty` barrier (each after its wgmma of the stage retired); the consumers wait on `full`
+        alone, and call `ends(t)` after stage t's wgmma is issued (a stream's tile ends)."""
         S: cutlass.Constexpr = self.stages
         M: cutlass.Constexpr = self.multicast
-        k_first, tiles = self.split_stages(split)
         if tid == 0:
             for s in cutlass.range_constexpr(S):
                 cute.arch.mbarrier_init(full + s, 1)
@@ -286,14 +415,14 @@ class GemmWgmma(GemmTc):
         else:
             cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
         # every stage flies at first: the producer refills one only once it is handed back
-        self.start_boxes(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first, tiles, S, tid == THREADS)
+        self.start_boxes(x_map, w_map, full, weights_base, rows_base, place, tiles, S, tid == THREADS)
         if tid == THREADS:
             for tile in range(S, tiles):
                 buffer = tile % S
                 # every consumer (of every CTA of the cluster) handed it back
                 cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)
-                self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + tile, buffer,
-                                True)
+                n0, first_row, k_tile = place(tile)
+                self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_tile, buffer, True)
         if tid < THREADS:
             for tile in range(tiles):
                 cute.arch.mbarrier_wait(full + tile % S, (tile // S) % 2)  # the stage's boxes have landed
@@ -306,6 +435,8 @@ class GemmWgmma(GemmTc):
                             cute.arch.mbarrier_arrive(empty + (tile - 1) % S, rank)
                     else:
                         cute.arch.mbarrier_arrive(empty + (tile - 1) % S)
+                if cutlass.const_expr(ends is not None):
+                    ends(tile)
             cute.nvgpu.warpgroup.wait_group(0)
 
     @cute.jit
@@ -319,29 +450,32 @@ class GemmWgmma(GemmTc):
             for s in cutlass.range_constexpr(self.stages):
                 cute.arch.mbarrier_init(ring + s, 1)
             cute.arch.mbarrier_init_fence()
-        self.start_boxes(x_map, w_map, ring, weights_base, rows_base, n0, first_row, k_first, tiles, self.ahead(),
-                         tid == 0)
+        self.start_boxes(x_map, w_map, ring, weights_base, rows_base, lambda s: (n0, first_row, k_first + s), tiles,
+                         self.ahead(), tid == 0)
         cute.arch.sync_threads()  # the barriers are initialised before any thread waits on them
         return k_first, tiles
 
     @cute.jit
-    def start_boxes(self, x_map, w_map, full, weights_base, rows_base, n0: Int32, first_row: Int32, k_first: Int32,
-                    tiles: Int32, count: cutlass.Constexpr, issuer):
-        """The `issuer` thread acquires the maps and sends the first `count` stages' weight boxes
-        before the PDL wait (weights never depend on the predecessor), their row boxes after it;
-        every thread waits for the predecessor and lets dependents launch."""
+    def start_boxes(self, x_map, w_map, full, weights_base, rows_base, place, tiles: Int32, count: cutlass.Constexpr,
+                    issuer):
+        """The `issuer` thread acquires the maps and sends the first `count` of the `tiles` stages'
+        weight boxes (stage s at `place(s)`) before the PDL wait (weights never depend on the
+        predecessor), their row boxes after it; every thread waits for the predecessor and lets
+        dependents launch."""
         if issuer:
             acquire_tensor_map(w_map.iterator)
             acquire_tensor_map(x_map.iterator)
             for s in cutlass.range_constexpr(count):
                 if s < tiles:
-                    self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_first + s, s, False)
+                    n0, first_row, k_tile = place(s)
+                    self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_tile, s, False)
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
         if issuer:
             for s in cutlass.range_constexpr(count):
                 if s < tiles:
-                    self.load_rows_box(x_map, full, rows_base, first_row, k_first + s, s)
+                    _, first_row, k_tile = place(s)
+                    self.load_rows_box(x_map, full, rows_base, first_row, k_tile, s)
 
     @cute.jit
     def load_stage(self, x_map, w_map, ring, weights_base, rows_base, n0: Int32, first_row: Int32, k_tile: Int32,

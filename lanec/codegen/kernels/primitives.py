@@ -744,6 +744,32 @@ def acquire_flag_sys(address, value, *, loc=None, ip=None):
          "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}", "l,r", loc, ip)
 
 
+@dsl_user_op
+def release_flag(pointer, value, *, loc=None, ip=None):
+    """`value` to the 32-bit flag at `pointer` (global) as a release at GPU scope, after a fence:
+    what the CTA's threads wrote before their last barrier is seen by whoever acquires it."""
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
+         "fence.acq_rel.gpu;\n\tst.release.gpu.global.u32 [$0], $1;", "l,r", loc, ip)
+
+
+@dsl_user_op
+def acquire_flag(pointer, value, *, loc=None, ip=None):
+    """Spin until the flag at `pointer` (global) is at least `value` (signed), each read an acquire
+    at GPU scope: what its writer's CTA wrote before raising it is visible after."""
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
+         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_FLAG_${:uid}:\n\tld.acquire.gpu.global.s32 v, [$0];\n\t"
+         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_FLAG_${:uid};\n\t}", "l,r", loc, ip)
+
+
+@dsl_user_op
+def load_f32x4_l2(pointer, *, loc=None, ip=None):
+    """Four floats from a 16-byte aligned global address through L2 only (`ld.global.cg`): what
+    another SM wrote is never read from this SM's L1."""
+    result = _asm(_struct(4, "f"), [_address(pointer, loc, ip)], "ld.global.cg.v4.f32 {$0, $1, $2, $3}, [$4];",
+                  "=f,=f,=f,=f,l", loc, ip)
+    return _fields(result, 4, "f", loc, ip)
+
+
 # --- the argmax epilogue: 64-bit keys of (value, index), their minimum across a grid ------------
 
 

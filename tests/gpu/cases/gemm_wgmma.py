@@ -91,3 +91,22 @@ MULTICAST = {
 for _name, _spec in MULTICAST.items():
     CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma", "loads": "producer"})
 
+
+# stream-K (`stream`: that many CTAs deal out the (weight tile, row block, K stage) units; a tile cut
+# between CTAs is summed through the workspace in CTA order): Kimi Linear's merged KDA product at 256
+# rows (96 tiles on 132 CTAs) and its q proj at 64 (32 tiles, each cut over about 4 CTAs), one tile of
+# 3 K stages over 3 CTAs with a pitched activation, row blocks of 32 with a K tail (12 tiles, a CTA
+# one or two units), a gated pair in row blocks, 33 rows over K 4096 and 100 CTAs on 18 tiles at 4 stages
+STREAM = {
+    "stream_r256_k2304_merged": dict(rows=256, width=2304, parts=[4096, 4096, 4096, 128, 32, 128],
+                                     schedule={"stream": 132}),
+    "stream_r64_k2304_n4096": dict(rows=64, width=2304, parts=[4096], schedule={"stream": 132}),
+    "stream_r9_k136_n72_pitch": dict(rows=9, width=136, parts=[72], x_pitch=144, schedule={"stream": 3}),
+    "stream_r100_k1000_n320_b32": dict(rows=100, width=1000, parts=[320], schedule={"stream": 132, "block_rows": 32}),
+    "stream_gated_r200_k2048_h1024_b128": dict(rows=200, width=2048, parts=[2 * 1024], gated=True,
+                                               schedule={"stream": 132, "block_rows": 128}),
+    "stream_r33_k4096_n2304": dict(rows=33, width=4096, parts=[2304], schedule={"stream": 132}),
+    "stream_r31_k4096_n2304_g100_s4": dict(rows=31, width=4096, parts=[2304], schedule={"stream": 100, "stages": 4}),
+}
+for _name, _spec in STREAM.items():
+    CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
