@@ -59,6 +59,7 @@ PRODUCTS = [  # (label, K, parts)
     ("kimi dense down", 9216, [2304]),
     ("kimi expert gate+up", 2304, [2048]),
     ("kimi lm head", 2304, [163840]),
+    ("kimi mla q+kv_a", 2304, [6144, 512, 64]),  # an MLA layer's query, latent and rope products in parts
     ("llama qkv", 4096, [4096, 1024, 1024]),
     ("llama o proj", 4096, [4096]),
     ("llama gate+up", 4096, [28672]),

@@ -1126,8 +1126,10 @@ class MixtureExpertsSpec(Spec):
 MIXTURE_GROUPED_ROWS: int | None = 4
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
-# mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). CPU-checked; off
-# until its GPU cases and the batch-8 step have run on the H200 (tests/gpu/session.sh pending).
+# mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). Its 11 GPU cases
+# pass on the H200 (compute-sanitizer clean), but it buys nothing in the graph: the real-size batch-8
+# step ran 6579.6 us with it against 6565.5 without (bench/model.py, 2026-11-30, one command; PDL
+# already hides the small launch). Off.
 ROUTER_SEGMENTS = False
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 # A grouped product's block (`group_rows`: an expert's rows a pass over its weight tile, padded to it

@@ -45,6 +45,8 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
+#   segments   the router writing the grouped path's segments: its cases, compute-sanitizer, the batch-8 A/B
 #   pending-bench   the rest of it: checks and benchmarks at real size
 #   profiles   `lanec run --profile` of the real-size batch-64 and batch-256 steps (their traces in $OUT/logs.tgz)
 #   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
@@ -160,11 +162,26 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the fifth session's queue (2026-11-30): the router writing the grouped path's segments (ROUTER_SEGMENTS,
-      # off until measured; mixture_groups folded into the router's last cluster). Its GPU cases (here: python
-      # tests/gpu/build.py --only mixture_router), compute-sanitizer on one, then the real-size batch-8 step with it
-      # against without (here: build kimi-full-b8-c1k as committed and, from a copy whose facts set ROUTER_SEGMENTS
-      # = True, as build/plans/kimi-full-b8-c1k-segments.plan; carry build/gpu, build/plans, .anchors and .whl)
+      echo "nothing queued: the last session ran what it wrote (bench/RESULTS.md, 2026-11-30, sixth session)" ;;
+    stream)
+      # gemm_tc stream-K (`stream`): its GPU cases (each launched twice: the flags lowered, the second launch
+      # bitwise equal), compute-sanitizer on one, then bench/gemm.py's stream set against the default and the
+      # table's (here: python tests/gpu/build.py --only gemm_wgmma and LANEC_GEMM_STREAM=1 python bench/gemm.py
+      # build; carry build/gpu and build/bench/gemm; about 1.5 minutes)
+      timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k stream 2>&1 | tee "$logs/stream.log" || status=1
+      for tool in memcheck racecheck; do
+        timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py \
+          -q -k "stream_r100_k1000_n320_b32" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/sanitize.log"
+      done
+      timeout 240 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-stream.log" \
+        || status=1 ;;
+    segments)
+      # the router writing the grouped path's segments (ROUTER_SEGMENTS, off: measured no faster; mixture_groups
+      # folded into the router's last cluster). Its GPU cases (here: python tests/gpu/build.py --only
+      # mixture_router), compute-sanitizer on one, then the real-size batch-8 step with it against without (here:
+      # build kimi-full-b8-c1k and, from a copy whose facts set ROUTER_SEGMENTS = True, as
+      # build/plans/kimi-full-b8-c1k-segments.plan; carry build/gpu, build/plans, .anchors and .whl)
       timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE -k segments 2>&1 \
         | tee "$logs/segments.log" || status=1
       for tool in memcheck racecheck; do
