@@ -3,8 +3,7 @@
 are cut into chunks (`chunks_apart`) and into how many (`attention_splits`).
 
 The numbers the held-back rules compare against are not here: each kernel's limits live beside
-it (`lanec/codegen/facts.py`), and those of kernels not built yet in
-`lanec/codegen/unbuilt.py`.
+it (`lanec/codegen/facts.py`).
 """
 
 from __future__ import annotations

@@ -82,8 +82,9 @@ def test_rows_beyond_a_gemv_run_as_one_gemm_tc_launch(tmp_path):
     assert products and all(op.kernel.data == "gemm_tc" for op in products)
     o_proj = [spec_of(op) for op in products if spec_of(op)["parts"] == (2304,) and spec_of(op)["width"] == 4096]
     assert [spec["rows"] for spec in o_proj] == [64]
+    # the KDA layer's q, k, v, f_a, b and g_a: one gemm_tc launch in parts, side by side
     merged = [spec_of(op) for op in products if len(spec_of(op)["parts"]) > 1]
-    assert [(spec["rows"], spec["parts"]) for spec in merged] == [(64, (4096, 4096, 4096))]
+    assert [(spec["rows"], spec["parts"]) for spec in merged] == [(64, (4096, 4096, 4096, 128, 32, 128))]
     # the dense MLP's gated pair: one gemm_tc launch, gate and up tiles side by side, SwiGLU in its
     # epilogue (no swiglu launch); its weight is gate and up interleaved in tiles of 64 rows
     kinds = [op.kernel.data for op in ops]
@@ -145,7 +146,7 @@ def test_stream_k_launches_share_the_plans_one_workspace(tmp_path, monkeypatch):
     stream = {"schedule": {"stream": SM_COUNT}, "us": 10.0}
     monkeypatch.setattr(schedules, "table", lambda: {**held, "gemm_tc": {
         **held.get("gemm_tc", {}), "outputs=2304,rows=64,width=4096": stream,
-        "outputs=12288,rows=64,width=2304": stream}})
+        "outputs=12576,rows=64,width=2304": stream}})
     ops = kda_layer_launches(tmp_path, 64)
     streamed = [op for op in ops if op.kernel.data == "gemm_tc" and spec_of(op).get("schedule", {}).get("stream") == SM_COUNT]
     assert len(streamed) == 2 and tuple(streamed[0].grid.get_values()) == (SM_COUNT, 1, 1)

@@ -462,10 +462,9 @@ def attention_at(form: Form, draw, layer: int, x: str):
     place, pitch = 3 * size + extra, 3 * size + extra + vsize
 
     def expect(shim: LaneShim) -> bool:
-        # merged as a GEMV in parts (a decode step's or a batch's rows); above, as one product in
-        # parts only in whole 128-output tiles, which these parts are not
-        merged = shim.as_gemv(form.rows)
-        return merged and place % 2 == 0 and pitch % 2 == 0
+        # merged at any rows (a GEMV in parts, or above a gemv launch's rows one gemm_tc launch in
+        # parts: one format, the hidden width whole vectors); read in place at an even place and pitch
+        return place % 2 == 0 and pitch % 2 == 0
 
     def in_place(module) -> bool:
         return any(isinstance(op, AttentionOp) and isinstance(op.v.owner, ProductOp) and len(op.v.owner.parts) > 1
@@ -498,8 +497,8 @@ def conv_at(form: Form, draw, layer: int, x: str):
 
 
 def products_at(form: Form, draw, layer: int, x: str):
-    """2-5 products of one activation, each of its own format and width (whole 128-output tiles
-    or not): merged into one product in parts, or apart."""
+    """2-5 products of one activation, each of its own format and width: merged into one product
+    in parts, or apart."""
     h = form.hidden
     widths = draw(st.lists(st.sampled_from([96, 128, 256]), min_size=2, max_size=5))
     formats = [draw(st.sampled_from(["bf16", "q8_0"])) for _ in widths]
@@ -510,7 +509,7 @@ def products_at(form: Form, draw, layer: int, x: str):
 
     def expect(shim: LaneShim) -> bool:  # all of them one product in parts
         alike = not shim.quantized or len(set(formats)) == 1  # else they read the activation two ways
-        gemm = len(widths) <= 4 and len(set(formats)) == 1 and all(n % 128 == 0 for n in widths)
+        gemm = len(set(formats)) == 1  # gemm_tc in parts: any count and width, one format
         return alike and (shim.as_gemv(form.rows) or gemm)
 
     def merged(module) -> bool:
@@ -558,8 +557,8 @@ def facts_broken(module, shim: LaneShim) -> list[str]:
             if shim.quantized and len(formats) > 1 and not is_float(op.x):
                 broken.append("a product in parts mixing formats reads int8")
             if len(op.weights) > 1 and not shim.as_gemv(form_rows(op)):
-                outputs = [shape(w)[0] for w in op.weights]
-                if len(outputs) > 4 or len(formats) > 1 or any(n % 128 for n in outputs):
+                outputs = [shape(w)[0] for w in op.weights]  # gemm_tc takes any parts, side by side
+                if len(formats) > 1 or shape(op.weights[0])[1] % 8:
                     broken.append(f"products in parts {outputs} above a gemv launch's rows")
         if isinstance(op, GatedProductOp):
             formats = {op.gate.owner.format.data, op.up.owner.format.data}

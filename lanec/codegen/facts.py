@@ -475,6 +475,32 @@ class GemmSpec(Spec):
         return found
 
 
+# A product in parts gives each part a place of whole 16-byte vectors of bf16 in the merged row, so
+# every part starts aligned for a later kernel that reads it in place (a vector load), whatever
+# its size (a KDA layer's b part is one value a head); the weight's zero rows fill the gaps.
+PART_ALIGN = VECTOR
+
+
+def part_places(parts: Sequence[int]) -> list[int]:
+    """Each part's place in a product in parts' merged row: its outputs rounded up to PART_ALIGN
+    (one part: its own width)."""
+    return list(parts) if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
+
+
+def batch_parts_problems(rows: int, width: int, outputs: Sequence[int], formats: Sequence[str]) -> list[str]:
+    """Why products in parts of one activation (`outputs` rows each, weight `formats`) above a gemv
+    launch's rows are not one tensor-core launch in parts: one weight buffer of one format, the
+    parts side by side at their places (`part_places`: any count, any size), and gemm_tc's facts
+    at those places (rows past a launch's are more launches of the same parts). q8_0 rows read
+    quantized run on q8_gemm_tc, whose parts are the same; where its own facts refuse a shape the
+    lowering takes gemv launches."""
+    found = []
+    if len(set(formats)) > 1:
+        found.append(f"the parts mix formats ({', '.join(sorted(set(formats)))})")
+    launch = GemmSpec(min(rows, GEMM_MAX_ROWS), width, tuple(part_places(outputs)))
+    return found + launch.problems()
+
+
 # ----------------------------------------------------------------------------------------------
 # rmsnorm, elementwise, embed, argmax
 

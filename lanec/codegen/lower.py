@@ -39,6 +39,7 @@ from lanec.codegen.facts import (
     GEMV_ROWS,
     MIXTURE_GROUPED_ROWS,
     PAIR_TILE,
+    PART_ALIGN,
     Q8_0_BLOCK_BYTES,
     Q8_GATED_ROWS,
     QUANTIZE_EPILOGUE_SHARED_COST,
@@ -49,6 +50,7 @@ from lanec.codegen.facts import (
     GemmSpec,
     Q8GemmSpec,
     mixture_group_rows,
+    part_places,
     quantized_pitch,
     router_block_reason,
 )
@@ -59,11 +61,6 @@ from lanec.dialects import form, lane
 from lanec.runtime import dtypes
 from lanec.runtime.plan import routing_buffer
 from lanec.shim import Latent, attention_splits, splits_reason
-
-# A product in parts gives each part a place of whole 16-byte vectors of bf16 in the merged row, so
-# every part starts aligned for a later kernel that reads it in place (a vector load), whatever
-# its size (a KDA layer's b part is one value a head); the weight's zero rows fill the gaps.
-PART_ALIGN = 8
 
 
 class LoweringError(ValueError):
@@ -478,7 +475,7 @@ class Lowering:
             return
         rows, _ = form.shape(op.x)
         parts = [form.shape(w)[0] for w in op.weights]
-        places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
+        places = part_places(parts)
         total = sum(places)
         concatenate = {"kind": "concatenate", "axis": 0, "align": PART_ALIGN}  # zero rows fill each gap
         weight = self.weight(list(op.weights), [concatenate] if len(parts) > 1 else [],
@@ -559,7 +556,7 @@ class Lowering:
         x = self.window(op.x)
         rows = x.shape[0]
         parts = [form.shape(w)[0] for w in op.weights]
-        places = parts if len(parts) == 1 else [-(-n // PART_ALIGN) * PART_ALIGN for n in parts]
+        places = part_places(parts)
         width = form.shape(op.weights[0])[1]
         words = self.quantized_words[op.x]
         if self.q8_tensor_cores(rows, width, places, words, {}, "int8 tensor cores read the q8_0 rows once for "

@@ -1,10 +1,11 @@
 """hold-products-in-parts (the lane's held-back rule "products in parts"): several products of
 one activation are one GEMV in parts (`gemv`, which takes any parts) for a decode step's rows
-(at most a gemv launch's) or a batch's. Above those rows they are kept for the tensor cores' GEMM
-in parts (not built yet: `unbuilt.gemm_parts_problems`) only with at most four parts, one format,
-each a whole number of 128-output tiles; the plan runs a kept product in parts as one `gemm_tc`
-launch (or `gemv` launches of 32 rows where gemm_tc's facts refuse the shape). Held back: one
-product a part, except that a kda's q, k and v stay one product in parts where they alone meet the
+(at most a gemv launch's) or a batch's. Above those rows they are kept for the tensor cores'
+launch in parts where its facts take them (`facts.batch_parts_problems`: one format, and gemm_tc's
+facts with the parts side by side at their aligned places, any count and size); the plan runs a
+kept product in parts as one `gemm_tc` launch (`q8_gemm_tc` for q8_0 rows read quantized; gemv
+launches of 32 rows where those kernels' own facts refuse the shape). Held back: one product a
+part, except that a kda's q, k and v stay one product in parts where they alone meet the
 conditions (KdaSplit reads them as one [rows, 3 dim] buffer)."""
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
-from lanec.codegen.facts import GEMV_ROWS
-from lanec.codegen.unbuilt import gemm_parts_problems
+from lanec.codegen.facts import GEMV_ROWS, batch_parts_problems
 from lanec.dialects.form import KdaOp, ProductOp, shape
 from lanec.passes.parts import split
 from lanec.passes.rule import Judge, Rule, rows_of, users, weight_format
 
 
-def gemm_problems(weights: list[SSAValue]) -> list[str]:
-    return gemm_parts_problems([shape(w)[0] for w in weights], [weight_format(w) for w in weights])
+def gemm_problems(rows: int, weights: list[SSAValue]) -> list[str]:
+    return batch_parts_problems(rows, shape(weights[0])[1], [shape(w)[0] for w in weights],
+                                [weight_format(w) for w in weights])
 
 
 def kda_groups(op: ProductOp) -> list[list[int]]:
@@ -31,7 +32,7 @@ def kda_groups(op: ProductOp) -> list[list[int]]:
     for user in {id(u): u for r in op.parts for u in users(r)}.values():
         if isinstance(user, KdaOp) and all(v.owner is op for v in (user.q, user.k, user.v)):
             group = [list(op.parts).index(v) for v in (user.q, user.k, user.v)]
-            if not gemm_problems([op.weights[i] for i in group]):
+            if not gemm_problems(rows_of(op), [op.weights[i] for i in group]):
                 groups.append(group)
     return groups
 
@@ -47,7 +48,7 @@ class HoldProductsInParts(Judge):
             self.decide(op, True, f"{len(op.weights)} parts as one GEMV in parts ({kernel}): "
                                   f"{self.shim.gemv_reason(rows)}")
             return
-        failed = gemm_problems(list(op.weights))
+        failed = gemm_problems(rows, list(op.weights))
         if not failed:
             self.decide(op, True, f"{len(op.weights)} parts kept for the tensor cores' GEMM in parts ({rows} rows): "
                                   f"one gemm_tc launch (gemv launches of {GEMV_ROWS} rows where its facts refuse the "

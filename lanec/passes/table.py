@@ -4,9 +4,8 @@
 - shared: fusion by dataflow alone, lane-independent. Merges first (fold-kda and
   fold-shared-expert match what they made), fuse-quant last (it quantizes what the folds left).
 - held-back: the lane's kernel facts, its held-back rules (`LaneShim.heldback`, in the order
-  they run). A fused op stays fused only where a kernel of the lane launches it (or, for a
-  kernel not built yet, will: `lanec/codegen/unbuilt.py`), otherwise it is split back
-  into ops of the same meaning.
+  they run). A fused op stays fused only where a kernel of the lane launches it (its facts:
+  `lanec/codegen/facts.py`), otherwise it is split back into ops of the same meaning.
 """
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ builtin.module {
 // -----
 
 // Kept for the tensor cores: 33 rows (above the 32 a gemv launch takes), 2 parts of 128 and 256
-// outputs, one format. Their GEMM is not built: the plan runs it as one GEMV in parts, 32 rows a
-// launch, and the decision says so.
+// outputs, one format: one gemm_tc launch in parts.
 builtin.module {
   form.step batch 33 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<33xi32>
@@ -41,7 +40,7 @@ builtin.module {
 
 // -----
 
-// Held back: 5 parts are more than four.
+// Kept: 5 parts (gemm_tc takes any count, side by side in one row).
 builtin.module {
   form.step batch 33 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<33xi32>
@@ -57,13 +56,8 @@ builtin.module {
   }
 }
 
-// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = false, reason = "products in parts split into one product a part (a gemm_tc launch each): 5 parts are more than the tensor-core GEMM's 4"
-// CHECK: %p0 = form.product %x, %w0 : (tensor<33x64xbf16>, tensor<128x64xbf16>) -> tensor<33x128xbf16>
-// CHECK-NEXT: %p1 = form.product %x, %w1
-// CHECK-NEXT: %p2 = form.product %x, %w2
-// CHECK-NEXT: %p3 = form.product %x, %w3
-// CHECK-NEXT: %p4 = form.product %x, %w4
-// CHECK-NEXT: form.return %p0, %p1, %p2, %p3, %p4
+// CHECK: rule = "hold-products-in-parts", op = "product %p0 (p0, p1, p2, +2 more)", taken = true, reason = "5 parts kept for the tensor cores' GEMM in parts (33 rows): one gemm_tc launch (gemv launches of 32 rows where its facts refuse the shape)"
+// CHECK: %p0, %p1, %p2, %p3, %p4 = form.product %x, %w0, %w1, %w2, %w3, %w4
 
 // -----
 
@@ -86,20 +80,39 @@ builtin.module {
 
 // -----
 
-// Held back: 96 outputs are not whole 128-output tiles.
+// Kept: parts of 96 and 20 outputs (each at a place of whole 16-byte vectors: 96 and 24), no
+// whole 128-output tiles needed.
 builtin.module {
   form.step batch 33 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<33xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
-    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x64xbf16>
-    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<96x64xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<96x64xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<20x64xbf16>
     %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x64xbf16>) -> tensor<33x64xbf16>
-    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x64xbf16>, tensor<128x64xbf16>, tensor<96x64xbf16>) -> (tensor<33x128xbf16>, tensor<33x96xbf16>)
-    form.return %p0, %p1 : tensor<33x128xbf16>, tensor<33x96xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x64xbf16>, tensor<96x64xbf16>, tensor<20x64xbf16>) -> (tensor<33x96xbf16>, tensor<33x20xbf16>)
+    form.return %p0, %p1 : tensor<33x96xbf16>, tensor<33x20xbf16>
   }
 }
 
-// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): outputs 96 are not whole 128-output tiles"
+// CHECK: reason = "2 parts kept for the tensor cores' GEMM in parts (33 rows): one gemm_tc launch (gemv launches of 32 rows where its facts refuse the shape)"
+// CHECK: %p0, %p1 = form.product %x, %w0, %w1
+
+// -----
+
+// Held back: a row of 60 values is no whole 16-byte vectors (gemm_tc's fact).
+builtin.module {
+  form.step batch 33 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<33xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x60xbf16>
+    %w0 = form.weight {name = "model.layers.0.p0", format = "bf16"} : tensor<128x60xbf16>
+    %w1 = form.weight {name = "model.layers.0.p1", format = "bf16"} : tensor<128x60xbf16>
+    %x = form.embed %t, %e : (tensor<33xi32>, tensor<32x60xbf16>) -> tensor<33x60xbf16>
+    %p0, %p1 = form.product %x, %w0, %w1 : (tensor<33x60xbf16>, tensor<128x60xbf16>, tensor<128x60xbf16>) -> (tensor<33x128xbf16>, tensor<33x128xbf16>)
+    form.return %p0, %p1 : tensor<33x128xbf16>, tensor<33x128xbf16>
+  }
+}
+
+// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): width 60 must be a positive multiple of 8: bf16 values move as 16-byte vectors"
 // CHECK: %p0 = form.product %x, %w0
 // CHECK-NEXT: %p1 = form.product %x, %w1
 
@@ -123,8 +136,8 @@ builtin.module attributes {lane.shim = {batch_products = true}} {
 
 // -----
 
-// Held back (5 parts, 16 and 1 outputs): a kda's q, k and v (three parts of 128, one format) stay
-// one product in parts, the others split.
+// Held back (5 parts, f_a's rows q8_0, the others bf16): a kda's q, k and v (one format) stay one
+// product in parts, the others split.
 builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   form.step batch 40 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<40xi32>
@@ -133,7 +146,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
     %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<128x128xbf16>
     %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<128x128xbf16>
     %wv = form.weight {name = "model.layers.0.wv", format = "bf16"} : tensor<128x128xbf16>
-    %wfa = form.weight {name = "model.layers.0.wfa", format = "bf16"} : tensor<16x128xbf16>
+    %wfa = form.weight {name = "model.layers.0.wfa", format = "q8_0"} : tensor<16x128xbf16>
     %wb = form.weight {name = "model.layers.0.wb", format = "bf16"} : tensor<1x128xbf16>
     %wg = form.weight {name = "model.layers.0.wg", format = "bf16"} : tensor<128x128xbf16>
     %cq = form.weight {name = "model.layers.0.cq", format = "bf16"} : tensor<128x4xbf16>
@@ -154,7 +167,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
 }
 
 
-// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): 5 parts are more than the tensor-core GEMM's 4; outputs 16, 1 are not whole 128-output tiles (a kda's q, k and v stay one product in parts)"
+// CHECK: reason = "products in parts split into one product a part (a gemm_tc launch each): the parts mix formats (bf16, q8_0) (a kda's q, k and v stay one product in parts)"
 // CHECK: %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<40x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>) -> (tensor<40x128xbf16>, tensor<40x128xbf16>, tensor<40x128xbf16>)
 // CHECK-NEXT: %fa = form.product %x, %wfa
 // CHECK-NEXT: %b = form.product %x, %wb
@@ -162,7 +175,7 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
 
 // -----
 
-// Kept at the boundary: 4 parts (the tensor-core GEMM's most), each whole 128-output tiles.
+// Kept: 4 parts of q8_0 rows (one format).
 builtin.module {
   form.step batch 33 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<33xi32>
