@@ -162,7 +162,12 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      echo "nothing queued: the last session ran what it wrote (bench/RESULTS.md, 2026-11-30, sixth session)" ;;
+      # the sixth session's queue (2026-11-30): the real-size batch-64 plan after a KDA layer's six products (and an
+      # MLA layer's q / kv_a parts) became one gemm_tc launch in parts above 32 rows (407 -> 333 launches); its
+      # smaller relatives passed --check on the H200, this one did not fit the session's device time (here: python
+      # tests/gpu/plans.py kimi-full-b64; carry build/plans/kimi-full-b64.plan and .whl; about 3-4 minutes)
+      timeout 400 python3 -m lanec.runtime build/plans/kimi-full-b64.plan --check 2>&1 | tail -4 \
+        | tee "$logs/pending.log" || status=1 ;;
     stream)
       # gemm_tc stream-K (`stream`): its GPU cases (each launched twice: the flags lowered, the second launch
       # bitwise equal), compute-sanitizer on one, then bench/gemm.py's stream set against the default and the
