@@ -1,7 +1,8 @@
 """gemm_tc (a batch's rows against a weight read once) against torch's matmul (cuBLAS) and against
 the gemv launches it replaces (one per 32 rows, each reading the whole weight), at Kimi Linear's and
-Llama-3-8B's product shapes, rows 16 to 256, with the copy bandwidth and the bf16 tensor peak
-measured in the same run. Two steps:
+Llama-3-8B's product shapes and their dense MLPs' gated pairs (one launch, SwiGLU in its epilogue,
+against cuBLAS's product then torch's SwiGLU), rows 16 to 256, with the copy bandwidth and the bf16
+tensor peak measured in the same run. Two steps:
 
     python bench/gemm.py build           # CPU machine: compile into build/bench/gemm/
     PYTHONPATH=. python3 bench/gemm.py   # GPU machine (carry build/bench/gemm; torch for the anchor)
@@ -66,6 +67,13 @@ PRODUCTS = [  # (label, K, parts)
     ("llama down", 14336, [4096]),
     ("llama lm head", 4096, [128256]),
 ]
+# gated pairs (label, K, hidden): one gemm_tc launch of gate and up tiles side by side, SwiGLU in its
+# epilogue, y [rows, hidden]; cuBLAS's anchor is its product of 2 x hidden outputs, then torch's
+# silu(gate) * up; the gemv column is gated_gemv's 32-row launches
+GATED = [
+    ("kimi dense pair", 2304, 9216),
+    ("llama gate+up pair", 4096, 14336),
+]
 ROWS = [int(r) for r in os.environ.get("LANEC_GEMM_ROWS", "16,33,64,128,256").split(",")]
 BLOCK_ROWS = (64, 128)  # row-block variants, timed where the rows are more than one block of them
 GEMV_ROWS = 32
@@ -96,7 +104,10 @@ def variants(make) -> list[dict]:
             for stages in (3, 4):
                 if block_rows < default.rows:
                     found.append({"block_rows": block_rows, "stages": stages})
-    tuned = schedule_for("gemm_tc", {"rows": default.rows, "width": default.width, "outputs": default.outputs})
+    shape = {"rows": default.rows, "width": default.width, "outputs": default.outputs}
+    if default.gated:  # a gated pair's launch is tuned apart (Lowering.product_shape)
+        shape["gated"] = 1
+    tuned = schedule_for("gemm_tc", shape)
     table = [tuned["schedule"]] if "schedule" in tuned else []
     by_tma = []
     bases = [table[0], {}] if table else [{}]  # the table's schedule and the kernel's default
@@ -135,12 +146,24 @@ def variants(make) -> list[dict]:
                 continue
             if kernel.splits * kernel.row_blocks * kernel.n_tiles <= 8 * SM_COUNT:
                 found.append({"splits": splits, "stages": stages})
-    return [*found, {"engine": "mma"}]
+    return found if default.gated else [*found, {"engine": "mma"}]  # no gated pair on mma.sync
+
+
+def cublas_step(torch, x, w, y, both=None) -> None:
+    """The anchor's launch: y = x w^T by torch's matmul (cuBLAS); a gated pair's (`both`: its
+    [rows, 2 hidden] product) then y = silu(gate) * up by torch."""
+    if both is None:
+        torch.matmul(x, w.t(), out=y)
+        return
+    torch.matmul(x, w.t(), out=both)
+    hidden = both.shape[1] // 2
+    torch.mul(torch.nn.functional.silu(both[:, :hidden]), both[:, hidden:], out=y)
 
 
 def build() -> None:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
+    from lanec.codegen.kernels.gated_gemv import GatedGemv
     from lanec.codegen.kernels.gemm_tc import GemmTc
     from lanec.codegen.kernels.gemv import Gemv
     from lanec.codegen.schedules import schedule_for
@@ -153,13 +176,15 @@ def build() -> None:
             built.add(stem)
 
     only = os.environ.get("LANEC_GEMM_ONLY")
-    for label, k, parts in PRODUCTS:
+    shapes = [(label, k, parts, False) for label, k, parts in PRODUCTS]
+    shapes += [(label, k, [2 * hidden], True) for label, k, hidden in GATED]
+    for label, k, parts, gated in shapes:
         if only and label not in only.split(";"):
             continue
         n = sum(parts)
         for rows in ROWS:
-            def make(schedule, rows=rows, k=k, parts=parts):
-                return GemmTc(rows, k, parts, schedule=schedule)
+            def make(schedule, rows=rows, k=k, parts=parts, gated=gated):
+                return GemmTc(rows, k, parts, schedule=schedule, gated=gated)
 
             default = make(None)
             schedules = []
@@ -189,14 +214,20 @@ def build() -> None:
                 add(kernel, stem)
                 schedules.append({"stem": stem, "schedule": knobs, "grid": list(kernel.launch().grid)})
             # the gemv launches the lowering made before gemm_tc: 32 rows each, the rest in the last
+            # (a gated pair's: gated_gemv's, gate and up apart)
             chunks = []
             for first in range(0, rows, GEMV_ROWS):
                 count = min(GEMV_ROWS, rows - first)
-                tuned = schedule_for("gemv", {"rows": count, "width": k, "outputs": n})
                 chunk = f"gemv_{slug(label)}_r{count}"
-                add(Gemv(count, k, parts, **tuned), chunk)
+                if gated:
+                    add(GatedGemv(count, k, n // 2, **schedule_for("gated_gemv", {"rows": count, "width": k,
+                                                                                  "outputs": n // 2})), chunk)
+                else:
+                    add(Gemv(count, k, parts, **schedule_for("gemv", {"rows": count, "width": k, "outputs": n})),
+                        chunk)
                 chunks.append({"stem": chunk, "first": first})
-            entries.append({"label": label, "k": k, "n": n, "rows": rows, "schedules": schedules, "gemv": chunks})
+            entries.append({"label": label, "k": k, "n": n, "rows": rows, "gated": gated, "schedules": schedules,
+                            "gemv": chunks})
             print(f"{label:20s} r{rows:<4d} default grid {default.launch().grid} tile {default.tile_n} splits "
                   f"{default.splits} stages {default.stages}; {len(schedules) - 1} variants", flush=True)
     (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
@@ -247,8 +278,10 @@ def run() -> list:
             torch.cuda.empty_cache()
             weights = torch.empty(copies, n, k, dtype=torch.bfloat16, device="cuda").normal_()
             weights_key = (k, n)
+        gated = e.get("gated", False)
         x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
-        y = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+        y = torch.empty(rows, n // 2 if gated else n, dtype=torch.bfloat16, device="cuda")
+        both = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")  # cuBLAS's gate and up, gated
         torch.cuda.synchronize()
 
         timed = []  # (us, schedule entry), the default first
@@ -271,18 +304,19 @@ def run() -> list:
             for chunk in e["gemv"]:
                 gfn, gshape = function(chunk["stem"])
                 first = chunk["first"]
-                gemv_launches.append(driver.Launch(gfn, gshape, [x[first:].data_ptr(), weights[c].data_ptr(),
-                                                                 y[first:].data_ptr()], ours_stream))
+                halves = [weights[c].data_ptr(), weights[c][n // 2:].data_ptr()] if gated else [weights[c].data_ptr()]
+                gemv_launches.append(driver.Launch(gfn, gshape, [x[first:].data_ptr(), *halves, y[first:].data_ptr()],
+                                                   ours_stream))
         gemv = graph_us(gemv_launches, copies)
 
         with torch.cuda.stream(torch_stream):
             for c in range(copies):  # warm cuBLAS's choice outside the capture
-                torch.matmul(x, weights[c].t(), out=y)
+                cublas_step(torch, x, weights[c], y, both if gated else None)
             torch_stream.synchronize()
             torch_graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(torch_graph, stream=torch_stream):
                 for c in range(copies):
-                    torch.matmul(x, weights[c].t(), out=y)
+                    cublas_step(torch, x, weights[c], y, both if gated else None)
         torch.cuda.synchronize()
         for _ in range(3):
             torch_graph.replay()
@@ -336,7 +370,7 @@ def write_table(path: Path, results) -> None:
     entries = table.setdefault("gemm_tc", {})
     written = 0
     for e, _, (us, variant), gemv, *_ in results:
-        key = f"outputs={e['n']},rows={e['rows']},width={e['k']}"
+        key = f"{'gated=1,' if e.get('gated') else ''}outputs={e['n']},rows={e['rows']},width={e['k']}"
         if e["rows"] < GEMM_FROM_ROWS and us > (1 - GEMV_MARGIN) * gemv:
             entries.pop(key, None)
             continue

@@ -268,3 +268,25 @@ def test_the_gemm_bench_moves_a_shape_below_the_measured_rows_only_where_gemm_tc
     table = json.loads(path.read_text())["gemm_tc"]
     assert sorted(table) == ["outputs=12576,rows=16,width=2304", "outputs=2304,rows=8,width=4096"]
     assert table["outputs=2304,rows=8,width=4096"]["us"] == 7.3
+
+
+def test_the_gemm_bench_tunes_a_gated_pair_apart_from_its_product(tmp_path, monkeypatch):
+    """A gated pair's entry is keyed as the lowering looks it up (`Lowering.product_shape`:
+    gated=1), its variants never the mma.sync engine (no gated pair there), and its GPU case is a
+    gated launch under its own name."""
+    import json
+
+    from lanec.codegen import schedules
+
+    bench = load_bench("gemm", monkeypatch)
+    pair = {"rows": 64, "k": 2304, "n": 18432, "gated": True}
+    best = (40.0, {"schedule": {"tile_n": 128, "splits": 2, "stages": 6, "engine": "wgmma"}})
+    path = tmp_path / "schedules.json"
+    bench.write_table(path, [(pair, 43.0, best, 90.0, 0, 0, 0)])
+    table = json.loads(path.read_text())
+    assert list(table["gemm_tc"]) == ["gated=1,outputs=18432,rows=64,width=2304"]
+    assert all(v.get("engine") != "mma" for v in bench.variants(lambda s: GemmTc(64, 2304, [18432], gated=True,
+                                                                                  schedule=s)))
+    monkeypatch.setattr(schedules, "table", lambda: table)
+    case = schedules.tuned_cases("gemm_tc")["tuned_r64_k2304_n18432_gated"]
+    assert case["gated"] is True and case["parts"] == [18432] and case["schedule"]["splits"] == 2

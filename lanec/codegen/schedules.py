@@ -44,15 +44,17 @@ def tuned_shapes(kernel: str) -> list[tuple[dict, dict]]:
 
 def tuned_cases(kernel: str, outputs: str = "parts") -> dict[str, dict]:
     """The GPU cases of `kernel`'s table entries (`tuned_shapes`), by name (tuned_r{rows}_k{width}
-    _n{outputs}, and _w{words} where the shape has words): the shape as the kernel's arguments,
-    `outputs` the argument that takes the outputs ("parts": one part; "hidden": a gated pair's),
-    with the entry's schedule."""
+    _n{outputs}, and _w{words} where the shape has words, _gated for a gated pair's launch): the
+    shape as the kernel's arguments, `outputs` the argument that takes the outputs ("parts": one
+    part; "hidden": a gated pair's), with the entry's schedule."""
     cases = {}
     for shape, schedule in tuned_shapes(kernel):
-        words = {"words": shape["words"]} if "words" in shape else {}
-        name = "tuned_r{rows}_k{width}_n{outputs}".format(**shape) + (f"_w{words['words']}" if words else "")
+        extra = {"words": shape["words"]} if "words" in shape else {}
+        name = "tuned_r{rows}_k{width}_n{outputs}".format(**shape) + (f"_w{extra['words']}" if extra else "")
+        if shape.get("gated"):
+            extra, name = {**extra, "gated": True}, name + "_gated"
         taken = [shape["outputs"]] if outputs == "parts" else shape["outputs"]
-        cases[name] = {"rows": shape["rows"], "width": shape["width"], outputs: taken, **words, "schedule": schedule}
+        cases[name] = {"rows": shape["rows"], "width": shape["width"], outputs: taken, **extra, "schedule": schedule}
     return cases
 
 

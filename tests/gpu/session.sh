@@ -167,7 +167,13 @@ for phase in "${phases[@]}"; do
       # smaller relatives passed --check on the H200, this one did not fit the session's device time (here: python
       # tests/gpu/plans.py kimi-full-b64; carry build/plans/kimi-full-b64.plan and .whl; about 3-4 minutes)
       timeout 400 python3 -m lanec.runtime build/plans/kimi-full-b64.plan --check 2>&1 | tail -4 \
-        | tee "$logs/pending.log" || status=1 ;;
+        | tee "$logs/pending.log" || status=1
+      # and the dense MLPs' gated pairs timed as the launches they are (bench/gemm.py's GATED; here:
+      # LANEC_GEMM_ONLY="kimi dense pair;llama gate+up pair" python bench/gemm.py build; carry build/bench/gemm):
+      # their fastest schedules to $OUT/logs.tgz's schedules.json (gated=1 entries; adopt them, rebuild the
+      # KDA-only and dense plans, then run `-k "tuned and gated"` and bench/step_chain.py)
+      timeout 150 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee -a "$logs/pending.log" \
+        || status=1 ;;
     stream)
       # gemm_tc stream-K (`stream`): its GPU cases (each launched twice: the flags lowered, the second launch
       # bitwise equal), compute-sanitizer on one, then bench/gemm.py's stream set against the default and the

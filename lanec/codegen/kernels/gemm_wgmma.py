@@ -46,7 +46,19 @@ one-thread TMA run `stages - 2` ahead (at least 3 stages); the producer keeps ev
 Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
 row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
 (`GemmTc.sum_partials`). Split-K as the mma engine: `splits` CTAs of one cluster take consecutive
-K ranges and the ranks sum their tiles over DSMEM, in rank order, before the store."""
+K ranges and the ranks sum their tiles over DSMEM, in rank order, before the store.
+
+Stream-K (`stream`: G CTAs, one an SM, producer loads): the (weight tile, row block, K stage)
+units, K stage fastest, are dealt out evenly, CTA c taking [c U / G, (c + 1) U / G), at most one
+tile's stages (so G is at least the tiles). The producer's stages flow on across a tile's end. A
+run that starts inside a tile stores that tile's fp32 partial into the CTA's slot of the plan's
+workspace (`partials`, thread-major 16-byte vectors) and raises its flag (a release at GPU
+scope); the CTA whose run holds a tile's first stage acquires the flags of the CTAs after it, adds
+their partials in CTA order (deterministic), lowers the flags for the next launch and stores the
+tile as above. Every CTA must be resident at once (an owner spins on the CTAs after it): the launch
+asks for more than half an SM's shared memory, and the runtime refuses a GPU of fewer SMs.
+Measured on the H200 (bench/RESULTS.md, 2026-11-30): it fills the SMs but costs each CTA the
+partial's exchange, so it wins only where K is long and tiles are few (llama down at 128 rows)."""
 
 from __future__ import annotations
 

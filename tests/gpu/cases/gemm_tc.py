@@ -8,8 +8,7 @@ where tiles leave SMs idle, and forced to 4 and 8) and not; both weight tiles an
 wgmma engine (the default) runs the same shapes (tests/gpu/cases/gemm_wgmma.py); the tuned table's
 entries run on the engine each names."""
 
-import json
-from pathlib import Path
+from lanec.codegen.schedules import tuned_cases
 
 KERNEL = "gemm_tc"
 
@@ -38,13 +37,9 @@ CASES = {
 for _spec in CASES.values():  # the hand-written cases are the mma.sync engine's
     _spec["schedule"] = {**_spec.get("schedule", {}), "engine": "mma"}
 
-# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too
-TABLE = Path(__file__).resolve().parents[3] / "lanec" / "codegen" / "schedules.json"
-for key, entry in json.loads(TABLE.read_text()).get(KERNEL, {}).items():
-    shape = dict(item.split("=") for item in key.split(","))
-    rows, width, outputs = (int(shape[k]) for k in ("rows", "width", "outputs"))
-    CASES[f"tuned_r{rows}_k{width}_n{outputs}"] = dict(rows=rows, width=width, parts=[outputs],
-                                                        schedule=entry["schedule"])
+# every schedule the compiler's tuned table picks (lanec/codegen/schedules.json) is checked too,
+# a gated pair's entry as a gated launch
+CASES.update(tuned_cases(KERNEL))
 
 
 def make(spec: dict):
