@@ -159,6 +159,21 @@ def test_grid_covers_splits_row_blocks_and_tiles(make, grid, cluster, block_rows
     assert (kernel.block_rows, kernel.padded_rows) == (block_rows, padded)
 
 
+def test_float32_outputs_store_the_sums_as_they_are():
+    """out_dtype float32 (a router's logits): y is fp32 and the staged tile's sums are stored as
+    16-byte vectors of floats; only the wgmma engine stores them, and never a gated pair's SwiGLU."""
+    kernel = GemmTc(64, 2304, [256], out_dtype="float32")
+    assert [(p.name, p.dtype) for p in kernel.params()] == [("x", "bfloat16"), ("w", "bfloat16"), ("y", "float32")]
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert "st.global.v4.f32" in ptx and "wgmma.mma_async" in ptx
+    with pytest.raises(ValueError, match="only the wgmma engine stores them"):
+        GemmTc(64, 2304, [256], out_dtype="float32", schedule=MMA)
+    with pytest.raises(ValueError, match="a gated pair stores its SwiGLU as bfloat16"):
+        GemmTc(64, 2304, [256], out_dtype="float32", gated=True)
+    with pytest.raises(ValueError, match="stores bfloat16 or float32 outputs; got 'float16'"):
+        GemmTc(64, 2304, [256], out_dtype="float16")
+
+
 STREAM = {
     "r256_k2304_merged_g132": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule={"stream": 132}),
     "r64_k2304_n4096_g132": lambda: GemmTc(64, 2304, [4096], schedule={"stream": 132}),

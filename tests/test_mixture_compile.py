@@ -189,6 +189,48 @@ def test_a_mixture_is_router_gated_and_down_with_the_shared_expert_folded(tmp_pa
     assert str(buffers["model.layers.1.moe.experts.*.w2.weight"].result.type) == "memref<16x256x128xbf16>"
 
 
+def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_chooses(tmp_path, monkeypatch):
+    """ROUTER_GEMM_ROWS (off by default): from that many rows the router's logits are one gemm_tc
+    launch of fp32 outputs (x against the router rows, read once for every row), and
+    mixture_router only chooses from them (`logits`); below it the fused router, as before."""
+    from lanec.codegen import lower
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    monkeypatch.setattr(lower, "ROUTER_GEMM_ROWS", 3)
+    ops = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"))
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launched][:4] == ["embed", "gemm_tc", "mixture_router", "mixture_gated"]
+    gemm, router = spec_of(launched[1]), spec_of(launched[2])
+    assert gemm == {"rows": 3, "width": 256, "parts": (16,), "out_dtype": "float32"}
+    assert router["logits"] is True and "rows_a_cta" not in router and router["groups"] == 4
+    buffers = {op.buffer_name.data: op for op in ops if isinstance(op, lane.BufferOp)}
+    assert str(buffers["model.layers.1.moe.logits"].result.type) == "memref<3x16xf32>"
+    # the gemm writes the logits the router reads, and reads the router's weight
+    assert launched[1].args[2] is launched[2].args[0]
+    assert launched[1].args[1].owner.buffer_name.data == "model.layers.1.moe.gate.weight"
+    monkeypatch.setattr(lower, "ROUTER_GEMM_ROWS", 4)
+    kinds = [op.kernel.data for op in lowered(tmp_path, MIXTURE.replace("TOP_K", "4")) if isinstance(op, lane.LaunchOp)]
+    assert kinds == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+
+
+def test_the_router_from_given_logits_compiles_with_no_cluster():
+    """A CTA of ROUTER_LOGIT_ROWS warps, a warp a row, loads the rows' fp32 logits after the PDL
+    wait and chooses: no cluster, no DSMEM, no dot products, no local memory."""
+    from lanec.codegen.facts import ROUTER_LOGIT_ROWS
+
+    router = MixtureRouter(100, 7168, 256, 8, correction=True, groups=8, topk_groups=4, logits=True)
+    assert [p.name for p in router.params()] == ["logits", "correction", "ids", "weights"]
+    shape = router.launch()
+    assert shape.grid == (1, -(-100 // ROUTER_LOGIT_ROWS), 1) and shape.cluster == (1, 1, 1)
+    assert shape.block == (32 * ROUTER_LOGIT_ROWS, 1, 1)
+    ptx = compiled_for_sm90a(router).ptx
+    assert "griddepcontrol.wait" in ptx and "ld.global" in ptx
+    assert "barrier.cluster" not in ptx and "ld.shared::cluster" not in ptx and "cp.async.bulk.prefetch" not in ptx
+    with pytest.raises(ValueError, match=re.escape("split 2: from given logits a CTA chooses its rows alone")):
+        MixtureRouter(8, 2304, 256, 8, logits=True, split=2)
+
+
 def test_a_shared_expert_past_the_block_runs_apart(tmp_path):
     from lanec.codegen.spec import spec_of
     from lanec.dialects import lane

@@ -454,6 +454,7 @@ class GemmSpec(Spec):
     per_head: tuple[int, int, int] | None = None
     x_pitch: int | None = None
     gated: bool = False
+    out_dtype: str = "bfloat16"
 
     @property
     def outputs(self) -> int:
@@ -472,6 +473,10 @@ class GemmSpec(Spec):
                 found.append(f"a gated pair is one part of gate and up rows; got parts {list(self.parts)}")
             else:
                 found += gated_pair_problems(self.outputs // 2, "bf16", "bf16")
+        if self.out_dtype not in ("bfloat16", "float32"):
+            found.append(f"stores bfloat16 or float32 outputs; got {self.out_dtype!r}")
+        elif self.out_dtype == "float32" and self.gated:
+            found.append("a gated pair stores its SwiGLU as bfloat16")
         return found
 
 
@@ -1035,6 +1040,14 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
 # of 4 win (1.06x at 64, 1.56x at 256); 8 rows a cluster never pays (its block's registers).
 ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
 ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
+# From this many rows a mixture's router logits are one gemm_tc launch (fp32 out: x against the router
+# rows on tensor cores, the 1.2 MB router read once), and mixture_router only chooses from them
+# (`logits`: a warp a row, ROUTER_LOGIT_ROWS rows a CTA, no cluster). The fused router measured 21.7
+# us a launch at 64 rows and 49.9 at 256 on the H200 (bench/mixture.py, 2026-11-30), each cluster
+# re-reading the router for its 4 rows. None: off until the two launches are measured against it
+# (written 2026-11-30, sixth session; queued in tests/gpu/session.sh pending).
+ROUTER_GEMM_ROWS: int | None = None
+ROUTER_LOGIT_ROWS = 8
 
 
 def router_rows_a_cta(rows: int, warps: int = 4) -> int:
@@ -1070,9 +1083,12 @@ class MixtureRouterSpec(Spec):
     x_pitch: int | None = None
     split: int = 1
     rows_a_cta: int = 1
+    logits: bool = False  # the logits are given ([rows, experts] fp32): it only chooses
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if self.logits and self.split != 1:
+            found.append(f"split {self.split}: from given logits a CTA chooses its rows alone (split 1)")
         found += filter(None, [vector_width("width", self.width)])
         if self.rows_a_cta not in ROUTER_ROWS_A_CTA:
             found.append(f"rows_a_cta {self.rows_a_cta}: {', '.join(map(str, ROUTER_ROWS_A_CTA))} rows a cluster "

@@ -43,6 +43,7 @@ from lanec.codegen.facts import (
     Q8_0_BLOCK_BYTES,
     Q8_GATED_ROWS,
     QUANTIZE_EPILOGUE_SHARED_COST,
+    ROUTER_GEMM_ROWS,
     ROUTER_SEGMENTS,
     SM_COUNT,
     AttentionSpec,
@@ -1040,15 +1041,11 @@ class Lowering:
                   "renormalize": bool(op.renormalize.value.data), "routed_scaling": op.routed_scaling.value.data,
                   "correction": op.correction is not None, **grouped, **pitch_of(x)}
         correction = [self.window(op.correction)] if op.correction is not None else []
-        router["rows_a_cta"] = block = make_kernel("mixture_router", router).rows_a_cta
-        self.tunings.append(("mixture_router", {"rows": rows, "width": width, "experts": experts}, {
-            "rows_a_cta": block, "why": router_block_reason(rows, block)}))
         shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                  "shared_hidden": shared_hidden}
         if self.grouped_rows is not None and rows > self.grouped_rows:
-            segments = self.router_segments(router, name, rows * top_k, experts)
-            self.launch("mixture_router", {**router, **({"segments": True} if segments else {})},
-                        [x, self.window(op.router), *correction, ids, routing, *segments])
+            segments = [] if self.router_gemm(router) else self.router_segments(router, name, rows * top_k, experts)
+            self.route(op, router, name, x, correction, ids, routing, segments)
             block = mixture_group_rows(rows, top_k, experts)
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block,
@@ -1056,7 +1053,7 @@ class Lowering:
                        f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows)"}))
             self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return
-        self.launch("mixture_router", router, [x, self.window(op.router), *correction, ids, routing])
+        self.route(op, router, name, x, correction, ids, routing)
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
                if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
                "kernels read each chosen expert once a row, faster than grouping so few")
@@ -1073,6 +1070,40 @@ class Lowering:
                     [*([x] if gated else []), between, ids, routing, self.window(op.down), *shared[2:3],
                      *shared[3:], out])
         self.windows[op.result] = out
+
+    def router_gemm(self, router: dict) -> dict | None:
+        """The gemm_tc spec of a router's logits where they are one launch of their own (from
+        ROUTER_GEMM_ROWS rows, where gemm_tc's facts take the shape), else None."""
+        rows, experts = router["rows"], router["experts"]
+        gemm = {"rows": rows, "width": router["width"], "parts": (experts,), "out_dtype": "float32",
+                **({"x_pitch": router["x_pitch"]} if "x_pitch" in router else {})}
+        if ROUTER_GEMM_ROWS is None or rows < ROUTER_GEMM_ROWS or GemmSpec(**gemm).problems():
+            return None
+        return gemm
+
+    def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
+              routing: Window, segments: Sequence[Window] = ()) -> None:
+        """The router's launches: from ROUTER_GEMM_ROWS rows the logits as one gemm_tc launch (fp32,
+        the router rows read once for every row) and mixture_router choosing from them, a warp a
+        row; else the fused router (its clusters dot and choose; `segments`: it writes the grouped
+        path's too)."""
+        shape = {"rows": router["rows"], "width": router["width"], "experts": router["experts"]}
+        gemm = self.router_gemm(router)
+        if gemm is None:
+            fused = {**router, "rows_a_cta": make_kernel("mixture_router", router).rows_a_cta}
+            self.tunings.append(("mixture_router", shape, {
+                "rows_a_cta": fused["rows_a_cta"], "why": router_block_reason(router["rows"], fused["rows_a_cta"])}))
+            self.launch("mixture_router", {**fused, **({"segments": True} if segments else {})},
+                        [x, self.window(op.router), *correction, ids, routing, *segments])
+            return
+        logits = self.activation(f"{name}.logits", (router["rows"], router["experts"]), Float32Type())
+        tuned = self.tuned("gemm_tc", self.product_shape(router["rows"], gemm))
+        self.launch("gemm_tc", {**gemm, **tuned}, [x, self.window(op.router), logits])
+        choose = {k: v for k, v in router.items() if k != "x_pitch"}
+        self.tunings.append(("mixture_router", shape, {
+            "logits": "gemm_tc", "why": f"{router['rows']} rows are at least ROUTER_GEMM_ROWS ({ROUTER_GEMM_ROWS}): "
+            "the logits one gemm_tc launch (the router rows read once), mixture_router only chooses"}))
+        self.launch("mixture_router", {**choose, "logits": True}, [logits, *correction, ids, routing])
 
     def router_segments(self, router: dict, name: str, pairs: int, experts: int) -> list[Window]:
         """Where the router writes the grouped path's segments (ROUTER_SEGMENTS, and mixture_groups'

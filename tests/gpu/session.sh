@@ -45,6 +45,7 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   pending-ab the last session's queued A/B measurements (the phase's comment lists them)
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
 #   segments   the router writing the grouped path's segments: its cases, compute-sanitizer, the batch-8 A/B
 #   pending-bench   the rest of it: checks and benchmarks at real size
@@ -162,17 +163,35 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the sixth session's queue (2026-11-30): the real-size batch-64 plan after a KDA layer's six products (and an
-      # MLA layer's q / kv_a parts) became one gemm_tc launch in parts above 32 rows (407 -> 333 launches); its
-      # smaller relatives passed --check on the H200, this one did not fit the session's device time (here: python
-      # tests/gpu/plans.py kimi-full-b64; carry build/plans/kimi-full-b64.plan and .whl; about 3-4 minutes)
-      timeout 400 python3 -m lanec.runtime build/plans/kimi-full-b64.plan --check 2>&1 | tail -4 \
-        | tee "$logs/pending.log" || status=1
-      # and the dense MLPs' gated pairs timed as the launches they are (bench/gemm.py's GATED; here:
-      # LANEC_GEMM_ONLY="kimi dense pair;llama gate+up pair" python bench/gemm.py build; carry build/bench/gemm):
-      # their fastest schedules to $OUT/logs.tgz's schedules.json (gated=1 entries; adopt them, rebuild the
-      # KDA-only and dense plans, then run `-k "tuned and gated"` and bench/step_chain.py)
-      timeout 150 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee -a "$logs/pending.log" \
+      # the sixth session's queue (2026-11-30), part 1 (about 6 minutes): the router's logits as one gemm_tc launch
+      # (fp32 out) and mixture_router choosing from them (ROUTER_GEMM_ROWS, off until measured): their GPU cases
+      # (here: python tests/gpu/build.py --only mixture_router gemm_wgmma) and compute-sanitizer on one of each;
+      # then the real-size batch-64 plan after a KDA layer's six products (and an MLA layer's q / kv_a parts)
+      # became one gemm_tc launch in parts above 32 rows (407 -> 333 launches), --check (here: python
+      # tests/gpu/plans.py kimi-full-b64). Carry build/gpu, build/plans/kimi-full-b64.plan and .whl.
+      timeout 120 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_gemm_tc.py -q -rfE -k "logits or f32" \
+        2>&1 | tee "$logs/pending.log" || status=1
+      for case in "logits and b256_e256_k8_g8" "f32_r256_k7168"; do
+        for tool in memcheck racecheck; do
+          timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture.py \
+            tests/gpu/test_gemm_tc.py -q -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+            | tee -a "$logs/sanitize.log"
+        done
+      done
+      timeout 330 python3 -m lanec.runtime build/plans/kimi-full-b64.plan --check 2>&1 | tail -4 \
+        | tee -a "$logs/pending.log" || status=1 ;;
+    pending-ab)
+      # part 2 (about 8 minutes): the real-size batch-64 and batch-256 steps with the router's gemm against the fused
+      # router (here: the committed kimi-full-b64-c1k / b256-c1k plans and, from a copy whose facts set
+      # ROUTER_GEMM_ROWS = 64, the same as build/plans/*-router-gemm.plan; carry them, .anchors and .whl; adopt
+      # the fact if it wins); then the dense MLPs' gated pairs timed as the launches they are (bench/gemm.py's
+      # GATED; here: LANEC_GEMM_ONLY="kimi dense pair;llama gate+up pair" python bench/gemm.py build; carry
+      # build/bench/gemm): their fastest schedules to $OUT/logs.tgz's schedules.json (gated=1 entries; adopt
+      # them, rebuild the KDA-only and dense plans, then run `-k "tuned and gated"` and bench/step_chain.py)
+      timeout 400 python3 bench/model.py build/plans/kimi-full-b64-c1k.plan build/plans/kimi-full-b64-c1k-router-gemm.plan \
+        build/plans/kimi-full-b256-c1k.plan build/plans/kimi-full-b256-c1k-router-gemm.plan 2>&1 \
+        | tee "$logs/pending-ab.log" || status=1
+      timeout 150 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee -a "$logs/pending-ab.log" \
         || status=1 ;;
     stream)
       # gemm_tc stream-K (`stream`): its GPU cases (each launched twice: the flags lowered, the second launch

@@ -224,3 +224,23 @@ def test_mixture_matches_interpreter(case, stream):
     finally:
         for done in launched:
             done.free()
+
+
+@pytest.mark.parametrize("case", sorted(SHAPES))
+def test_the_router_chooses_from_given_logits(case, stream):
+    """mixture_router with `logits` (ROUTER_GEMM_ROWS: gemm_tc wrote them): fed the interpreter's fp32
+    logits of fresh inputs no near tie decides, it chooses the interpreter's ids and weights."""
+    shape = SHAPES[case]
+    inputs, chosen, routing = draw(shape, np.random.default_rng())
+    x = from_bf16(inputs["x"])[:, : shape["width"]]
+    logits = ops.product(x, from_bf16(inputs["router"])).astype(F32)
+    given = {"logits": logits, **({"correction": inputs["correction"]} if "correction" in inputs else {})}
+    router = Launched("mixture_router", f"{case}_logits", given, stream)
+    try:
+        ids, weights = router.read("ids"), router.read("weights")
+    finally:
+        router.free()
+    differ = np.flatnonzero((ids != chosen).any(axis=1))
+    assert differ.size == 0, (f"{case} ids: rows {differ.tolist()} differ; first got {ids[differ[0]].tolist()}, "
+                              f"want {chosen[differ[0]].tolist()}")
+    check_close(f"{case} routing weights", "float32", weights, routing)

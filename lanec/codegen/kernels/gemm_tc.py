@@ -1,7 +1,8 @@
 """`gemm_tc`: a batch's products on tensor cores, y[rows, N] = x[rows, K] @ w[N, K]^T, bf16 in,
-fp32 accumulation, bf16 out, the weight read from memory once for all rows (gemv re-reads it for
-every 32 rows). `parts`: the outputs of several products of one activation, their weight rows back
-to back in `w`, their outputs side by side in `y` (to the kernel one product of sum(parts) outputs).
+fp32 accumulation, bf16 out (fp32 on the wgmma engine with `out_dtype="float32"`: a router's logits),
+the weight read from memory once for all rows (gemv re-reads it for every 32 rows). `parts`: the
+outputs of several products of one activation, their weight rows back to back in `w`, their outputs
+side by side in `y` (to the kernel one product of sum(parts) outputs).
 
 One CTA of 8 warps a (K split, row block, weight tile): `tile_n` weight rows (outputs) against a
 block of at most 128 activation rows, padded inside the kernel to whole 16-row MMA tiles (rows past
@@ -52,6 +53,7 @@ from lanec.codegen.kernels.primitives import (
     mma_into,
     pack_bf16,
     sigmoid,
+    store_f32x4,
     store_global_words,
     wait_stage,
 )
@@ -79,6 +81,7 @@ class GemmTc:
 
     name = "gemm_tc"
     engine = "mma"
+    out_dtype = "bfloat16"  # y's; "float32" (the wgmma engine, `out_dtype`): the sums as they are
     tiles = (128, 64)  # the weight tiles (outputs a CTA) the engine takes; the default grid picks one
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
     row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
@@ -100,9 +103,11 @@ class GemmTc:
             return super().__new__(GemmWgmma)
         return super().__new__(cls)
 
-    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None, gated=False):
+    def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None, gated=False,
+                 out_dtype: str = "bfloat16"):
         parts = tuple(int(p) for p in parts)
-        GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch, bool(gated)).check()
+        GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch, bool(gated),
+                 out_dtype).check()
         schedule = GemmSchedule.of(schedule or {})
         if schedule.tile_n not in (None, *self.tiles):
             raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
@@ -113,6 +118,10 @@ class GemmTc:
         if gated and self.engine != "wgmma":
             raise ValueError(f"gemm_tc {self.engine} gated pair: only the wgmma engine's 128-row tile holds "
                              f"{PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
+        if out_dtype == "float32" and self.engine != "wgmma":
+            raise ValueError(f"gemm_tc {self.engine} float32 outputs: only the wgmma engine stores them (its "
+                             "epilogue stages every tile in shared memory)")
+        self.out_dtype = out_dtype
         self.rows, self.width, self.parts, self.outputs = rows, width, parts, sum(parts)
         self.gated = bool(gated)
         self.y_width = self.outputs // 2 if self.gated else self.outputs  # a gated pair stores silu(gate) * up
@@ -187,7 +196,7 @@ class GemmTc:
     def params(self) -> list[TensorParam]:
         return [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
-                TensorParam("y", (self.rows, self.y_width), "bfloat16", written=True)]
+                TensorParam("y", (self.rows, self.y_width), self.out_dtype, written=True)]
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
@@ -371,7 +380,10 @@ class GemmTc:
                 if cutlass.const_expr(self.gated):
                     ups = self.tile_vector(partial, i, self.tile_n // 2 + 4 * q)
                     sums = [sums[e] * sigmoid(sums[e]) * ups[e] for e in range(4)]
-                store_global_words(at(y, row, col), (pack_bf16(sums[0], sums[1]), pack_bf16(sums[2], sums[3])))
+                if cutlass.const_expr(self.out_dtype == "float32"):  # the sums as they are (a router's logits)
+                    store_f32x4(at(y, row, col), sums)
+                else:
+                    store_global_words(at(y, row, col), (pack_bf16(sums[0], sums[1]), pack_bf16(sums[2], sums[3])))
         if cutlass.const_expr(self.splits > 1):
             cute.arch.cluster_arrive()  # no rank leaves while a peer still reads its partial tile
             cute.arch.cluster_wait()

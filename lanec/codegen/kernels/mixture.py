@@ -36,6 +36,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
 from lanec.codegen.facts import (
+    ROUTER_LOGIT_ROWS,
     VECTOR,
     WARP,
     MixtureExpertsSpec,
@@ -278,21 +279,32 @@ class MixtureRouter:
     (the grouped path's first launch folded in): each cluster's first CTA draws a ticket once its
     rows' ids are stored (`tickets` [1], `atom.inc` modulo the clusters, from the runtime's
     poisoned start or the count the last step left), and the one drawing the last computes the
-    segments from every row's ids with `MixtureGroups.segment` (its warps among the CTA's)."""
+    segments from every row's ids with `MixtureGroups.segment` (its warps among the CTA's).
+    ``logits``: the logits are given (`logits` [rows, experts] fp32, a gemm_tc launch's: the
+    router rows read once for every row, ROUTER_GEMM_ROWS), in place of x and the router: a CTA
+    of `rows_a_cta` warps (ROUTER_LOGIT_ROWS by default) loads its rows' logits and chooses, a warp
+    a row, as the fused router's first CTA does."""
 
     name = "mixture_router"
 
     def __init__(self, rows: int, width: int, experts: int, top_k: int, *, scoring: str = "sigmoid",
                  renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
-                 split: int | None = None, rows_a_cta: int | None = None, segments: bool = False):
-        split = split_for(experts) if split is None else split
-        per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1  # router rows a CTA dots
-        per_warp = -(-per_cta // WARP)  # and a warp
-        warps = -(-per_cta // per_warp)
-        rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
+                 split: int | None = None, rows_a_cta: int | None = None, segments: bool = False,
+                 logits: bool = False):
+        self.logits = bool(logits)
+        if self.logits:  # a warp a row chooses from the given logits
+            split = 1 if split is None else split
+            rows_a_cta = ROUTER_LOGIT_ROWS if rows_a_cta is None else rows_a_cta
+            per_cta, per_warp, warps = experts, 0, rows_a_cta
+        else:
+            split = split_for(experts) if split is None else split
+            per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1  # router rows a CTA dots
+            per_warp = -(-per_cta // WARP)  # and a warp
+            warps = -(-per_cta // per_warp)
+            rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
         MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,
-                          rows_a_cta).check()
+                          rows_a_cta, self.logits).check()
         self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
         self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
         self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
@@ -316,8 +328,11 @@ class MixtureRouter:
         return -(-self.rows // self.rows_a_cta)
 
     def params(self) -> list[TensorParam]:
-        params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
-                  TensorParam("router", (self.experts, self.width), "bfloat16")]
+        if self.logits:
+            params = [TensorParam("logits", (self.rows, self.experts), "float32")]
+        else:
+            params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+                      TensorParam("router", (self.experts, self.width), "bfloat16")]
         if self.correction:
             params.append(TensorParam("correction", (self.experts,), "float32"))
         params += [TensorParam("ids", (self.rows, self.top_k), "int32", written=True),
@@ -336,13 +351,13 @@ class MixtureRouter:
                            cluster=(self.split, 1, 1), shared_bytes=self.shared_bytes())
 
     @cute.jit
-    def __call__(self, *, x: cute.Tensor, router: cute.Tensor, correction=None, ids: cute.Tensor,
+    def __call__(self, *, logits=None, x=None, router=None, correction=None, ids: cute.Tensor,
                  weights: cute.Tensor, starts=None, order=None, tickets=None):
-        launch(self, x, router, correction, ids, weights, starts, order, tickets)
+        launch(self, logits, x, router, correction, ids, weights, starts, order, tickets)
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, router: cute.Tensor, correction, ids: cute.Tensor, weights: cute.Tensor,
-               starts, order, tickets):
+    def kernel(self, logits, x, router, correction, ids: cute.Tensor, weights: cute.Tensor, starts, order,
+               tickets):
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
         lane, warp = thread % WARP, thread // WARP
@@ -355,6 +370,27 @@ class MixtureRouter:
         tables = None
         if cutlass.const_expr(self.segments):
             tables = (*self.grouper().tables(smem), alloc(smem, Int32, 4))  # counts, firsts, the last flag
+        if cutlass.const_expr(self.logits):
+            self.load_logits(logits, scores, block, warp, lane)
+        else:
+            self.score(x, router, scores, rank, block, warp, lane, thread)
+        if (rank == 0) & (warp < R):
+            if block * R + warp < self.rows:  # warp r chooses row r of the block
+                self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
+                            cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
+                            cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), correction, ids,
+                            weights, block * R + warp, lane)
+        if cutlass.const_expr(self.segments):
+            if rank == 0:  # a cluster's choosing CTA
+                self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def score(self, x, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32):
+        """The block's logits into the first CTA's `scores`: each CTA's warps dot their router rows
+        with the block's rows (the rows read once for all of them), then across a cluster the first
+        CTA gathers the others' over DSMEM."""
+        E: cutlass.Constexpr = self.experts
+        R: cutlass.Constexpr = self.rows_a_cta
         rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
         if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
             prefetch_l2(at(router, rank * self.per_cta, 0),
@@ -379,15 +415,20 @@ class MixtureRouter:
                         scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
             cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
             cute.arch.cluster_wait()
-        if (rank == 0) & (warp < R):
-            if block * R + warp < self.rows:  # warp r chooses row r of the block
-                self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
-                            cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
-                            cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), correction, ids,
-                            weights, block * R + warp, lane)
-        if cutlass.const_expr(self.segments):
-            if rank == 0:  # a cluster's choosing CTA
-                self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def load_logits(self, logits, scores, block: Int32, warp: Int32, lane: Int32):
+        """`logits`: warp r stores row r of the block's given logits into `scores` (past the rows:
+        the last row's, never chosen from)."""
+        E: cutlass.Constexpr = self.experts
+        cute.arch.griddepcontrol_wait()  # the logits are the predecessor's output
+        cute.arch.griddepcontrol_launch_dependents()
+        row = cutlass.min(block * self.rows_a_cta + warp, self.rows - 1)
+        for i in cutlass.range_constexpr(self.held):
+            e = lane + WARP * i
+            if e < E:
+                scores[warp * E + e] = logits[row, e]
+        cute.arch.sync_warp()  # the warp chooses from what its lanes stored
 
     @cute.jit
     def segment_last(self, ids, starts, order, tickets, tables, thread: Int32):

@@ -110,3 +110,13 @@ STREAM = {
 }
 for _name, _spec in STREAM.items():
     CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
+
+# fp32 outputs (`out_dtype`: a router's logits, ROUTER_GEMM_ROWS): Kimi Linear's router at 64 rows (2
+# tiles, K split over 8), DeepSeek-V3's at 256 rows, and 33 rows of a pitched activation
+FLOAT32 = {
+    "f32_r64_k2304_n256": dict(rows=64, width=2304, parts=[256]),
+    "f32_r256_k7168_n256": dict(rows=256, width=7168, parts=[256]),
+    "f32_r33_k1000_n320_pitch": dict(rows=33, width=1000, parts=[320], x_pitch=1008),
+}
+for _name, _spec in FLOAT32.items():
+    CASES[_name] = dict(_spec, out_dtype="float32", schedule={"engine": "wgmma"})

@@ -43,3 +43,10 @@ def make(spec: dict):
     from lanec.codegen.kernels.mixture import MixtureRouter
 
     return MixtureRouter(**spec)
+
+
+# the router choosing from given logits (`logits`: a gemm_tc launch's, fp32; ROUTER_GEMM_ROWS), at every
+# mixture shape: test_mixture.py's test_the_router_chooses_from_given_logits feeds it the interpreter's
+for _name, _shape in shapes.SHAPES.items():
+    _spec = {k: v for k, v in shapes.router_spec(_shape).items() if k not in ("x_pitch", "split", "rows_a_cta")}
+    CASES[f"{_name}_logits"] = {**_spec, "logits": True}
