@@ -49,7 +49,12 @@ L2, so neither finds its weights cached. Each figure is the median step of graph
 `lanec run`'s graph with PDL (bench/plan_step.py's measurement). Each plan runs in a process of
 its own: a failure costs one row, and a failing chain is run again alone and eagerly, each op
 synchronized, to name the op that failed (`--locate`). bench/model.py runs the whole model at
-its real size with the same chain."""
+its real size with the same chain.
+
+The chain's time moves between runs (the KDA-only batch-64 chain has read 625-706 us while
+lanec's step stayed within 1%), so `--rounds N` runs every plan N times, the plans interleaved
+(round 1 of each, then round 2, ...), and ends with each plan's median lanec and chain times, the
+ratio of the medians and the range of the rounds' ratios."""
 
 from __future__ import annotations
 
@@ -565,9 +570,23 @@ def locate_failure(command: list[str], label: str, timeout: int = 420) -> None:
     print(f"  {label}: the chain alone, eagerly (exit {run.returncode}):\n    {tail}", flush=True)
 
 
+def medians(rounds: dict[str, list[tuple[float, float]]]) -> list[str]:
+    """The `--rounds` summary, a line a plan: its median lanec and chain times over its rounds
+    (lanec us, chain us), the ratio of the medians and the lowest and highest round's ratio."""
+    lines = [f"{'plan':<18} {'rounds':>6} {'lanec us':>9} {'chain us':>9} {'chain / lanec':>13} {'rounds range':>15}"]
+    for name, timed in rounds.items():
+        ours, theirs = float(np.median([t[0] for t in timed])), float(np.median([t[1] for t in timed]))
+        ratios = [t[1] / t[0] for t in timed]
+        lines.append(f"{name:<18} {len(timed):>6} {ours:>9.2f} {theirs:>9.2f} {theirs / ours:>12.2f}x "
+                     f"{min(ratios):>7.2f}-{max(ratios):.2f}x")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plans", nargs="+", type=Path)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every plan this many times, interleaved, then print the medians")
     parser.add_argument("--one", action="store_true", help="time the one plan given in this process")
     parser.add_argument("--chain-only", action="store_true", help="with --one: the chain alone, no lanec step")
     parser.add_argument("--locate", action="store_true",
@@ -579,21 +598,25 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}; chain: torch {torch.__version__} (cuBLAS) + fla", flush=True)
     print(f"{'plan':<18} {'batch':>5} {'tokens':>6} {'launches':>8} {'lanec us':>9} {'chain us':>9} "
           f"{'chain / lanec':>13}", flush=True)
-    failed = 0
-    for path in options.plans:
-        command = [sys.executable, __file__, "--one", str(path)]
-        run = subprocess.run(command, capture_output=True, text=True, timeout=420)
-        rows = [line.split() for line in run.stdout.splitlines() if line.startswith("row ")]
-        if run.returncode == 0 and rows:
-            batch, tokens, launches, ours, theirs = rows[-1][1:]
-            ours, theirs = float(ours), float(theirs)
-            print(f"{path.stem:<18} {batch:>5} {tokens:>6} {launches:>8} {ours:>9.2f} {theirs:>9.2f} "
-                  f"{theirs / ours:>12.2f}x", flush=True)
-            continue
-        failed += 1
-        tail = "\n    ".join((run.stdout + run.stderr).strip().splitlines()[-12:])
-        print(f"{path.stem:<18} FAILED (exit {run.returncode}):\n    {tail}", flush=True)
-        locate_failure([*command, "--chain-only", "--locate"], path.stem)
+    failed, rounds = 0, {}
+    for _ in range(options.rounds):
+        for path in options.plans:
+            command = [sys.executable, __file__, "--one", str(path)]
+            run = subprocess.run(command, capture_output=True, text=True, timeout=420)
+            rows = [line.split() for line in run.stdout.splitlines() if line.startswith("row ")]
+            if run.returncode == 0 and rows:
+                batch, tokens, launches, ours, theirs = rows[-1][1:]
+                ours, theirs = float(ours), float(theirs)
+                rounds.setdefault(path.stem, []).append((ours, theirs))
+                print(f"{path.stem:<18} {batch:>5} {tokens:>6} {launches:>8} {ours:>9.2f} {theirs:>9.2f} "
+                      f"{theirs / ours:>12.2f}x", flush=True)
+                continue
+            failed += 1
+            tail = "\n    ".join((run.stdout + run.stderr).strip().splitlines()[-12:])
+            print(f"{path.stem:<18} FAILED (exit {run.returncode}):\n    {tail}", flush=True)
+            locate_failure([*command, "--chain-only", "--locate"], path.stem)
+    if options.rounds > 1:
+        print("\n".join(["", *medians(rounds)]), flush=True)
     sys.exit(1 if failed else 0)
 
 

@@ -178,3 +178,13 @@ def test_the_bytes_count_each_mixtures_experts_as_the_step_routed_them(model, sp
         want += (min(experts, rows * top_k) - distinct) * one
     assert model.unrouted_bytes(spec_program, chosen) == want
     assert model.unrouted_bytes(spec_program, {}) == 0  # no routing read back: the record stands
+
+
+def test_the_rounds_summary_takes_each_plans_medians(chain):
+    """`--rounds`: a plan's median lanec and chain times, the ratio of the medians, and the range of
+    the rounds' own ratios (the chain moves between runs; one round does not settle a ratio)."""
+    lines = chain.medians({"kimi-kda-b64": [(520.0, 630.0), (519.0, 700.0), (521.0, 626.0)]})
+    assert lines[0].split()[:3] == ["plan", "rounds", "lanec"]
+    name, count, ours, theirs, ratio, spread = lines[1].split()
+    assert (name, count, ours, theirs) == ("kimi-kda-b64", "3", "520.00", "630.00")
+    assert ratio == f"{630 / 520:.2f}x" and spread == f"{626 / 521:.2f}-{700 / 519:.2f}x"
