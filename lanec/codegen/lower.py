@@ -633,7 +633,7 @@ class Lowering:
             partials = self.buffer("gemm_tc.partials", "activation", (SM_COUNT, GEMM_STREAM_SLOT), Float32Type())
             self.workspace = (partials, self.buffer("gemm_tc.flags", "activation", (SM_COUNT,), IntegerType(32)))
         params = {p.name: p for p in make_kernel("gemm_tc", spec).params()}
-        return [Window(whole.buffer, 0, tuple(params[name].shape), tuple(params[name].strides) or (1,))
+        return [Window(whole.buffer, 0, tuple(params[name].shape), params[name].element_strides)
                 for name, whole in zip(("partials", "flags"), self.workspace, strict=True)]
 
     def gemv(self, x: Window, weight: Window, out: Window, spec: dict, epilogue: Sequence[Window] = ()) -> None:
@@ -1044,8 +1044,7 @@ class Lowering:
         shape = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                  "shared_hidden": shared_hidden}
         if self.grouped_rows is not None and rows > self.grouped_rows:
-            segments = [] if self.router_gemm(router) else self.router_segments(router, name, rows * top_k, experts)
-            self.route(op, router, name, x, correction, ids, routing, segments)
+            segments = self.route(op, router, name, x, correction, ids, routing, grouped=True)
             block = mixture_group_rows(rows, top_k, experts)
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block,
@@ -1082,20 +1081,23 @@ class Lowering:
         return gemm
 
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
-              routing: Window, segments: Sequence[Window] = ()) -> None:
+              routing: Window, grouped: bool = False) -> list[Window]:
         """The router's launches: from ROUTER_GEMM_ROWS rows the logits as one gemm_tc launch (fp32,
         the router rows read once for every row) and mixture_router choosing from them, a warp a
-        row; else the fused router (its clusters dot and choose; `segments`: it writes the grouped
-        path's too)."""
+        row; else the fused router (its clusters dot and choose; on the `grouped` path it writes the
+        segments too where `router_segments` has it). Returns the segments it wrote (none: the grouped
+        path's mixture_groups launch writes them)."""
         shape = {"rows": router["rows"], "width": router["width"], "experts": router["experts"]}
         gemm = self.router_gemm(router)
         if gemm is None:
+            pairs = router["rows"] * router["top_k"]
+            segments = self.router_segments(router, name, pairs, router["experts"]) if grouped else []
             fused = {**router, "rows_a_cta": make_kernel("mixture_router", router).rows_a_cta}
             self.tunings.append(("mixture_router", shape, {
                 "rows_a_cta": fused["rows_a_cta"], "why": router_block_reason(router["rows"], fused["rows_a_cta"])}))
             self.launch("mixture_router", {**fused, **({"segments": True} if segments else {})},
                         [x, self.window(op.router), *correction, ids, routing, *segments])
-            return
+            return segments
         logits = self.activation(f"{name}.logits", (router["rows"], router["experts"]), Float32Type())
         tuned = self.tuned("gemm_tc", self.product_shape(router["rows"], gemm))
         self.launch("gemm_tc", {**gemm, **tuned}, [x, self.window(op.router), logits])
@@ -1104,6 +1106,7 @@ class Lowering:
             "logits": "gemm_tc", "why": f"{router['rows']} rows are at least ROUTER_GEMM_ROWS ({ROUTER_GEMM_ROWS}): "
             "the logits one gemm_tc launch (the router rows read once), mixture_router only chooses"}))
         self.launch("mixture_router", {**choose, "logits": True}, [logits, *correction, ids, routing])
+        return []
 
     def router_segments(self, router: dict, name: str, pairs: int, experts: int) -> list[Window]:
         """Where the router writes the grouped path's segments (ROUTER_SEGMENTS, and mixture_groups'

@@ -78,7 +78,7 @@ from lanec.codegen.kernels.primitives import (
     acquire_tensor_map,
     at,
     copy_g2s_zfill,
-    load_f32x4_l2,
+    load_f32x4,
     load_tensor_box,
     multicast_tensor_box,
     release_flag,
@@ -349,7 +349,7 @@ class GemmWgmma(GemmTc):
             for cta in range(first, last + 1):
                 acquire_flag(at(flags, cta), 1)
                 for q in cutlass.range_constexpr(cute.size(acc) // 4):
-                    values = load_f32x4_l2(at(partials, cta, 4 * (q * THREADS + tid)))
+                    values = load_f32x4(at(partials, cta, 4 * (q * THREADS + tid)), l2_only=True)
                     for e in cutlass.range_constexpr(4):
                         acc[4 * q + e] = acc[4 * q + e] + values[e]
         cute.arch.sync_threads()

@@ -108,12 +108,14 @@ def zeros(shape, dtype):
 
 
 @dsl_user_op
-def load_f32x4(pointer, shared=False, *, loc=None, ip=None):
-    """Four floats from a 16-byte aligned address (global or shared)."""
+def load_f32x4(pointer, shared=False, l2_only=False, *, loc=None, ip=None):
+    """Four floats from a 16-byte aligned address (global or shared); `l2_only` (global): through
+    L2 only (`ld.global.cg`), so what another SM wrote is never read from this SM's stale L1."""
     space = "shared" if shared else _space(pointer)
     kind = "r" if space == "shared" else "l"
+    cache = ".cg" if l2_only and space == "global" else ""
     result = _asm(_struct(4, "f"), [_address(pointer, loc, ip)],
-                  f"ld.{space}.v4.f32 {{$0, $1, $2, $3}}, [$4];", f"=f,=f,=f,=f,{kind}", loc, ip)
+                  f"ld.{space}{cache}.v4.f32 {{$0, $1, $2, $3}}, [$4];", f"=f,=f,=f,=f,{kind}", loc, ip)
     return _fields(result, 4, "f", loc, ip)
 
 
@@ -727,47 +729,44 @@ def store_word_at(address, word, *, loc=None, ip=None):
     _asm(None, [_a64(address, loc, ip), _u(word, loc, ip)], "st.global.u32 [$0], $1;", "l,r", loc, ip)
 
 
+def _release_text(scope: str) -> str:
+    """A flag raised as a release at `scope` (gpu, sys), after a fence: operands address, value."""
+    return f"fence.acq_rel.{scope};\n\tst.release.{scope}.global.u32 [$0], $1;"
+
+
+def _spin_text(scope: str) -> str:
+    """Spin until the flag is at least the value (signed), each read an acquire at `scope`."""
+    return ("{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_SPIN_${:uid}:\n\t"
+            f"ld.acquire.{scope}.global.s32 v, [$0];\n\t"
+            "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}")
+
+
 @dsl_user_op
 def release_flag_sys(address, value, *, loc=None, ip=None):
     """`value` to the flag at `address` (any GPU's) as a release at system scope: every write this
     thread's CTA made before its last barrier is visible to whoever acquires the flag."""
-    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)],
-         "fence.acq_rel.sys;\n\tst.release.sys.global.u32 [$0], $1;", "l,r", loc, ip)
+    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)], _release_text("sys"), "l,r", loc, ip)
 
 
 @dsl_user_op
 def acquire_flag_sys(address, value, *, loc=None, ip=None):
     """Spin until the flag at `address` is at least `value` (signed), each read an acquire at
     system scope: what its writer wrote before raising it is visible after."""
-    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)],
-         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_SPIN_${:uid}:\n\tld.acquire.sys.global.s32 v, [$0];\n\t"
-         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}", "l,r", loc, ip)
+    _asm(None, [_a64(address, loc, ip), _u(value, loc, ip)], _spin_text("sys"), "l,r", loc, ip)
 
 
 @dsl_user_op
 def release_flag(pointer, value, *, loc=None, ip=None):
     """`value` to the 32-bit flag at `pointer` (global) as a release at GPU scope, after a fence:
     what the CTA's threads wrote before their last barrier is seen by whoever acquires it."""
-    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
-         "fence.acq_rel.gpu;\n\tst.release.gpu.global.u32 [$0], $1;", "l,r", loc, ip)
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)], _release_text("gpu"), "l,r", loc, ip)
 
 
 @dsl_user_op
 def acquire_flag(pointer, value, *, loc=None, ip=None):
     """Spin until the flag at `pointer` (global) is at least `value` (signed), each read an acquire
     at GPU scope: what its writer's CTA wrote before raising it is visible after."""
-    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
-         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_FLAG_${:uid}:\n\tld.acquire.gpu.global.s32 v, [$0];\n\t"
-         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_FLAG_${:uid};\n\t}", "l,r", loc, ip)
-
-
-@dsl_user_op
-def load_f32x4_l2(pointer, *, loc=None, ip=None):
-    """Four floats from a 16-byte aligned global address through L2 only (`ld.global.cg`): what
-    another SM wrote is never read from this SM's L1."""
-    result = _asm(_struct(4, "f"), [_address(pointer, loc, ip)], "ld.global.cg.v4.f32 {$0, $1, $2, $3}, [$4];",
-                  "=f,=f,=f,=f,l", loc, ip)
-    return _fields(result, 4, "f", loc, ip)
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)], _spin_text("gpu"), "l,r", loc, ip)
 
 
 # --- the argmax epilogue: 64-bit keys of (value, index), their minimum across a grid ------------
