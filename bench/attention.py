@@ -20,7 +20,10 @@ LANEC_ATTN_BULK=1 also builds each shape's chosen split with the bulk-copy load 
 "bulk", and times it beside the default cp.async engine: set it for both steps). LANEC_ATTN_CLUSTER=1
 also builds each shape at its chosen split clamped to 2..8 with the chunks merged in the
 attention's own cluster over DSMEM (`combine` "cluster"), timed beside the same split's attention +
-attention_combine launches.
+attention_combine launches. The MLA rows run the latent attention's default engine (LATENT_ENGINE:
+wgmma, latent_wgmma.py); LANEC_ATTN_MMA=1 also builds each MLA shape's chosen split on the mma.sync
+engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
+only that kind's shapes.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -51,7 +54,9 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
                         + "".join(f"-{k}{v}" for k, v in sorted(json.loads(os.environ.get("LANEC_ATTN_SCHEDULE")
                                                                             or "{}").items()))
                         + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else "")
-                        + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else ""))
+                        + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else "")
+                        + ("-mma" if os.environ.get("LANEC_ATTN_MMA") == "1" else "")
+                        + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else ""))
 
 PAGE = 16
 HEAD = 128
@@ -75,6 +80,10 @@ BULK = os.environ.get("LANEC_ATTN_BULK") == "1"
 # (`combine` "cluster", stem + "_cluster") at its chosen split clamped to 2..8 (a cluster's CTAs),
 # timed beside the same split's two launches (attention + attention_combine)
 CLUSTER = os.environ.get("LANEC_ATTN_CLUSTER") == "1"
+# LANEC_ATTN_MMA=1: each MLA shape's chosen split also on the mma.sync engine (stem + "_mma"), timed beside it
+MMA = os.environ.get("LANEC_ATTN_MMA") == "1"
+# LANEC_ATTN_KINDS=mla or gqa: only that kind's shapes (a shorter run)
+KINDS = os.environ.get("LANEC_ATTN_KINDS") or "gqa,mla"
 CLUSTER_SPLITS = 8  # lanec.codegen.facts.ATTENTION_CLUSTER_SPLITS (not imported: the GPU side has no CuTe DSL)
 SWEEP_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 ROTATE_BYTES = 256 * 2**20
@@ -90,7 +99,7 @@ def problems() -> list[dict]:
               for h, kv in GQA]
     shapes += [dict(kind="mla", label=f"MLA {label}", heads=h, kv=1, width=lora + rope, lora=lora, rope=rope)
                for label, h, lora, rope in MLA]
-    for shape in shapes:
+    for shape in (shape for shape in shapes if shape["kind"] in KINDS.split(",")):
         grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + [VERIFY]
         if SWEEP:
             grid = [(c, b, 1) for c in CONTEXTS for b in (1, 8)]
@@ -135,6 +144,8 @@ def variants(p: dict) -> list[tuple[str, int, str, dict]]:
     if CLUSTER:
         splits = min(max(p["chosen"], 2), CLUSTER_SPLITS)
         found.append(("cluster", splits, stem(p, splits) + "_cluster", {"combine": "cluster"}))
+    if MMA and p["kind"] == "mla":
+        found.append(("mma", p["chosen"], stem(p, p["chosen"]) + "_mma", {"engine": "mma"}))
     return found
 
 
@@ -307,9 +318,10 @@ def run() -> None:
     print("| shape | context | batch | q | cache MB | splits (chosen) | ours us | % of roofline | best fixed "
           "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |"
           + (" bulk loads us | ours / bulk |" if BULK else "")
-          + (" cluster splits | two launches us | cluster combine us | launches / cluster |" if CLUSTER else ""))
+          + (" cluster splits | two launches us | cluster combine us | launches / cluster |" if CLUSTER else "")
+          + (" mma.sync us | mma.sync / ours |" if MMA else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else "")
-          + ("---|---|---|---|" if CLUSTER else ""))
+          + ("---|---|---|---|" if CLUSTER else "") + ("---|---|" if MMA else ""))
     for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
         ours = timings[p["chosen"]]
         fixed = min(timings[1], timings[16])
@@ -317,7 +329,16 @@ def run() -> None:
               f"| {ours:.1f} | {100 * roofline_us / ours:.0f}% | {fixed:.1f} | {sgl_us:.1f} | {sgl_us / ours:.2f} "
               f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |"
               + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else "")
-              + (cluster_cells(p, timings) if CLUSTER else ""))
+              + (cluster_cells(p, timings) if CLUSTER else "")
+              + (mma_cells(timings, ours) if MMA else ""))
+
+
+def mma_cells(timings: dict, ours: float) -> str:
+    """The mma.sync columns of an MLA row: its time and its time over ours (> 1: the default engine is
+    faster); empty for a GQA row."""
+    if "mma" not in timings:
+        return " | |"
+    return f" {timings['mma']:.1f} | {timings['mma'] / ours:.2f} |"
 
 
 def cluster_cells(p: dict, timings: dict) -> str:

@@ -273,7 +273,11 @@ LATENT_SHORT_BLOCKS = 64
 # streaming a long chunk (32/8, 32k, b1: 32 chunks 47.4 us against 16 chunks 52.4; 8/2, 32k, b8:
 # 16 chunks 80.7 against 8 chunks 97.2).
 LONG_CHUNK = 2048
-LATENT_ROWS_A_BLOCK = 32  # query rows a latent attention block holds (8 warps, 512 value columns)
+# query rows a latent attention block holds: the wgmma engine (LATENT_ENGINE) takes up to 64 on two
+# warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
+# (the mma.sync engine's blocks) on 2026-11-30, `attention_splits` cut DeepSeek-V3 at 32k, batch 8
+# in 4 chunks of 64 CTAs: 506.6 us against 284.6 in 16 (bench/attention.py, H200); not yet re-measured
+LATENT_ROWS_A_BLOCK = 64
 # Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
 # streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py
 # with LANEC_ATTN_CLUSTER=1, which times each shape's cut in 2 too): GQA 8/2 x 128 at batch 64 (128

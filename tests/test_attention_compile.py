@@ -2,7 +2,8 @@
 cp.async pipeline and no local memory (a register indexed at run time would spill there); their
 launch and params follow the specialization; bad specializations raise one line naming the fact.
 With `loads` "bulk" the cache rows come by cp.async.bulk on an mbarrier a buffer; the default
-engine stays cp.async alone."""
+engine stays cp.async alone. The latent attention's default engine is wgmma (LATENT_ENGINE); a
+schedule asking for one of the mma engine's knobs gets the mma.sync kernel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ptx import compiled_for_sm90a
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.attention import Attention, AttentionCombine, LatentAttention
 from lanec.codegen.kernels.latent_expanded import ExpandedLatentAttention, LatentExpand
+from lanec.codegen.kernels.latent_wgmma import LatentWgmma
 
 KERNELS = {
     "h32_kv8_d128_p16": lambda: Attention(8, 1, 32, 8, 128, 16, 256, 2048),
@@ -32,6 +34,11 @@ KERNELS = {
     "mla_h32_l512_nope_t3_s2": lambda: LatentAttention(3, 3, 32, 512, 0, 32, 32, 100, splits=2,
                                                        latent_pitch=2304),
     "mla_h16_l256_r32_t2": lambda: LatentAttention(2, 2, 16, 256, 32, 16, 16, 40, nope=64),
+    # the mma.sync engine, named (the latent attention's default is wgmma: LATENT_ENGINE)
+    "mla_h32_l512_r64_t1_mma": lambda: LatentAttention(8, 1, 32, 512, 64, 16, 256, 2048, nope=128,
+                                                       schedule={"engine": "mma"}),
+    "mla_h16_l256_r32_t2_mma": lambda: LatentAttention(2, 2, 16, 256, 32, 16, 16, 40, nope=64,
+                                                       schedule={"engine": "mma"}),
     "expanded_h32_n80_r64_v128_t2_s3": lambda: ExpandedLatentAttention(3, 2, 32, 80, 64, 128, 64, 12, 50, splits=3,
                                                                        qr_pitch=32 * 144 + 64),
     "expanded_h4_n40_nope_v64": lambda: ExpandedLatentAttention(5, 1, 4, 40, 0, 64, 32, 10, 60),
@@ -50,8 +57,11 @@ def test_compiles_for_sm90a(case):
     compiled = compiled_for_sm90a(kernel)
     ptx = compiled.ptx
     attends = isinstance(kernel, Attention | LatentAttention | ExpandedLatentAttention)
+    on_wgmma = isinstance(kernel, LatentWgmma)
     assert ("cp.async.cg.shared.global" in ptx) == attends
-    assert ("mma.sync.aligned.m16n8k16" in ptx and "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx) == attends
+    assert ("mma.sync.aligned.m16n8k16" in ptx and "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx) == (
+        attends and not on_wgmma)
+    assert ("wgmma.mma_async" in ptx) == on_wgmma
     assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
     assert ".local" not in ptx, "local memory: a register array indexed at run time"
     if isinstance(kernel, LatentExpand):  # fp32 sums of the latent rows, stored as bf16 keys and values
@@ -84,7 +94,7 @@ def test_bulk_loads_compile_for_sm90a(case):
     assert ptx.count("mbarrier.init.shared.b64") == kernel.stages and "fence.mbarrier_init" in ptx
     assert "mbarrier.arrive.expect_tx.shared.b64" in ptx and "mbarrier.try_wait.parity.shared.b64" in ptx
     assert ptx.index(BULK_COPY) < ptx.index("griddepcontrol.wait;"), "the cache rows wait for the predecessor"
-    assert kernel.launch().shared_bytes == BULK[case](None).launch().shared_bytes + 8 * kernel.stages
+    assert kernel.launch().shared_bytes == BULK[case]({"engine": "mma"}).launch().shared_bytes + 8 * kernel.stages
 
 
 @pytest.mark.parametrize("case", ["h8_kv2_d128_p64_t4_s4", "mla_h32_l512_nope_t4_s3"])
@@ -101,7 +111,7 @@ def test_cluster_combine_merges_the_chunks_in_the_launch(case):
     and, between two cluster barriers, reads every chunk's over DSMEM (mapa + ld.shared::cluster)
     and writes `out`: no partial, no lse, no second launch, the same shared memory."""
     kernel = BULK[case]({"combine": "cluster"})
-    apart = BULK[case](None)
+    apart = BULK[case]({"engine": "mma"})
     ptx = compiled_for_sm90a(kernel).ptx
     assert kernel.launch().cluster == (kernel.splits, 1, 1) and apart.launch().cluster == (1, 1, 1)
     assert kernel.launch().shared_bytes == apart.launch().shared_bytes
@@ -121,6 +131,76 @@ def test_cluster_combine_merges_the_chunks_in_the_launch(case):
 def test_a_cluster_combine_the_kernel_cannot_hold_is_refused_by_name(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+WGMMA = {
+    "kimi_h32_l512_nope_t1": lambda: LatentAttention(8, 1, 32, 512, 0, 16, 256, 2048, schedule={"engine": "wgmma"}),
+    "deepseek_h128_l512_r64_s8": lambda: LatentAttention(1, 1, 128, 512, 64, 64, 64, 80, splits=8, nope=128,
+                                                           schedule={"engine": "wgmma"}),
+    "odd_h12_l256_r32_t3_s2": lambda: LatentAttention(3, 3, 12, 256, 32, 32, 64, 250, splits=2, nope=64,
+                                                        schedule={"engine": "wgmma"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WGMMA))
+def test_latent_wgmma_compiles_for_sm90a(case):
+    """engine "wgmma": one warpgroup; a wgmma chain a 16-value step of the scores (keys x rows, K-major
+    A) and of each 64-value chunk of the output (values x rows, M-major A over the same slots); the
+    first chunks' cp.async before griddepcontrol.wait; no mma.sync, no ldmatrix, no local memory;
+    the ring of chunk slots fills the shared memory the queries leave, up to three tiles."""
+    kernel = WGMMA[case]()
+    ptx = compiled_for_sm90a(kernel).ptx
+    rows = kernel.padded_rows
+    chain = f"wgmma.mma_async.sync.aligned.m64n{rows}k16.f32.bf16.bf16"
+    assert ptx.count(chain) == 4 * (kernel.key_chunks + kernel.value_chunks)
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx and ".local" not in ptx
+    assert ptx.index("cp.async.cg.shared.global") < ptx.index("griddepcontrol.wait;")
+    assert kernel.launch().block == (128 * kernel.groups, 1, 1)
+    filled = 227 * 1024 < kernel.launch().shared_bytes + 8192  # no room for another chunk slot ...
+    assert kernel.launch().shared_bytes <= 227 * 1024 and (filled or kernel.slots == 3 * kernel.key_chunks)
+    assert 2 * kernel.key_chunks <= kernel.slots <= 3 * kernel.key_chunks  # tile t + 2 at most in flight
+    assert [p.name for p in kernel.params()] == [p.name for p in LatentAttention(
+        **{k: getattr(kernel, k) for k in ("batch", "tokens", "heads", "lora", "rope", "page_size", "max_pages",
+                                           "cache_pages", "splits")}, nope=kernel.nope or None).params()]
+
+
+def test_the_latent_engine_follows_the_schedule():
+    """No schedule: LATENT_ENGINE (wgmma); an mma-only knob (bulk loads, the cluster combine, a tile,
+    stages or warps) or engine "mma": the mma.sync kernel; engine "wgmma" with one: refused."""
+    assert type(LatentAttention(1, 1, 32, 512, 0, 16, 4, 4)) is LatentWgmma
+    for knobs in ({"loads": "bulk"}, {"stages": 2}, {"engine": "mma"}, {"tile": 64}):
+        assert type(LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule=knobs)) is LatentAttention
+    assert type(LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"combine": "cluster"})) \
+        is LatentAttention
+
+
+def test_latent_wgmma_blocks_of_32_rows_a_warpgroup():
+    """At most 32 query rows a warpgroup (its output accumulators in registers), two warpgroups a block
+    where the rows pass 32: DeepSeek-V3's 128 heads are two blocks of 64 rows, 12 heads x 3 tokens one
+    block of 36 (18 a warpgroup, padded to 24), Kimi Linear's 32 heads one warpgroup with the deeper
+    ring; a key width of 288 is five chunks."""
+    deepseek, odd, kimi = (WGMMA[name]() for name in ("deepseek_h128_l512_r64_s8", "odd_h12_l256_r32_t3_s2",
+                                                      "kimi_h32_l512_nope_t1"))
+    assert deepseek.launch().grid == (8, 2, 1) and deepseek.launch().block == (256, 1, 1)
+    assert (deepseek.groups, deepseek.padded_rows, deepseek.key_chunks, deepseek.slots) == (2, 32, 9, 18)
+    assert odd.launch().grid == (2, 1, 3) and (odd.block_rows, odd.share, odd.padded_rows) == (36, 18, 24)
+    assert (odd.key_chunks, odd.value_chunks) == (5, 4)
+    assert (kimi.groups, kimi.slots, kimi.spare) == (1, 23, 7) and kimi.launch().block == (128, 1, 1)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "wgmma", "stages": 3}),
+     "engine 'wgmma' sizes its own ring of 64-key chunks; `stages` is the mma engine's knob"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"engine": "wgmma", "combine": "cluster"}),
+     "engine 'wgmma' loads by cp.async and combines split-KV chunks in a second launch"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"engine": "wgmma"}),
+     "attention: engine 'wgmma' is latent_attention's (LatentWgmma); this kernel multiplies on mma.sync"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "tc"}), "Attention engine is 'mma' or"),
+])
+def test_latent_wgmma_refusals_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
 
 
 def test_expanded_keys_are_whole_mma_steps():

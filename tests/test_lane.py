@@ -131,7 +131,7 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
     (1, 16, 4, 300, False, 1),  # no four chunks of 256 keys
     (33, 32, 8, 32768, False, 1),  # 264 blocks unsplit
     (1, 32, 1, 4096, True, 32),  # a latent attention: one block, chunks down to 128 keys
-    (1, 128, 1, 32768, True, 32),  # 128 heads: 4 row blocks x 32
+    (1, 128, 1, 32768, True, 64),  # 128 heads: 2 row blocks of 64 (the wgmma engine's) x 64
     (8, 16, 1, 32768, True, 16),
 ])
 def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch, heads, kv_heads, context, latent,
@@ -172,7 +172,8 @@ def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_head
     (64, 8, 2, 32768, False, 2),
     (12, 32, 8, 32768, False, 2),  # 96 blocks: the target reached, 36 SMs idle
     (64, 8, 2, 300, False, 1),  # two chunks of 150 keys: too short
-    (64, 128, 1, 4096, True, 1),  # 256 latent blocks: past the SMs (2 chunks measured slower)
+    (64, 128, 1, 4096, True, 2),  # 128 latent blocks of 64 rows: 4 SMs idle, in two (not yet re-measured)
+    (96, 128, 1, 4096, True, 1),  # 192 latent blocks: past the SMs
     (33, 32, 8, 4096, False, 1),  # 264 blocks
 ])
 def test_blocks_that_reach_the_target_but_leave_sms_idle_are_cut_in_two(batch, heads, kv_heads, context, latent,

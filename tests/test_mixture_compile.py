@@ -190,7 +190,7 @@ def test_a_mixture_is_router_gated_and_down_with_the_shared_expert_folded(tmp_pa
 
 
 def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_chooses(tmp_path, monkeypatch):
-    """ROUTER_GEMM_ROWS (off by default): from that many rows the router's logits are one gemm_tc
+    """ROUTER_GEMM_ROWS (64 on the H200; 3 and 4 here): from that many rows the router's logits are one gemm_tc
     launch of fp32 outputs (x against the router rows, read once for every row), and
     mixture_router only chooses from them (`logits`); below it the fused router, as before."""
     from lanec.codegen import lower

@@ -768,6 +768,19 @@ ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or
 # own launch, its chunks one cluster whose CTAs read each other's partial rows from shared memory
 ATTENTION_COMBINES = ("launch", "cluster")
 ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluster size attribute
+# the latent attention's tile loop: mma.sync from ldmatrix'd registers (eight warps, the default) or
+# one warpgroup's wgmma from swizzled shared memory (latent_wgmma.py)
+ATTENTION_ENGINES = ("mma", "wgmma")
+# latent_attention's engine where its schedule names none (and asks for none of the mma engine's knobs:
+# tile, stages, warps, bulk loads, the cluster combine). Measured on the H200 (bench/attention.py with
+# LANEC_ATTN_WGMMA=1, 2026-11-30): wgmma 1.02-1.49x the mma.sync kernel on all 21 MLA rows (Kimi Linear
+# 32k batch 64: 1067.6 -> 714.6 us, 48% -> 72% of the roofline)
+LATENT_ENGINE = "wgmma"
+# warpgroups of a wgmma latent attention block where its query rows pass 32 (each its 32-row share, the
+# chunks they read shared): DeepSeek-V3's 128 heads in 2 blocks of 64 rows, not 4 of 32. Measured on the
+# H200 (bench/attention.py, 2026-11-30): DeepSeek-V3 32k batch 64 2881.7 -> 1799.8 us, Kimi Linear's 4
+# speculative tokens at 32k batch 8 419.2 -> 282.4 us
+LATENT_WARPGROUPS = 2
 
 
 VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)
@@ -797,19 +810,24 @@ class AttentionSchedule(Schedule):
     buffer's mbarrier). `combine` is where split-KV chunks meet: "launch" (None: a second
     launch, attention_combine) or "cluster" (the chunks are one cluster of at most
     ATTENTION_CLUSTER_SPLITS CTAs; after its tile loop each CTA leaves its normalized rows in its
-    shared memory, and each combines a share of the output from every chunk's, over DSMEM)."""
+    shared memory, and each combines a share of the output from every chunk's, over DSMEM).
+    `engine` (latent_attention only): "mma" (None) or "wgmma" (`LatentWgmma`: one warpgroup, a
+    ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own)."""
 
     tile: int | None = None
     stages: int | None = None
     warps: int | None = None
     loads: str | None = None
     combine: str | None = None
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         if self.loads is not None:
             _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
         if self.combine is not None:
             _choice("Attention", "combine", self.combine, ATTENTION_COMBINES, "'launch' or 'cluster'")
+        if self.engine is not None:
+            _choice("Attention", "engine", self.engine, ATTENTION_ENGINES, "'mma' or 'wgmma'")
         if self.tile is not None:
             _choice("Attention", "tile", self.tile, (32, 64, 128), "32, 64 or 128 keys a shared-memory tile")
         if self.stages is not None:
@@ -1044,9 +1062,11 @@ ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
 # rows on tensor cores, the 1.2 MB router read once), and mixture_router only chooses from them
 # (`logits`: a warp a row, ROUTER_LOGIT_ROWS rows a CTA, no cluster). The fused router measured 21.7
 # us a launch at 64 rows and 49.9 at 256 on the H200 (bench/mixture.py, 2026-11-30), each cluster
-# re-reading the router for its 4 rows. None: off until the two launches are measured against it
-# (written 2026-11-30, sixth session; queued in tests/gpu/session.sh pending).
-ROUTER_GEMM_ROWS: int | None = None
+# re-reading the router for its 4 rows. The two launches against it, the whole real-size step
+# (bench/model.py, Kimi-Linear-48B-A3B, context 1k, H200, 2026-11-30): batch 64 15256.0 -> 14883.2 us,
+# batch 256 31764.6 -> 30816.3 us (the 26 MoE layers' routers; 1.20x -> 1.23x and 1.05x -> 1.09x the
+# chain). Below 64 rows not measured: the fused router stays.
+ROUTER_GEMM_ROWS: int | None = 64
 ROUTER_LOGIT_ROWS = 8
 
 

@@ -45,10 +45,12 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
-#   pending-ab the last session's queued A/B measurements (the phase's comment lists them)
+#   pending-ab the last session's queued measurements (the phase's comment lists them)
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
 #   segments   the router writing the grouped path's segments: its cases, compute-sanitizer, the batch-8 A/B
 #   pending-bench   the rest of it: checks and benchmarks at real size
+#   steps      bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's medians) and bench/model.py at
+#              real size, batch 8, 64 and 256 (after a table or a kernel default changes)
 #   profiles   `lanec run --profile` of the real-size batch-64 and batch-256 steps (their traces in $OUT/logs.tgz)
 #   tp-model   bench/tp.py --model: the real-size models at TP 2 (each rank's weights seeded on its GPU)
 #   bench-model      bench/model.py on every GPU: the real-size model against the per-op chain
@@ -94,6 +96,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "gemm_wgmma-tma_r100_k1000_n320_b32_k2" "gemm_wgmma-producer_r100_k1000_n320_b32_k2"
           "gemm_wgmma-multicast2_r100_k1000_n320_b32"
           "gemm_wgmma-blocks_r100_k1000_n320_b32_k2"
+          "latent_attention-b2_t4_h32_l512_nope_p16_s3_wgmma"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"
@@ -163,36 +166,28 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the sixth session's queue (2026-11-30), part 1 (about 6 minutes): the router's logits as one gemm_tc launch
-      # (fp32 out) and mixture_router choosing from them (ROUTER_GEMM_ROWS, off until measured): their GPU cases
-      # (here: python tests/gpu/build.py --only mixture_router gemm_wgmma) and compute-sanitizer on one of each;
-      # then the real-size batch-64 plan after a KDA layer's six products (and an MLA layer's q / kv_a parts)
-      # became one gemm_tc launch in parts above 32 rows (407 -> 333 launches), --check (here: python
-      # tests/gpu/plans.py kimi-full-b64). Carry build/gpu, build/plans/kimi-full-b64.plan and .whl.
-      timeout 120 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_gemm_tc.py -q -rfE -k "logits or f32" \
-        2>&1 | tee "$logs/pending.log" || status=1
-      for case in "logits and b256_e256_k8_g8" "f32_r256_k7168"; do
-        for tool in memcheck racecheck; do
-          timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture.py \
-            tests/gpu/test_gemm_tc.py -q -k "$case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-            | tee -a "$logs/sanitize.log"
-        done
+      # the seventh session's queue (2026-11-30), part 1 (about 5 minutes): the latent attention's new default
+      # engine (LATENT_ENGINE: wgmma, one or two warpgroups) at real size: kimi-full-b1 and kimi-full-b64 --check
+      # (their 7 MLA layers now on latent_wgmma; here: python tests/gpu/plans.py kimi-full-b1 kimi-full-b64;
+      # carry build/plans/kimi-full-b1.plan, kimi-full-b64.plan and .whl), then the split sweep the new kernel's
+      # `attention_splits` is to be refit to (here: LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla python
+      # bench/attention.py build; carry build/bench-attention-sweep-mla)
+      for plan in kimi-full-b1 kimi-full-b64; do
+        timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -2 \
+          | tee -a "$logs/pending.log" || status=1
       done
-      timeout 330 python3 -m lanec.runtime build/plans/kimi-full-b64.plan --check 2>&1 | tail -4 \
-        | tee -a "$logs/pending.log" || status=1 ;;
+      LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla timeout 150 python3 bench/attention.py 2>&1 \
+        | tee "$logs/sweep-mla.log" || status=1 ;;
     pending-ab)
-      # part 2 (about 8 minutes): the real-size batch-64 and batch-256 steps with the router's gemm against the fused
-      # router (here: the committed kimi-full-b64-c1k / b256-c1k plans and, from a copy whose facts set
-      # ROUTER_GEMM_ROWS = 64, the same as build/plans/*-router-gemm.plan; carry them, .anchors and .whl; adopt
-      # the fact if it wins); then the dense MLPs' gated pairs timed as the launches they are (bench/gemm.py's
-      # GATED; here: LANEC_GEMM_ONLY="kimi dense pair;llama gate+up pair" python bench/gemm.py build; carry
-      # build/bench/gemm): their fastest schedules to $OUT/logs.tgz's schedules.json (gated=1 entries; adopt
-      # them, rebuild the KDA-only and dense plans, then run `-k "tuned and gated"` and bench/step_chain.py)
-      timeout 400 python3 bench/model.py build/plans/kimi-full-b64-c1k.plan build/plans/kimi-full-b64-c1k-router-gemm.plan \
-        build/plans/kimi-full-b256-c1k.plan build/plans/kimi-full-b256-c1k-router-gemm.plan 2>&1 \
-        | tee "$logs/pending-ab.log" || status=1
-      timeout 150 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee -a "$logs/pending-ab.log" \
-        || status=1 ;;
+      # part 2 (about 4 minutes): bench/attention.py whole (GQA and MLA with SGLang's and SDPA's columns, the
+      # mma.sync engine beside the default: LANEC_ATTN_MMA=1 for both steps; carry build/bench-attention-mma and
+      # .anchors) after the split refit
+      LANEC_ATTN_MMA=1 timeout 400 python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
+    pending-bench)
+      # part 3 (about 6 minutes): the real-size steps with the MLA layers on wgmma against the chain at batch 1 and
+      # 8, contexts 1k and 16k (carry build/plans' kimi-full-b1-c1k / b1-c16k / b8-c1k / b8-c16k, .whl, .anchors)
+      python3 bench/model.py --gpus "$(nvidia-smi -L 2>/dev/null | wc -l)" kimi-full-b1-c1k kimi-full-b1-c16k \
+        kimi-full-b8-c1k kimi-full-b8-c16k 2>&1 | tee "$logs/bench-model.log" || status=1 ;;
     stream)
       # gemm_tc stream-K (`stream`): its GPU cases (each launched twice: the flags lowered, the second launch
       # bitwise equal), compute-sanitizer on one, then bench/gemm.py's stream set against the default and the
@@ -242,7 +237,7 @@ for phase in "${phases[@]}"; do
         | tee "$logs/gemm-mma.log" || status=1
       LANEC_Q8_SET=tc timeout 200 python3 bench/q8.py --write-table "$logs/schedules.json" 2>&1 \
         | tee "$logs/bench-q8-tc.log" || status=1 ;;
-    pending-bench)
+    steps)
       # the KDA-only steps against the chain and the real-size batch 8, 64 and 256 steps, after a table or a
       # kernel default changes (carry build/plans' kimi-kda-b1/b64/b256, kimi-full-b8-c1k / b64-c1k /
       # b256-c1k, .whl, .anchors; about 9 minutes). The KDA-only steps three rounds each, interleaved: the chain

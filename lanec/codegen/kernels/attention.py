@@ -41,6 +41,7 @@ from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
+    LATENT_ENGINE,
     SHARED_LIMIT,
     VECTOR,
     WARP,
@@ -94,6 +95,9 @@ class TileAttention:
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
+        if (schedule.engine or "mma") != "mma":
+            raise ValueError(f"{self.name}: engine {schedule.engine!r} is latent_attention's (LatentWgmma); this "
+                             "kernel multiplies on mma.sync")
         self.loads = schedule.loads or "copy"
         if self.loads == "bulk" and not hasattr(self, "bulk_rows"):
             raise ValueError(f"{self.name}: loads 'bulk' is for a cache the step's rows are written into; this "
@@ -183,7 +187,6 @@ class TileAttention:
         """The kernel body: the tile loop around the subclass's loads."""
         tid, _, _ = cute.arch.thread_idx()
         split, kv_block, request = cute.arch.block_idx()
-        T: cutlass.Constexpr = self.tokens
         N: cutlass.Constexpr = self.tile
         S: cutlass.Constexpr = self.stages
         R: cutlass.Constexpr = self.padded_rows
@@ -197,13 +200,7 @@ class TileAttention:
         red_s = alloc(smem, Float32, (8, R))
         ring = self.engine.start(smem, tid)
 
-        p0 = positions[request * T]  # a step input, written before the step: no wait needed
-        keys = p0 + T  # positions 0..p0+T-1: the request's last row sees them all
-        lo, hi = Int32(0), keys
-        if cutlass.const_expr(self.splits > 1):
-            chunk = (keys + self.splits - 1) // self.splits
-            lo = cutlass.min(split * chunk, keys)
-            hi = cutlass.min(lo + chunk, keys)
+        p0, lo, hi = self.key_range(positions, request, split)
         tiles = (hi - lo + N - 1) // N
         # the first tiles' cache rows fly while the predecessor finishes
         for s in cutlass.range_constexpr(S - 1):
@@ -243,6 +240,19 @@ class TileAttention:
                    buffers)
         if cutlass.const_expr(self.clustered):
             self.combine_in_cluster(out, buffers, split, request, g, first_row, tid)
+
+    @cute.jit
+    def key_range(self, positions, request: Int32, split: Int32):
+        """(p0, lo, hi): the request's first position this step, and chunk `split`'s keys [lo, hi) of
+        positions 0..p0 + tokens - 1 (the request's last row sees them all)."""
+        p0 = positions[request * self.tokens]  # a step input, written before the step: no wait needed
+        keys = p0 + self.tokens
+        lo, hi = Int32(0), keys
+        if cutlass.const_expr(self.splits > 1):
+            chunk = (keys + self.splits - 1) // self.splits
+            lo = cutlass.min(split * chunk, keys)
+            hi = cutlass.min(lo + chunk, keys)
+        return p0, lo, hi
 
     @cute.jit
     def scores(self, q_s, buffers, buffer: Int32, warp: Int32, lane: Int32):
@@ -659,6 +669,21 @@ class LatentAttention(TileAttention):
     positions, pages, cache, then out [rows, heads x lora] or partial and lse."""
 
     name = "latent_attention"
+
+    def __new__(cls, *args, schedule=None, **kwargs):
+        """The schedule's engine picks the class: "wgmma" builds a `LatentWgmma` (same params and
+        launch interface, latent_wgmma.py), "mma" this mma.sync kernel; none named, LATENT_ENGINE,
+        unless the schedule asks for one of the mma engine's own knobs (tile, stages, warps, bulk
+        loads, the cluster combine)."""
+        knobs = AttentionSchedule.of(schedule or {})
+        mma_only = (knobs.tile, knobs.stages, knobs.warps) != (None, None, None) or knobs.loads == "bulk" \
+            or knobs.combine == "cluster"
+        engine = knobs.engine or ("mma" if mma_only else LATENT_ENGINE)
+        if cls is LatentAttention and engine == "wgmma":
+            from lanec.codegen.kernels.latent_wgmma import LatentWgmma
+
+            return super().__new__(LatentWgmma)
+        return super().__new__(cls)
 
     def __init__(self, batch, tokens, heads, lora, rope, page_size, max_pages, cache_pages, splits=1, nope=None,
                  qr_pitch=None, latent_pitch=None, k_rope_pitch=None, scale=None, schedule=None):

@@ -6,7 +6,8 @@ chunk and several (merged by the attention_combine case of the same name), and t
 rotated part and the step's latent read in place from wider rows. Kimi Linear's (512 + 0) and
 DeepSeek-V3's (512 + 64) rows again with the bulk-copy load engine (`loads` "bulk", named
 `<case>_bulk`), one and four tokens, split and whole. Split cases again with their chunks merged in
-the launch's own cluster (`combine` "cluster", `<case>_cluster`)."""
+the launch's own cluster (`combine` "cluster", `<case>_cluster`). Every case again on the wgmma engine
+(`engine` "wgmma", `<case>_wgmma`: one warpgroup, a ring of 64-key chunks; latent_wgmma.py)."""
 
 KERNEL = "latent_attention"
 
@@ -38,6 +39,13 @@ CLUSTER = ["b2_t4_h32_l512_nope_p16_s3", "b3_t3_h12_l256_r32_p32_s2", "b2_t8_h16
            "b2_t4_h32_l512_nope_p16_s3_bulk"]
 CASES.update({f"{name}_cluster": dict(CASES[name], schedule={**CASES[name].get("schedule", {}), "combine": "cluster"})
               for name in CLUSTER})
+
+# the wgmma engine on every shape above: 32 rows a block (DeepSeek-V3's 128 heads in four), key widths
+# of whole chunks and not (288: 256 + 32), padded rows (12 heads x 3 tokens: two blocks of 18, N 24)
+WGMMA = [name for name in CASES if not name.endswith(("_bulk", "_cluster"))]
+CASES.update({f"{name}_wgmma": dict(CASES[name], schedule={"engine": "wgmma"}) for name in WGMMA})
+for _name in WGMMA:  # the plain names stay the mma.sync kernel's (wgmma is the default where none is named)
+    CASES[_name] = dict(CASES[_name], schedule={"engine": "mma"})
 
 
 def make(spec: dict):
