@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.facts import GEMV_ROWS, ROWS_A_BLOCK, SM_COUNT
+from lanec.codegen.facts import GEMV_ROWS, LATENT_WARPGROUP_ROWS, LATENT_WARPGROUPS, ROWS_A_BLOCK, SM_COUNT
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ LONG_CHUNK = 2048
 # warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
 # (the mma.sync engine's blocks) on 2026-11-30, `attention_splits` cut DeepSeek-V3 at 32k, batch 8
 # in 4 chunks of 64 CTAs: 506.6 us against 284.6 in 16 (bench/attention.py, H200); not yet re-measured
-LATENT_ROWS_A_BLOCK = 64
+LATENT_ROWS_A_BLOCK = LATENT_WARPGROUP_ROWS * LATENT_WARPGROUPS
 # Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
 # streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py
 # with LANEC_ATTN_CLUSTER=1, which times each shape's cut in 2 too): GQA 8/2 x 128 at batch 64 (128

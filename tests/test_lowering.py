@@ -371,3 +371,26 @@ def test_explain_shows_each_attentions_split_count_and_why():
     (line,) = [line for line in result.output.splitlines() if line.strip().startswith("attention ")]
     assert "x2" in line and "splits 8: 4 head blocks x 8 chunks of 256 keys: the next measured split would make " \
                             "chunks shorter than 256 keys" in line
+
+
+def test_explain_shows_the_latent_attentions_engine_and_blocks():
+    """The latent attention's line names its split count and why, then its engine (LATENT_ENGINE) and the
+    blocks of query rows it runs: Kimi Linear's 32 heads one block of 32 rows on one warpgroup."""
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+
+    result = CliRunner().invoke(main, ["explain", str(ROOT / "examples" / "kimi-linear-small.mlir")])
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip().startswith("latent_attention ")]
+    assert "splits" in line and "head blocks" in line
+    assert "engine wgmma (LATENT_ENGINE, measured: bench/attention.py): 1 block of 32 query rows a request, " \
+           "1 warpgroup a block" in line
+
+
+@pytest.mark.parametrize(("rows", "blocks"), [(32, (1, 1, 32)), (16, (1, 1, 16)), (36, (2, 1, 36)),
+                                              (128, (2, 2, 64)), (130, (2, 3, 44))])
+def test_latent_wgmma_blocks_spread_rows_over_the_fewest_blocks(rows, blocks):
+    from lanec.codegen.facts import latent_wgmma_blocks
+
+    assert latent_wgmma_blocks(rows) == blocks

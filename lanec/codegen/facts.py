@@ -781,6 +781,25 @@ LATENT_ENGINE = "wgmma"
 # H200 (bench/attention.py, 2026-11-30): DeepSeek-V3 32k batch 64 2881.7 -> 1799.8 us, Kimi Linear's 4
 # speculative tokens at 32k batch 8 419.2 -> 282.4 us
 LATENT_WARPGROUPS = 2
+LATENT_WARPGROUP_ROWS = 32  # query rows a wgmma latent warpgroup holds (its 512 x 32 output in registers)
+
+
+def latent_wgmma_blocks(rows: int) -> tuple[int, int, int]:
+    """(warpgroups, blocks, rows a block) of a wgmma latent attention over `rows` query rows a
+    request (heads x tokens): one warpgroup up to LATENT_WARPGROUP_ROWS rows, else blocks of
+    LATENT_WARPGROUPS warpgroups, the rows spread evenly over the fewest blocks."""
+    groups = 1 if rows <= LATENT_WARPGROUP_ROWS else LATENT_WARPGROUPS
+    blocks = -(-rows // (LATENT_WARPGROUP_ROWS * groups))
+    return groups, blocks, -(-rows // blocks)
+
+
+def latent_engine_reason(rows: int) -> str:
+    """The latent attention's engine for `rows` query rows a request, and its blocks (`lanec explain`)."""
+    if LATENT_ENGINE != "wgmma":
+        return f"engine {LATENT_ENGINE} (LATENT_ENGINE)"
+    groups, blocks, block_rows = latent_wgmma_blocks(rows)
+    return (f"engine wgmma (LATENT_ENGINE, measured: bench/attention.py): {blocks} block{'s' * (blocks > 1)} of "
+            f"{block_rows} query rows a request, {groups} warpgroup{'s' * (groups > 1)} a block")
 
 
 VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)

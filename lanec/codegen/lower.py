@@ -50,6 +50,7 @@ from lanec.codegen.facts import (
     ExpandedLatentSpec,
     GemmSpec,
     Q8GemmSpec,
+    latent_engine_reason,
     mixture_group_rows,
     part_places,
     quantized_pitch,
@@ -1243,6 +1244,7 @@ class Lowering:
         context = max_pages * page_size
         splits = attention_splits(batch, heads, 1, context, latent=True)
         why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
+        why = f"{why}; {latent_engine_reason(heads * tokens)}"
         self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
                                                   "rope": rope, "context": context}, {"splits": splits, "why": why}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,

@@ -55,8 +55,8 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
-from lanec.codegen.facts import LATENT_WARPGROUPS, SHARED_LIMIT, VECTOR, WARP, AttentionSchedule
-from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention, blocks_of
+from lanec.codegen.facts import SHARED_LIMIT, VECTOR, WARP, AttentionSchedule, latent_wgmma_blocks
+from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention
 from lanec.codegen.kernels.base import LaunchShape
 from lanec.codegen.kernels.gemm_wgmma import ALIGN, SWIZZLE_ROWS, WARPGROUP, WGMMA_K, swizzled
 from lanec.codegen.kernels.primitives import (
@@ -74,7 +74,6 @@ from lanec.codegen.kernels.primitives import (
 KEYS = 64  # keys a tile: the scores' M side
 CHUNK = 64  # values a chunk: one 128-byte swizzle row
 CHUNK_BYTES = 2 * KEYS * CHUNK
-BLOCK_ROWS = 32  # query rows a CTA at most (the N side): the output accumulators stay in registers
 WARPS = WARPGROUP // WARP
 VECTORS = CHUNK // VECTOR  # 16-byte vectors a chunk row
 REDUCE_SHIFTS = (4, 8, 16)  # lanes of equal lane % 4: the keys of one column in a warp
@@ -99,13 +98,11 @@ class LatentWgmma(LatentAttention):
             raise ValueError(f"{self.name}: engine 'wgmma' takes whole 64-value chunks of the latent; got "
                              f"{self.value_width}")
         self.loads, self.clustered = "copy", False
-        rows = self.group * self.tokens
         # a warpgroup a 32-row share of the block: two where the rows pass 32 (the cache read once for 64)
-        self.groups = 1 if rows <= BLOCK_ROWS else LATENT_WARPGROUPS
+        self.groups, self.row_blocks, self.block_rows = latent_wgmma_blocks(self.group * self.tokens)
         self.threads, self.warps, self.tile = WARPGROUP * self.groups, WARPS * self.groups, KEYS
         self.key_chunks = -(-self.key_width // CHUNK)
         self.value_chunks = self.value_width // CHUNK
-        self.row_blocks, self.block_rows = blocks_of(rows, BLOCK_ROWS * self.groups)
         self.share = -(-self.block_rows // self.groups)  # block rows a warpgroup
         self.padded_rows = -(-self.share // SWIZZLE_ROWS) * SWIZZLE_ROWS  # wgmma's N: a warpgroup's rows
         fixed = self.queries_bytes() + self.probabilities_bytes() + ALIGN + self.reduce_bytes()
