@@ -276,7 +276,8 @@ LONG_CHUNK = 2048
 # query rows a latent attention block holds: the wgmma engine (LATENT_ENGINE) takes up to 64 on two
 # warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
 # (the mma.sync engine's blocks) on 2026-11-30, `attention_splits` cut DeepSeek-V3 at 32k, batch 8
-# in 4 chunks of 64 CTAs: 506.6 us against 284.6 in 16 (bench/attention.py, H200); not yet re-measured
+# in 4 chunks (64 CTAs): 506.6 us against 284.6 in 16 (bench/attention.py, H200); the new count is not yet
+# re-measured (tests/gpu/session.sh pending sweeps it)
 LATENT_ROWS_A_BLOCK = LATENT_WARPGROUP_ROWS * LATENT_WARPGROUPS
 # Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
 # streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py

@@ -768,13 +768,14 @@ ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or
 # own launch, its chunks one cluster whose CTAs read each other's partial rows from shared memory
 ATTENTION_COMBINES = ("launch", "cluster")
 ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluster size attribute
-# the latent attention's tile loop: mma.sync from ldmatrix'd registers (eight warps, the default) or
-# one warpgroup's wgmma from swizzled shared memory (latent_wgmma.py)
+# the latent attention's tile loop: mma.sync from ldmatrix'd registers (eight warps) or one or two
+# warpgroups' wgmma from swizzled shared memory (latent_wgmma.py; LATENT_ENGINE picks the default)
 ATTENTION_ENGINES = ("mma", "wgmma")
 # latent_attention's engine where its schedule names none (and asks for none of the mma engine's knobs:
 # tile, stages, warps, bulk loads, the cluster combine). Measured on the H200 (bench/attention.py with
-# LANEC_ATTN_WGMMA=1, 2026-11-30): wgmma 1.02-1.49x the mma.sync kernel on all 21 MLA rows (Kimi Linear
-# 32k batch 64: 1067.6 -> 714.6 us, 48% -> 72% of the roofline)
+# LANEC_ATTN_MMA=1, 2026-11-30): wgmma 0.96-2.24x the mma.sync kernel on the 21 MLA rows, faster on 20
+# (Kimi Linear 32k batch 64: 1060.5 -> 703.2 us, 74% of the roofline; DeepSeek-V3 32k batch 64: 4027.2 ->
+# 1799.8 us)
 LATENT_ENGINE = "wgmma"
 # warpgroups of a wgmma latent attention block where its query rows pass 32 (each its 32-row share, the
 # chunks they read shared): DeepSeek-V3's 128 heads in 2 blocks of 64 rows, not 4 of 32. Measured on the
@@ -830,8 +831,9 @@ class AttentionSchedule(Schedule):
     launch, attention_combine) or "cluster" (the chunks are one cluster of at most
     ATTENTION_CLUSTER_SPLITS CTAs; after its tile loop each CTA leaves its normalized rows in its
     shared memory, and each combines a share of the output from every chunk's, over DSMEM).
-    `engine` (latent_attention only): "mma" (None) or "wgmma" (`LatentWgmma`: one warpgroup, a
-    ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own)."""
+    `engine` (latent_attention only): "mma" or "wgmma" (`LatentWgmma`: one or two warpgroups, a
+    ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own); None:
+    LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs."""
 
     tile: int | None = None
     stages: int | None = None
