@@ -20,32 +20,32 @@ once for 64 rows; each has its own queries, P^T and softmax state, and all sync 
 1. S^T = K Q^T: A is the tile's 64 cache rows, K-major as stored, B the block's query rows, both in
    128-byte-swizzled chunks of 64 values (a chunk of a tile is 64 keys x 64 values, 8 KB); a row past
    the key width (lora + rope not a multiple of 64) is zeros in both.
-2. Softmax over the keys: a column (query row) of S^T is spread over the four warps (16 keys each) and
-   over lanes of equal `lane % 4`: its tile maximum meets in shared memory; the running max and sum
-   are a thread's per column, its accumulators rescaled in registers. P^T (bf16) goes to shared
+2. Softmax over the keys: a column (query row) of S^T is spread over its warpgroup's four warps (16
+   keys each) and over lanes of equal `lane % 4`: its tile maximum meets in shared memory; the
+   running max and sum are a thread's per column, its accumulators rescaled in registers. P^T (bf16) goes to shared
    memory in wgmma's B layout (row, key; K-major).
 3. O^T += V^T P^T, one wgmma chain a 64-value chunk of the latent: A is V^T, read M-major from the
    same swizzled chunks the scores read K-major (the value is the row's latent part), B is P^T. The
    accumulators are (value, row): `value_width x rows / 128` floats a thread (128 at 512 x 32).
 
 The cache streams through a ring of `slots` chunk slots, as many as the shared memory holds beside the
-queries up to three tiles (23 of 8 KB at Kimi Linear's 512-wide row and 32 rows: 2.9 tiles), not whole
-tiles: chunk g of the CTA
-(tile g // KC, chunk g % KC) lives in slot g % slots. At the top of tile t, once tile t - 1's P V has
-retired, every chunk below t KC + slots can be copied: the rest of tile t + 1 and the first `spare`
-(slots - 2 KC) chunks of tile t + 2, committed as two cp.async groups so that tile t + 1 waits only
-for its own (`cp.async.wait_group 1`). So about two tiles stay in flight while one is multiplied. The
-cache chunks of the first tile and a half go out before `griddepcontrol.wait`; the step's own rows
-(positions from p0 on, read from `latent` / `k_rope`), the cache write and the queries after it.
+queries, up to three tiles (23 of 8 KB at Kimi Linear's 512-wide row and 32 rows: 2.9 tiles), not
+whole tiles: chunk g of the CTA (tile g // KC, chunk g % KC) lives in slot g % slots. At the top of
+tile t, once tile t - 1's P V has retired, every chunk below t KC + slots can be copied: the rest of
+tile t + 1 and the first `spare` (slots - 2 KC) chunks of tile t + 2, committed as two cp.async
+groups so that tile t + 1 waits only for its own (`cp.async.wait_group 1`). So about two tiles stay
+in flight while one is multiplied. The cache chunks of the first tile and a half go out before
+`griddepcontrol.wait`; the step's own rows (positions from p0 on, read from `latent` / `k_rope`),
+the cache write and the queries after it.
 
-A warp copies four whole 128-byte chunk rows at a time (thread tid vector tid % 8 of keys tid / 8 + 16 x:
-every 32-byte sector asked of L2 is whole; a key a thread, 16 bytes of each sector, doubled the L2's
-requests and held the kernel at 86% of L2 throughput for 44% of DRAM's, ncu on the H200). Its keys'
-pages in the next two tiles are read at the top of a tile, in flight during the wait, and the copies
-go out while the scores' wgmma runs. The
-epilogue stages the normalized rows (fp32) in the slots and stores whole vectors: `out` (one
-chunk) or each chunk's `partial` and `lse` for attention_combine. One chunk a CTA of the keys
-(split-KV) as the mma engine; the cluster combine and the bulk loads are the mma engine's."""
+A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
+(threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
+sector, doubled the L2's requests and held the kernel at 86% of L2 throughput for 44% of DRAM's: ncu
+on the H200.) Its keys' pages in the next two tiles are read at the top of a tile, in flight during
+the wait, and the copies go out while the scores' wgmma runs. The epilogue stages the normalized
+rows (fp32) in the slots and stores whole vectors: `out` (one chunk) or each chunk's `partial` and
+`lse` for attention_combine. One chunk of the keys a CTA (split-KV), as the mma engine; the cluster
+combine and the bulk loads are the mma engine's."""
 
 from __future__ import annotations
 
