@@ -856,6 +856,12 @@ class AttentionSchedule(Schedule):
         if self.warps is not None:
             _choice("Attention", "warps", self.warps, (4, 8), "4 or 8 warps a CTA")
 
+    def mma_knobs(self) -> list[str]:
+        """The knobs this schedule sets that only the mma.sync engine has: its tile, stages and warps,
+        loads 'bulk', combine 'cluster' (a latent attention asking for none takes LATENT_ENGINE)."""
+        named = [knob for knob in ("tile", "stages", "warps") if getattr(self, knob) is not None]
+        return named + ["loads"] * (self.loads == "bulk") + ["combine"] * (self.combine == "cluster")
+
 
 def paged_problems(tokens: int, page_size: int, splits: int) -> list[str]:
     """The facts every attention over a paged cache shares: its tokens a request, its page size

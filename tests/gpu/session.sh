@@ -96,7 +96,7 @@ SANITIZE=("attention and b4_t4_h8_kv2_d128_p32_s3" "latent_attention and b5_t2_h
           "gemm_wgmma-tma_r100_k1000_n320_b32_k2" "gemm_wgmma-producer_r100_k1000_n320_b32_k2"
           "gemm_wgmma-multicast2_r100_k1000_n320_b32"
           "gemm_wgmma-blocks_r100_k1000_n320_b32_k2"
-          "latent_attention-b2_t4_h32_l512_nope_p16_s3_wgmma"
+          "latent_wgmma-b2_t4_h32_l512_nope_p16_s3"
           ${LANEC_SANITIZE_MORE:-})
 # LANEC_SANITIZE="expr;expr" replaces the list (one run on just the kernels that changed)
 [ -n "${LANEC_SANITIZE:-}" ] && IFS=';' read -r -a SANITIZE <<< "$LANEC_SANITIZE"

@@ -1,7 +1,8 @@
 """attention, latent_attention and attention_combine on the GPU against the interpreter
 (lanec.interp.ops.attention, fp32; the latent attention as GQA with one KV head whose key is the
 cache row and whose value its latent part), cases from tests/gpu/cases/attention.py,
-latent_attention.py and attention_combine.py (built by tests/gpu/build.py). Every run draws
+latent_attention.py (the mma.sync engine), latent_wgmma.py (the default, wgmma) and attention_combine.py
+(built by tests/gpu/build.py). Every run draws
 fresh inputs and caches, spreads the requests' contexts over the page table (one as long as it
 reaches, one at position 0, the others anywhere), shuffles the pages they own (the table's other
 columns are -1: never read) and poisons the outputs. The caches
@@ -32,7 +33,8 @@ def _cases(kernel: str) -> dict:
     return load(f"lanec_gpu_cases_{kernel}", HERE / "cases" / f"{kernel}.py").CASES
 
 
-ATTENTION, LATENT, COMBINE = _cases("attention"), _cases("latent_attention"), _cases("attention_combine")
+ATTENTION, COMBINE = _cases("attention"), _cases("attention_combine")
+LATENT = {"latent_attention": _cases("latent_attention"), "latent_wgmma": _cases("latent_wgmma")}  # by engine
 
 
 def attention_inputs(spec: dict, rng) -> dict:
@@ -175,10 +177,10 @@ class Launched:
 
 
 @pytest.mark.parametrize(("kernel", "case"), [("attention", c) for c in sorted(ATTENTION)]
-                         + [("latent_attention", c) for c in sorted(LATENT)])
+                         + [(k, c) for k in sorted(LATENT) for c in sorted(LATENT[k])])
 def test_attention_matches_interpreter(kernel, case, stream):
-    latent = kernel == "latent_attention"
-    spec = (LATENT if latent else ATTENTION)[case]
+    latent = kernel in LATENT
+    spec = LATENT[kernel][case] if latent else ATTENTION[case]
     inputs = (latent_inputs if latent else attention_inputs)(spec, np.random.default_rng())
     expected = (latent_reference if latent else attention_reference)(spec, inputs)
     launched = Launched(kernel, case, spec, inputs, stream)

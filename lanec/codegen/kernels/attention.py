@@ -676,9 +676,7 @@ class LatentAttention(TileAttention):
         unless the schedule asks for one of the mma engine's own knobs (tile, stages, warps, bulk
         loads, the cluster combine)."""
         knobs = AttentionSchedule.of(schedule or {})
-        mma_only = (knobs.tile, knobs.stages, knobs.warps) != (None, None, None) or knobs.loads == "bulk" \
-            or knobs.combine == "cluster"
-        engine = knobs.engine or ("mma" if mma_only else LATENT_ENGINE)
+        engine = knobs.engine or ("mma" if knobs.mma_knobs() else LATENT_ENGINE)
         if cls is LatentAttention and engine == "wgmma":
             from lanec.codegen.kernels.latent_wgmma import LatentWgmma
 

@@ -81,17 +81,17 @@ REDUCE_SHIFTS = (4, 8, 16)  # lanes of equal lane % 4: the keys of one column in
 
 class LatentWgmma(LatentAttention):
     """Absorbed MLA on wgmma; see the module docstring. `LatentAttention(...)` builds it when the
-    schedule's engine is "wgmma"."""
+    schedule's engine is "wgmma", or names none and asks for no mma-only knob (LATENT_ENGINE)."""
 
     engine = "wgmma"
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
-        for knob in ("tile", "stages", "warps"):
-            if getattr(schedule, knob) is not None:
-                raise ValueError(f"{self.name}: engine 'wgmma' sizes its own ring of 64-key chunks; `{knob}` is the "
-                                 "mma engine's knob")
-        if (schedule.loads or "copy") != "copy" or (schedule.combine or "launch") != "launch":
+        named = schedule.mma_knobs()
+        if named and named[0] in ("tile", "stages", "warps"):
+            raise ValueError(f"{self.name}: engine 'wgmma' sizes its own ring of 64-key chunks; `{named[0]}` is the "
+                             "mma engine's knob")
+        if named:
             raise ValueError(f"{self.name}: engine 'wgmma' loads by cp.async and combines split-KV chunks in a second "
                              "launch (loads 'copy', combine 'launch')")
         if self.value_width % CHUNK:

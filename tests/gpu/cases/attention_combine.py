@@ -1,19 +1,16 @@
 """attention_combine specializations: one for every split case of attention.py,
-latent_attention.py and expanded_attention.py (named as it: tests/gpu/test_attention.py merges that case's partials with
+latent_attention.py, latent_wgmma.py and expanded_attention.py (named as it: tests/gpu/test_attention.py merges that case's partials with
 it), and merges of random partials with chunks that hold no keys (lse = -inf), up to 64 chunks."""
 
-import importlib.util
 from pathlib import Path
+
+from loader import load  # tests/gpu/loader.py
 
 KERNEL = "attention_combine"
 
 
 def _cases(kernel: str) -> dict:
-    path = Path(__file__).resolve().parent / f"{kernel}.py"
-    spec = importlib.util.spec_from_file_location(f"lanec_gpu_cases_{kernel}_for_combine", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CASES
+    return load(f"lanec_gpu_cases_{kernel}_for_combine", Path(__file__).with_name(f"{kernel}.py")).CASES
 
 
 CASES = {
@@ -22,7 +19,7 @@ CASES = {
     "r3_h40_d256_s13": dict(rows=3, heads=40, head=256, splits=13),
     "r5_h32_d512_s40": dict(rows=5, heads=32, head=512, splits=40),
 }
-for _kernel in ("attention", "latent_attention", "expanded_attention"):
+for _kernel in ("attention", "latent_attention", "latent_wgmma", "expanded_attention"):
     for _name, _case in _cases(_kernel).items():
         if _case.get("splits", 1) > 1 and _case.get("schedule", {}).get("combine") != "cluster":
             CASES[_name] = dict(rows=_case["batch"] * _case["tokens"], heads=_case["heads"],

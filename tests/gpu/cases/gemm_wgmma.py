@@ -5,22 +5,14 @@ case's forced tile is dropped, and it needs 3 stages or more (a case's splits ar
 raised to 3); all of a case's rows are one block, padded to whole 8-row wgmma N steps, except in the
 row-block cases (BLOCKS and a gated one: `block_rows`, a CTA a block of rows)."""
 
-import importlib.util
 from pathlib import Path
+
+from loader import load  # tests/gpu/loader.py
 
 KERNEL = "gemm_wgmma"
 
-
-def _mma_cases() -> dict:
-    path = Path(__file__).resolve().parent / "gemm_tc.py"
-    spec = importlib.util.spec_from_file_location("lanec_gpu_cases_gemm_tc_for_wgmma", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CASES
-
-
 CASES = {}
-for _name, _spec in _mma_cases().items():
+for _name, _spec in load("lanec_gpu_cases_gemm_tc_for_wgmma", Path(__file__).with_name("gemm_tc.py")).CASES.items():
     if not _name.startswith("tuned_"):
         _knobs = {k: v for k, v in _spec.get("schedule", {}).items() if k != "tile_n"}
         if "stages" in _knobs:

@@ -1,4 +1,4 @@
-"""latent_attention (absorbed MLA) specializations the GPU tests check
+"""latent_attention (absorbed MLA) specializations on the mma.sync engine the GPU tests check
 (tests/gpu/test_attention.py): Kimi Linear's 32 heads with a NoPE row (lora 512, rope 0) and
 with a rotated part (512 + 64), DeepSeek-V3's 128 heads (four row blocks) and its 16-head shard,
 an odd shape (12 heads, lora 256 + rope 32, 3 requests), speculative verify (4 and 8 tokens), one
@@ -6,8 +6,8 @@ chunk and several (merged by the attention_combine case of the same name), and t
 rotated part and the step's latent read in place from wider rows. Kimi Linear's (512 + 0) and
 DeepSeek-V3's (512 + 64) rows again with the bulk-copy load engine (`loads` "bulk", named
 `<case>_bulk`), one and four tokens, split and whole. Split cases again with their chunks merged in
-the launch's own cluster (`combine` "cluster", `<case>_cluster`). Every case again on the wgmma engine
-(`engine` "wgmma", `<case>_wgmma`: one warpgroup, a ring of 64-key chunks; latent_wgmma.py)."""
+the launch's own cluster (`combine` "cluster", `<case>_cluster`). The default engine, wgmma, has the
+same shapes in latent_wgmma.py; here the engine is named ("mma")."""
 
 KERNEL = "latent_attention"
 
@@ -29,6 +29,8 @@ CASES = {
                                       cache_pages=300, splits=4, nope=128),
 }
 
+SHAPES = dict(CASES)  # the plain shapes (latent_wgmma.py runs them on the wgmma engine)
+
 BULK = ["b3_t1_h32_l512_r64_p64", "b2_t4_h32_l512_nope_p16_s3", "b1_t1_h128_l512_r64_p64_s8",
         "b2_t1_h32_l512_nope_p64_32k_s64", "b5_t2_h16_l512_r64_p32"]
 CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
@@ -40,12 +42,9 @@ CLUSTER = ["b2_t4_h32_l512_nope_p16_s3", "b3_t3_h12_l256_r32_p32_s2", "b2_t8_h16
 CASES.update({f"{name}_cluster": dict(CASES[name], schedule={**CASES[name].get("schedule", {}), "combine": "cluster"})
               for name in CLUSTER})
 
-# the wgmma engine on every shape above: 32 rows a block (DeepSeek-V3's 128 heads in four), key widths
-# of whole chunks and not (288: 256 + 32), padded rows (12 heads x 3 tokens: two blocks of 18, N 24)
-WGMMA = [name for name in CASES if not name.endswith(("_bulk", "_cluster"))]
-CASES.update({f"{name}_wgmma": dict(CASES[name], schedule={"engine": "wgmma"}) for name in WGMMA})
-for _name in WGMMA:  # the plain names stay the mma.sync kernel's (wgmma is the default where none is named)
-    CASES[_name] = dict(CASES[_name], schedule={"engine": "mma"})
+for _name, _spec in CASES.items():  # the mma.sync kernel's (wgmma is the default where none is named)
+    if "schedule" not in _spec:
+        CASES[_name] = dict(_spec, schedule={"engine": "mma"})
 
 
 def make(spec: dict):
