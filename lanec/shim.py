@@ -262,12 +262,14 @@ LATENT_MIN_CHUNK_KEYS = 128
 # 64 chunks 51.7 us, 128 chunks 53.5; DeepSeek-V3's 16-head shard 43.0 against 47.2).
 MEASURED_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 MAX_SPLITS = 64
-# A latent attention's chunks go below LATENT_SHORT_CHUNK keys only while its blocks stay under
-# LATENT_SHORT_BLOCKS: with one head block (32 heads, 4k, b1) 32 chunks of 128 keys beat 16 of 256
-# (17.8 against 23.1 us), with DeepSeek-V3's four (128 heads) 16 chunks of 256 beat 32 of 128 (24.7
-# against 27.6): each short chunk's 32 x 576 query rows cost what its keys save.
+# A latent attention's chunks go below LATENT_SHORT_CHUNK keys only while its blocks x chunks stay under
+# LATENT_SHORT_BLOCKS: each short chunk's query rows cost what its keys save once 128 CTAs hold them. The
+# mma.sync engine's 32-row blocks (2026-11-29): DeepSeek-V3's 128 heads, 4k, b1 (4 blocks) 16 chunks of 256
+# keys beat 32 of 128 (24.7 against 27.6 us); the wgmma engine's 64-row blocks (2026-11-30 sweep): its 2
+# blocks in 32 chunks of 128 beat 16 of 256 (21.7 against 25.7), as one block of 32 heads does (17.1
+# against 19.1).
 LATENT_SHORT_CHUNK = 256
-LATENT_SHORT_BLOCKS = 64
+LATENT_SHORT_BLOCKS = 128
 # A GQA attention whose first split to reach TARGET_BLOCKS still leaves chunks of LONG_CHUNK keys
 # or more, in fewer than 2 x TARGET_BLOCKS blocks, is cut once more: a second wave of blocks each
 # streaming a long chunk (32/8, 32k, b1: 32 chunks 47.4 us against 16 chunks 52.4; 8/2, 32k, b8:
@@ -275,16 +277,20 @@ LATENT_SHORT_BLOCKS = 64
 LONG_CHUNK = 2048
 # query rows a latent attention block holds: the wgmma engine (LATENT_ENGINE) takes up to 64 on two
 # warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
-# (the mma.sync engine's blocks) on 2026-11-30, `attention_splits` cut DeepSeek-V3 at 32k, batch 8
-# in 4 chunks (64 CTAs): 506.6 us against 284.6 in 16 (bench/attention.py, H200); the new count is not yet
-# re-measured (tests/gpu/session.sh pending sweeps it)
+# (the mma.sync engine's blocks), `attention_splits` cut DeepSeek-V3 at 32k, batch 8 in 4 chunks (64
+# CTAs): 506.6 us; counted as 64 it cuts in 8, the sweep's fastest (269.8 us; 2026-11-30, H200). With
+# these counts the rule picks the sweep's fastest split on 11 of its 12 latent shapes; DeepSeek-V3 at
+# 32k, b1 takes 64 chunks (80.0 us) where 32 took 75.9
 LATENT_ROWS_A_BLOCK = LATENT_WARPGROUP_ROWS * LATENT_WARPGROUPS
 # Head blocks that reach TARGET_BLOCKS but are fewer than the SMs leave SMs idle while each block
 # streams a long context: cut in IDLE_SPLITS. Measured on the H200 (2026-11-29, bench/attention.py
 # with LANEC_ATTN_CLUSTER=1, which times each shape's cut in 2 too): GQA 8/2 x 128 at batch 64 (128
 # blocks) takes 76.3 us in 2 chunks against 94.1 unsplit at 4k keys, and 527.9 against 681.2 at 32k;
 # DeepSeek-V3's latent attention at batch 64 (256 blocks, past the SMs) is slower in 2 (563.7
-# against 519.9 us at 4k).
+# against 519.9 us at 4k). A latent attention's blocks are not cut: on the wgmma engine DeepSeek-V3 at
+# batch 64 is 128 blocks of 64 rows, 4 SMs idle, and two chunks were slower there too (276.3 against
+# 242.3 us at 4k, 1993.1 against 1781.2 at 32k; 2026-11-30, H200): its blocks are compute-heavy, a
+# second wave of them costs more than the idle SMs.
 IDLE_SPLITS = 2
 
 
@@ -297,7 +303,7 @@ def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: 
     if splits < 1:
         raise ValueError(f"splits {splits}: at least one chunk")
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
-    return splits > 1 and (blocks < TARGET_BLOCKS or (splits == IDLE_SPLITS and blocks < SM_COUNT))
+    return splits > 1 and (blocks < TARGET_BLOCKS or (not latent and splits == IDLE_SPLITS and blocks < SM_COUNT))
 
 
 def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> int:
@@ -318,7 +324,7 @@ def split_choice(batch: int, heads: int, kv_heads: int, context: int, latent: bo
     "shortest", "short-latent", "most", "long" (`splits_reason` puts it in words)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
     shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
-    if TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, but SMs idle: in two where the chunks stay long
+    if not latent and TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, SMs idle: in two if chunks stay long
         return (IDLE_SPLITS, "idle") if context >= IDLE_SPLITS * shortest else (1, "idle")
     if blocks >= TARGET_BLOCKS:
         return 1, "unsplit"

@@ -152,8 +152,9 @@ def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch,
     (8, 8, 2, 32768, False, 16, "8 chunks reach 96 blocks but leave chunks of 2048 keys or more"),
     (8, 32, 8, 32768, False, 4, "reach 96 blocks"),  # 256 blocks: no second cut
     (8, 8, 2, 4096, False, 8, "reach 96 blocks"),  # chunks of 512 keys: no second cut
-    # latent: chunks under 256 keys only while the blocks stay under 64
-    (1, 128, 1, 4096, True, 16, "shorter than 256 keys in 64 blocks or more"),
+    # latent: chunks under 256 keys only while blocks x chunks stay under 128
+    (2, 128, 1, 4096, True, 16, "shorter than 256 keys in 128 blocks or more"),
+    (1, 128, 1, 4096, True, 32, "shorter than 128 keys"),  # 2 blocks of 64 rows x 32 chunks of 128 keys
     (1, 32, 1, 4096, True, 32, "shorter than 128 keys"),  # one block: 128-key chunks in 32 blocks
     # at most 64 chunks
     (1, 32, 1, 32768, True, 64, "at most 64 chunks"),
@@ -172,8 +173,6 @@ def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_head
     (64, 8, 2, 32768, False, 2),
     (12, 32, 8, 32768, False, 2),  # 96 blocks: the target reached, 36 SMs idle
     (64, 8, 2, 300, False, 1),  # two chunks of 150 keys: too short
-    (64, 128, 1, 4096, True, 2),  # 128 latent blocks of 64 rows: 4 SMs idle, in two (not yet re-measured)
-    (96, 128, 1, 4096, True, 1),  # 192 latent blocks: past the SMs
     (33, 32, 8, 4096, False, 1),  # 264 blocks
 ])
 def test_blocks_that_reach_the_target_but_leave_sms_idle_are_cut_in_two(batch, heads, kv_heads, context, latent,
@@ -184,6 +183,16 @@ def test_blocks_that_reach_the_target_but_leave_sms_idle_are_cut_in_two(batch, h
     assert not chunks_apart(4, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)  # only in two
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and ("SMs idle" in why if splits == 2 else True)
+
+
+@pytest.mark.parametrize("batch, context", [(64, 4096), (64, 32768), (96, 4096)])
+def test_latent_blocks_that_reach_the_target_stay_whole(batch: int, context: int) -> None:
+    """DeepSeek-V3's latent attention at batch 64: 128 blocks of 64 rows leave 4 SMs idle, yet two
+    chunks were slower (measured); 96 requests make 192 blocks, past the SMs."""
+    assert head_blocks(batch=batch, heads=128, kv_heads=1, latent=True) == 2 * batch
+    assert attention_splits(batch, 128, 1, context, latent=True) == 1
+    assert not chunks_apart(2, batch=batch, heads=128, kv_heads=1, latent=True)
+    assert "unsplit" in splits_reason(1, batch=batch, heads=128, kv_heads=1, context=context, latent=True)
 
 
 # -- Latent -------------------------------------------------------------------------------------
