@@ -41,7 +41,9 @@ class LaneShim:
     the GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs
     in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured), and
     whether an argmax of a GEMV's output runs in that GEMV's epilogue (`fold_argmax`, the
-    fold-argmax-into-gemv rule; off until measured); with the lane's held-back rules (`heldback`)."""
+    fold-argmax-into-gemv rule; off until measured), and whether a kda's output gate product runs in
+    KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower); with the lane's held-back
+    rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
@@ -49,6 +51,7 @@ class LaneShim:
     batch_products: bool = False
     fold_norms: bool = False
     fold_argmax: bool = False
+    fold_gate: bool = False
 
     def __post_init__(self) -> None:
         if self.numerics not in NUMERICS:
@@ -75,6 +78,7 @@ class LaneShim:
         into the norm that reads it last (a norm in a gemv's prologue stays there)."""
         from lanec.passes.fold_all_reduce_into_norm import FoldAllReduceIntoNormRule
         from lanec.passes.fold_argmax_into_gemv import FoldArgmaxIntoGemvRule
+        from lanec.passes.fold_gate_product import FoldGateProductRule
         from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
         from lanec.passes.hold_gated_pair import HoldGatedPairRule
@@ -85,7 +89,8 @@ class LaneShim:
         from lanec.passes.hold_quantized_activation import HoldQuantizedActivationRule
         from lanec.passes.hold_values_in_place import HoldValuesInPlaceRule
 
-        return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, HoldConvL2NormRule, HoldMixtureSharedRule,
+        return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, FoldGateProductRule, HoldConvL2NormRule,
+                HoldMixtureSharedRule,
                 HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule,
                 FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
 
@@ -113,6 +118,7 @@ class LaneShim:
             "batch_products": IntegerAttr(int(self.batch_products), IntegerType(1)),
             "fold_norms": IntegerAttr(int(self.fold_norms), IntegerType(1)),
             "fold_argmax": IntegerAttr(int(self.fold_argmax), IntegerType(1)),
+            "fold_gate": IntegerAttr(int(self.fold_gate), IntegerType(1)),
         })
 
     def record(self, module: ModuleOp) -> None:

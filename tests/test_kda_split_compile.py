@@ -31,8 +31,9 @@ def check_ptx(kernel: KdaSplit, ptx: str) -> None:
         else:
             assert present, f"{instruction} missing from the PTX"
     assert ("mma.sync" in ptx) == (kernel.gate_mode != 2)
-    assert ("cp.async.bulk" in ptx) == kernel.staged
+    assert ("cp.async.bulk" in ptx.replace("cp.async.bulk.prefetch", "")) == kernel.staged
     assert ("cp.async.cg" in ptx) == kernel.gate_staged
+    assert ("cp.async.bulk.prefetch.L2" in ptx) == kernel.gate_folded  # the folded gate's rows, before the wait
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
 
 
@@ -45,6 +46,11 @@ REPRESENTATIVE = [
     dict(heads=8, batch=128, gate_mode=0, has_bias=False, schedule={"early": 2, "cluster": 2, "evict": True}),
     dict(heads=8, batch=128, gate_mode=0, has_bias=False, schedule={"early": 3, "cluster": 2}),
     dict(heads=4, batch=2, gate_mode=1, has_bias=False, tokens=3, schedule={"early": 1, "cluster": 1}),
+    # the output gate's product folded (fold-gate-product): Kimi Linear's batch 1, its g_a read in place
+    dict(heads=32, batch=1, gate_mode=0, has_bias=False, gate_form="softplus", gate_rank=128, gate_pitch=12576),
+    dict(heads=8, batch=3, gate_mode=0, has_bias=True, tokens=4, gate_rank=128),
+    dict(heads=8, batch=128, gate_mode=0, has_bias=False, schedule={"early": 2, "cluster": 2}, gate_rank=128),
+    dict(heads=4, batch=2, gate_mode=1, has_bias=False, tokens=3, schedule={"early": 1, "cluster": 1}, gate_rank=128),
 ]
 
 
@@ -79,6 +85,9 @@ def test_launch_and_params():
     assert params["conv_state"].shape == (7, 3 * 1024, 4) and params["conv_state"].written
     assert params["slots"].shape == (3, 2) and params["state"].shape == (7, 8, 128, 128)
     assert [p.name for p in KdaSplit(4, 2, 0, False).params()][-1] == "f_b_weight"
+    folded = {p.name: p for p in KdaSplit(4, 2, 0, False, gate_rank=128, gate_pitch=1024).params()}
+    assert list(folded)[-1] == "gate_weight" and folded["gate_weight"].shape == (512, 128)
+    assert folded["output_gate"].shape == (2, 128) and folded["output_gate"].strides == (1024, 1)
     staged = KdaSplit(8, 128, 0, False, schedule={"early": 2, "cluster": 1}).launch()
     assert staged.shared_bytes >= 128 * 512
 
@@ -104,6 +113,8 @@ def test_launch_and_params():
     (dict(x_pitch=100), "x_pitch"),
     (dict(raw_gate_pitch=100), "raw_gate_pitch"),
     (dict(slots=1), "2 state slots"),
+    (dict(gate_rank=64), "rank 128 .*; this one has rank 64"),
+    (dict(gate_rank=128, gate_pitch=100), "gate_pitch 100"),
 ])
 def test_rejects(args, match):
     base = dict(heads=4, batch=2, gate_mode=0, has_bias=False)

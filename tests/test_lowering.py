@@ -61,6 +61,25 @@ def test_the_kda_layer_is_four_launches_between_its_norms(kda_launches):
     assert parts == (4096, 4096, 4096, 128, 32, 128)
 
 
+def test_under_fold_gate_the_output_gate_product_runs_in_kda_split():
+    """--fold-gate: g_b's GEMV is gone, KdaSplit reads g_a in place (the merged product's sixth part)
+    and g_b's weight rows; without the knob g_b keeps its launch."""
+    module, where = parse_verify(ROOT / "examples" / "kimi-linear-kda.mlir")
+    fuse(module, LaneShim(fold_gate=True), where)
+    lowered = lower_module(module)
+    step = next(iter(lowered.ops))
+    folded = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    plain = launches(ROOT / "examples" / "kimi-linear-kda.mlir")
+    assert len(folded) == len(plain) - 3  # one g_b GEMV a KDA layer
+    kinds = [op.kernel.data for op in folded]
+    first = kinds.index("kda_split")
+    assert kinds[first - 2: first + 2] == ["rmsnorm", "gemv", "kda_split", "gemv"]
+    spec = spec_of(folded[first])
+    pitch = 3 * 4096 + 128 + 32 + 128
+    assert spec["gate_rank"] == 128 and spec["gate_pitch"] == pitch
+    assert all("gate_rank" not in spec_of(op) for op in plain if op.kernel.data == "kda_split")
+
+
 def kda_layer_launches(tmp_path, batch: int, tunings: list | None = None) -> list:
     """The launches of one KDA layer of Kimi Linear (a dense MLP in place of its mixture) at `batch`."""
     from click.testing import CliRunner

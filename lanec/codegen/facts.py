@@ -693,7 +693,9 @@ class KdaSplitSpec(Spec):
     conv of `conv_width`, the gate's `gate_form` and `gate_mode`, its `schedule`, the row pitches
     of x (q, k, v), of the raw gate (f_a's output) and of beta (parts of a wider row, read in
     place) and the state pools' `slots`. A rule knows the first five from the form; the lowering
-    sets the rest."""
+    sets the rest. `gate_rank` (with `gate_format`, its weight's, and `gate_pitch`, its input's row
+    pitch): the output gate as a folded product of that rank (fold-gate-product), None where the
+    gate is read whole."""
 
     kernel: ClassVar[str] = "KdaSplit"
     heads: int
@@ -708,9 +710,12 @@ class KdaSplitSpec(Spec):
     raw_gate_pitch: int | None = None
     beta_pitch: int | None = None
     slots: int | None = None
+    gate_rank: int | None = None
+    gate_format: str = "bf16"
+    gate_pitch: int | None = None
 
     def problems(self) -> list[str]:
-        found = []
+        found = self.gate_problems()
         if self.head_size != KDA_HEAD:
             found.append(f"head size {self.head_size}: its {KDA_HEAD} main threads hold a key and a value channel "
                          f"each, so a head is {KDA_HEAD} values")
@@ -740,6 +745,22 @@ class KdaSplitSpec(Spec):
             found.append(f"beta_pitch {self.beta_pitch} must be >= heads ({self.heads})")
         if self.slots is not None and self.slots < 2:
             found.append(f"needs at least 2 state slots (slot 0 is padding); got {self.slots}")
+        return found
+
+    def gate_problems(self) -> list[str]:
+        """What KdaSplit cannot do with a folded output gate product (the output CTA's threads each
+        dot one weight row of KDA_GATE_WIDTH bf16 values with the row's input)."""
+        if self.gate_rank is None:
+            return []
+        found = []
+        if self.gate_rank != KDA_GATE_WIDTH:
+            found.append(f"folds output gate products of rank {KDA_GATE_WIDTH} (a head's threads each dot one "
+                         f"weight row); this one has rank {self.gate_rank}")
+        if self.gate_format != "bf16":
+            found.append(f"folds output gate products of bf16 rows; this one's are {self.gate_format}")
+        if self.gate_pitch is not None and (self.gate_pitch < KDA_GATE_WIDTH or self.gate_pitch % VECTOR):
+            found.append(f"gate_pitch {self.gate_pitch} must be >= {KDA_GATE_WIDTH} and a multiple of {VECTOR} "
+                         "(16-byte vectors)")
         return found
 
     def schedule_problems(self) -> list[str]:

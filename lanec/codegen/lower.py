@@ -844,8 +844,9 @@ class Lowering:
 
     @lower.register
     def lower_kda(self, op: form.KdaOp) -> None:
+        gate_b = [op.gate_b] if op.gate_b is not None else []
         if self.unlinked(op, [op.conv_q, op.conv_k, op.conv_v, *op.biases, op.a_log, op.dt_bias, op.norm_weight,
-                              op.f_b]):
+                              op.f_b, *gate_b]):
             return
         heads = op.heads.value.data
         rows, dim = form.shape(op.q)
@@ -872,10 +873,12 @@ class Lowering:
             spec["lower_bound"] = op.lower_bound.value.data
         tuned = self.tuned("kda_split", {"heads": heads, "batch": batch, "tokens": tokens})
         spec["schedule"] = kda_schedule(heads, batch, tuned).as_dict()  # every knob: the plan shows them all
-        f_a, beta = self.window(op.f_a), self.window(op.beta)
-        for name, window in (("raw_gate", f_a), ("beta", beta)):
+        f_a, beta, gate = self.window(op.f_a), self.window(op.beta), self.window(op.gate)
+        for name, window in (("raw_gate", f_a), ("beta", beta), ("gate", gate)):
             if not window.contiguous:  # a part of the product in parts, read in place
                 spec[f"{name}_pitch"] = window.strides[0]
+        if gate_b:  # fold-gate-product: the output gate's product done in the output CTA
+            spec["gate_rank"] = form.shape(op.gate)[1]
         words = self.epilogue_words(op, op.result)  # KdaSplit writes the quantized form itself
         out = self.quantized_out("kda", rows, dim, words) if words else self.activation("kda", (rows, dim))
         if words:
@@ -884,11 +887,12 @@ class Lowering:
         if op.biases:
             args.append(self.weight(list(op.biases), [{"kind": "concatenate", "axis": 0}], shape=(3 * dim,)))
         args += [self.window(op.conv_state), f_a, beta, self.window(op.a_log),
-                 self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, self.window(op.gate),
+                 self.window(op.dt_bias), self.window(op.slots), self.window(op.state), out, gate,
                  self.window(op.norm_weight), self.window(op.f_b)]
         if tokens > 1:
             assert op.accepted is not None
             args.append(self.window(op.accepted))
+        args += [self.window(w) for w in gate_b]
         self.launch("kda_split", spec, args)
         if words:
             self.bind_epilogue(op.result, out, words, "kda_split")

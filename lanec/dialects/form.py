@@ -969,8 +969,10 @@ class KdaOp(IRDLOperation, QuantizedEpilogue):
     """KDA decode whole (the KdaSplit launch): conv of q, k, v through one conv state (channels
     [0, dim), [dim, 2 dim), [2 dim, 3 dim)), SiLU, L2 norm of q and k, the decay from f_a's
     output through f_b and the gate, beta = sigmoid(beta_raw), the delta rule, and the
-    sigmoid-gated per-head RMS norm. q, k, v are the parts of one product. `quantize`: the
-    result in the quantized form (fuse-quant's epilogue)."""
+    sigmoid-gated per-head RMS norm. q, k, v are the parts of one product. `gate` is the norm's
+    output gate [rows, dim], or with `gate_b` ([dim, r], fold-gate-product) that product's input
+    [rows, r]: the output gate is then product(gate, gate_b) (fp32 math, as the f_b projection).
+    `quantize`: the result in the quantized form (fuse-quant's epilogue)."""
 
     name = "form.kda"
     q = operand_def(TensorType)
@@ -986,6 +988,7 @@ class KdaOp(IRDLOperation, QuantizedEpilogue):
     dt_bias = operand_def(TensorType)
     beta = operand_def(TensorType)
     gate = operand_def(TensorType)
+    gate_b = opt_operand_def(TensorType)
     norm_weight = operand_def(TensorType)
     state = operand_def(TensorType)
     slots = operand_def(TensorType)
@@ -1002,7 +1005,8 @@ class KdaOp(IRDLOperation, QuantizedEpilogue):
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict(),)
     assembly_format = (
         "`qkv` `(` $q `,` $k `,` $v `)` `conv` `(` $conv_q `,` $conv_k `,` $conv_v `,` $conv_state `)` "
-        "`gate` `(` $f_a `,` $f_b `,` $a_log `,` $dt_bias `)` `beta` $beta `out_gate` $gate `norm` $norm_weight "
+        "`gate` `(` $f_a `,` $f_b `,` $a_log `,` $dt_bias `)` `beta` $beta `out_gate` $gate "
+        "(`through` $gate_b^ `:` type($gate_b))? `norm` $norm_weight "
         "`state` $state `slots` $slots (`accepted` $accepted^ `:` type($accepted))? "
         "(`bias` `(` $biases^ `:` type($biases) `)`)? attr-dict `:` `(` type($q) `,` type($k) `,` type($v) `)` "
         "`conv` `(` type($conv_q) `,` type($conv_k) `,` type($conv_v) `,` type($conv_state) `)` "
@@ -1017,8 +1021,15 @@ class KdaOp(IRDLOperation, QuantizedEpilogue):
                          ("beta", self.beta), ("gate", self.gate))
         dim = shape(self.q)[1]
         size = head_size(dim, heads, "kda")
-        for name, value in (("k", self.k), ("v", self.v), ("gate", self.gate)):
+        for name, value in (("k", self.k), ("v", self.v)):
             expect(shape(value) == (rows, dim), f"kda: {name} must be [{rows}, {dim}]")
+        if self.gate_b is None:
+            expect(shape(self.gate) == (rows, dim), f"kda: gate must be [{rows}, {dim}]")
+        else:
+            gate_rank = shape(self.gate)[1]
+            expect(shape(self.gate_b) == (dim, gate_rank),
+                   f"kda: the output gate's product weight must be [{dim}, {gate_rank}] (its input is [{rows}, "
+                   f"{gate_rank}])")
         for name, w in (("conv_q", self.conv_q), ("conv_k", self.conv_k), ("conv_v", self.conv_v)):
             expect(len(shape(w)) == 2 and shape(w)[0] == dim, f"kda: {name} must be [{dim}, width]")
         width = shape(self.conv_q)[1]

@@ -419,10 +419,11 @@ def delta_rule(q, k, v, decay, beta, state, slots, heads: int, key_heads: int, s
 def kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, a_log, dt_bias, beta_raw, gate,
         norm_weight, state, slots, heads: int, form: str, scale: float, l2_eps: float, eps: float,
         lower_bound: float | None = None, tokens: int = 1, accepted=None,
-        biases: Sequence | None = None) -> np.ndarray:
+        biases: Sequence | None = None, gate_b=None) -> np.ndarray:
     """KDA decode whole: conv of q, k, v (channels 0, dim, 2 dim of one conv state, SiLU, biases
     if given); l2norm of q and k; decay = kda_gate(f_a @ f_b^T); beta = sigmoid(beta_raw); the
-    delta rule; the sigmoid-gated per-head RMS norm."""
+    delta rule; the sigmoid-gated per-head RMS norm, its gate `gate` or, with `gate_b`, the
+    product of `gate` by `gate_b`."""
     dim = f32(q).shape[1]
     bias = list(biases or ()) or [None] * 3
     if len(bias) != 3:
@@ -433,6 +434,8 @@ def kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, a_log, dt_bias, b
     vc = conv(v, conv_state, conv_v, slots, 2 * dim, bias=bias[2], **common)
     decay = kda_gate(product(f_a, f_b), a_log, dt_bias, heads, form, lower_bound)
     o = delta_rule(qc, kc, vc, decay, sigmoid(beta_raw), state, slots, heads, heads, scale, tokens, accepted)
+    if gate_b is not None:  # fold-gate-product's: fp32 math, as f_b's projection (a kernel rounds both)
+        gate = product(gate, gate_b)
     return norm_gated(o, gate, norm_weight, heads, eps, "sigmoid")
 
 

@@ -23,9 +23,9 @@ TABLE_PASSES = (
     "latent-whole", "gemv-in-parts",
     "merge-products", "pair-gate-up", "conv-l2norm", "fold-kda", "fold-shared-expert", "fold-residual",
     "part-in-place", "absorb-latent", "fuse-quant",
-    "hold-per-head-part", "hold-values-in-place", "hold-kda", "hold-conv-l2norm", "hold-mixture-shared",
-    "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation", "fold-norm-into-gemv",
-    "fold-argmax-into-gemv", "fold-all-reduce-into-norm",
+    "hold-per-head-part", "hold-values-in-place", "hold-kda", "fold-gate-product", "hold-conv-l2norm",
+    "hold-mixture-shared", "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation",
+    "fold-norm-into-gemv", "fold-argmax-into-gemv", "fold-all-reduce-into-norm",
 )
 
 

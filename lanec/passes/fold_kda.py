@@ -23,7 +23,7 @@ from lanec.dialects.form import (
     float_prop,
     shape,
 )
-from lanec.passes.rule import Judge, Rule, is_single_product, only_user
+from lanec.passes.rule import Judge, Rule, is_single_product, only_user, optional
 
 
 class Mismatch(Exception):
@@ -115,12 +115,24 @@ def match_chain(out: NormGatedOp) -> tuple[dict, list[Operation]]:
 
 def kda_op(operands: dict, properties: dict, result_type) -> KdaOp:
     o = operands
-    opt = [o["accepted"]] if o["accepted"] is not None else []
     return KdaOp.build(
         operands=[o["q"], o["k"], o["v"], o["conv_q"], o["conv_k"], o["conv_v"], o["conv_state"], o["f_a"],
-                  o["f_b"], o["a_log"], o["dt_bias"], o["beta"], o["gate"], o["norm_weight"], o["state"],
-                  o["slots"], opt, o["biases"]],
+                  o["f_b"], o["a_log"], o["dt_bias"], o["beta"], o["gate"], optional(o.get("gate_b")),
+                  o["norm_weight"], o["state"], o["slots"], optional(o["accepted"]), o["biases"]],
         properties=properties, result_types=[result_type])
+
+
+def kda_with_gate(op: KdaOp, gate: SSAValue, gate_b: SSAValue | None) -> KdaOp:
+    """`op` with its output gate read as `gate`, through the product weight `gate_b` if given."""
+    operands = {name: getattr(op, name) for name in (
+        "q", "k", "v", "conv_q", "conv_k", "conv_v", "conv_state", "f_a", "f_b", "a_log", "dt_bias", "beta",
+        "norm_weight", "state", "slots", "accepted")}
+    operands.update(gate=gate, gate_b=gate_b, biases=list(op.biases))
+    properties = {k: v for k, v in op.properties.items() if k != "operandSegmentSizes"}
+    made = kda_op(operands, properties, op.result.type)
+    made.attributes.update(op.attributes)
+    made.result.name_hint = op.result.name_hint
+    return made
 
 
 class FoldKda(Judge):

@@ -3,11 +3,13 @@
 values (128 main threads, a key and a value lane each), 1 to 8 tokens a request (the decay
 barrier expects 512 bytes a token, sent for at most 8), and a conv of width 4 (3 taps of state a
 channel). Its other limits (the schedule, the pitches) constrain what the lowering picks, not the
-form. Held back: the chain it folded."""
+form. Held back: the chain it folded. A folded output gate product (fold-gate-product) KdaSplit
+cannot do (`KdaSplitSpec.gate_problems`: rank 128, bf16 rows) is held back alone, a product before
+the kda again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
@@ -25,7 +27,8 @@ from lanec.dialects.form import (
     step_of,
     tokens_of,
 )
-from lanec.passes.rule import Judge, Rule, name_after
+from lanec.passes.fold_kda import kda_with_gate
+from lanec.passes.rule import Judge, Rule, name_after, weight_format
 
 
 def chain_of(op: KdaOp):
@@ -46,11 +49,12 @@ def chain_of(op: KdaOp):
     beta = SigmoidOp(op.beta)
     rule = DeltaRuleOp(norm_q.result, norm_k.result, convs[2].result, gate.result, beta.result, op.state, op.slots,
                        heads, heads, op.scale.value.data, accepted=accepted)
-    out = NormGatedOp(rule.result, op.gate, op.norm_weight, heads, op.eps.value.data, "sigmoid",
-                      result_type=op.result.type)
+    gating = [ProductOp(op.gate, [op.gate_b])] if op.gate_b is not None else []
+    out = NormGatedOp(rule.result, gating[0].parts[0] if gating else op.gate, op.norm_weight, heads,
+                      op.eps.value.data, "sigmoid", result_type=op.result.type)
     if op.quantize is not None:  # fuse-quant's epilogue: the gated norm writes the quantized form
         out.quantize = op.quantize
-    return [*convs, norm_q, norm_k, projected, gate, beta, rule, out]
+    return [*convs, norm_q, norm_k, projected, gate, beta, rule, *gating, out]
 
 
 class HoldKda(Judge):
@@ -64,16 +68,32 @@ class HoldKda(Judge):
         spec = KdaSplitSpec(heads=heads, batch=step.batch.value.data if step is not None else 1, tokens=tokens,
                             head_size=size, conv_width=width, gate_form=op.form.data)
         failed = spec.problems()
-        if not failed:
-            self.decide(op, True, f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, "
-                                  f"conv width {width}")
+        if failed:
+            chain = chain_of(op)
+            suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", "f_b", "decay", "beta", "rule")
+            suffixes += ("gate",) if op.gate_b is not None else ()
+            for made, suffix in zip(chain, suffixes, strict=False):
+                name_after(made.results[0], op.result, suffix)
+            self.split_back(op, "kda split back into its chain: " + "; ".join(f"{spec.kernel} {p}" for p in failed),
+                            chain)
+            rewriter.replace(op, chain)
             return
-        chain = chain_of(op)
-        suffixes = ("conv_q", "conv_k", "conv_v", "q", "k", "f_b", "decay", "beta", "rule")
-        for made, suffix in zip(chain, suffixes, strict=False):
-            name_after(made.results[0], op.result, suffix)
-        self.split_back(op, "kda split back into its chain: " + "; ".join(f"{spec.kernel} {p}" for p in failed), chain)
-        rewriter.replace(op, chain)
+        launch = (f"one KdaSplit launch: heads of {size}, {tokens} token(s) a request, conv width {width}")
+        if op.gate_b is None:
+            self.decide(op, True, launch)
+            return
+        rank = shape(op.gate)[1]
+        gated = replace(spec, gate_rank=rank, gate_format=weight_format(op.gate_b))
+        failed = gated.gate_problems()
+        if not failed:
+            self.decide(op, True, f"{launch}, its output gate's product of rank {rank} in the output CTA")
+            return
+        product = ProductOp(op.gate, [op.gate_b])
+        name_after(product.parts[0], op.result, "gate")
+        unfolded = kda_with_gate(op, product.parts[0], None)
+        self.split_back(op, f"{launch}; its output gate's product held back: "
+                            + "; ".join(f"{spec.kernel} {p}" for p in failed), [product])
+        rewriter.replace(op, [product, unfolded])
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,10 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # the argmax in the lm head's epilogue (fold-argmax-into-gemv), at 1 row and behind 2 speculative tokens
     "kimi-kda-b1-fold-argmax": Kimi([*KDA, "--batch", "1"], compile=("--fold-argmax",)),
     "kimi-kda-spec2-b1-fold-argmax": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-argmax",)),
+    # the output gate's product in KdaSplit (fold-gate-product): batch 1, 64 requests, 3 speculative tokens
+    "kimi-kda-b1-fold-gate": Kimi([*KDA, "--batch", "1"], compile=("--fold-gate",)),
+    "kimi-kda-b64-fold-gate": Kimi([*KDA, "--batch", "64"], compile=("--fold-gate",)),
+    "kimi-kda-spec3-fold-gate": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"], compile=("--fold-gate",)),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
     "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),
@@ -201,6 +205,8 @@ MODEL_PLANS: dict[str, Kimi] = {
 MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
 # and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
+# and with each KDA layer's output gate product in KdaSplit (fold-gate-product)
+MODEL_PLANS["kimi-full-b1-c1k-fold-gate"] = Kimi(["--context-pages", "16"], compile=("--fold-gate",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form

@@ -45,7 +45,8 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
-#   pending-ab the last session's queued measurements (the phase's comment lists them)
+#   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
+#   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
 #   segments   the router writing the grouped path's segments: its cases, compute-sanitizer, the batch-8 A/B
 #   pending-bench   the rest of it: checks and benchmarks at real size
@@ -166,23 +167,38 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the seventh session's queue (2026-11-30), part 1 (about 5 minutes): the latent attention's new default
-      # engine (LATENT_ENGINE: wgmma, one or two warpgroups) at real size: kimi-full-b1 and kimi-full-b64 --check
-      # (their 7 MLA layers now on latent_wgmma; here: python tests/gpu/plans.py kimi-full-b1 kimi-full-b64;
-      # carry build/plans/kimi-full-b1.plan, kimi-full-b64.plan and .whl), then the split sweep the new kernel's
-      # `attention_splits` is to be refit to (here: LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla python
-      # bench/attention.py build; carry build/bench-attention-sweep-mla)
-      for plan in kimi-full-b1 kimi-full-b64; do
-        timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -2 \
-          | tee -a "$logs/pending.log" || status=1
+      # the eighth session's queue (2026-11-30): the fold-gate-product A/B in one run. The fold (`--fold-gate`, off by
+      # default) was measured against the last session's step times only: kimi-kda-b1 301.9 us (298.9 without, a
+      # session earlier), b64 568.5 (506.3), b256 1427.0 (1107.7). Here both sides in the same rounds (here: python
+      # tests/gpu/plans.py kimi-kda-b1 kimi-kda-b1-fold-gate kimi-kda-b64 kimi-kda-b64-fold-gate kimi-full-b1-c1k
+      # kimi-full-b1-c1k-fold-gate; carry build/plans, .anchors and .whl; about 5 minutes)
+      python3 bench/step_chain.py --rounds 3 build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b1-fold-gate.plan \
+        build/plans/kimi-kda-b64.plan build/plans/kimi-kda-b64-fold-gate.plan 2>&1 | tee "$logs/pending.log" || status=1
+      python3 bench/model.py kimi-full-b1-c1k kimi-full-b1-c1k-fold-gate 2>&1 | tee -a "$logs/pending.log" || status=1 ;;
+    fold-gate)
+      # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
+      # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end
+      # _g128), compute-sanitizer on one, then the --fold-gate plans --check (here: python tests/gpu/plans.py
+      # kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate; carry build/gpu, build/plans, .whl)
+      timeout 200 python3 -m pytest tests/gpu/test_kda_split.py -q -rfE 2>&1 | tail -5 | tee "$logs/fold-gate.log" \
+        || status=1
+      for tool in memcheck racecheck; do
+        timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_kda_split.py \
+          -q -k "h32_b1_t1_sp_bias0_m0_sdefaults_g128_gp264" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/fold-gate.log"
       done
-      LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla timeout 150 python3 bench/attention.py 2>&1 \
-        | tee "$logs/sweep-mla.log" || status=1 ;;
+      for plan in kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate; do
+        echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/fold-gate.log" || status=1
+      done ;;
     pending-ab)
-      # part 2 (about 4 minutes): bench/attention.py whole (GQA and MLA with SGLang's and SDPA's columns, the
-      # mma.sync engine beside the default: LANEC_ATTN_MMA=1 for both steps; carry build/bench-attention-mma and
-      # .anchors) after the split refit
-      LANEC_ATTN_MMA=1 timeout 400 python3 bench/attention.py 2>&1 | tee "$logs/bench-attention.log" || status=1 ;;
+      # the step after a change (about 6 minutes): bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's
+      # batch-1 1.4x) and bench/model.py on the real-size steps at 1k context, batch 1, 8 and 64 (carry build/plans,
+      # .anchors and .whl)
+      python3 bench/step_chain.py --rounds 3 build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b64.plan \
+        build/plans/kimi-kda-b256.plan 2>&1 | tee "$logs/step_chain.log" || status=1
+      python3 bench/model.py kimi-full-b1-c1k kimi-full-b8-c1k kimi-full-b64-c1k 2>&1 \
+        | tee "$logs/bench-model.log" || status=1 ;;
     pending-bench)
       # part 3 (about 6 minutes): the real-size steps with the MLA layers on wgmma against the chain at batch 1 and
       # 8, contexts 1k and 16k (carry build/plans' kimi-full-b1-c1k / b1-c16k / b8-c1k / b8-c16k, .whl, .anchors)
@@ -304,7 +320,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

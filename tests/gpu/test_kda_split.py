@@ -98,6 +98,9 @@ def make_step(rng, spec: dict, state_slots: int, padding: bool) -> dict:
         "slots": slots,
         "output_gate": to_bf16(normal((rows, dim))),
     }
+    if spec.get("gate_rank"):  # the folded product's input, on the same exact grid as f_a's
+        width = spec.get("gate_pitch") or spec["gate_rank"]
+        step["output_gate"] = to_bf16(rng.integers(-16, 17, (rows, width)) / 8.0)
     if accepted is not None:
         step["accepted"] = accepted
     return step
@@ -116,6 +119,8 @@ def make_weights(rng, spec: dict, state_slots: int) -> dict:
         "norm_weight": to_bf16(1.0 + 0.1 * normal(128)),
         "f_b_weight": to_bf16(rng.integers(-8, 9, (dim, 128)) / 64.0),
     }
+    if spec.get("gate_rank"):
+        arrays["gate_weight"] = to_bf16(rng.integers(-8, 9, (dim, spec["gate_rank"])) / 64.0)
     if spec["has_bias"]:
         arrays["conv_bias"] = to_bf16(0.5 * normal(3 * dim))
     return arrays
@@ -136,13 +141,16 @@ def reference(spec: dict, arrays: dict, conv_state: np.ndarray, state: np.ndarra
         biases = (b[:dim], b[dim:2 * dim], b[2 * dim:])
     f_a, f_b = from_bf16(arrays["raw_gate"]), from_bf16(arrays["f_b_weight"])
     beta, gate, nw = (from_bf16(arrays[n]) for n in ("beta", "output_gate", "norm_weight"))
+    gate_b = None
+    if spec.get("gate_rank"):  # the folded output gate: its product's input and weight
+        gate, gate_b = gate[:, :spec["gate_rank"]], from_bf16(arrays["gate_weight"])
     slots, accepted = arrays["slots"], arrays.get("accepted")
     form = spec["gate_form"]
     lower = LOWER_BOUND if form == "lower_bound" else None
     if not rounded:
         return ops.kda(q, k, v, conv_q, conv_k, conv_v, conv_state, f_a, f_b, arrays["a_log"],
                        arrays["dt_bias"], beta, gate, nw, state, slots, heads, form, SCALE, L2_EPS, EPS,
-                       lower_bound=lower, tokens=tokens, accepted=accepted, biases=biases)
+                       lower_bound=lower, tokens=tokens, accepted=accepted, biases=biases, gate_b=gate_b)
     bias = list(biases) or [None] * 3
     common = dict(tokens=tokens, accepted=accepted, activation="silu")
     qc = ops.conv(q, conv_state, conv_q, slots, 0, bias=bias[0], norm_heads=heads, norm_eps=L2_EPS, **common)
@@ -152,6 +160,8 @@ def reference(spec: dict, arrays: dict, conv_state: np.ndarray, state: np.ndarra
                          lower)
     o = ops.delta_rule(qc, kc, vc, decay, ops.sigmoid(beta), state, slots, heads, heads, SCALE, tokens,
                        accepted)
+    if gate_b is not None:
+        gate = round_bf16(ops.product(gate, gate_b))
     return ops.norm_gated(o, gate, nw, heads, EPS, "sigmoid")
 
 
@@ -217,7 +227,10 @@ def naive_fla(spec: dict, arrays: dict, conv_state: np.ndarray, state: np.ndarra
         beta = 1 / (1 + np.exp(-from_bf16(arrays["beta"])[b].astype(np.float64)))
         s = state[slot].astype(np.float64).transpose(0, 2, 1).copy()  # [head, key, value] as fla keeps it
         o, s = recurrent_step(q, k, v, decay, beta, s)
-        gate = from_bf16(arrays["output_gate"])[b].reshape(heads, 128)
+        gate = from_bf16(arrays["output_gate"])[b]
+        if spec.get("gate_rank"):
+            gate = round_bf16(gate[:spec["gate_rank"]] @ from_bf16(arrays["gate_weight"]).T)
+        gate = gate.reshape(heads, 128)
         nw = from_bf16(arrays["norm_weight"])
         o = o / np.sqrt((o * o).mean(-1, keepdims=True) + EPS) * nw / (1 + np.exp(-gate))
         out[b] = o.reshape(dim)

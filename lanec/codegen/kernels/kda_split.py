@@ -13,7 +13,15 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
-from lanec.codegen.facts import KDA_HEAD, WARP, KdaSchedule, KdaSplitSpec, quantized_pitch, quantized_problems
+from lanec.codegen.facts import (
+    KDA_GATE_WIDTH,
+    KDA_HEAD,
+    WARP,
+    KdaSchedule,
+    KdaSplitSpec,
+    quantized_pitch,
+    quantized_problems,
+)
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     advance,
@@ -31,6 +39,7 @@ from lanec.codegen.kernels.primitives import (
     load_staged,
     load_weight_bf16x8,
     mma_into,
+    prefetch_l2,
     push_float,
     shared_bytes,
     sigmoid,
@@ -56,7 +65,8 @@ THREADS = KDA_HEAD + WARP  # 128 main threads (a key / value channel each) and t
 
 class KdaTensors(NamedTuple):
     """KdaSplit's tensors by name, in entry order (`params()`): the conv bias only with
-    ``has_bias``, the accepted counts only with ``tokens`` > 1 (None otherwise)."""
+    ``has_bias``, the accepted counts only with ``tokens`` > 1, the output gate's product weight
+    only with ``gate_rank`` (None otherwise)."""
 
     x: object
     conv_weight: object
@@ -73,6 +83,7 @@ class KdaTensors(NamedTuple):
     norm_weight: object
     f_b_weight: object
     accepted: object
+    gate_weight: object
 
 
 class KdaSplit:
@@ -113,18 +124,24 @@ class KdaSplit:
     count arrivals (32 gate lanes, 128 rows a token) instead of bytes.
     ``lower_bound``, ``scale``, ``eps`` (output norm) and ``l2_eps`` (q, k norms) are
     compile-time constants; ``slots`` is the state pools' slot count, ``x_pitch`` the row
-    pitch of x (its q, k, v columns may sit inside a wider row)."""
+    pitch of x (its q, k, v columns may sit inside a wider row).
+    ``gate_rank`` (fold-gate-product): the output gate is the product of its [rows, 128] input (row
+    pitch ``gate_pitch``) by ``gate_weight`` [dim, 128]: each main thread of a token's output CTA
+    dots its channel's weight row with the row's input (16-byte loads, 16 partial sums, then a tree)
+    while it waits for the cluster's state dots, and rounds it to bf16 as the product's store
+    would; the head's 32 KB of rows are prefetched into L2 before the PDL wait."""
 
     name = "kda_split"
 
     def __init__(self, heads, batch, gate_mode=0, has_bias=False, schedule=None, tokens=1,
                  gate_form="lower_bound", *, slots=None, lower_bound=-5.0, scale=KEY ** -0.5,
-                 eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None, quantize=0):
+                 eps=1e-5, l2_eps=1e-6, x_pitch=None, raw_gate_pitch=None, beta_pitch=None, quantize=0,
+                 gate_rank=None, gate_pitch=None):
         if not isinstance(schedule, KdaSchedule):  # knobs by name over the shape's defaults
             schedule = KdaSchedule.for_shape(heads, batch, schedule)
         KdaSplitSpec(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, gate_mode=gate_mode,
                      schedule=schedule, x_pitch=x_pitch, raw_gate_pitch=raw_gate_pitch, beta_pitch=beta_pitch,
-                     slots=slots).check()
+                     slots=slots, gate_rank=gate_rank, gate_pitch=gate_pitch).check()
         problems = quantized_problems(heads * KEY, quantize) if quantize else []
         if problems:
             raise ValueError("kda_split quantize epilogue: " + "; ".join(problems))
@@ -138,6 +155,8 @@ class KdaSplit:
         # f_a's output and the raw beta may be parts of the same product in parts as x (read in place)
         self.raw_gate_pitch = 128 if raw_gate_pitch is None else int(raw_gate_pitch)
         self.beta_pitch = heads if beta_pitch is None else int(beta_pitch)
+        self.gate_folded = gate_rank is not None  # the output gate's product done here
+        self.gate_pitch = (KDA_GATE_WIDTH if self.gate_folded else self.dim) if gate_pitch is None else int(gate_pitch)
         self.slots = batch * tokens + 1 if slots is None else int(slots)
         self.occupancy = schedule.occupancy
         self.early, self.staged = bool(schedule.early), schedule.early >= 2
@@ -204,27 +223,30 @@ class KdaSplit:
             TensorParam("state", (self.slots, self.heads, VALUE, KEY), "float32", written=True),
             TensorParam("output", (rows, quantized_pitch(dim, self.quantize)), "int8", written=True) if self.quantize
             else TensorParam("output", (rows, dim), "bfloat16", written=True),
-            TensorParam("output_gate", (rows, dim), "bfloat16"),
+            TensorParam("output_gate", (rows, KDA_GATE_WIDTH if self.gate_folded else dim), "bfloat16",
+                        (self.gate_pitch, 1)),
             TensorParam("norm_weight", (128,), "bfloat16"),
             TensorParam("f_b_weight", (dim, 128), "bfloat16"),
         ]
         if T > 1:
             params.append(TensorParam("accepted", (self.batch,), "int32"))
+        if self.gate_folded:
+            params.append(TensorParam("gate_weight", (dim, KDA_GATE_WIDTH), "bfloat16"))
         return params
 
     # --- device code --------------------------------------------------------------------------
 
     @cute.jit
     def __call__(self, *, x, conv_weight, conv_bias=None, conv_state, raw_gate, beta, a_log, dt_bias, slots, state,
-                 output, output_gate, norm_weight, f_b_weight, accepted=None):
+                 output, output_gate, norm_weight, f_b_weight, accepted=None, gate_weight=None):
         launch(self, x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state, output,
-               output_gate, norm_weight, f_b_weight, accepted, min_blocks_per_mp=self.occupancy)
+               output_gate, norm_weight, f_b_weight, accepted, gate_weight, min_blocks_per_mp=self.occupancy)
 
     @cute.kernel
     def kernel(self, x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state, output,
-               output_gate, norm_weight, f_b_weight, accepted):
+               output_gate, norm_weight, f_b_weight, accepted, gate_weight):
         tensors = KdaTensors(x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state,
-                             output, output_gate, norm_weight, f_b_weight, accepted)
+                             output, output_gate, norm_weight, f_b_weight, accepted, gate_weight)
         T: cutlass.Constexpr = self.tokens
         if cutlass.const_expr(not self.early):
             cute.arch.griddepcontrol_wait()
@@ -325,6 +347,9 @@ class KdaSplit:
         if thread < self.rows:
             self.conv_operands(tensors, taps, coeff, accum, 2, value_channel, conv_slot, offset)
         nw = norm_weight[thread].to(Float32)
+        if cutlass.const_expr(self.gate_folded):  # the head's gate rows into L2 where a token's output is made
+            if (thread == 0) & (partition < T):
+                prefetch_l2(at(tensors.gate_weight, head * 128, 0), 128 * KDA_GATE_WIDTH * 2)
         cute.arch.griddepcontrol_wait()
         inputs = zeros(3 * T, BFloat16)
         raw_betas = zeros(T, BFloat16)
@@ -336,7 +361,8 @@ class KdaSplit:
             if thread < self.rows:
                 inputs[3 * t + 2] = x[row, 2 * dim + value_channel]
             raw_betas[t] = beta[row, head]
-            raw_gates[t] = gate[row, qk_channel]
+            if cutlass.const_expr(not self.gate_folded):
+                raw_gates[t] = gate[row, qk_channel]
         cute.arch.griddepcontrol_launch_dependents()
         for t in cutlass.range_constexpr(T):  # window: 3 taps, then the inputs
             for s in cutlass.range_constexpr(3):
@@ -349,7 +375,8 @@ class KdaSplit:
         if cutlass.const_expr(T > 1 and not self.fast_math):
             raw = [accum[i] for i in range(3 * T)]
             raw += [raw_betas[t].to(Float32) for t in range(T)]
-            raw += [raw_gates[t].to(Float32) for t in range(T)]
+            if cutlass.const_expr(not self.gate_folded):
+                raw += [raw_gates[t].to(Float32) for t in range(T)]
             act = partial(lambda batch, i, value: batch[i], sigmoids(raw))
         betas, gates, qks, vs = [], [], [], []
         for t in cutlass.range_constexpr(T):
@@ -357,7 +384,8 @@ class KdaSplit:
             k = accum[3 * t + 1] * act(3 * t + 1, accum[3 * t + 1])
             vs.append(accum[3 * t + 2] * act(3 * t + 2, accum[3 * t + 2]))
             betas.append(act(3 * T + t, raw_betas[t].to(Float32)))
-            gates.append(act(4 * T + t, raw_gates[t].to(Float32)))
+            if cutlass.const_expr(not self.gate_folded):
+                gates.append(act(4 * T + t, raw_gates[t].to(Float32)))
             shared_q[advance(thread, 128 * t)] = q
             shared_k[advance(thread, 128 * t)] = k
             qks += [q, k]
@@ -448,6 +476,10 @@ class KdaSplit:
                 conv_state[conv_slot, channel, 2 + u] = inputs[3 * u + 2]
         for t in cutlass.range_constexpr(T):
             if partition == t % self.cluster:
+                if cutlass.const_expr(self.gate_folded):  # while the cluster's dots arrive
+                    gate_t = sigmoid(self.gate_product(tensors, advance(token, t), head * 128 + thread), self.fast_math)
+                else:
+                    gate_t = gates[t]
                 wait(barrier + t // self.cluster, scope=self.scope)
                 raw_o = shared_o[128 * t + self.output_position(thread)]
                 sums = cute.make_rmem_tensor(4, Float32)
@@ -457,7 +489,7 @@ class KdaSplit:
                     sums[g] = warp_reduce(tree_sum([o * o for o in o4]), operator.add, 8)
                 sumsq = tree_sum([sums[g] for g in range(4)])
                 rstd = cute.math.rsqrt(sumsq * (1.0 / 128) + self.eps, fastmath=True)
-                result = raw_o * rstd * nw * gates[t]
+                result = raw_o * rstd * nw * gate_t
                 self.write_output(output, advance(token, t), qk_channel, result)
                 if cutlass.const_expr(t == 0):
                     for section in cutlass.range_constexpr(2):
@@ -770,6 +802,22 @@ class KdaSplit:
             row = [history[p, j, e] for e in range(4)]
             partials[j] = dot(row, [vector[j, e] for e in range(4)], ftz=self.fast_math)
         return tree_sum([partials[j] for j in range(self.chunks)])
+
+    @cute.jit
+    def gate_product(self, tensors, row, channel):
+        """The output gate of one channel, folded: its weight row dotted with the row's gate input (four
+        chains of FMAs, one a word of each 16-byte load, summed as a tree: few registers live, as the
+        state update's staged schedules need), rounded to bf16 as the product would store it."""
+        weight, source = tensors.gate_weight, tensors.output_gate
+        chains = zeros(4, Float32)
+        for i in cutlass.range_constexpr(KDA_GATE_WIDTH // 8):
+            w = load_weight_bf16x8(at(weight, channel, 8 * i))
+            a = load_activation_bf16x8(at(source, row, 8 * i))
+            for e in cutlass.range_constexpr(4):
+                x0, x1 = unpack_bf16(a[e])
+                w0, w1 = unpack_bf16(w[e])
+                chains[e] = fma(x1, w1, fma(x0, w0, chains[e]))
+        return tree_sum([chains[e] for e in range(4)]).to(BFloat16).to(Float32)
 
     @cute.jit
     def write_output(self, output, row, channel, value):

@@ -28,9 +28,11 @@ TOKENS = (1, 2, 3, 4, 8)
 
 
 def case(heads, batch, tokens=1, gate_form="lower_bound", has_bias=False, gate_mode=0,
-         schedule=None, x_pitch=None, slots=None) -> dict:
+         schedule=None, x_pitch=None, slots=None, gate_rank=None, gate_pitch=None) -> dict:
+    """`gate_rank` (and `gate_pitch`, its input's row pitch): the output gate's product folded."""
     return dict(heads=heads, batch=batch, tokens=tokens, gate_form=gate_form, has_bias=has_bias,
-                gate_mode=gate_mode, schedule=dict(schedule or {}), x_pitch=x_pitch, slots=slots)
+                gate_mode=gate_mode, schedule=dict(schedule or {}), x_pitch=x_pitch, slots=slots,
+                gate_rank=gate_rank, gate_pitch=gate_pitch)
 
 
 def schedule_label(knobs: dict) -> str:
@@ -51,8 +53,10 @@ def stem(spec: dict) -> str:
     sched = schedule_label(spec["schedule"])
     pitch = f"_p{spec['x_pitch']}" if spec.get("x_pitch") else ""
     slots = f"_n{spec['slots']}" if spec.get("slots") else ""
+    gate = f"_g{spec['gate_rank']}" if spec.get("gate_rank") else ""
+    gate += f"_gp{spec['gate_pitch']}" if spec.get("gate_pitch") else ""
     return (f"h{spec['heads']}_b{spec['batch']}_t{spec['tokens']}_{form}_bias{int(spec['has_bias'])}"
-            f"_m{spec['gate_mode']}_s{sched}{pitch}{slots}")
+            f"_m{spec['gate_mode']}_s{sched}{pitch}{slots}{gate}")
 
 
 def quick() -> list[dict]:
@@ -77,6 +81,13 @@ def quick() -> list[dict]:
         case(4, 17, x_pitch=3 * 4 * 128 + 64),
         case(8, 128, schedule={"early": 1, "occupancy": 5}),
         case(16, 256, tokens=2, gate_form="softplus", has_bias=True),
+        # the output gate's product folded (fold-gate-product): Kimi Linear's batch 1 with g_a read in a
+        # wider row, speculative tokens, staged state at five CTAs a SM, one CTA a head
+        case(32, 1, gate_form="softplus", gate_rank=128, gate_pitch=264),
+        case(8, 3, tokens=4, gate_form="softplus", has_bias=True, gate_rank=128),
+        case(8, 17, schedule={"early": 2}, gate_rank=128),
+        case(8, 128, schedule={"early": 2, "lanes": 32, "occupancy": 5}, gate_rank=128),
+        case(4, 2, tokens=3, schedule={"early": 1, "cluster": 1}, gate_rank=128),
     ]
 
 
@@ -149,7 +160,8 @@ def _build_one(spec: dict) -> str:
     from lanec.codegen.kernels.kda_split import KdaSplit
 
     kernel = KdaSplit(spec["heads"], spec["batch"], spec["gate_mode"], spec["has_bias"], spec["schedule"],
-                      spec["tokens"], spec["gate_form"], x_pitch=spec.get("x_pitch"), slots=spec.get("slots"))
+                      spec["tokens"], spec["gate_form"], x_pitch=spec.get("x_pitch"), slots=spec.get("slots"),
+                      gate_rank=spec.get("gate_rank"), gate_pitch=spec.get("gate_pitch"))
     compile_kernel(kernel).save(OUT, stem(spec))
     return stem(spec)
 
