@@ -10,14 +10,24 @@ head's 32 KB of rows where g_b's own launch read the weight once (kimi-kda-b64 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import KdaSplitSpec
-from lanec.dialects.form import KdaOp, ProductOp, shape
+from lanec.dialects.form import KdaOp, ProductOp, shape, step_of
 from lanec.passes.fold_kda import kda_with_gate
 from lanec.passes.rule import Judge, Rule, defined_before, is_single_product, only_user, weight_format
+
+
+def gate_problems(kda: KdaOp, gate: SSAValue, weight: SSAValue) -> list[str]:
+    """Why KdaSplit cannot do `kda`'s output gate as the product of `gate` by `weight` (its facts,
+    `KdaSplitSpec.gate_problems`), each a phrase after the kernel's name."""
+    step = step_of(kda)
+    spec = KdaSplitSpec(heads=kda.heads.value.data, batch=step.batch.value.data if step is not None else 1,
+                        gate_rank=shape(gate)[1], gate_format=weight_format(weight))
+    return [f"{spec.kernel} {p}" for p in spec.gate_problems()]
 
 
 class FoldGateProduct(Judge):
@@ -35,11 +45,9 @@ class FoldGateProduct(Judge):
         if not defined_before(product.weights[0], op):
             self.decide(op, False, "the output gate's product weight is defined after the kda")
             return
-        rank = shape(product.x)[1]
-        spec = replace(KdaSplitSpec(heads=op.heads.value.data, batch=1), gate_rank=rank,
-                       gate_format=weight_format(product.weights[0]))
-        if self.held(op, [f"{spec.kernel} {p}" for p in spec.gate_problems()]):
+        if self.held(op, gate_problems(op, product.x, product.weights[0])):
             return
+        rank = shape(product.x)[1]
         folded = kda_with_gate(op, product.x, product.weights[0])
         self.decide(op, True, f"the output gate's product ({rank} -> {shape(op.gate)[1]}) done in KdaSplit's output "
                               "CTA: its input read, no launch of its own", about=folded)

@@ -9,7 +9,7 @@ the kda again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
@@ -27,8 +27,9 @@ from lanec.dialects.form import (
     step_of,
     tokens_of,
 )
+from lanec.passes.fold_gate_product import gate_problems
 from lanec.passes.fold_kda import kda_with_gate
-from lanec.passes.rule import Judge, Rule, name_after, weight_format
+from lanec.passes.rule import Judge, Rule, name_after
 
 
 def chain_of(op: KdaOp):
@@ -82,17 +83,14 @@ class HoldKda(Judge):
         if op.gate_b is None:
             self.decide(op, True, launch)
             return
-        rank = shape(op.gate)[1]
-        gated = replace(spec, gate_rank=rank, gate_format=weight_format(op.gate_b))
-        failed = gated.gate_problems()
+        failed = gate_problems(op, op.gate, op.gate_b)
         if not failed:
-            self.decide(op, True, f"{launch}, its output gate's product of rank {rank} in the output CTA")
+            self.decide(op, True, f"{launch}, its output gate's product of rank {shape(op.gate)[1]} in the output CTA")
             return
         product = ProductOp(op.gate, [op.gate_b])
         name_after(product.parts[0], op.result, "gate")
         unfolded = kda_with_gate(op, product.parts[0], None)
-        self.split_back(op, f"{launch}; its output gate's product held back: "
-                            + "; ".join(f"{spec.kernel} {p}" for p in failed), [product])
+        self.split_back(op, f"{launch}; its output gate's product held back: " + "; ".join(failed), [product])
         rewriter.replace(op, [product, unfolded])
 
 

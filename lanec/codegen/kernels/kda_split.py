@@ -127,9 +127,10 @@ class KdaSplit:
     pitch of x (its q, k, v columns may sit inside a wider row).
     ``gate_rank`` (fold-gate-product): the output gate is the product of its [rows, 128] input (row
     pitch ``gate_pitch``) by ``gate_weight`` [dim, 128]: each main thread of a token's output CTA
-    dots its channel's weight row with the row's input (16-byte loads, 16 partial sums, then a tree)
-    while it waits for the cluster's state dots, and rounds it to bf16 as the product's store
-    would; the head's 32 KB of rows are prefetched into L2 before the PDL wait."""
+    dots its channel's weight row with the row's input (16-byte loads into four FMA chains, then a
+    tree) while it waits for the cluster's state dots, and rounds it to bf16 as the product's store
+    would; the head's 32 KB of rows are prefetched into L2 before the PDL wait (the lane's knob
+    `fold_gate`, off: measured slower, bench/RESULTS.md)."""
 
     name = "kda_split"
 
