@@ -4,6 +4,9 @@ Linear's product shapes, measured in the same run. Two steps:
     python bench/gemv.py build      # CPU machine: compile the specializations into build/bench/gemv/
     PYTHONPATH=. python3 bench/gemv.py   # GPU machine (torch for the anchor): the table
 
+The short products (`SHORT`: K <= 512, some read per head) are timed at 1 and 8 rows with schedules of
+fewer warps and more rows a CTA; their anchor is cuBLAS's batched product over the heads.
+
 Method: clocks warmed by copies first; each product's weights rotate over enough copies to pass
 240 MB (4x the 60 MB L2), so every launch reads its weights from HBM; a CUDA graph holds one launch
 per copy (ours with PDL, as a decode step runs them; torch's matmul into the same output), and a
@@ -33,6 +36,19 @@ PRODUCTS = [  # (label, K, parts)
     ("lm head", 2304, [163840]),
     ("expert gate+up", 2304, [2048]),
 ]
+# Short products (K <= 512), where the default's 8 warps leave most threads without a vector (K = 128: 16
+# vectors for 256 threads): the KDA output gate's g_b, and an absorbed latent attention's per-head query
+# absorption and value expansion (Kimi Linear's 32 heads, DeepSeek-V3's 128). A real-size batch-1 profile
+# (H200, 2026-11-30) put Kimi Linear's absorption at 13.97 us for its 4.2 MB (7% of the copy bandwidth).
+# (label, K, parts, per_head: heads, unit, offset of the part each head reads)
+SHORT = [
+    ("kda g_b", 128, [4096], None),
+    ("kimi mla absorb", 128, [32 * 512], (32, 192, 0)),
+    ("kimi mla expand", 512, [32 * 128], (32, 512, 0)),
+    ("deepseek mla absorb", 128, [128 * 512], (128, 192, 0)),
+    ("deepseek mla expand", 512, [128 * 128], (128, 512, 0)),
+]
+SHORT_ROWS = [1, 8]
 PAIRS = [("dense pair swiglu", 2304, 9216), ("expert pair swiglu", 2304, 1024)]  # (label, K, hidden)
 ROWS = [1, 8, 32]
 
@@ -50,6 +66,13 @@ SCHEDULES = {
     8: [knobs(True, None, 8), knobs(True, None, 16), knobs(True, 4, 8), knobs(False, 8, 2)],
     32: [knobs(True, None, 8), knobs(True, None, 16), knobs(True, 4, 16), knobs(True, None, 32)],
 }
+# for the short products: fewer warps (each still a vector a lane of the row), more rows a CTA
+SHORT_SCHEDULES = {
+    1: [knobs(False, 1, 4), knobs(False, 1, 8), knobs(False, 1, 16), knobs(False, 2, 4), knobs(False, 2, 8),
+        knobs(False, 4, 2), knobs(False, 4, 8)],
+    8: [knobs(False, 1, 2), knobs(False, 1, 4), knobs(False, 2, 2), knobs(False, 2, 4), knobs(True, None, 8),
+        knobs(True, 1, 16), knobs(True, 2, 16)],
+}
 ROTATE_BYTES = 240 * 2**20
 
 
@@ -65,14 +88,15 @@ def build() -> None:
         compiled = compile_kernel(kernel)
         compiled.save(OUT, stem)
         entries.append({"stem": stem, "warps": kernel.warps, "per_cta": kernel.rows_per_cta,
-                        "path": "mma" if kernel.tensor_cores else "fma", **info})
+                        "path": "mma" if kernel.tensor_cores else "fma", "x_width": kernel.x_width, **info})
         print(f"{stem:40s} grid {compiled.launch.grid[0]:6d} x {compiled.launch.block[0]}")
 
-    def variants(make, label, kind, k, n, slug):
-        for rows in ROWS:
+    def variants(make, label, kind, k, n, slug, rows_set=ROWS, schedules=SCHEDULES, per_head=None):
+        for rows in rows_set:
             default = make(rows, None)
-            add(default, f"{slug}_r{rows}", label=label, kind=kind, k=k, n=n, rows=rows, default=True)
-            for schedule in SCHEDULES[rows]:
+            add(default, f"{slug}_r{rows}", label=label, kind=kind, k=k, n=n, rows=rows, default=True,
+                per_head=per_head)
+            for schedule in schedules[rows]:
                 try:
                     kernel = make(rows, schedule)
                 except ValueError:
@@ -82,11 +106,15 @@ def build() -> None:
                 if not same:
                     knobs = "-".join(f"{key}{int(value)}" for key, value in schedule.items())
                     add(kernel, f"{slug}_r{rows}_{knobs}", label=label, kind=kind, k=k, n=n, rows=rows,
-                        default=False)
+                        default=False, per_head=per_head)
 
     for label, k, parts in PRODUCTS:
         variants(lambda rows, schedule, k=k, parts=parts: Gemv(rows, k, parts, schedule=schedule),
                  label, "gemv", k, sum(parts), label.replace(" ", "_").replace("+", ""))
+    for label, k, parts, per_head in SHORT:
+        variants(lambda rows, schedule, k=k, parts=parts, per_head=per_head: Gemv(
+            rows, k, parts, per_head=per_head, schedule=schedule), label, "gemv", k, sum(parts),
+            label.replace(" ", "_").replace("+", ""), SHORT_ROWS, SHORT_SCHEDULES, per_head=per_head)
     for label, k, hidden in PAIRS:
         variants(lambda rows, schedule, k=k, hidden=hidden: GatedGemv(rows, k, hidden, schedule=schedule),
                  label, "gated_gemv", k, 2 * hidden, label.replace(" ", "_"))
@@ -141,7 +169,7 @@ def run() -> list:
             torch.cuda.empty_cache()
             weights_cache[key] = torch.empty(copies, n, k, dtype=torch.bfloat16, device="cuda").normal_()
         weights = weights_cache[key]
-        x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+        x = torch.randn(rows, entry.get("x_width", k), dtype=torch.bfloat16, device="cuda")
         y = torch.empty(rows, n if entry["kind"] == "gemv" else n // 2, dtype=torch.bfloat16, device="cuda")
         torch.cuda.synchronize()
         artifact = load_artifact(OUT, entry["stem"])
@@ -160,15 +188,27 @@ def run() -> list:
         graph.destroy()
         torch_us = None
         if entry["default"]:
-            out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+            per_head = entry.get("per_head")
+            if per_head:  # each head's part of x by its own rows: one batched product (cuBLAS), heads the batch
+                heads, unit, offset = per_head
+                xs = x.view(rows, heads, unit)[:, :, offset:offset + k].transpose(0, 1)
+                out = torch.empty(heads, rows, n // heads, dtype=torch.bfloat16, device="cuda")
+
+                def product(i, xs=xs, out=out, heads=heads, weights=weights, k=k):
+                    torch.bmm(xs, weights[i].view(heads, -1, k).transpose(1, 2), out=out)
+            else:
+                out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+
+                def product(i, out=out, x=x, weights=weights):
+                    torch.matmul(x, weights[i].t(), out=out)
             with torch.cuda.stream(torch_stream):
                 for i in range(copies):  # warm cuBLAS's choice outside the capture
-                    torch.matmul(x, weights[i].t(), out=out)
+                    product(i)
                 torch_stream.synchronize()
                 torch_graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(torch_graph, stream=torch_stream):
                     for i in range(copies):
-                        torch.matmul(x, weights[i].t(), out=out)
+                        product(i)
             torch_us = torch_time(torch_graph.replay) / copies
             del torch_graph
         tbs = weight_bytes / ours_us / 1e6

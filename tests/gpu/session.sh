@@ -167,14 +167,15 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the eighth session's queue (2026-11-30): the fold-gate-product A/B in one run. The fold (`--fold-gate`, off by
-      # default) was measured against the last session's step times only: kimi-kda-b1 301.9 us (298.9 without, a
-      # session earlier), b64 568.5 (506.3), b256 1427.0 (1107.7). Here both sides in the same rounds (here: python
-      # tests/gpu/plans.py kimi-kda-b1 kimi-kda-b1-fold-gate kimi-kda-b64 kimi-kda-b64-fold-gate kimi-full-b1-c1k
-      # kimi-full-b1-c1k-fold-gate; carry build/plans, .anchors and .whl; about 5 minutes)
-      python3 bench/step_chain.py --rounds 3 build/plans/kimi-kda-b1.plan build/plans/kimi-kda-b1-fold-gate.plan \
-        build/plans/kimi-kda-b64.plan build/plans/kimi-kda-b64-fold-gate.plan 2>&1 | tee "$logs/pending.log" || status=1
-      python3 bench/model.py kimi-full-b1-c1k kimi-full-b1-c1k-fold-gate 2>&1 | tee -a "$logs/pending.log" || status=1 ;;
+      # the eighth session's queue (2026-11-30, about 3 minutes): the short products' schedules. The real-size
+      # batch-1 profile put each MLA layer's absorbed-query product (K = 128, per head) at 13.97 us for 4.2 MB and its
+      # value expansion (K = 512) at 5.97 us, and KDA's g_b (K = 128) runs the same default: 8 warps, of which a
+      # K = 128 row keeps 16 threads busy. bench/gemv.py's SHORT set times them with fewer warps and more rows a CTA
+      # (here: python bench/gemv.py build; carry build/bench/gemv). Then: copy the short products' entries of
+      # $logs/schedules.json into lanec/codegen/schedules.json, rebuild, run the tuned gemv cases (`check`) and
+      # bench/model.py kimi-full-b1-c1k (the fold-gate A/B at batch 1 ran on 2026-11-30: 305.44 us with the fold
+      # against 300.62 and 299.31 without, one run)
+      timeout 300 python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/pending.log" || status=1 ;;
     fold-gate)
       # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
       # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end
