@@ -413,3 +413,40 @@ def test_latent_wgmma_blocks_spread_rows_over_the_fewest_blocks(rows, blocks):
     from lanec.codegen.facts import latent_wgmma_blocks
 
     assert latent_wgmma_blocks(rows) == blocks
+
+
+def test_a_table_entry_for_a_short_per_head_product_reaches_its_launch(tmp_path, monkeypatch):
+    """bench/gemv.py's SHORT set times the latent attention's per-head absorption (K = 128) with fewer
+    warps and more rows a CTA; an entry it writes for that shape (rows, width, outputs) is the schedule
+    the absorption's gemv launch takes, and every SHORT schedule it times is a kernel the shape
+    accepts with fewer warps than the default."""
+    from bench_scripts import load_bench
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen import schedules
+    from lanec.codegen.kernels.gemv import Gemv
+
+    bench = load_bench("gemv", monkeypatch)
+    for _, k, parts, per_head in bench.SHORT:
+        default = Gemv(1, k, parts, per_head=per_head)
+        taken = []
+        for schedule in bench.SHORT_SCHEDULES[1]:
+            try:
+                taken.append(Gemv(1, k, parts, per_head=per_head, schedule=schedule))
+            except ValueError:
+                continue
+        assert any(kernel.warps < default.warps for kernel in taken), (k, parts)
+    out = tmp_path / "mla.mlir"
+    result = CliRunner().invoke(main, ["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
+                                       "--layers", "4", "--dense-mlp", "9216", "--batch", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    held = schedules.table()
+    entry = {"schedule": {"warps": 1, "rows_per_cta": 16, "tensor_cores": False}, "us": 3.0}
+    monkeypatch.setattr(schedules, "table", lambda: {**held, "gemv": {
+        **held.get("gemv", {}), "outputs=16384,rows=1,width=128": entry}})
+    absorbed = [spec_of(op) for op in launches(out) if op.kernel.data == "gemv" and spec_of(op).get("per_head")
+                and spec_of(op)["width"] == 128]
+    assert len(absorbed) == 1  # the one MLA layer of the four
+    assert absorbed[0]["per_head"] == (32, 192, 0) and absorbed[0]["parts"] == (16384,)
+    assert absorbed[0]["schedule"] == {"warps": 1, "rows_per_cta": 16, "tensor_cores": False}
