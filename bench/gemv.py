@@ -6,6 +6,7 @@ Linear's product shapes, measured in the same run. Two steps:
 
 The short products (`SHORT`: K <= 512, some read per head) are timed at 1 and 8 rows with schedules of
 fewer warps and more rows a CTA; their anchor is cuBLAS's batched product over the heads.
+`LANEC_GEMV_SET=short python bench/gemv.py build` builds only them (the GPU step times what was built).
 
 Method: clocks warmed by copies first; each product's weights rotate over enough copies to pass
 240 MB (4x the 60 MB L2), so every launch reads its weights from HBM; a CUDA graph holds one launch
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -108,14 +110,15 @@ def build() -> None:
                     add(kernel, f"{slug}_r{rows}_{knobs}", label=label, kind=kind, k=k, n=n, rows=rows,
                         default=False, per_head=per_head)
 
-    for label, k, parts in PRODUCTS:
+    short_only = os.environ.get("LANEC_GEMV_SET") == "short"
+    for label, k, parts in [] if short_only else PRODUCTS:
         variants(lambda rows, schedule, k=k, parts=parts: Gemv(rows, k, parts, schedule=schedule),
                  label, "gemv", k, sum(parts), label.replace(" ", "_").replace("+", ""))
     for label, k, parts, per_head in SHORT:
         variants(lambda rows, schedule, k=k, parts=parts, per_head=per_head: Gemv(
             rows, k, parts, per_head=per_head, schedule=schedule), label, "gemv", k, sum(parts),
             label.replace(" ", "_").replace("+", ""), SHORT_ROWS, SHORT_SCHEDULES, per_head=per_head)
-    for label, k, hidden in PAIRS:
+    for label, k, hidden in [] if short_only else PAIRS:
         variants(lambda rows, schedule, k=k, hidden=hidden: GatedGemv(rows, k, hidden, schedule=schedule),
                  label, "gated_gemv", k, 2 * hidden, label.replace(" ", "_"))
     (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")

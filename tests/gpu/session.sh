@@ -171,11 +171,11 @@ for phase in "${phases[@]}"; do
       # batch-1 profile put each MLA layer's absorbed-query product (K = 128, per head) at 13.97 us for 4.2 MB and its
       # value expansion (K = 512) at 5.97 us, and KDA's g_b (K = 128) runs the same default: 8 warps, of which a
       # K = 128 row keeps 16 threads busy. bench/gemv.py's SHORT set times them with fewer warps and more rows a CTA
-      # (here: python bench/gemv.py build; carry build/bench/gemv). Then: copy the short products' entries of
+      # (here: LANEC_GEMV_SET=short python bench/gemv.py build; carry build/bench/gemv). Then: copy the entries of
       # $logs/schedules.json into lanec/codegen/schedules.json, rebuild, run the tuned gemv cases (`check`) and
       # bench/model.py kimi-full-b1-c1k (the fold-gate A/B at batch 1 ran on 2026-11-30: 305.44 us with the fold
       # against 300.62 and 299.31 without, one run)
-      timeout 300 python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/pending.log" || status=1 ;;
+      timeout 240 python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/pending.log" || status=1 ;;
     fold-gate)
       # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
       # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end
