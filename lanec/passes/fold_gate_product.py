@@ -16,17 +16,17 @@ from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import KdaSplitSpec
-from lanec.dialects.form import KdaOp, ProductOp, shape, step_of
+from lanec.dialects.form import KdaOp, ProductOp, shape
 from lanec.passes.fold_kda import kda_with_gate
 from lanec.passes.rule import Judge, Rule, defined_before, is_single_product, only_user, weight_format
 
 
 def gate_problems(kda: KdaOp, gate: SSAValue, weight: SSAValue) -> list[str]:
     """Why KdaSplit cannot do `kda`'s output gate as the product of `gate` by `weight` (its facts,
-    `KdaSplitSpec.gate_problems`), each a phrase after the kernel's name."""
-    step = step_of(kda)
-    spec = KdaSplitSpec(heads=kda.heads.value.data, batch=step.batch.value.data if step is not None else 1,
-                        gate_rank=shape(gate)[1], gate_format=weight_format(weight))
+    `KdaSplitSpec.gate_problems`, which read neither the heads nor the batch), each a phrase after the
+    kernel's name."""
+    spec = KdaSplitSpec(heads=kda.heads.value.data, batch=1, gate_rank=shape(gate)[1],
+                        gate_format=weight_format(weight))
     return [f"{spec.kernel} {p}" for p in spec.gate_problems()]
 
 

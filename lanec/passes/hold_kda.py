@@ -32,6 +32,11 @@ from lanec.passes.fold_kda import kda_with_gate
 from lanec.passes.rule import Judge, Rule, name_after
 
 
+def gate_product(op: KdaOp) -> ProductOp:
+    """The output gate's product a kda with `gate_b` folded (fold-gate-product), as its own op."""
+    return ProductOp(op.gate, [op.gate_b])
+
+
 def chain_of(op: KdaOp):
     """The unfused ops with the kda's meaning, the last one's result the kda's."""
     dim, heads = shape(op.q)[1], op.heads.value.data
@@ -50,7 +55,7 @@ def chain_of(op: KdaOp):
     beta = SigmoidOp(op.beta)
     rule = DeltaRuleOp(norm_q.result, norm_k.result, convs[2].result, gate.result, beta.result, op.state, op.slots,
                        heads, heads, op.scale.value.data, accepted=accepted)
-    gating = [ProductOp(op.gate, [op.gate_b])] if op.gate_b is not None else []
+    gating = [gate_product(op)] if op.gate_b is not None else []
     out = NormGatedOp(rule.result, gating[0].parts[0] if gating else op.gate, op.norm_weight, heads,
                       op.eps.value.data, "sigmoid", result_type=op.result.type)
     if op.quantize is not None:  # fuse-quant's epilogue: the gated norm writes the quantized form
@@ -87,7 +92,7 @@ class HoldKda(Judge):
         if not failed:
             self.decide(op, True, f"{launch}, its output gate's product of rank {shape(op.gate)[1]} in the output CTA")
             return
-        product = ProductOp(op.gate, [op.gate_b])
+        product = gate_product(op)
         name_after(product.parts[0], op.result, "gate")
         unfolded = kda_with_gate(op, product.parts[0], None)
         self.split_back(op, f"{launch}; its output gate's product held back: " + "; ".join(failed), [product])
