@@ -32,6 +32,14 @@ CASES = {
     "r8_k4096_fma": dict(rows=8, width=4096, parts=[1000],
                          schedule={"warps": 8, "rows_per_cta": 2, "tensor_cores": False}),
     "r6_per_head_mma": dict(rows=6, width=128, parts=[512], per_head=[8, 192, 64]),
+    # the short products' tuned schedules read per head (the table keys them by shape only): Kimi
+    # Linear's absorbed query at one warp of 16 rows a CTA, and odd heads at 8 rows on tensor cores
+    "r1_per_head_kimi_absorb_w1": dict(rows=1, width=128, parts=[32 * 512], per_head=[32, 192, 0],
+                                       schedule={"warps": 1, "rows_per_cta": 16, "tensor_cores": False}),
+    "r8_per_head_w2_mma": dict(rows=8, width=128, parts=[7 * 512], per_head=[7, 192, 64],
+                               schedule={"warps": 2, "rows_per_cta": 16, "tensor_cores": True}),
+    "r1_per_head_expand_w4": dict(rows=1, width=512, parts=[5 * 128], per_head=[5, 512, 0],
+                                  schedule={"warps": 4, "rows_per_cta": 8, "tensor_cores": False}),
     # a part of a product in parts read in place: g_b's input in the KDA layer (pitch 12576)
     "r1_k128_pitch": dict(rows=1, width=128, parts=[4096], x_pitch=12576),
     "r8_k128_pitch_mma": dict(rows=8, width=128, parts=[4096], x_pitch=12576),
