@@ -1,6 +1,6 @@
 """gemv with the argmax in its epilogue (fold-argmax-into-gemv) compiles for sm_90a: one shared
-64-bit atomic minimum a CTA gathers its outputs' keys, one global minimum a row, one ticket a CTA
-between fences, the last CTA's read through L2; no local memory; the refusals say why. On the GPU:
+64-bit atomic minimum a CTA gathers its outputs' keys; at each of two levels (the CTA's ticket
+group, then the grid) a global minimum a row and a ticket between fences, the keys read through L2; no local memory; the refusals say why. On the GPU:
 tests/gpu/test_kernels.py's `argmax` gemv cases (three launches each, the scratch back at its start)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from ptx import compiled_for_sm90a
 
+from lanec.codegen.facts import ARGMAX_GROUPS, ARGMAX_SLOT
 from lanec.codegen.kernels.gemv import Gemv
 
 
@@ -16,12 +17,15 @@ def test_argmax_epilogue_compiles_with_one_ticket_a_cta(rows, width, outputs):
     kernel = Gemv(rows, width, (outputs,), argmax=True)
     ptx = compiled_for_sm90a(kernel).ptx
     assert ptx.count("red.shared.min.u64") == 1  # the CTA's keys, every output offering its own
-    assert ptx.count("red.global.min.u64") == rows  # one a row for the grid
-    assert ptx.count("atom.global.inc.u32") == 1 and ptx.count("fence.acq_rel.gpu") == 2 + rows
-    assert ptx.count("ld.global.cg.v2.u32") == rows  # the last CTA reads each row's key through L2
+    # two levels: a row's key into the CTA's group's slot, then the group's last into the grid's
+    assert ptx.count("red.global.min.u64") == 2 * rows
+    # a ticket a level, each between two fences; each key read through L2 after a fence
+    assert ptx.count("atom.global.inc.u32") == 2 and ptx.count("fence.acq_rel.gpu") == 4 + 2 * rows
+    assert ptx.count("ld.global.cg.v2.u32") == 2 * rows
     assert ".local" not in ptx
-    names = [p.name for p in kernel.params()]
-    assert names == ["x", "w", "y", "best", "tickets", "chosen"]
+    params = {p.name: p for p in kernel.params()}
+    assert list(params) == ["x", "w", "y", "best", "tickets", "chosen"]
+    assert params["best"].shape == params["tickets"].shape == (ARGMAX_GROUPS + 1, ARGMAX_SLOT)
     keys = -(-8 * max(rows, 2) // 16) * 16  # a key a row (two at least), then the last-CTA flag
     assert kernel.launch().shared_bytes == Gemv(rows, width, (outputs,)).launch().shared_bytes + keys + 16
 

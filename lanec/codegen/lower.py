@@ -33,6 +33,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec.codegen.facts import (
+    ARGMAX_GROUPS,
+    ARGMAX_SLOT,
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
@@ -516,11 +518,13 @@ class Lowering:
 
     def gemv_argmax(self, x: Window, weight: Window, out: Window, spec: dict, argmax: form.ArgmaxOp) -> None:
         """One gemv launch that also writes the argmax of each output row (its epilogue): the rows'
-        best keys (`.best`, reset by the launch's last CTA) and the CTAs' ticket count (`.tickets`)
-        are activations a session leaves poisoned (all ones), the start the epilogue expects."""
+        best keys (`.best`, reset by the CTAs that read them) and the ticket counts (`.tickets`), the
+        grid's and each ticket group's, are activations a session leaves poisoned (all ones), the
+        start the epilogue expects."""
         rows = out.shape[0]
-        best = self.activation("argmax.best", (rows, 2), IntegerType(32))
-        tickets = self.activation("argmax.tickets", (1,), IntegerType(32))
+        slots = (ARGMAX_GROUPS + 1, ARGMAX_SLOT)  # the grid's keys and ticket, then each group's
+        best = self.activation("argmax.best", slots, IntegerType(32))
+        tickets = self.activation("argmax.tickets", slots, IntegerType(32))
         chosen = self.activation("argmax", (rows,), IntegerType(32))
         self.gemv(x, weight, out, {**spec, "argmax": True}, epilogue=[best, tickets, chosen])
         self.argmax_epilogues[argmax.result] = chosen

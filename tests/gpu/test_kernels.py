@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lanec.codegen.facts import ARGMAX_GROUPS, ARGMAX_SLOT, argmax_groups
 from lanec.interp import ops
 from lanec.runtime import driver
 from lanec.runtime.artifact import load_artifact
@@ -150,6 +151,18 @@ def manifest():
     return {entry["stem"]: entry for entry in json.loads(path.read_text())["cases"]}
 
 
+def argmax_scratch(ctas: int) -> dict:
+    """The argmax epilogue's scratch after its launches: every key slot back at the identity (all
+    ones); the grid's ticket (row 0) and each group's (row 1 + g) at its draws less one, the count
+    the last draw leaves; the rest of each 128-byte slot as poisoned."""
+    groups = argmax_groups(ctas)
+    tickets = np.full((ARGMAX_GROUPS + 1, ARGMAX_SLOT), -1, np.int32)
+    tickets[0, 0] = groups - 1
+    for group in range(groups):
+        tickets[1 + group, 0] = len(range(group, ctas, groups)) - 1
+    return {"best": np.full((ARGMAX_GROUPS + 1, ARGMAX_SLOT), -1, np.int32), "tickets": tickets}
+
+
 @pytest.mark.parametrize(("kernel", "case", "spec"), _cases())
 def test_kernel_matches_interpreter(kernel, case, spec, manifest, stream):
     stem = f"{kernel}/{case}"
@@ -176,8 +189,7 @@ def test_kernel_matches_interpreter(kernel, case, spec, manifest, stream):
         outputs = [(p, b) for p, b in zip(artifact.params, buffers) if p.written]
         if spec.get("argmax"):  # the stored y's argmax (ties by the GPU's own rounding), the scratch at its start
             y = next(_read(b, p) for p, b in outputs if p.name == "y")
-            expected.update(chosen=ops.argmax(y), best=np.full((spec["rows"], 2), -1, np.int32),
-                            tickets=np.array([artifact.launch.grid[0] - 1], np.int32))
+            expected.update(chosen=ops.argmax(y), **argmax_scratch(artifact.launch.grid[0]))
         assert sorted(p.name for p, _ in outputs) == sorted(expected)
         for param, buffer in outputs:
             want = np.asarray(expected[param.name])

@@ -41,6 +41,8 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Uint32, Uint64
 
 from lanec.codegen.facts import (
+    ARGMAX_GROUPS,
+    ARGMAX_SLOT,
     GEMV_TENSOR_CORE_ROWS,
     GEMV_WARPS,
     SM_COUNT,
@@ -48,6 +50,7 @@ from lanec.codegen.facts import (
     WARP,
     RowProductsSpec,
     RowSchedule,
+    argmax_groups,
     quantized_pitch,
     quantized_problems,
 )
@@ -551,8 +554,8 @@ class Gemv(RowProducts):
 
     def params(self) -> list[TensorParam]:
         before, after = self.norm_params()
-        chosen = [TensorParam("best", (self.rows, 2), "int32", written=True),
-                  TensorParam("tickets", (1,), "int32", written=True),
+        chosen = [TensorParam("best", (ARGMAX_GROUPS + 1, ARGMAX_SLOT), "int32", written=True),
+                  TensorParam("tickets", (ARGMAX_GROUPS + 1, ARGMAX_SLOT), "int32", written=True),
                   TensorParam("chosen", (self.rows,), "int32", written=True)] if self.argmax else []
         return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
                 TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after, *chosen]
@@ -593,7 +596,7 @@ class Gemv(RowProducts):
                     if cutlass.const_expr(self.argmax):  # the value as stored: the argmax kernel's candidate
                         min_u64(keys.iterator + b, argmax_key(Float32(value), first + r))
         if cutlass.const_expr(self.argmax):
-            self.argmax_epilogue(keys, best, tickets, chosen, thread)
+            self.argmax_epilogue(keys, best, tickets, chosen, block, thread)
         if cutlass.const_expr(self.quantize):
             self.quantize_epilogue(staged, block_tickets, y, first, thread)
 
@@ -612,27 +615,48 @@ class Gemv(RowProducts):
         return keys
 
     @cute.jit
-    def argmax_epilogue(self, keys, best, tickets, chosen, thread: Int32):
-        """Each CTA's best a row into the grid's (`best`, a 64-bit atomic minimum a row); the CTA
-        that takes the grid's last ticket writes each row's index to `chosen` and sets `best` back
-        to the identity for the next step. `tickets` counts CTAs modulo the grid (`atom.inc`,
-        wrapping past ctas - 1), so from a poisoned start (all ones, as a session leaves an
-        activation) or the count the last step left (ctas - 1), the grid's last CTA draws ctas - 2."""
-        cute.arch.sync_threads()
+    def argmax_epilogue(self, keys, best, tickets, chosen, block: Int32, thread: Int32):
+        """Each CTA's best a row into the grid's in two levels (facts.ARGMAX_GROUPS): a 64-bit
+        atomic minimum into its group's slot of `best` (row 1 + block % groups), then its group's
+        ticket; the group's last CTA moves the group's keys into the grid's slot (row 0) and draws
+        the grid's ticket; the grid's last writes each row's index to `chosen`. Every slot it read
+        is set back to the identity for the next step. A ticket counts modulo its draws (`atom.inc`
+        wrapping past members - 1), so from a poisoned start (all ones, as a session leaves an
+        activation) or the count the last step left (members - 1), the last draws members - 2."""
         ctas: cutlass.Constexpr = -(-self.outputs // self.rows_per_cta)
+        groups: cutlass.Constexpr = argmax_groups(ctas)
+        group = block % groups
+        cute.arch.sync_threads()
         for b in cutlass.range_constexpr(self.rows):
             if thread == b:
-                min_u64(at(best, b, 0), keys[b])
-        cute.arch.sync_threads()
+                min_u64(at(best, 1 + group, 2 * b), keys[b])
         last = cutlass.memory.SmemAllocator().allocate_tensor(Int32, cute.make_layout(2), 16)
-        if thread == 0:
-            drawn = ticket(at(tickets, 0), Uint32(ctas - 1))
-            last[0] = Int32(cutlass.select_(drawn == Uint32((ctas - 2) % (1 << 32)), 1, 0))
-            if cutlass.const_expr(ctas == 1):
-                last[0] = Int32(1)
+        members = (ctas - 1 - group) // groups + 1  # the CTAs of this CTA's group
+        self.draw_last(at(tickets, 1 + group, 0), members, last, thread)
+        if last[0] == 1:  # the group's last CTA: its keys into the grid's
+            for b in cutlass.range_constexpr(self.rows):
+                if thread == b:
+                    min_u64(at(best, 0, 2 * b), self.take_key(at(best, 1 + group, 2 * b)))
+            self.draw_last(at(tickets, 0, 0), Int32(groups), last, thread)
+            for b in cutlass.range_constexpr(self.rows):
+                if (last[0] == 1) & (thread == b):
+                    chosen[b] = Int32(Uint32(self.take_key(at(best, 0, 2 * b)) & Uint64(0xFFFFFFFF)))
+
+    @cute.jit
+    def draw_last(self, counter, members: Int32, last, thread: Int32):
+        """Thread 0 draws a ticket of `counter` (between fences: this CTA's keys before, every
+        earlier drawer's after) among `members` CTAs; last[0] = 1 for the CTA that drew the last,
+        seen by the whole CTA."""
         cute.arch.sync_threads()
-        for b in cutlass.range_constexpr(self.rows):
-            if (last[0] == 1) & (thread == b):
-                key = load_u64_acquire(at(best, b, 0))
-                chosen[b] = Int32(Uint32(key & Uint64(0xFFFFFFFF)))
-                store_global_words(at(best, b, 0), (Uint32(0xFFFFFFFF), Uint32(0xFFFFFFFF)))
+        if thread == 0:
+            drawn = ticket(counter, Uint32(members - 1))
+            last[0] = Int32(cutlass.select_((members == 1) | (drawn == Uint32(members - 2)), 1, 0))
+        cute.arch.sync_threads()
+
+    @cute.jit
+    def take_key(self, slot):
+        """The 64-bit key at `slot` (read through L2 after a fence), the slot set back to the
+        identity (all ones)."""
+        key = load_u64_acquire(slot)
+        store_global_words(slot, (Uint32(0xFFFFFFFF), Uint32(0xFFFFFFFF)))
+        return key
