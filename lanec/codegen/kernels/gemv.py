@@ -34,8 +34,6 @@ less than the norm's own launch."""
 
 from __future__ import annotations
 
-import operator
-
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, Uint32, Uint64
@@ -66,13 +64,12 @@ from lanec.codegen.kernels.primitives import (
     load_word_l2,
     min_u64,
     mma_into,
-    norm_input,
     store_global_words,
     ticket,
-    warp_reduce,
     warp_reduce_scatter,
 )
 from lanec.codegen.kernels.quantize import store_warp_quantized
+from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
 
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
@@ -338,54 +335,15 @@ class RowProducts:
     @cute.jit
     def load_norm_weight(self, norm_w, thread: Int32):
         """The norm weight's vectors at this thread's K positions: [8, steps] (zero past the row)."""
-        S, threads = self.steps, 32 * self.warps
-        vectors: cutlass.Constexpr = self.width // VECTOR
-        tiles = cute.zipped_divide(cute.make_tensor(norm_w.iterator, cute.make_layout((1, self.width))), (1, VECTOR))
-        scales = cute.make_rmem_tensor((VECTOR, S), BFloat16)
-        scales.fill(0)
-        for s in cutlass.range_constexpr(S):
-            vector = thread + s * threads
-            if vector < vectors:
-                cute.autovec_copy(tiles[None, (0, vector)], scales[None, s])
-        return scales
+        return norm_weight_vectors(norm_w, self.width, 32 * self.warps, self.steps, thread)
 
     @cute.jit
     def norm_rows(self, x, residual, scales, h_out, first: Int32, thread: Int32):
         """The normed activation at this thread's K positions, [8, rows * steps] bf16 (index
-        b * steps + s), as rmsnorm computes and stores it: h = x (+ residual) in fp32, the row's
-        1/rms from the CTA's sum of h^2, bf16(h * rstd * w). CTA 0 writes bf16(h) to `h_out`."""
-        B, S, threads = self.rows, self.steps, 32 * self.warps
-        lane, warp = thread % 32, thread // 32
-        vectors: cutlass.Constexpr = self.width // VECTOR
-        values = cute.make_rmem_tensor((VECTOR, B * S), Float32)
-        values.fill(0.0)
-        squares = cute.make_rmem_tensor(B, Float32)
-        squares.fill(0.0)
-        for b in cutlass.range_constexpr(B):
-            for s in cutlass.range_constexpr(S):
-                vector = thread + s * threads
-                if vector < vectors:  # one CTA writes the new residual stream
-                    h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, b, vector,
-                                   first == 0)
-                    values[None, b * S + s].store(h)
-                    squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-        smem = cutlass.memory.SmemAllocator()
-        sums = smem.allocate_tensor(Float32, cute.make_layout((B, self.warps)), 16)
-        for b in cutlass.range_constexpr(B):
-            total = warp_reduce(squares[b], operator.add)
-            if lane == 0:
-                sums[b, warp] = total
-        cute.arch.sync_threads()
-        normed = cute.make_rmem_tensor((VECTOR, B * S), BFloat16)
-        for b in cutlass.range_constexpr(B):
-            total = Float32(0.0)
-            for v in cutlass.range_constexpr(self.warps):
-                total += sums[b, v]
-            rstd = cute.math.rsqrt(total * Float32(1.0 / self.width) + Float32(self.eps))
-            for s in cutlass.range_constexpr(S):
-                scaled = values[None, b * S + s].load() * rstd * scales[None, s].load().to(Float32)
-                normed[None, b * S + s].store(scaled.to(BFloat16))
-        return normed
+        b * steps + s), as rmsnorm computes and stores it (`normed_rows`). CTA 0 writes bf16(h) to
+        `h_out`."""
+        return normed_rows(x, residual if cutlass.const_expr(self.residual) else None, scales, h_out,
+                           list(range(self.rows)), self.width, self.warps, self.steps, self.eps, first == 0, thread)
 
     # --- CUDA cores -------------------------------------------------------------------------
 

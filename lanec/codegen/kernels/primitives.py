@@ -172,9 +172,10 @@ def load_activation_bf16x4(pointer, *, loc=None, ip=None):
 
 @dsl_user_op
 def load_activation_bf16x8(pointer, *, loc=None, ip=None):
-    """Eight bf16 activations (four words), a coherent load."""
+    """Eight bf16 activations (four words), a coherent load from global or shared memory."""
     result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
-                  "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", loc, ip)
+                  f"ld.{_space(pointer)}.v4.b32 {{$0, $1, $2, $3}}, [$4];",
+                  f"=r,=r,=r,=r,{_ptr_constraint(pointer)}", loc, ip)
     return _fields(result, 4, "r", loc, ip)
 
 

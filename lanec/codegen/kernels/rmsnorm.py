@@ -86,17 +86,7 @@ class RmsNorm:
     @cute.jit
     def weights(self, w: cute.Tensor, thread):
         """This thread's vectors of the norm weights, as registers [VECTOR, steps]."""
-        threads: cutlass.Constexpr = 32 * self.warps
-        vectors: cutlass.Constexpr = self.width // VECTOR
-        w_row = cute.make_tensor(w.iterator, cute.make_layout((1, self.width)))
-        w_tiles = cute.zipped_divide(w_row, (1, VECTOR))
-        scale = cute.make_rmem_tensor((VECTOR, self.steps), BFloat16)
-        scale.fill(0)
-        for s in cutlass.range_constexpr(self.steps):
-            vector = thread + s * threads
-            if vector < vectors:
-                cute.autovec_copy(w_tiles[None, (0, vector)], scale[None, s])
-        return scale
+        return norm_weight_vectors(w, self.width, 32 * self.warps, self.steps, thread)
 
     @cute.jit
     def normalize(self, values, squares, scale, y: cute.Tensor, row, thread):
@@ -132,3 +122,64 @@ class RmsNorm:
                 out = cute.make_rmem_tensor(VECTOR, BFloat16)
                 out.store((values[None, s].load() * rstd * scale[None, s].load().to(Float32)).to(BFloat16))
                 cute.autovec_copy(out, cute.zipped_divide(y, (1, VECTOR))[None, (row, vector)])
+
+
+# --- a norm in another kernel's prologue (gemv's, mixture_router's) ---------------------------
+
+
+@cute.jit
+def norm_weight_vectors(w: cute.Tensor, width: cutlass.Constexpr, threads: cutlass.Constexpr,
+                        steps: cutlass.Constexpr, thread):
+    """A thread's vectors of a norm weight of `width` values (vector thread + s * threads for s
+    below `steps`), as registers [VECTOR, steps] bf16, zero past the row."""
+    vectors: cutlass.Constexpr = width // VECTOR
+    w_tiles = cute.zipped_divide(cute.make_tensor(w.iterator, cute.make_layout((1, width))), (1, VECTOR))
+    scale = cute.make_rmem_tensor((VECTOR, steps), BFloat16)
+    scale.fill(0)
+    for s in cutlass.range_constexpr(steps):
+        vector = thread + s * threads
+        if vector < vectors:
+            cute.autovec_copy(w_tiles[None, (0, vector)], scale[None, s])
+    return scale
+
+
+@cute.jit
+def normed_rows(x, residual, scales, h_out, rows, width: cutlass.Constexpr, warps: cutlass.Constexpr,
+                steps: cutlass.Constexpr, eps: cutlass.Constexpr, writes_sum, thread):
+    """The normed activation of x's rows `rows` (a list of row indices) at a thread's positions
+    of a CTA of `warps` warps, [VECTOR, len(rows) * steps] bf16 (index b * steps + s), as rmsnorm
+    computes and stores it: h = x (+ `residual`, None for none) in fp32, the row's 1/rms from the
+    CTA's sum of h^2, bf16(h * rstd * w) (`scales`: `norm_weight_vectors`). Where `writes_sum`
+    the CTA writes bf16(h) to `h_out`, the new residual stream."""
+    B: cutlass.Constexpr = len(rows)
+    threads: cutlass.Constexpr = 32 * warps
+    lane, warp = thread % 32, thread // 32
+    vectors: cutlass.Constexpr = width // VECTOR
+    values = cute.make_rmem_tensor((VECTOR, B * steps), Float32)
+    values.fill(0.0)
+    squares = cute.make_rmem_tensor(B, Float32)
+    squares.fill(0.0)
+    for b in cutlass.range_constexpr(B):
+        for s in cutlass.range_constexpr(steps):
+            vector = thread + s * threads
+            if vector < vectors:
+                h = norm_input(x, residual, h_out, rows[b], vector, writes_sum)
+                values[None, b * steps + s].store(h)
+                squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+    smem = cutlass.memory.SmemAllocator()
+    sums = smem.allocate_tensor(Float32, cute.make_layout((B, warps)), 16)
+    for b in cutlass.range_constexpr(B):
+        total = warp_reduce(squares[b], operator.add)
+        if lane == 0:
+            sums[b, warp] = total
+    cute.arch.sync_threads()
+    normed = cute.make_rmem_tensor((VECTOR, B * steps), BFloat16)
+    for b in cutlass.range_constexpr(B):
+        total = Float32(0.0)
+        for v in cutlass.range_constexpr(warps):
+            total += sums[b, v]
+        rstd = cute.math.rsqrt(total * Float32(1.0 / width) + Float32(eps))
+        for s in cutlass.range_constexpr(steps):
+            scaled = values[None, b * steps + s].load() * rstd * scales[None, s].load().to(Float32)
+            normed[None, b * steps + s].store(scaled.to(BFloat16))
+    return normed
