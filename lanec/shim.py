@@ -42,8 +42,9 @@ class LaneShim:
     in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured), and
     whether an argmax of a GEMV's output runs in that GEMV's epilogue (`fold_argmax`, the
     fold-argmax-into-gemv rule; off until measured), and whether a kda's output gate product runs in
-    KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower); with the lane's held-back
-    rules (`heldback`)."""
+    KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower), and whether a norm whose
+    one reader is a mixture runs in its fused router's prologue (`fold_router_norms`, the
+    fold-norm-into-router rule); with the lane's held-back rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
@@ -52,6 +53,7 @@ class LaneShim:
     fold_norms: bool = False
     fold_argmax: bool = False
     fold_gate: bool = False
+    fold_router_norms: bool = False
 
     def __post_init__(self) -> None:
         if self.numerics not in NUMERICS:
@@ -73,13 +75,15 @@ class LaneShim:
         kernel of the lane launches it, and splits it back otherwise. The splits that make new
         producers (kda, gated pair, products in parts) run before the check of quantize
         epilogues, which must see the final producers; the norms fold into the GEMVs they left
-        last (fold-norm-into-gemv: it reads the final products and their activations' numerics), and
+        last (fold-norm-into-gemv: it reads the final products and their activations' numerics) or into
+        the mixtures' routers (fold-norm-into-router), and
         the argmax into the GEMV that writes its input after them; a tensor-parallel step's all-reduce
         into the norm that reads it last (a norm in a gemv's prologue stays there)."""
         from lanec.passes.fold_all_reduce_into_norm import FoldAllReduceIntoNormRule
         from lanec.passes.fold_argmax_into_gemv import FoldArgmaxIntoGemvRule
         from lanec.passes.fold_gate_product import FoldGateProductRule
         from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
+        from lanec.passes.fold_norm_into_router import FoldNormIntoRouterRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
         from lanec.passes.hold_gated_pair import HoldGatedPairRule
         from lanec.passes.hold_kda import HoldKdaRule
@@ -92,7 +96,7 @@ class LaneShim:
         return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, FoldGateProductRule, HoldConvL2NormRule,
                 HoldMixtureSharedRule,
                 HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule,
-                FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
+                FoldNormIntoRouterRule, FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
 
     def as_gemv(self, rows: int) -> bool:
         """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:
@@ -119,6 +123,7 @@ class LaneShim:
             "fold_norms": IntegerAttr(int(self.fold_norms), IntegerType(1)),
             "fold_argmax": IntegerAttr(int(self.fold_argmax), IntegerType(1)),
             "fold_gate": IntegerAttr(int(self.fold_gate), IntegerType(1)),
+            "fold_router_norms": IntegerAttr(int(self.fold_router_norms), IntegerType(1)),
         })
 
     def record(self, module: ModuleOp) -> None:

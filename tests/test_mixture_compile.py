@@ -29,6 +29,11 @@ KERNELS = {
     "router_e256_k8_rows8": lambda: MixtureRouter(256, 2304, 256, 8, correction=True, rows_a_cta=8),
     "router_e32_k8_g4_rows8_one_cta": lambda: MixtureRouter(7, 768, 32, 8, groups=4, topk_groups=2, correction=True,
                                                             rows_a_cta=8),
+    # a norm in the prologue (fold-norm-into-router): Kimi Linear's, with its residual; 4 rows a cluster
+    "router_e256_k8_norm_residual": lambda: MixtureRouter(1, 2304, 256, 8, correction=True, routed_scaling=2.446,
+                                                          norm=True, eps=1e-5, residual=True),
+    "router_e256_k8_rows4_norm_pitched": lambda: MixtureRouter(13, 1024, 256, 8, rows_a_cta=4, x_pitch=1280,
+                                                               norm=True),
     "gated_k8_shared": lambda: MixtureGated(2, 2304, 1024, 256, 8, shared_hidden=1024),
     "gated_k2_apart": lambda: MixtureGated(7, 512, 520, 16, 2),
     "gated_k31_shared_wider": lambda: MixtureGated(1, 1024, 256, 64, 31, shared_hidden=512),
@@ -75,6 +80,36 @@ def test_params_follow_the_specialization():
     for name, cls in (("mixture_router", MixtureRouter), ("mixture_gated", MixtureGated),
                       ("mixture_down", MixtureDown)):
         assert kernel_class(name) is cls
+
+
+def test_the_router_norms_its_rows_in_its_prologue():
+    """fold-norm-into-router's kernel: the norm's input (and residual) and weight in, the normed
+    rows and the sum out; the norm weight loaded before the PDL wait, the rows after it; each CTA's
+    warps dot its router rows with the rows it normed into its shared memory (a 16-byte shared load
+    a vector), not with x; no local memory. Refused where the logits are given or the rows'
+    vectors pass a thread's registers."""
+    from lanec.codegen.facts import NORM_HELD_VECTORS
+
+    router = MixtureRouter(1, 2304, 256, 8, correction=True, norm=True, eps=1e-5, residual=True)
+    assert [p.name for p in router.params()] == ["x", "residual", "norm_w", "router", "correction", "ids", "weights",
+                                                 "y", "h"]
+    assert [p.name for p in router.params() if p.written] == ["ids", "weights", "y", "h"]
+    plain = MixtureRouter(1, 2304, 256, 8, correction=True)
+    assert router.launch().shared_bytes == plain.launch().shared_bytes + 2 * 2304 + 4 * 32  # the row, the sums
+    assert [p.name for p in MixtureRouter(4, 512, 64, 4, norm=True).params()] == [
+        "x", "norm_w", "router", "ids", "weights", "y"]
+    ptx = compiled_for_sm90a(router).ptx
+    before, after = ptx.split("griddepcontrol.wait")
+    assert "ld.global" in before and ".local" not in ptx
+    # after the wait: x and the residual (a vector each), then the dots' activations from shared memory
+    assert after.count("ld.global.v4.b32") == 2 and after.count("ld.shared.v4.b32") >= 9
+    assert "ld.shared.v4.b32" not in compiled_for_sm90a(plain).ptx  # the plain router dots x from global
+    with pytest.raises(ValueError, match="norm prologue: the logits are a gemm_tc launch's"):
+        MixtureRouter(100, 2304, 256, 8, logits=True, norm=True)
+    with pytest.raises(ValueError, match=f"4 rows of 7168 hold 16 vectors a thread, above the {NORM_HELD_VECTORS}"):
+        MixtureRouter(16, 7168, 8, 2, rows_a_cta=4, norm=True)  # 8 warps: 4 rows x 4 vectors a thread
+    with pytest.raises(ValueError, match="8 normed rows of 7168 pass the 64 KiB of shared memory"):
+        MixtureRouter(16, 7168, 64, 8, rows_a_cta=8, norm=True)
 
 
 @pytest.mark.parametrize(("make", "grid", "block"), [
@@ -153,7 +188,7 @@ builtin.module {
 """
 
 
-def lowered(tmp_path: Path, text: str):
+def lowered(tmp_path: Path, text: str, **knobs):
     from lanec.codegen.lower import lower_module
     from lanec.pipeline import fuse, parse_verify
     from lanec.shim import LaneShim
@@ -161,7 +196,7 @@ def lowered(tmp_path: Path, text: str):
     source = tmp_path / "mixture.mlir"
     source.write_text(text)
     module, where = parse_verify(source)
-    fuse(module, LaneShim(), where)
+    fuse(module, LaneShim(**knobs), where)
     step = next(iter(lower_module(module).ops))
     step.verify()
     return list(step.body.block.ops)
@@ -193,11 +228,11 @@ def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_ch
     """ROUTER_GEMM_ROWS (64 on the H200; 3 and 4 here): from that many rows the router's logits are one gemm_tc
     launch of fp32 outputs (x against the router rows, read once for every row), and
     mixture_router only chooses from them (`logits`); below it the fused router, as before."""
-    from lanec.codegen import lower
+    from lanec.codegen import facts
     from lanec.codegen.spec import spec_of
     from lanec.dialects import lane
 
-    monkeypatch.setattr(lower, "ROUTER_GEMM_ROWS", 3)
+    monkeypatch.setattr(facts, "ROUTER_GEMM_ROWS", 3)
     ops = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"))
     launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
     assert [op.kernel.data for op in launched][:4] == ["embed", "gemm_tc", "mixture_router", "mixture_gated"]
@@ -209,9 +244,43 @@ def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_ch
     # the gemm writes the logits the router reads, and reads the router's weight
     assert launched[1].args[2] is launched[2].args[0]
     assert launched[1].args[1].owner.buffer_name.data == "model.layers.1.moe.gate.weight"
-    monkeypatch.setattr(lower, "ROUTER_GEMM_ROWS", 4)
+    monkeypatch.setattr(facts, "ROUTER_GEMM_ROWS", 4)
     kinds = [op.kernel.data for op in lowered(tmp_path, MIXTURE.replace("TOP_K", "4")) if isinstance(op, lane.LaunchOp)]
     assert kinds == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+
+
+def test_fold_norm_into_router_takes_the_norms_launch_into_the_router(tmp_path):
+    """Under fold_router_norms the norm before the mixture (with its residual) launches nothing: the
+    router reads the norm's input, residual and weight, and writes the normed rows the experts
+    read and the sum the next layer reads; without the knob the norm is its own rmsnorm launch."""
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    normed = MIXTURE.replace("TOP_K", "4").replace(
+        '    %x = form.embed %t, %e : (tensor<3xi32>, tensor<32x256xbf16>) -> tensor<3x256xbf16>\n',
+        '    %a = form.embed %t, %e : (tensor<3xi32>, tensor<32x256xbf16>) -> tensor<3x256xbf16>\n'
+        '    %nw = form.weight {name = "model.layers.1.post_attention_layernorm.weight", format = "bf16"} : '
+        'tensor<256xbf16>\n'
+        '    %x, %r = form.norm %a, %nw, %a {eps = 1.000000e-05 : f64} : (tensor<3x256xbf16>, tensor<256xbf16>, '
+        'tensor<3x256xbf16>) -> (tensor<3x256xbf16>, tensor<3x256xbf16>)\n').replace(
+        "form.return %o : tensor<3x256xbf16>", "%z = form.add %o, %r : (tensor<3x256xbf16>, tensor<3x256xbf16>) -> "
+        "tensor<3x256xbf16>\n    form.return %z : tensor<3x256xbf16>")
+    plain = [op.kernel.data for op in lowered(tmp_path, normed) if isinstance(op, lane.LaunchOp)]
+    assert plain[:3] == ["embed", "rmsnorm", "mixture_router"]
+    ops = lowered(tmp_path, normed, fold_router_norms=True)
+    launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
+    assert [op.kernel.data for op in launched][:4] == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
+    router, gated = launched[1], launched[2]
+    spec = spec_of(router)
+    assert spec["norm"] is True and spec["residual"] is True and spec["eps"] == 1e-5 and spec["rows_a_cta"] == 1
+    embed_out = launched[0].args[-1]
+    names = [arg.owner.buffer_name.data for arg in router.args]
+    assert router.args[0] is embed_out and router.args[1] is embed_out  # the norm's input and residual
+    assert names[2] == "model.layers.1.post_attention_layernorm.weight"
+    assert names[-2:] == ["model.layers.1.post_attention_layernorm", "model.layers.1.post_attention_layernorm.sum"]
+    assert gated.args[0] is router.args[-2]  # the experts read the rows the router normed
+    adds = [op for op in launched if op.kernel.data == "elementwise"]
+    assert any(router.args[-1] in list(op.args) for op in adds)  # the sum the step reads on
 
 
 def test_the_router_from_given_logits_compiles_with_no_cluster():

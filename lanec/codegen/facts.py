@@ -1119,6 +1119,8 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
 # of 4 win (1.06x at 64, 1.56x at 256); 8 rows a cluster never pays (its block's registers).
 ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
 ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
+# fold-norm-into-router: the normed rows a router CTA keeps in its shared memory (bf16) at most
+ROUTER_NORM_TILE_BYTES = 64 * 1024
 # From this many rows a mixture's router logits are one gemm_tc launch (fp32 out: x against the router
 # rows on tensor cores, the 1.2 MB router read once), and mixture_router only chooses from them
 # (`logits`: a warp a row, ROUTER_LOGIT_ROWS rows a CTA, no cluster). The fused router measured 21.7
@@ -1129,6 +1131,32 @@ ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
 # chain). Below 64 rows not measured: the fused router stays.
 ROUTER_GEMM_ROWS: int | None = 64
 ROUTER_LOGIT_ROWS = 8
+
+
+def router_split(experts: int) -> int:
+    """CTAs a row's router rows are split over: up to 8 (a portable cluster), each at least 32 rows
+    (a row a warp), dividing the experts."""
+    split = 1
+    while split < 8 and experts % (2 * split) == 0 and experts // (2 * split) >= WARP:
+        split *= 2
+    return split
+
+
+def router_warps(experts: int, split: int) -> tuple[int, int, int]:
+    """The fused router's (router rows a CTA, a warp, warps a CTA) at `split` CTAs a cluster."""
+    per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1
+    per_warp = -(-per_cta // WARP)
+    return per_cta, per_warp, -(-per_cta // per_warp)
+
+
+def router_gemm_spec(rows: int, width: int, experts: int, x_pitch: int | None = None) -> dict | None:
+    """The gemm_tc spec of a router's logits where they are one launch of their own (from
+    ROUTER_GEMM_ROWS rows, where gemm_tc's facts take the shape), else None (the fused router)."""
+    gemm = {"rows": rows, "width": width, "parts": (experts,), "out_dtype": "float32",
+            **({"x_pitch": x_pitch} if x_pitch is not None else {})}
+    if ROUTER_GEMM_ROWS is None or rows < ROUTER_GEMM_ROWS or GemmSpec(**gemm).problems():
+        return None
+    return gemm
 
 
 def router_rows_a_cta(rows: int, warps: int = 4) -> int:
@@ -1165,9 +1193,12 @@ class MixtureRouterSpec(Spec):
     split: int = 1
     rows_a_cta: int = 1
     logits: bool = False  # the logits are given ([rows, experts] fp32): it only chooses
+    norm: bool = False  # fold-norm-into-router: each CTA norms its block's rows itself
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if self.norm:
+            found += self.norm_problems()
         if self.logits and self.split != 1:
             found.append(f"split {self.split}: from given logits a CTA chooses its rows alone (split 1)")
         found += filter(None, [vector_width("width", self.width)])
@@ -1197,6 +1228,19 @@ class MixtureRouterSpec(Spec):
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
         return found
+
+    def norm_problems(self) -> list[str]:
+        """Why a norm of the rows cannot run in this router's prologue (none: it can)."""
+        if self.logits:
+            return ["norm prologue: the logits are a gemm_tc launch's (ROUTER_GEMM_ROWS), the router only chooses"]
+        held = norm_held_vectors(self.rows_a_cta, self.width, router_warps(self.experts, self.split)[2])
+        if held > NORM_HELD_VECTORS:
+            return [f"norm prologue: {self.rows_a_cta} rows of {self.width} hold {held} vectors a thread, above the "
+                    f"{NORM_HELD_VECTORS} its registers take"]
+        if 2 * self.rows_a_cta * self.width > ROUTER_NORM_TILE_BYTES:
+            return [f"norm prologue: {self.rows_a_cta} normed rows of {self.width} pass the "
+                    f"{ROUTER_NORM_TILE_BYTES // 1024} KiB of shared memory it keeps them in"]
+        return []
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from lanec.codegen.facts import (
     part_places,
     quantized_pitch,
     router_block_reason,
+    router_gemm_spec,
 )
 from lanec.codegen.kernels import make_kernel
 from lanec.codegen.schedules import kda_schedule, schedule_for
@@ -146,6 +147,9 @@ class Lowering:
     # a norm's result that its reader's gemv computes in its prologue (fold-norm-into-gemv) -> the
     # norm (`lower_norm` launches nothing for it; `normed_gemv` takes its windows)
     prologues: dict[SSAValue, form.NormOp] = field(default_factory=dict)
+    # a norm's result that its reader's mixture router computes in its prologue (fold-norm-into-router)
+    # -> the norm: the router writes the result's buffer
+    router_norms: dict[SSAValue, form.NormOp] = field(default_factory=dict)
     # an argmax's result that the gemv writing its input computes in its epilogue
     # (fold-argmax-into-gemv) -> the chosen indices that gemv writes
     argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
@@ -754,6 +758,12 @@ class Lowering:
             return
         rows, width = form.shape(op.x)
         name = self.sources[op.weight].weight_name.data.removesuffix(".weight")
+        if op.prologue is not None and op.prologue.data == "router":  # the router writes the result and sum
+            self.router_norms[op.result] = op
+            self.windows[op.result] = self.activation(name, (rows, width))
+            if op.sum is not None:
+                self.windows[op.sum] = self.activation(f"{name}.sum", (rows, width))
+            return
         if op.prologue is not None:  # its reader's gemv computes it: only the sum needs a buffer
             self.prologues[op.result] = op
             if op.sum is not None:
@@ -1079,16 +1089,6 @@ class Lowering:
                      *shared[3:], out])
         self.windows[op.result] = out
 
-    def router_gemm(self, router: dict) -> dict | None:
-        """The gemm_tc spec of a router's logits where they are one launch of their own (from
-        ROUTER_GEMM_ROWS rows, where gemm_tc's facts take the shape), else None."""
-        rows, experts = router["rows"], router["experts"]
-        gemm = {"rows": rows, "width": router["width"], "parts": (experts,), "out_dtype": "float32",
-                **({"x_pitch": router["x_pitch"]} if "x_pitch" in router else {})}
-        if ROUTER_GEMM_ROWS is None or rows < ROUTER_GEMM_ROWS or GemmSpec(**gemm).problems():
-            return None
-        return gemm
-
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
               routing: Window, grouped: bool = False) -> list[Window]:
         """The router's launches: from ROUTER_GEMM_ROWS rows the logits as one gemm_tc launch (fp32,
@@ -1097,16 +1097,27 @@ class Lowering:
         segments too where `router_segments` has it). Returns the segments it wrote (none: the grouped
         path's mixture_groups launch writes them)."""
         shape = {"rows": router["rows"], "width": router["width"], "experts": router["experts"]}
-        gemm = self.router_gemm(router)
+        gemm = router_gemm_spec(router["rows"], router["width"], router["experts"], router.get("x_pitch"))
+        norm = self.router_norms.get(op.x)
         if gemm is None:
             pairs = router["rows"] * router["top_k"]
             segments = self.router_segments(router, name, pairs, router["experts"]) if grouped else []
             fused = {**router, "rows_a_cta": make_kernel("mixture_router", router).rows_a_cta}
             self.tunings.append(("mixture_router", shape, {
                 "rows_a_cta": fused["rows_a_cta"], "why": router_block_reason(router["rows"], fused["rows_a_cta"])}))
+            rows_in, rows_out = [x], []
+            if norm is not None:  # fold-norm-into-router: the norm's input in, its result and sum out
+                rows_in = [self.window(norm.x), *([self.window(norm.residual)] if norm.residual is not None else []),
+                           self.window(norm.weight)]
+                rows_out = [x, *([self.window(norm.sum)] if norm.sum is not None else [])]
+                fused = {**{k: v for k, v in fused.items() if k != "x_pitch"}, **pitch_of(rows_in[0]), "norm": True,
+                         "eps": norm.eps.value.data, "residual": norm.residual is not None}
             self.launch("mixture_router", {**fused, **({"segments": True} if segments else {})},
-                        [x, self.window(op.router), *correction, ids, routing, *segments])
+                        [*rows_in, self.window(op.router), *correction, ids, routing, *rows_out, *segments])
             return segments
+        if norm is not None:
+            raise ValueError(f"{norm.name}: fold-norm-into-router marked it, but the router's logits are a gemm_tc "
+                             "launch's (the rule and the lowering disagree)")
         logits = self.activation(f"{name}.logits", (router["rows"], router["experts"]), Float32Type())
         tuned = self.tuned("gemm_tc", self.product_shape(router["rows"], gemm))
         self.launch("gemm_tc", {**gemm, **tuned}, [x, self.window(op.router), logits])

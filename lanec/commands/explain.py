@@ -16,7 +16,7 @@ print what the schedule table gave each kernel shape (or which ops have no lane 
       "model": "examples/kimi-linear-small.mlir",
       "schema": "lanec.explain/1",
       "shim": {"batch_products": false, "fold_argmax": false, "fold_gate": false, "fold_norms": false,
-               "fuse_quant": false, "numerics": "precise", "words": 1},
+               "fold_router_norms": false, "fuse_quant": false, "numerics": "precise", "words": 1},
       "summary": {"held_back": 3, "taken": 40},
       "sharding": {"ranks": 2, "rank": 0,   # only with --tp N > 1: a line an op, and each all_reduce
                    "ops": ["layer 0   product (self_attn.o_proj): row-parallel: ...", ...]},
@@ -133,14 +133,15 @@ def report(model: str, shim, decisions, module=None, tp: int = 1, grouped_expert
 @tp_option
 @grouped_option
 def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool,
-            fold_norms: bool, fold_argmax: bool, fold_gate: bool, tp: int, grouped_experts: bool) -> None:
+            fold_norms: bool, fold_argmax: bool, fold_gate: bool, fold_router_norms: bool | None, tp: int,
+            grouped_experts: bool) -> None:
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
     then each kernel shape's schedule, from the tuned table or the kernel's defaults. With --tp N
     first how each op splits over N ranks and every all-reduce, then rank 0's fusions."""
     from lanec.pipeline import compile_rules
     from lanec.shim import LaneShim
 
-    shim = shim_of(numerics, words, fuse_quant, batch_products, fold_norms, fold_argmax, fold_gate)
+    shim = shim_of(numerics, words, fuse_quant, batch_products, fold_norms, fold_argmax, fold_gate, fold_router_norms)
     with reported():
         module, decisions = compile_rules(model, shim, tp=tp)
         # the knobs the rules ran under

@@ -10,7 +10,8 @@ from lanec.codegen.facts import MIXTURE_GROUPED_ROWS
 
 
 def knob_options(command: Callable) -> Callable:
-    """--numerics, --words, --fuse-quant, --batch-products, --fold-norms, --fold-argmax, --fold-gate: each one given
+    """--numerics, --words, --fuse-quant, --batch-products, --fold-norms, --fold-argmax, --fold-gate,
+    --fold-router-norms: each one given
     replaces the module's own knob (its `lane.shim`, as `lanec opt` reads it), the others stay
     (`shim_of`)."""
     options = [
@@ -32,6 +33,9 @@ def knob_options(command: Callable) -> Callable:
         click.option("--fold-gate", is_flag=True,
                      help="a KDA layer's output gate product (g_b) runs in KdaSplit's output CTA, no launch of its own "
                           "(fold-gate-product) [default: off]"),
+        click.option("--fold-router-norms/--no-fold-router-norms", default=None,
+                     help="a norm whose one reader is a mixture runs in its fused router's prologue "
+                          "(fold-norm-into-router) [default: the module's lane.shim, else off]"),
     ]
     for option in reversed(options):
         command = option(command)
@@ -39,13 +43,15 @@ def knob_options(command: Callable) -> Callable:
 
 
 def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool,
-            fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool = False) -> dict:
+            fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool = False,
+            fold_router_norms: bool | None = None) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
             "fuse_quant": fuse_quant or None, "batch_products": batch_products or None,
-            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate or None}
+            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate or None,
+            "fold_router_norms": fold_router_norms}
 
 
 def grouped_option(command: Callable) -> Callable:

@@ -466,7 +466,7 @@ class PartOp(IRDLOperation):
 # Norms and elementwise ops
 
 
-NORM_PROLOGUES = ("gemv",)  # kernels that take a norm of their activation in their prologue
+NORM_PROLOGUES = ("gemv", "router")  # kernels that take a norm of their activation in their prologue
 ARGMAX_EPILOGUES = ("gemv",)  # kernels that take the argmax of their output rows in their epilogue
 
 
@@ -474,8 +474,9 @@ ARGMAX_EPILOGUES = ("gemv",)  # kernels that take the argmax of their output row
 class NormOp(IRDLOperation, QuantizedEpilogue):
     """RMS norm: h = x (+ residual), y = h * rsqrt(mean(h^2) + eps) * w. With a residual the op
     also returns h (the new residual stream). `prologue` is the lane's choice (the
-    fold-norm-into-gemv rule's): the norm runs in the prologue of its one reader's launch, that
-    kernel named ("gemv"); it does not change the meaning."""
+    fold-norm-into-gemv or fold-norm-into-router rule's): the norm runs in the prologue of its one
+    reader's launch, that kernel named ("gemv", or "router": a mixture's); it does not change the
+    meaning."""
 
     name = "form.norm"
     irdl_options = (ParsePropInAttrDict(),)

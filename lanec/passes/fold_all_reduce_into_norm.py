@@ -40,7 +40,8 @@ class FoldAllReduceIntoNorm(Judge):
         ranks = op.ranks.value.data
         problems = []
         if norm.prologue is not None:
-            problems.append("the norm runs in its reader's gemv prologue (fold-norm-into-gemv)")
+            problems.append(f"the norm runs in its reader's {norm.prologue.data} prologue "
+                            f"(fold-norm-into-{norm.prologue.data})")
         if norm.quantize is not None:
             problems.append("the norm quantizes its result: all_reduce_norm writes bf16")
         if not is_float(op.result) or str(element(op.result)) != "bf16":

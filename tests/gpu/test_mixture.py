@@ -18,7 +18,7 @@ from loader import load
 from lanec.interp import ops
 from lanec.runtime import driver
 from lanec.runtime.artifact import load_artifact
-from lanec.runtime.dtypes import from_bf16, to_bf16
+from lanec.runtime.dtypes import from_bf16, round_bf16, to_bf16
 from lanec.runtime.tolerance import KERNEL, STEP
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +29,8 @@ POISON = 0xFFFF  # a bf16 NaN: the unchosen experts' weights
 
 
 SHAPES = load("lanec_gpu_cases_mixture", HERE / "cases" / "mixture.py").SHAPES
+NORMED = {name: spec for name, spec in load("lanec_gpu_cases_mixture_router_normed",
+                                            HERE / "cases" / "mixture_router.py").CASES.items() if spec.get("norm")}
 
 
 def route(shape: dict, x, router, correction) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -244,3 +246,37 @@ def test_the_router_chooses_from_given_logits(case, stream):
     assert differ.size == 0, (f"{case} ids: rows {differ.tolist()} differ; first got {ids[differ[0]].tolist()}, "
                               f"want {chosen[differ[0]].tolist()}")
     check_close(f"{case} routing weights", "float32", weights, routing)
+
+
+@pytest.mark.parametrize("case", sorted(NORMED))
+def test_the_router_norms_its_rows(case, stream):
+    """mixture_router with `norm` (fold-norm-into-router): from a norm's input (read in place where
+    pitched) and residual it writes the normed rows and the sum as ops.rmsnorm computes them, and
+    chooses from the rows it normed (its own y, bf16) exactly as the interpreter chooses from them."""
+    spec = NORMED[case]
+    shape = {**SHAPES[case.removesuffix("_norm").removesuffix("_r8")], **spec}
+    rows, width = shape["rows"], shape["width"]
+    rng = np.random.default_rng()
+    for _ in range(50):  # no near tie in the choice from the interpreter's normed rows
+        inputs = draw_routing(shape, rng)
+        inputs["norm_w"] = to_bf16(F32(1) + F32(0.1) * rng.standard_normal(width, dtype=F32))
+        if spec["residual"]:
+            inputs["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=F32))
+        normed = ops.rmsnorm(from_bf16(inputs["x"])[:, :width], from_bf16(inputs["norm_w"]), spec["eps"],
+                             from_bf16(inputs["residual"]) if spec["residual"] else None)
+        y, h = normed if spec["residual"] else (normed, None)
+        if not route(shape, round_bf16(y), from_bf16(inputs["router"]), inputs.get("correction"))[2]:
+            break
+    router = Launched("mixture_router", case, inputs, stream)
+    try:
+        got = {name: router.read(name) for name in ("ids", "weights", "y", *(["h"] if spec["residual"] else []))}
+    finally:
+        router.free()
+    check_close(f"{case} normed rows", "bfloat16", from_bf16(got["y"]), y)
+    if h is not None:
+        check_close(f"{case} sum", "bfloat16", from_bf16(got["h"]), h)
+    chosen, weights, _ = route(shape, from_bf16(got["y"]), from_bf16(inputs["router"]), inputs.get("correction"))
+    differ = np.flatnonzero((got["ids"] != chosen).any(axis=1))
+    assert differ.size == 0, (f"{case} ids: rows {differ.tolist()} differ; first got {got['ids'][differ[0]].tolist()}, "
+                              f"want {chosen[differ[0]].tolist()}")
+    check_close(f"{case} routing weights", "float32", got["weights"], weights)

@@ -43,6 +43,8 @@ from lanec.codegen.facts import (
     MixtureGroupedSpec,
     MixtureRouterSpec,
     router_rows_a_cta,
+    router_split,
+    router_warps,
 )
 from lanec.codegen.kernels.argmax import first_largest
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
@@ -60,6 +62,7 @@ from lanec.codegen.kernels.primitives import (
     warp_reduce,
     warp_reduce_interleaved,
 )
+from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
 
 UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
 UNITS_DOWN = 4  # outputs a warp of mixture_down
@@ -272,7 +275,7 @@ class MixtureGroups:
 class MixtureRouter:
     """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
     [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
-    ``split``: the CTAs (a cluster) that share a row's router rows; None: `split_for(experts)`.
+    ``split``: the CTAs (a cluster) that share a row's router rows; None: `router_split(experts)`.
     ``rows_a_cta``: the rows a cluster scores (1, 2, 4 or 8; None: `router_rows_a_cta(rows)`): each
     warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r.
     ``segments``: the router also writes mixture_groups' starts [experts + 1] and order [pairs]
@@ -283,7 +286,12 @@ class MixtureRouter:
     ``logits``: the logits are given (`logits` [rows, experts] fp32, a gemm_tc launch's: the
     router rows read once for every row, ROUTER_GEMM_ROWS), in place of x and the router: a CTA
     of `rows_a_cta` warps (ROUTER_LOGIT_ROWS by default) loads its rows' logits and chooses, a warp
-    a row, as the fused router's first CTA does."""
+    a row, as the fused router's first CTA does.
+    ``norm`` (fold-norm-into-router): x is a norm's input (h = x + `residual` where `residual`),
+    and each CTA norms its block's rows itself after the PDL wait (`normed_rows`, as rmsnorm
+    does), into its shared memory, where its warps read them; the first CTA also writes the
+    normed rows to `y` (the experts' input) and h to `h` (the new residual stream). The params
+    are then x, (residual), norm_w, router, ..., weights, y, (h)."""
 
     name = "mixture_router"
 
@@ -291,20 +299,19 @@ class MixtureRouter:
                  renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
                  split: int | None = None, rows_a_cta: int | None = None, segments: bool = False,
-                 logits: bool = False):
+                 logits: bool = False, norm: bool = False, eps: float = 1e-6, residual: bool = False):
         self.logits = bool(logits)
+        self.norm, self.eps, self.residual = bool(norm), float(eps), bool(norm) and bool(residual)
         if self.logits:  # a warp a row chooses from the given logits
             split = 1 if split is None else split
             rows_a_cta = ROUTER_LOGIT_ROWS if rows_a_cta is None else rows_a_cta
             per_cta, per_warp, warps = experts, 0, rows_a_cta
         else:
-            split = split_for(experts) if split is None else split
-            per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1  # router rows a CTA dots
-            per_warp = -(-per_cta // WARP)  # and a warp
-            warps = -(-per_cta // per_warp)
+            split = router_split(experts) if split is None else split
+            per_cta, per_warp, warps = router_warps(experts, split)  # router rows a CTA dots, a warp; its warps
             rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
         MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,
-                          rows_a_cta, self.logits).check()
+                          rows_a_cta, self.logits, self.norm).check()
         self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
         self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
         self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
@@ -314,6 +321,7 @@ class MixtureRouter:
         if rows_a_cta > self.warps:
             raise ValueError(f"mixture_router rows_a_cta {rows_a_cta}: a warp chooses a row, and a CTA has "
                              f"{self.warps} warps ({self.per_cta} router rows)")
+        self.norm_steps = -(-(width // VECTOR) // (WARP * self.warps))  # a thread's vectors of a normed row
         self.segments = bool(segments)
         if self.segments and self.grouper().warps > self.warps:
             raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
@@ -331,12 +339,19 @@ class MixtureRouter:
         if self.logits:
             params = [TensorParam("logits", (self.rows, self.experts), "float32")]
         else:
-            params = [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
-                      TensorParam("router", (self.experts, self.width), "bfloat16")]
+            row = (self.rows, self.width)
+            params = [TensorParam("x", row, "bfloat16", (self.x_pitch or self.width, 1))]
+            if self.norm:
+                params += [TensorParam("residual", row, "bfloat16")] if self.residual else []
+                params.append(TensorParam("norm_w", (self.width,), "bfloat16"))
+            params.append(TensorParam("router", (self.experts, self.width), "bfloat16"))
         if self.correction:
             params.append(TensorParam("correction", (self.experts,), "float32"))
         params += [TensorParam("ids", (self.rows, self.top_k), "int32", written=True),
                    TensorParam("weights", (self.rows, self.top_k), "float32", written=True)]
+        if self.norm:
+            params.append(TensorParam("y", (self.rows, self.width), "bfloat16", written=True))
+            params += [TensorParam("h", (self.rows, self.width), "bfloat16", written=True)] if self.residual else []
         if self.segments:
             params += self.grouper().params()[1:] + [TensorParam("tickets", (1,), "int32", written=True)]
         return params
@@ -344,20 +359,22 @@ class MixtureRouter:
     def shared_bytes(self) -> int:
         R = self.rows_a_cta
         router = shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)])
-        return router + (self.grouper().shared_bytes() + 16 if self.segments else 0)
+        # the normed rows (bf16) and the norm's sums of squares, a warp's a row
+        normed = shared_bytes([(2 * R * self.width, 16), (4 * R * self.warps, 16)]) if self.norm else 0
+        return router + normed + (self.grouper().shared_bytes() + 16 if self.segments else 0)
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.split, -(-self.rows // self.rows_a_cta), 1), block=(WARP * self.warps, 1, 1),
                            cluster=(self.split, 1, 1), shared_bytes=self.shared_bytes())
 
     @cute.jit
-    def __call__(self, *, logits=None, x=None, router=None, correction=None, ids: cute.Tensor,
-                 weights: cute.Tensor, starts=None, order=None, tickets=None):
-        launch(self, logits, x, router, correction, ids, weights, starts, order, tickets)
+    def __call__(self, *, logits=None, x=None, residual=None, norm_w=None, router=None, correction=None,
+                 ids: cute.Tensor, weights: cute.Tensor, y=None, h=None, starts=None, order=None, tickets=None):
+        launch(self, logits, x, residual, norm_w, router, correction, ids, weights, y, h, starts, order, tickets)
 
     @cute.kernel
-    def kernel(self, logits, x, router, correction, ids: cute.Tensor, weights: cute.Tensor, starts, order,
-               tickets):
+    def kernel(self, logits, x, residual, norm_w, router, correction, ids: cute.Tensor, weights: cute.Tensor, y,
+               h, starts, order, tickets):
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
         lane, warp = thread % WARP, thread // WARP
@@ -373,7 +390,7 @@ class MixtureRouter:
         if cutlass.const_expr(self.logits):
             self.load_logits(logits, scores, block, warp, lane)
         else:
-            self.score(x, router, scores, rank, block, warp, lane, thread)
+            self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread)
         if (rank == 0) & (warp < R):
             if block * R + warp < self.rows:  # warp r chooses row r of the block
                 self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
@@ -385,20 +402,27 @@ class MixtureRouter:
                 self.segment_last(ids, starts, order, tickets, tables, thread)
 
     @cute.jit
-    def score(self, x, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32):
+    def score(self, x, norm, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32):
         """The block's logits into the first CTA's `scores`: each CTA's warps dot their router rows
-        with the block's rows (the rows read once for all of them), then across a cluster the first
-        CTA gathers the others' over DSMEM."""
+        with the block's rows (the rows read once for all of them; with `norm`, (residual, norm_w,
+        y, h), the rows this CTA normed into its shared memory), then across a cluster the first CTA
+        gathers the others' over DSMEM."""
         E: cutlass.Constexpr = self.experts
         R: cutlass.Constexpr = self.rows_a_cta
         rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
         if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
             prefetch_l2(at(router, rank * self.per_cta, 0),
                         cutlass.min(self.per_cta, self.experts - rank * self.per_cta) * (2 * self.width))
+        scales = None
+        if cutlass.const_expr(self.norm):  # a weight: ready at launch
+            scales = norm_weight_vectors(norm[1], self.width, WARP * self.warps, self.norm_steps, thread)
         cute.arch.griddepcontrol_wait()  # x is the predecessor's output
         cute.arch.griddepcontrol_launch_dependents()
+        act, act_rows = x, rows
+        if cutlass.const_expr(self.norm):
+            act, act_rows = self.norm_block(x, norm, scales, rows, rank, block, thread), list(range(R))
         first = rank * self.per_cta + warp * self.per_warp
-        sums = rows_dots([router], first, self.experts, self.per_warp, x, rows, Int32(0), self.width, lane)
+        sums = rows_dots([router], first, self.experts, self.per_warp, act, act_rows, Int32(0), self.width, lane)
         if lane == 0:
             for r in cutlass.range_constexpr(R):
                 for j in cutlass.range_constexpr(self.per_warp):
@@ -415,6 +439,32 @@ class MixtureRouter:
                         scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
             cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
             cute.arch.cluster_wait()
+
+    @cute.jit
+    def norm_block(self, x, norm, scales, rows, rank: Int32, block: Int32, thread: Int32):
+        """`norm`: the block's rows normed (`normed_rows`) into a [rows_a_cta, width] bf16 tile of
+        this CTA's shared memory, returned once every thread's vectors are in it. The first CTA
+        writes them to y and the sums to h (rows past the step's: neither)."""
+        residual, _, y, h_out = norm
+        R: cutlass.Constexpr = self.rows_a_cta
+        S: cutlass.Constexpr = self.norm_steps
+        vectors: cutlass.Constexpr = self.width // VECTOR
+        threads: cutlass.Constexpr = WARP * self.warps
+        # first CTA: the sums of the step's rows (a past-the-rows row repeats the last: written once)
+        normed = normed_rows(x, residual if cutlass.const_expr(self.residual) else None, scales, h_out, rows,
+                             self.width, self.warps, S, self.eps, (rank == 0) & (block * R < self.rows), thread)
+        tile = alloc(cutlass.memory.SmemAllocator(), BFloat16, (R, self.width))
+        tiles = cute.zipped_divide(tile, (1, VECTOR))
+        for r in cutlass.range_constexpr(R):
+            for s in cutlass.range_constexpr(S):
+                vector = thread + s * threads
+                if vector < vectors:
+                    cute.autovec_copy(normed[None, r * S + s], tiles[None, (r, vector)])
+                    if (rank == 0) & (block * R + r < self.rows):
+                        cute.autovec_copy(normed[None, r * S + s],
+                                          cute.zipped_divide(y, (1, VECTOR))[None, (block * R + r, vector)])
+        cute.arch.sync_threads()
+        return tile
 
     @cute.jit
     def load_logits(self, logits, scores, block: Int32, warp: Int32, lane: Int32):
@@ -541,15 +591,6 @@ class MixtureRouter:
         for i in cutlass.range_constexpr(self.held):
             owner = cutlass.min(lane + WARP * i, E - 1) // size
             value[i] = cutlass.select_(kept[owner] != 0, value[i], -Float32.inf)
-
-
-def split_for(experts: int) -> int:
-    """CTAs a row's router rows are split over: up to 8 (a portable cluster), each at least 32 rows
-    (a row a warp), dividing the experts."""
-    split = 1
-    while split < 8 and experts % (2 * split) == 0 and experts // (2 * split) >= WARP:
-        split *= 2
-    return split
 
 
 class KeptExperts:

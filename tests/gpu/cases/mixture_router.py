@@ -45,6 +45,19 @@ def make(spec: dict):
     return MixtureRouter(**spec)
 
 
+# the router norming its rows first (`norm`: fold-norm-into-router, a norm's input and residual in, the
+# normed rows and the sum out), at shapes of 1, 2, 7 and 13 rows: a row a cluster and 4 or 8 (with padding
+# rows), with and without a residual, x read in place, 256 and 512 experts; test_mixture.py's
+# test_the_router_norms_its_rows checks them
+NORM_SHAPES = {"b1_e256_k8_sigmoid_correction_shared": True, "b13_e256_k8_g8_sigmoid_correction_shared_r4": True,
+               "b2_e256_k8_sigmoid_pitched_wider_shared": True, "b1_e512_k10_softmax_apart": False}
+for _name, _residual in NORM_SHAPES.items():
+    CASES[f"{_name}_norm"] = {**shapes.router_spec(shapes.SHAPES[_name]), "norm": True, "eps": 1e-5,
+                              "residual": _residual}
+CASES["b7_e256_k8_g8_sigmoid_correction_shared_r8_norm"] = {
+    **shapes.router_spec(shapes.SHAPES["b7_e256_k8_g8_sigmoid_correction_shared"]), "rows_a_cta": 8, "norm": True,
+    "eps": 1e-6, "residual": True}
+
 # the router choosing from given logits (`logits`: a gemm_tc launch's, fp32; ROUTER_GEMM_ROWS), at every
 # mixture shape: test_mixture.py's test_the_router_chooses_from_given_logits feeds it the interpreter's
 for _name, _shape in shapes.SHAPES.items():
