@@ -44,7 +44,8 @@ class LaneShim:
     fold-argmax-into-gemv rule; off until measured), and whether a kda's output gate product runs in
     KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower), and whether a norm whose
     one reader is a mixture runs in its fused router's prologue (`fold_router_norms`, the
-    fold-norm-into-router rule); with the lane's held-back rules (`heldback`)."""
+    fold-norm-into-router rule; on: measured faster at batch 1, even at 8); with the lane's held-back
+    rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
@@ -53,7 +54,7 @@ class LaneShim:
     fold_norms: bool = False
     fold_argmax: bool = False
     fold_gate: bool = False
-    fold_router_norms: bool = False
+    fold_router_norms: bool = True
 
     def __post_init__(self) -> None:
         if self.numerics not in NUMERICS:

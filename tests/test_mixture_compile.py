@@ -250,9 +250,9 @@ def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_ch
 
 
 def test_fold_norm_into_router_takes_the_norms_launch_into_the_router(tmp_path):
-    """Under fold_router_norms the norm before the mixture (with its residual) launches nothing: the
-    router reads the norm's input, residual and weight, and writes the normed rows the experts
-    read and the sum the next layer reads; without the knob the norm is its own rmsnorm launch."""
+    """Under fold_router_norms (the default) the norm before the mixture (with its residual) launches
+    nothing: the router reads the norm's input, residual and weight, and writes the normed rows the
+    experts read and the sum the next layer reads; with the knob off the norm is its own rmsnorm launch."""
     from lanec.codegen.spec import spec_of
     from lanec.dialects import lane
 
@@ -265,9 +265,10 @@ def test_fold_norm_into_router_takes_the_norms_launch_into_the_router(tmp_path):
         'tensor<3x256xbf16>) -> (tensor<3x256xbf16>, tensor<3x256xbf16>)\n').replace(
         "form.return %o : tensor<3x256xbf16>", "%z = form.add %o, %r : (tensor<3x256xbf16>, tensor<3x256xbf16>) -> "
         "tensor<3x256xbf16>\n    form.return %z : tensor<3x256xbf16>")
-    plain = [op.kernel.data for op in lowered(tmp_path, normed) if isinstance(op, lane.LaunchOp)]
+    plain = [op.kernel.data for op in lowered(tmp_path, normed, fold_router_norms=False)
+             if isinstance(op, lane.LaunchOp)]
     assert plain[:3] == ["embed", "rmsnorm", "mixture_router"]
-    ops = lowered(tmp_path, normed, fold_router_norms=True)
+    ops = lowered(tmp_path, normed)
     launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
     assert [op.kernel.data for op in launched][:4] == ["embed", "mixture_router", "mixture_gated", "mixture_down"]
     router, gated = launched[1], launched[2]

@@ -184,12 +184,12 @@ def test_without_the_knob_a_mixture_past_the_measured_row_count_takes_the_groupe
 def test_the_router_scores_rows_in_the_measured_block(tmp_path, monkeypatch, rows):
     """The fused router (its logits not a gemm_tc launch: ROUTER_GEMM_ROWS off here) scores 4 rows a
     cluster from ROUTER_BLOCK_FROM rows on."""
-    from lanec.codegen import lower
+    from lanec.codegen import facts
     from lanec.codegen.facts import ROUTER_BLOCK_FROM
     from lanec.codegen.spec import spec_of
     from lanec.dialects import lane
 
-    monkeypatch.setattr(lower, "ROUTER_GEMM_ROWS", None)
+    monkeypatch.setattr(facts, "ROUTER_GEMM_ROWS", None)
 
     text = MIXTURE.replace("TOP_K", "4").replace("<3x", f"<{rows}x").replace("batch 3 ", f"batch {rows} ")
     ops, tunings = lowered(tmp_path, text, grouped=False)

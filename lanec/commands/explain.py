@@ -16,7 +16,7 @@ print what the schedule table gave each kernel shape (or which ops have no lane 
       "model": "examples/kimi-linear-small.mlir",
       "schema": "lanec.explain/1",
       "shim": {"batch_products": false, "fold_argmax": false, "fold_gate": false, "fold_norms": false,
-               "fold_router_norms": false, "fuse_quant": false, "numerics": "precise", "words": 1},
+               "fold_router_norms": true, "fuse_quant": false, "numerics": "precise", "words": 1},
       "summary": {"held_back": 3, "taken": 40},
       "sharding": {"ranks": 2, "rank": 0,   # only with --tp N > 1: a line an op, and each all_reduce
                    "ops": ["layer 0   product (self_attn.o_proj): row-parallel: ...", ...]},

@@ -35,7 +35,7 @@ def knob_options(command: Callable) -> Callable:
                           "(fold-gate-product) [default: off]"),
         click.option("--fold-router-norms/--no-fold-router-norms", default=None,
                      help="a norm whose one reader is a mixture runs in its fused router's prologue "
-                          "(fold-norm-into-router) [default: the module's lane.shim, else off]"),
+                          "(fold-norm-into-router) [default: the module's lane.shim, else on]"),
     ]
     for option in reversed(options):
         command = option(command)

@@ -152,11 +152,8 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "kimi-kda-b1-fold-gate": Kimi([*KDA, "--batch", "1"], compile=("--fold-gate",)),
     "kimi-kda-b64-fold-gate": Kimi([*KDA, "--batch", "64"], compile=("--fold-gate",)),
     "kimi-kda-spec3-fold-gate": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"], compile=("--fold-gate",)),
-    # the norm before each mixture in its router's prologue (fold-norm-into-router): a row a cluster at 8 rows,
-    # and behind 3 speculative tokens at 2 (8 rows)
-    "kimi-b8-fold-router-norms": Kimi(["--layers", "4", "--batch", "8"], compile=("--fold-router-norms",)),
-    "kimi-spec3-b2-fold-router-norms": Kimi(["--layers", "4", "--batch", "2", "--spec-tokens", "3"],
-                                            compile=("--fold-router-norms",)),
+    # the norm before each mixture a launch of its own (fold-norm-into-router off; on by default, as in kimi-b8)
+    "kimi-b8-no-fold-router-norms": Kimi(["--layers", "4", "--batch", "8"], compile=("--no-fold-router-norms",)),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
     "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),
@@ -212,11 +209,12 @@ MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], com
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
 # and with each KDA layer's output gate product in KdaSplit (fold-gate-product)
 MODEL_PLANS["kimi-full-b1-c1k-fold-gate"] = Kimi(["--context-pages", "16"], compile=("--fold-gate",))
-# and with the norm before each mixture in its router's prologue (fold-norm-into-router), at batch 1 and 8
-MODEL_PLANS["kimi-full-b1-c1k-fold-router-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-router-norms",))
-MODEL_PLANS["kimi-full-b8-c1k-fold-router-norms"] = Kimi(["--batch", "8", "--context-pages", "16"],
-                                                         compile=("--fold-router-norms",))
-REAL_PLANS["kimi-full-b1-fold-router-norms"] = Kimi([], compile=("--fold-router-norms",))
+# and without the norm before each mixture in its router's prologue (fold-norm-into-router, on by default), at
+# batch 1 and 8: the fold's gain
+MODEL_PLANS["kimi-full-b1-c1k-no-fold-router-norms"] = Kimi(["--context-pages", "16"],
+                                                            compile=("--no-fold-router-norms",))
+MODEL_PLANS["kimi-full-b8-c1k-no-fold-router-norms"] = Kimi(["--batch", "8", "--context-pages", "16"],
+                                                            compile=("--no-fold-router-norms",))
 
 
 # Tensor parallel (tests/gpu/test_tp_nccl.py, bench/tp.py): a plan of PLANS compiled from the same form

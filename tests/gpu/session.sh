@@ -45,6 +45,7 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
@@ -105,6 +106,21 @@ SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py te
                 tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py tests/gpu/test_conv.py tests/gpu/test_delta_rule.py
                 tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py tests/gpu/test_quantize.py
                 tests/gpu/test_q8_gemv.py)
+# a fold's GPU checks (phases fold-gate, fold-router): its kernel's cases (a test file), compute-sanitizer on
+# one (a -k expression), then the plans named after them --check; the log is $logs/NAME.log
+fold_checks() {
+  local name=$1 file=$2 case=$3
+  shift 3
+  timeout 200 python3 -m pytest "$file" -q -rfE 2>&1 | tail -5 | tee "$logs/$name.log" || status=1
+  for tool in memcheck racecheck; do
+    timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest "$file" -q -k "$case" 2>&1 \
+      | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$name.log"
+  done
+  for plan in "$@"; do
+    echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+      | tee -a "$logs/$name.log"
+  done
+}
 status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
@@ -167,31 +183,24 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the eighth session's queue (2026-11-30, about 3 minutes): the short products' schedules. The real-size
-      # batch-1 profile put each MLA layer's absorbed-query product (K = 128, per head) at 13.97 us for 4.2 MB and its
-      # value expansion (K = 512) at 5.97 us, and KDA's g_b (K = 128) runs the same default: 8 warps, of which a
-      # K = 128 row keeps 16 threads busy. bench/gemv.py's SHORT set times them with fewer warps and more rows a CTA
-      # (here: LANEC_GEMV_SET=short python bench/gemv.py build; carry build/bench/gemv). Then: copy the entries of
-      # $logs/schedules.json into lanec/codegen/schedules.json, rebuild, run the tuned gemv cases (`check`) and
-      # bench/model.py kimi-full-b1-c1k (the fold-gate A/B at batch 1 ran on 2026-11-30: 305.44 us with the fold
-      # against 300.62 and 299.31 without, one run)
-      timeout 240 python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/pending.log" || status=1 ;;
+      # nothing queued: the ninth session (2026-11-30) ran everything it wrote (the short products' schedules,
+      # the argmax fold's two-level tickets, fold-norm-into-router; bench/RESULTS.md)
+      echo "pending: nothing queued" | tee "$logs/pending.log" ;;
+    fold-router)
+      # fold-norm-into-router's GPU checks (2026-11-30: 37 mixture cases pass, sanitizer clean, every plan below
+      # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the
+      # fold by default, and one without it, --check (here: python tests/gpu/build.py --only mixture_router
+      # mixture_gated mixture_down and python tests/gpu/plans.py kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2
+      # kimi-b8-no-fold-router-norms; carry build/gpu, build/plans)
+      fold_checks fold-router tests/gpu/test_mixture.py "norms_its_rows and b13" \
+        kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2 kimi-b8-no-fold-router-norms ;;
     fold-gate)
       # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
       # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end
       # _g128), compute-sanitizer on one, then the --fold-gate plans --check (here: python tests/gpu/plans.py
       # kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate; carry build/gpu, build/plans, .whl)
-      timeout 200 python3 -m pytest tests/gpu/test_kda_split.py -q -rfE 2>&1 | tail -5 | tee "$logs/fold-gate.log" \
-        || status=1
-      for tool in memcheck racecheck; do
-        timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_kda_split.py \
-          -q -k "h32_b1_t1_sp_bias0_m0_sdefaults_g128_gp264" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/fold-gate.log"
-      done
-      for plan in kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate; do
-        echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
-          | tee -a "$logs/fold-gate.log" || status=1
-      done ;;
+      fold_checks fold-gate tests/gpu/test_kda_split.py "h32_b1_t1_sp_bias0_m0_sdefaults_g128_gp264" \
+        kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate ;;
     pending-ab)
       # the step after a change (about 6 minutes): bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's
       # batch-1 1.4x) and bench/model.py on the real-size steps at 1k context, batch 1, 8 and 64 (carry build/plans,

@@ -1,6 +1,6 @@
 // RUN: lanec opt %s --split-input-file -p fold-norm-into-router | filecheck %s
 
-// Fires under fold_router_norms: the norm's one reader is a mixture of one row (its fused router).
+// Fires (fold_router_norms, on by default): the norm's one reader is a mixture of one row (its fused router).
 builtin.module attributes {lane.shim = {fold_router_norms = true}} {
   form.step batch 1 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<1xi32>
@@ -44,8 +44,8 @@ builtin.module attributes {lane.shim = {fold_router_norms = true}} {
 
 // -----
 
-// Off by default: without the knob the rule decides nothing.
-builtin.module {
+// Off under fold_router_norms = false: the rule decides nothing.
+builtin.module attributes {lane.shim = {fold_router_norms = false}} {
   form.step batch 1 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<1xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
