@@ -23,7 +23,7 @@ attention's own cluster over DSMEM (`combine` "cluster"), timed beside the same 
 attention_combine launches. The MLA rows run the latent attention's default engine (LATENT_ENGINE:
 wgmma, latent_wgmma.py); LANEC_ATTN_MMA=1 also builds each MLA shape's chosen split on the mma.sync
 engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
-only that kind's shapes.
+only that kind's shapes; LANEC_ATTN_CONTEXTS=1024,4096 measures those contexts in place of 4k and 32k.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -56,14 +56,17 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
                         + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else "")
                         + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else "")
                         + ("-mma" if os.environ.get("LANEC_ATTN_MMA") == "1" else "")
-                        + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else ""))
+                        + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else "")
+                        + (f"-c{os.environ['LANEC_ATTN_CONTEXTS'].replace(',', '-')}"
+                           if os.environ.get("LANEC_ATTN_CONTEXTS") else ""))
 
 PAGE = 16
 HEAD = 128
 GQA = [(32, 8), (8, 2)]  # (query heads, KV heads), head 128
 # (label, heads, lora, rope): the latent row is lora + rope wide
 MLA = [("kimi-linear", 32, 512, 0), ("deepseek-v3", 128, 512, 64), ("deepseek-v3 tp8", 16, 512, 64)]
-CONTEXTS = [4096, 32768]
+# LANEC_ATTN_CONTEXTS=1024,4096: these contexts in place of 4k and 32k (into a folder of their own)
+CONTEXTS = [int(c) for c in (os.environ.get("LANEC_ATTN_CONTEXTS") or "4096,32768").split(",")]
 BATCHES = [1, 8, 64]
 VERIFY = (32768, 8, 4)  # (context, batch, q): the speculative-verify rows
 FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})

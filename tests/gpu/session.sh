@@ -183,9 +183,13 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # nothing queued: the ninth session (2026-11-30) ran everything it wrote (the short products' schedules,
-      # the argmax fold's two-level tickets, fold-norm-into-router; bench/RESULTS.md)
-      echo "pending: nothing queued" | tee "$logs/pending.log" ;;
+      # the ninth session's queue (2026-11-30, about 2 minutes): the latent attention's split sweep at 1k context.
+      # At batch 1 the real-size step's 7 MLA layers run 8 chunks of 128 keys (LATENT_MIN_CHUNK_KEYS stops 16
+      # chunks of 64); bench/RESULTS.md's sweeps covered 4k and 32k only. If 16 or 32 chunks win at 1k, the
+      # minimum chunk should scale with the context (here: LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla
+      # LANEC_ATTN_CONTEXTS=1024 python bench/attention.py build; carry build/bench-attention-sweep-mla-c1024)
+      LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 timeout 200 python3 bench/attention.py 2>&1 \
+        | tee "$logs/pending.log" || status=1 ;;
     fold-router)
       # fold-norm-into-router's GPU checks (2026-11-30: 37 mixture cases pass, sanitizer clean, every plan below
       # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the
