@@ -40,6 +40,10 @@ KERNELS = {
     "down_k8_shared_gate_row": lambda: MixtureDown(2, 2304, 1024, 256, 8, shared_hidden=1024, shared_gate=True),
     "down_k1_apart": lambda: MixtureDown(64, 2048, 512, 8, 1),
     "down_k4_shared_narrower": lambda: MixtureDown(3, 1000, 768, 32, 4, shared_hidden=256),
+    # the early down rows (MIXTURE_DOWN_EARLY_ROWS): gated's routed rows evict-first, down's prefetched
+    "gated_k8_shared_early": lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024, early=True),
+    "down_k8_shared_early": lambda: MixtureDown(1, 2304, 1024, 256, 8, shared_hidden=1024, early=True),
+    "down_k2_apart_early": lambda: MixtureDown(2, 512, 520, 16, 2, early=True),
 }
 
 
@@ -57,7 +61,13 @@ def test_compiles_for_sm90a(case):
         # its gate and up rows, or its down rows; nothing for a mixture without one
         before = ptx.split("griddepcontrol.wait")[0]
         wanted = (2 if isinstance(kernel, MixtureGated) else 1) if kernel.shared_hidden else 0
-        assert before.count("cp.async.bulk.prefetch.L2.global") == wanted == ptx.count("cp.async.bulk.prefetch")
+        # early: down also prefetches its chosen experts' rows (one bulk prefetch a warp), gated reads its
+        # routed rows under an evict-first L2 policy
+        early_down = kernel.early and isinstance(kernel, MixtureDown)
+        assert before.count("cp.async.bulk.prefetch.L2.global") == wanted + early_down == ptx.count(
+            "cp.async.bulk.prefetch")
+        early_gated = kernel.early and isinstance(kernel, MixtureGated)
+        assert ("createpolicy.fractional.L2::evict_first" in ptx) == ("L2::cache_hint" in ptx) == early_gated
     else:  # the router's rows of this CTA: weights, prefetched into L2 before the wait for x
         assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == 1
 
@@ -282,6 +292,24 @@ def test_fold_norm_into_router_takes_the_norms_launch_into_the_router(tmp_path):
     assert gated.args[0] is router.args[-2]  # the experts read the rows the router normed
     adds = [op for op in launched if op.kernel.data == "elementwise"]
     assert any(router.args[-1] in list(op.args) for op in adds)  # the sum the step reads on
+
+
+def test_up_to_the_early_rows_down_prefetches_its_experts_while_gated_streams(tmp_path, monkeypatch):
+    """MIXTURE_DOWN_EARLY_ROWS (None: off): a per-row mixture of at most that many rows launches
+    mixture_gated and mixture_down with `early` (gated's routed rows evict-first, down's chosen
+    rows prefetched before its PDL wait); above it, and by default, without."""
+    from lanec.codegen import lower
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    def experts(early_rows):
+        monkeypatch.setattr(lower, "MIXTURE_DOWN_EARLY_ROWS", early_rows)
+        ops = lowered(tmp_path, MIXTURE.replace("TOP_K", "4"))
+        return [spec_of(op) for op in ops if isinstance(op, lane.LaunchOp)
+                and op.kernel.data in ("mixture_gated", "mixture_down")]
+
+    assert all(spec.get("early") is True for spec in experts(3))
+    assert all("early" not in spec for spec in experts(2)) and all("early" not in spec for spec in experts(None))
 
 
 def test_the_router_from_given_logits_compiles_with_no_cluster():

@@ -1291,6 +1291,13 @@ class MixtureExpertsSpec(Spec):
 # the chain). Mixtures of more than 4 rows take the grouped path.
 # `lanec compile --grouped-experts` takes the grouped path at every row count.
 MIXTURE_GROUPED_ROWS: int | None = 4
+# The per-row path's early down rows (`early`, mixture.py's KeptExperts): at most this many rows (None:
+# never), mixture_down brings its share of the chosen experts' down rows into L2 before its PDL wait, while
+# mixture_gated streams the gate and up rows (evict-first, so as not to push them out). The real-size
+# batch-1 step spends about 6 us a mixture over the bytes of gated + down (bench/mixture.py: 42.3 against
+# 31.7 us with the router); the aim is down's ramp hidden behind gated's stream. Off: not measured yet
+# (queued in tests/gpu/session.sh `pending-early`).
+MIXTURE_DOWN_EARLY_ROWS: int | None = None
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
 # mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). Its 11 GPU cases

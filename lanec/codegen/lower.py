@@ -39,6 +39,7 @@ from lanec.codegen.facts import (
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
     GEMV_ROWS,
+    MIXTURE_DOWN_EARLY_ROWS,
     MIXTURE_GROUPED_ROWS,
     PAIR_TILE,
     PART_ALIGN,
@@ -1076,8 +1077,9 @@ class Lowering:
                if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
                "kernels read each chosen expert once a row, faster than grouping so few")
         self.tunings.append(("mixture", shape, {"path": "per-row", "why": why}))
+        early = MIXTURE_DOWN_EARLY_ROWS is not None and rows <= MIXTURE_DOWN_EARLY_ROWS
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
-                        "shared_hidden": shared_hidden, **pitch_of(x)}
+                        "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
         between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
         shared = [self.window(w) for w in op.shared]
         self.launch("mixture_gated", experts_spec,

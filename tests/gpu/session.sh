@@ -45,6 +45,7 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   pending-early  the per-row mixture's early down rows (MIXTURE_DOWN_EARLY_ROWS): cases, sanitizer, b1 A/B
 #   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
@@ -190,6 +191,20 @@ for phase in "${phases[@]}"; do
       # LANEC_ATTN_CONTEXTS=1024 python bench/attention.py build; carry build/bench-attention-sweep-mla-c1024)
       LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 timeout 200 python3 bench/attention.py 2>&1 \
         | tee "$logs/pending.log" || status=1 ;;
+    pending-early)
+      # the ninth session's second queue (about 5 minutes): the per-row mixture's early down rows
+      # (MIXTURE_DOWN_EARLY_ROWS, off): the mixture's GPU cases with the two `_early` shapes, compute-sanitizer on
+      # one, the real-size batch-1 step with them --check, then bench/model.py with against without. Here:
+      # python tests/gpu/build.py --only mixture_router mixture_gated mixture_down; python tests/gpu/plans.py
+      # kimi-full-b1 kimi-full-b1-c1k; then each plan again as NAME-early.plan with the fact set, e.g.
+      # python -c "import lanec.codegen.lower as l; l.MIXTURE_DOWN_EARLY_ROWS = 1; from lanec.cli import main;
+      # main(['compile', 'build/plans/kimi-full-b1-c1k.mlir', '-o', 'build/plans/kimi-full-b1-c1k-early.plan'])"
+      # (carry build/gpu, build/plans, .anchors and .whl)
+      fold_checks pending-early tests/gpu/test_mixture.py "matches_interpreter and b1_e256_k8_sigmoid_correction_shared_early"
+      echo "kimi-full-b1-early: $(timeout 150 python3 -m lanec.runtime build/plans/kimi-full-b1-early.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/pending-early.log"
+      timeout 240 python3 bench/model.py kimi-full-b1-c1k kimi-full-b1-c1k-early 2>&1 \
+        | tee -a "$logs/pending-early.log" || status=1 ;;
     fold-router)
       # fold-norm-into-router's GPU checks (2026-11-30: 37 mixture cases pass, sanitizer clean, every plan below
       # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the

@@ -51,6 +51,7 @@ from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
     alloc,
     at,
+    evict_first_policy,
     load_activation_bf16x8,
     load_dsmem_f32,
     load_weight_bf16x8,
@@ -78,21 +79,22 @@ def expert_rows(weights, expert, rows: int, width: int):
 
 @cute.jit
 def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_row: Int32,
-             act_base: Int32, width: cutlass.Constexpr, lane: Int32):
+             act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None):
     """A warp's sums[m * units + u] = matrices[m][first + u] . act[act_row, act_base:][:width], every
     lane holding them all (rows past `outputs` re-read the last: their sums are never used): `rows_dots`
     of one activation row."""
-    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane)
+    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane, policy)
 
 
 @cute.jit
 def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_rows,
-              act_base: Int32, width: cutlass.Constexpr, lane: Int32):
+              act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None):
     """A warp's sums[r * count + m * units + u] = matrices[m][first + u] . act[act_rows[r], act_base:][:width]
     (count = len(matrices) * units), every lane holding them all: each weight vector is read once for
     all of `act_rows`. Lane l takes the 16-byte vectors l, l + 32, ...; a chunk's vectors are all
     issued before the first multiply; every sum adds its vectors in ascending order, whatever the
-    row count (a row's sums are bitwise those of one row alone)."""
+    row count (a row's sums are bitwise those of one row alone). `policy`: the weights' L2 policy
+    (`evict_first_policy`), None for the default."""
     count: cutlass.Constexpr = len(matrices) * units
     R: cutlass.Constexpr = len(act_rows)
     per_chunk: cutlass.Constexpr = max(1, VECTORS_IN_FLIGHT // (count + R - 1))
@@ -115,7 +117,7 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
                 for m in cutlass.range_constexpr(len(matrices)):
                     for u in cutlass.range_constexpr(units):
                         row = cutlass.min(first + u, outputs - 1)
-                        words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR))
+                        words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR), policy)
                         for e in cutlass.range_constexpr(4):
                             ws[e, s * count + m * units + u] = words[e]
         for s in cutlass.range_constexpr(per_chunk):
@@ -598,14 +600,17 @@ class KeptExperts:
     units, `top_k` a row and the folded shared expert of `shared_hidden` units (0: none), as one
     block of warps a CTA, a warp a kept expert (`slots`), each CTA a block of `units` a warp for
     one row. The hidden values of a row are every slot's side by side: [rows, top_k * hidden +
-    shared_hidden]."""
+    shared_hidden]. ``early`` (MIXTURE_DOWN_EARLY_ROWS): mixture_down brings its share of the chosen
+    experts' down rows into L2 before its PDL wait, while mixture_gated runs, and mixture_gated reads
+    its routed rows evict-first, so that its stream does not push them out."""
 
     name: str
     units: int
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 x_pitch: int | None = None):
+                 x_pitch: int | None = None, early: bool = False):
         MixtureExpertsSpec(self.name, rows, width, hidden, experts, top_k, shared_hidden, x_pitch).check()
+        self.early = bool(early)
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch = shared_hidden, x_pitch
         self.slots = top_k + (1 if shared_hidden else 0)
@@ -667,7 +672,8 @@ class MixtureGated(KeptExperts):
         if slot < self.top_k:
             expert = ids[row, slot]
             pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
-            self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden)
+            policy = evict_first_policy() if cutlass.const_expr(self.early) else None
+            self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden, policy)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 self.swiglu(x, row, [shared_gate, shared_up], first, self.shared_hidden, self.top_k * self.hidden,
@@ -675,11 +681,11 @@ class MixtureGated(KeptExperts):
 
     @cute.jit
     def swiglu(self, x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, base: Int32, lane: Int32,
-               hidden):
+               hidden, policy=None):
         """This warp's units first.. of one expert (`pair`: its gate and up rows, `outputs` of them):
-        silu(x . gate) * (x . up) to hidden[row, base + unit]."""
+        silu(x . gate) * (x . up) to hidden[row, base + unit]; `policy`: the rows' L2 policy."""
         if first < outputs:  # the routed and the shared expert may have different widths
-            sums = row_dots(pair, first, outputs, self.units, x, row, Int32(0), self.width, lane)
+            sums = row_dots(pair, first, outputs, self.units, x, row, Int32(0), self.width, lane, policy)
             if lane == 0:
                 for u in cutlass.range_constexpr(self.units):
                     if first + u < outputs:
@@ -697,8 +703,8 @@ class MixtureDown(KeptExperts):
     units = UNITS_DOWN
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 shared_gate: bool = False, x_pitch: int | None = None):
-        super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch)
+                 shared_gate: bool = False, x_pitch: int | None = None, early: bool = False):
+        super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch, early)
         if shared_gate and not shared_hidden:
             raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
         self.shared_gate = shared_gate
@@ -739,6 +745,13 @@ class MixtureDown(KeptExperts):
             if (slot == self.top_k) & (lane == 0) & (first < self.width):
                 prefetch_l2(at(shared_down, first, 0), cutlass.min(self.units, self.width - first) *
                             (2 * self.shared_hidden))
+        if cutlass.const_expr(self.early):  # the chosen experts' rows while mixture_gated runs
+            if (slot < self.top_k) & (lane == 0) & (first < self.width):
+                # the router finished before mixture_gated's wait let this launch start, so its ids are
+                # stored; a hint only (the ids are read again after the wait), clamped to an expert
+                expert = cutlass.max(cutlass.min(ids[row, slot], self.experts - 1), 0)
+                prefetch_l2(at(expert_rows(down, expert, self.width, self.hidden), first, 0),
+                            cutlass.min(self.units, self.width - first) * (2 * self.hidden))
         cute.arch.griddepcontrol_wait()  # the hidden values, ids and weights are predecessors' outputs
         cute.arch.griddepcontrol_launch_dependents()
         if slot < self.top_k:

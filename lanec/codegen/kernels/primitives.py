@@ -146,12 +146,25 @@ def store_evict_f32x4(pointer, values, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def load_weight_bf16x8(pointer, *, loc=None, ip=None):
-    """Eight bf16 weights (four words) through the read-only path, no L1 allocation."""
-    result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
-                  "ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
-                  loc, ip)
+def load_weight_bf16x8(pointer, policy=None, *, loc=None, ip=None):
+    """Eight bf16 weights (four words) through the read-only path, no L1 allocation; with an L2
+    `policy` (`evict_first_policy`) under that policy's eviction priority."""
+    if policy is None:
+        result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
+                      "ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
+                      loc, ip)
+    else:
+        result = _asm(_struct(4, "r"), [_address(pointer, loc, ip), cutlass.Uint64(policy).ir_value(loc=loc, ip=ip)],
+                      "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.b32 {$0, $1, $2, $3}, [$4], $5;",
+                      "=r,=r,=r,=r,l,l", loc, ip)
     return _fields(result, 4, "r", loc, ip)
+
+
+@dsl_user_op
+def evict_first_policy(*, loc=None, ip=None):
+    """An L2 cache policy that evicts the lines it loads first (a stream read once, which should
+    not push out lines another launch prefetched)."""
+    return cutlass.Uint64(_asm(T.i64(), [], "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l", loc, ip))
 
 
 @dsl_user_op

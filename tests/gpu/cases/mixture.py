@@ -54,6 +54,13 @@ SHAPES = {
     "b256_e256_k8_sigmoid_correction_shared_r8": dict(  # Kimi Linear's router at 256 rows, 8 rows a cluster
         rows=256, width=2304, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=256, rows_a_cta=8),
+    # the early down rows (MIXTURE_DOWN_EARLY_ROWS): gated evict-first, down prefetching its chosen rows
+    "b1_e256_k8_sigmoid_correction_shared_early": dict(
+        rows=1, width=2048, hidden=512, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=512, early=True),
+    "b2_e64_k6_g8_softmax_apart_early": dict(
+        rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, groups=8, topk_groups=3, early=True),
     "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
@@ -61,7 +68,7 @@ SHAPES = {
 
 ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
           "topk_groups", "x_pitch", "split", "rows_a_cta")
-EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch")
+EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch", "early")
 
 
 def router_spec(shape: dict) -> dict:
