@@ -177,9 +177,11 @@ GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwis
 # The argmax epilogue (fold-argmax-into-gemv) gathers its CTAs' best keys in two levels: a CTA
 # offers its keys to its group's slot (block % groups) and draws its group's ticket, the group's
 # last CTA carries the group's keys to the grid's slot and draws the grid's ticket. One address
-# taking every CTA's atomics serialises them: 81920 CTAs at Kimi Linear's lm head cost 73 us more
-# than the argmax launch they saved (bench/RESULTS.md). Each group's keys and ticket take a
-# 128-byte line of their own (ARGMAX_SLOT 32-bit words): row 0 the grid's, row 1 + g group g's.
+# taking every CTA's atomics serialised them: 81920 CTAs at Kimi Linear's lm head cost 73 us more
+# than the argmax launch they saved; in two levels 47 us (bench/RESULTS.md, the real-size batch-1
+# step): each CTA's fenced atomics still lengthen it, so the fold stays off. Each group's keys and
+# ticket take a 128-byte line of their own (ARGMAX_SLOT 32-bit words): row 0 the grid's, row 1 + g
+# group g's.
 ARGMAX_GROUPS = 64
 ARGMAX_SLOT = 32
 
@@ -187,6 +189,8 @@ ARGMAX_SLOT = 32
 def argmax_groups(ctas: int) -> int:
     """The argmax epilogue's ticket groups at a grid of `ctas` CTAs."""
     return min(ARGMAX_GROUPS, ctas)
+
+
 # A norm in the row products' prologue (`norm`): each CTA sums the squares of the whole activation
 # rows itself, on the CUDA-core path only (the tensor cores' fragments are loaded packed), holding
 # a thread's share of every row in registers: at most NORM_HELD_VECTORS 16-byte vectors of them.
