@@ -63,7 +63,7 @@ class FoldNormIntoRouter(Judge):
             return
         self.mark(op, rewriter, "prologue", "router",
                   f"runs in the prologue of its one reader's router, {describe(reader)}: {rows} row(s) of {width}, "
-                  f"each of the cluster's {split} CTAs norms its {rows_a_cta} row(s) itself (one launch fewer)")
+                  f"{split} CTA(s) a cluster, each norming its {rows_a_cta} row(s) itself (one launch fewer)")
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,10 @@ for phase in "${phases[@]}"; do
       # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the
       # fold by default, and one without it, --check (here: python tests/gpu/build.py --only mixture_router
       # mixture_gated mixture_down and python tests/gpu/plans.py kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2
-      # kimi-b8-no-fold-router-norms; carry build/gpu, build/plans)
+      # kimi-b3-q8 kimi-b8-no-fold-router-norms; carry build/gpu, build/plans). Not yet run on the H200: the
+      # one-CTA norm case (b2_e256_k8_sigmoid_one_cta_router_apart_norm), kimi-b3-q8 and the no-fold plan
       fold_checks fold-router tests/gpu/test_mixture.py "norms_its_rows and b13" \
-        kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2 kimi-b8-no-fold-router-norms ;;
+        kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2 kimi-b3-q8 kimi-b8-no-fold-router-norms ;;
     fold-gate)
       # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
       # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end

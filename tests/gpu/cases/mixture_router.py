@@ -47,10 +47,11 @@ def make(spec: dict):
 
 # the router norming its rows first (`norm`: fold-norm-into-router, a norm's input and residual in, the
 # normed rows and the sum out), at shapes of 1, 2, 7 and 13 rows: a row a cluster and 4 or 8 (with padding
-# rows), with and without a residual, x read in place, 256 and 512 experts; test_mixture.py's
-# test_the_router_norms_its_rows checks them
+# rows), with and without a residual, x read in place, 256 and 512 experts, and one CTA without a cluster
+# (split 1: as kimi-b3-q8's 16 experts run); test_mixture.py's test_the_router_norms_its_rows checks them
 NORM_SHAPES = {"b1_e256_k8_sigmoid_correction_shared": True, "b13_e256_k8_g8_sigmoid_correction_shared_r4": True,
-               "b2_e256_k8_sigmoid_pitched_wider_shared": True, "b1_e512_k10_softmax_apart": False}
+               "b2_e256_k8_sigmoid_pitched_wider_shared": True, "b1_e512_k10_softmax_apart": False,
+               "b2_e256_k8_sigmoid_one_cta_router_apart": True}
 for _name, _residual in NORM_SHAPES.items():
     CASES[f"{_name}_norm"] = {**shapes.router_spec(shapes.SHAPES[_name]), "norm": True, "eps": 1e-5,
                               "residual": _residual}
