@@ -30,7 +30,7 @@ from lanec.codegen.facts import (
 )
 from lanec.dialects.form import MixtureOp, NormOp, WeightOp, is_float, shape
 from lanec.passes.decisions import describe
-from lanec.passes.rule import Judge, Rule, failures, users
+from lanec.passes.rule import Judge, Rule, failures, only_user
 
 
 class FoldNormIntoRouter(Judge):
@@ -38,8 +38,7 @@ class FoldNormIntoRouter(Judge):
     def match_and_rewrite(self, op: NormOp, rewriter: PatternRewriter) -> None:
         if not self.shim.fold_router_norms or op.prologue is not None:
             return
-        readers = {id(u): u for u in users(op.result)}
-        reader = next(iter(readers.values())) if len(readers) == 1 else None
+        reader = only_user(op.result)
         if not isinstance(reader, MixtureOp):
             return  # not this rule's candidate (fold-norm-into-gemv's, or no fold's)
         rows, width = shape(op.x)

@@ -452,9 +452,9 @@ class MixtureRouter:
         S: cutlass.Constexpr = self.norm_steps
         vectors: cutlass.Constexpr = self.width // VECTOR
         threads: cutlass.Constexpr = WARP * self.warps
-        # first CTA: the sums of the step's rows (a past-the-rows row repeats the last: written once)
+        # the first CTA writes the sums (a past-the-rows row repeats the last one's, the same values)
         normed = normed_rows(x, residual if cutlass.const_expr(self.residual) else None, scales, h_out, rows,
-                             self.width, self.warps, S, self.eps, (rank == 0) & (block * R < self.rows), thread)
+                             self.width, self.warps, S, self.eps, rank == 0, thread)
         tile = alloc(cutlass.memory.SmemAllocator(), BFloat16, (R, self.width))
         tiles = cute.zipped_divide(tile, (1, VECTOR))
         for r in cutlass.range_constexpr(R):
