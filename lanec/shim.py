@@ -266,7 +266,9 @@ TARGET_BLOCKS = 96
 # Chunks shorter than this cost more in the partial's store and the combine's read than their
 # blocks save: 256 keys for GQA (8/2, 4k, b1: 16 chunks of 256 keys 9.9 us, 32 of 128 10.8 us),
 # 128 for a latent attention, whose keys each cost 32 rows x 1088 multiply-adds (32 heads, 4k,
-# b1: 32 chunks of 128 keys 17.8 us, 16 of 256 23.1 us).
+# b1: 32 chunks of 128 keys 17.8 us, 16 of 256 23.1 us). At 1k keys the same line holds (Kimi Linear's
+# latent attention, b1: 8 chunks of 128 keys 11.3 us, 16 of 64 11.8, 4 of 256 16.6; b8: 13.0 against
+# 13.9; bench/attention.py's sweep, H200, 2026-11-30), so it does not scale with the context.
 MIN_CHUNK_KEYS = 256
 LATENT_MIN_CHUNK_KEYS = 128
 # The split counts the sweep measured; the choice is one of them, at most MAX_SPLITS: no shape of the

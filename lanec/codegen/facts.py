@@ -1299,8 +1299,10 @@ MIXTURE_GROUPED_ROWS: int | None = 4
 # never), mixture_down brings its share of the chosen experts' down rows into L2 before its PDL wait, while
 # mixture_gated streams the gate and up rows (evict-first, so as not to push them out). The real-size
 # batch-1 step spends about 6 us a mixture over the bytes of gated + down (bench/mixture.py: 42.3 against
-# 31.7 us with the router); the aim is down's ramp hidden behind gated's stream. Off: not measured yet
-# (queued in tests/gpu/session.sh `pending-early`).
+# 31.7 us with the router); the aim is down's ramp hidden behind gated's stream. Measured slower, so off:
+# its 42 GPU cases pass and compute-sanitizer is clean, the real-size batch-1 step with it agrees with the
+# interpreter (49 of 49), but that step ran 2169.3 us with it against 2085.6 without (bench/model.py
+# kimi-full-b1-c1k, one command, H200, 2026-11-30): gated's stream slows by more than down's ramp saves.
 MIXTURE_DOWN_EARLY_ROWS: int | None = None
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a

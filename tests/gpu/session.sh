@@ -184,16 +184,15 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the ninth session's queue (2026-11-30, about 2 minutes): the latent attention's split sweep at 1k context.
-      # At batch 1 the real-size step's 7 MLA layers run 8 chunks of 128 keys (LATENT_MIN_CHUNK_KEYS stops 16
-      # chunks of 64); bench/RESULTS.md's sweeps covered 4k and 32k only. If 16 or 32 chunks win at 1k, the
-      # minimum chunk should scale with the context (here: LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla
-      # LANEC_ATTN_CONTEXTS=1024 python bench/attention.py build; carry build/bench-attention-sweep-mla-c1024)
+      # the latent attention's split sweep at 1k context (about 2 minutes; run 2026-11-30: 8 chunks of 128
+      # keys stay fastest at batch 1 and 8, so LATENT_MIN_CHUNK_KEYS stays; here: LANEC_ATTN_SWEEP=1
+      # LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 python bench/attention.py build; carry
+      # build/bench-attention-sweep-mla-c1024)
       LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 timeout 200 python3 bench/attention.py 2>&1 \
         | tee "$logs/pending.log" || status=1 ;;
     pending-early)
-      # the ninth session's second queue (about 5 minutes): the per-row mixture's early down rows
-      # (MIXTURE_DOWN_EARLY_ROWS, off): the mixture's GPU cases with the two `_early` shapes, compute-sanitizer on
+      # the per-row mixture's early down rows (about 5 minutes; MIXTURE_DOWN_EARLY_ROWS, off: run 2026-11-30,
+      # correct and 84 us slower at batch 1): the mixture's GPU cases with the two `_early` shapes, compute-sanitizer on
       # one, the real-size batch-1 step with them --check, then bench/model.py with against without. Here:
       # python tests/gpu/build.py --only mixture_router mixture_gated mixture_down; python tests/gpu/plans.py
       # kimi-full-b1 kimi-full-b1-c1k; then each plan again as NAME-early.plan with the fact set, e.g.
@@ -210,8 +209,8 @@ for phase in "${phases[@]}"; do
       # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the
       # fold by default, and one without it, --check (here: python tests/gpu/build.py --only mixture_router
       # mixture_gated mixture_down and python tests/gpu/plans.py kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2
-      # kimi-b3-q8 kimi-b8-no-fold-router-norms; carry build/gpu, build/plans). Not yet run on the H200: the
-      # one-CTA norm case (b2_e256_k8_sigmoid_one_cta_router_apart_norm), kimi-b3-q8 and the no-fold plan
+      # kimi-b3-q8 kimi-b8-no-fold-router-norms; carry build/gpu, build/plans). Run again 2026-11-30 after the
+      # norm's sums moved to the first CTA: 42 cases (with the one-CTA norm case) pass, every plan agrees
       fold_checks fold-router tests/gpu/test_mixture.py "norms_its_rows and b13" \
         kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2 kimi-b3-q8 kimi-b8-no-fold-router-norms ;;
     fold-gate)
