@@ -39,9 +39,10 @@ class LaneShim:
     words a value), whether producers quantize in their epilogue (`fuse_quant`, quantized only),
     and whether the products are a batch's (each row its own sequence: the lane keeps them on
     the GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs
-    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off until measured), and
-    whether an argmax of a GEMV's output runs in that GEMV's epilogue (`fold_argmax`, the
-    fold-argmax-into-gemv rule; off until measured), and whether a kda's output gate product runs in
+    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off: measured slower, each
+    CTA's own norm costs more than the launch it saves), and whether an argmax of a GEMV's output
+    runs in that GEMV's epilogue (`fold_argmax`, the fold-argmax-into-gemv rule; off: measured
+    slower), and whether a kda's output gate product runs in
     KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower), and whether a norm whose
     one reader is a mixture runs in its fused router's prologue (`fold_router_norms`, the
     fold-norm-into-router rule; on: measured faster at batch 1, even at 8); with the lane's held-back
