@@ -7,6 +7,10 @@ Linear's product shapes, measured in the same run. Two steps:
 The short products (`SHORT`: K <= 512, some read per head) are timed at 1 and 8 rows with schedules of
 fewer warps and more rows a CTA; their anchor is cuBLAS's batched product over the heads.
 `LANEC_GEMV_SET=short python bench/gemv.py build` builds only them (the GPU step times what was built).
+`LANEC_GEMV_SET=floor` builds one row against 2304-wide weights of 1024 to 163840 outputs at the
+default schedule (`FLOOR`), and the GPU step fits each side's time to t = floor + bytes / rate: the
+floor is what a launch costs in a chain of PDL launches beyond its bytes, and the % of the copy
+bandwidth a product of a given size can reach follows from it (`floor_fit`).
 
 Method: clocks warmed by copies first; each product's weights rotate over enough copies to pass
 240 MB (4x the 60 MB L2), so every launch reads its weights from HBM; a CUDA graph holds one launch
@@ -51,6 +55,9 @@ SHORT = [
     ("deepseek mla expand", 512, [128 * 128], (128, 512, 0)),
 ]
 SHORT_ROWS = [1, 8]
+# The launch floor: one row, K = 2304 (Kimi Linear's hidden width), outputs from 1024 (4.7 MB) to the lm
+# head's 163840 (755 MB), the default schedule; label "floor" marks them for the fit
+FLOOR = [("floor", 2304, [n]) for n in (1024, 2048, 4096, 8192, 12288, 16384, 32768, 65536, 163840)]
 PAIRS = [("dense pair swiglu", 2304, 9216), ("expert pair swiglu", 2304, 1024)]  # (label, K, hidden)
 ROWS = [1, 8, 32]
 
@@ -110,6 +117,13 @@ def build() -> None:
                     add(kernel, f"{slug}_r{rows}_{knobs}", label=label, kind=kind, k=k, n=n, rows=rows,
                         default=False, per_head=per_head)
 
+    if os.environ.get("LANEC_GEMV_SET") == "floor":
+        for label, k, parts in FLOOR:
+            variants(lambda rows, schedule, k=k, parts=parts: Gemv(rows, k, parts, schedule=schedule),
+                     label, "gemv", k, sum(parts), f"floor_n{sum(parts)}", [1], {1: []})
+        (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+        print(f"{len(entries)} kernels in {OUT.relative_to(ROOT)}")
+        return
     short_only = os.environ.get("LANEC_GEMV_SET") == "short"
     for label, k, parts in [] if short_only else PRODUCTS:
         variants(lambda rows, schedule, k=k, parts=parts: Gemv(rows, k, parts, schedule=schedule),
@@ -241,8 +255,38 @@ def run() -> list:
         by_label.setdefault(key, []).append(f"{tag} {ours_us:.2f}")
     for label, cells in by_label.items():
         print(f"  {label:36s} " + "  ".join(cells))
-
+    floor = [(e["n"] * e["k"] * 2, us, torch_us) for e, us, _, torch_us, _ in rows_out if e["label"] == "floor"]
+    if floor:
+        print()
+        print(floor_table(floor, copy_tbs))
     return rows_out
+
+
+def floor_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares of t = floor + bytes / rate over (bytes, us) points: (floor us, rate TB/s)."""
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_t = sum(t for _, t in points) / n
+    slope = sum((b - mean_b) * (t - mean_t) for b, t in points) / sum((b - mean_b) ** 2 for b, _ in points)
+    return mean_t - slope * mean_b, 1e-6 / slope
+
+
+def floor_table(floor: list[tuple[float, float, float]], copy_tbs: float) -> str:
+    """The launch floor of ours and of torch's (bytes, ours us, torch us) rows: each side's fit, each
+    point's time against it, and the share of the copy bandwidth the fit allows a product of 10-100 MB."""
+    lines = ["| weights MB | ours us | ours fit us | torch us | torch fit us |", "|---|---|---|---|---|"]
+    ours_floor, ours_rate = floor_fit([(b, us) for b, us, _ in floor])
+    torch_floor, torch_rate = floor_fit([(b, t) for b, _, t in floor])
+    for b, us, t in floor:
+        lines.append(f"| {b / 1e6:.1f} | {us:.2f} | {ours_floor + b / ours_rate / 1e6:.2f} | {t:.2f} "
+                     f"| {torch_floor + b / torch_rate / 1e6:.2f} |")
+    lines.append("")
+    for name, fl, rate in (("ours", ours_floor, ours_rate), ("torch", torch_floor, torch_rate)):
+        reach = "  ".join(f"{mb} MB {100 * (mb * 1e6 / copy_tbs / 1e6) / (fl + mb / rate):.0f}%"
+                          for mb in (10, 20, 30, 60, 100))
+        lines.append(f"{name}: a launch costs {fl:.2f} us + bytes at {rate:.2f} TB/s ({100 * rate / copy_tbs:.0f}% "
+                     f"of copy); % of copy reached: {reach}")
+    return "\n".join(lines)
 
 
 # a schedule enters the table only where it beats the default by this much (run-to-run noise)

@@ -31,7 +31,8 @@ import measure  # bench/measure.py: this script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 TENSOR_CORES = os.environ.get("LANEC_Q8_SET") == "tc"
-OUT = ROOT / "build" / "bench" / ("q8-tc" if TENSOR_CORES else "q8")
+FLOOR_SET = os.environ.get("LANEC_Q8_SET") == "floor"
+OUT = ROOT / "build" / "bench" / ("q8-tc" if TENSOR_CORES else "q8-floor" if FLOOR_SET else "q8")
 
 # Llama-3.1-8B: hidden 4096, 32 query and 8 KV heads of 128, MLP 14336, vocab 128256; and Kimi
 # Linear's (hidden 2304): the KDA layer's merged q k v f_a b g_a product, its o proj, the dense
@@ -56,14 +57,19 @@ PRODUCTS = [  # (label, K, N); the gated pair's N is its hidden width
 if os.environ.get("LANEC_Q8_PRODUCTS"):  # a subset by label, comma-separated (a shorter run)
     PRODUCTS = [p for p in PRODUCTS if p[0] in os.environ["LANEC_Q8_PRODUCTS"].split(",")]
 ROWS = [1, 4, 8]
+if FLOOR_SET:  # the launch floor (bench/gemv.py's FLOOR): one row, one word, K = 2304, 1024 to 163840 outputs
+    PRODUCTS = [(f"floor {n}", 2304, n) for n in (1024, 2048, 4096, 8192, 12288, 16384, 32768, 65536, 163840)]
+    ROWS = [1]
 # the products whose output a q8_0 product reads: the gated pair's hidden rows (read by down) and a
 # LoRA pair's first product; each output width has its standalone quantize among the K widths above
 EPILOGUE_PRODUCTS = [p for p in [("gate+up pair", 4096, 14336), ("o proj", 4096, 4096)] if p in PRODUCTS]
-WORDS = [1, 2]
+WORDS = [1] if FLOOR_SET else [1, 2]
 # schedules timed beside the q8 defaults at one row (RowSchedule knobs: CUDA cores only); 9
 # warps give a 2304-wide row (288 quarter blocks) one quarter a thread, where 8 leave a second step of 32
 SCHEDULES = [{"warps": 4, "rows_per_cta": 4}, {"warps": 8, "rows_per_cta": 4}, {"warps": 4, "rows_per_cta": 2},
              {"warps": 9, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 4}, {"warps": 16, "rows_per_cta": 2}]
+if FLOOR_SET:  # a 2304-wide row is 288 quarter blocks: 9 warps take it in one step, where 8 leave 32 for a second
+    SCHEDULES = [{"warps": 8, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 4}]
 ROTATE_BYTES = 240 * 2**20
 
 
@@ -318,6 +324,9 @@ def run() -> list:
         print(f"| {entry['label']} | {entry['k']} -> {entry['n']} | {entry['rows']} | {entry['words']} "
               f"| {megabytes:.1f} | {entry['schedule']} | {us:.2f} | {tbs:.2f} | {100 * tbs / copy_tbs:.0f}% "
               f"| {bf16_us:.2f} | {bf16_us / us:.2f} | {torch_us:.2f} | {torch_us / us:.2f} |")
+    if FLOOR_SET:
+        print()
+        print(floor_lines(results, copy_tbs))
     print()
     print("q8 schedules at one row (warps x weight rows a CTA; * = default): us")
     schedules_table(results, lambda e: e["kind"] == "q8" and e["rows"] == 1, lambda e: f"{e['label']} w{e['words']}")
@@ -355,6 +364,30 @@ def run() -> list:
         print(f"| {label} | {rows} | {words} | {base:.2f} | {us:.2f} | {100 * (us / base - 1):+.1f}% "
               f"| {alone if alone is not None else float('nan'):.2f} | {saved} |")
     return results
+
+
+def floor_lines(results: list, copy_tbs: float) -> str:
+    """The launch floor (`LANEC_Q8_SET=floor`): q8_gemv's (each schedule's), our bf16 gemv's and
+    torch's times at one row fitted to t = floor + bytes / rate (bench/gemv.py's `floor_fit`), and
+    the share of the copy bandwidth each fit allows a product of 10 to 100 MB of its own bytes."""
+    from gemv import floor_fit  # bench/gemv.py, beside this script
+
+    sides: dict[str, list] = {}
+    for entry, us, _, torch_us in results:
+        if entry["kind"] == "q8":  # a fit per schedule
+            sides.setdefault(f"q8_gemv {entry['schedule']}", []).append((q8_bytes(entry["k"], entry["n"]), us))
+        elif entry["kind"] == "bf16":
+            sides.setdefault("bf16 gemv", [])
+            sides.setdefault("torch bf16", [])
+            sides["bf16 gemv"].append((2 * entry["k"] * entry["n"], us))
+            sides["torch bf16"].append((2 * entry["k"] * entry["n"], torch_us))
+    lines = []
+    for name, points in sides.items():
+        floor, rate = floor_fit(points)
+        reach = "  ".join(f"{mb} MB {100 * (mb / copy_tbs) / (floor + mb / rate):.0f}%" for mb in (10, 20, 30, 60, 100))
+        lines.append(f"{name}: a launch costs {floor:.2f} us + its bytes at {rate:.2f} TB/s "
+                     f"({100 * rate / copy_tbs:.0f}% of copy); % of copy reached: {reach}")
+    return "\n".join(lines)
 
 
 def tensor_core_table(results: list, copy_tbs: float) -> None:

@@ -179,3 +179,19 @@ def test_the_gemv_bench_writes_a_schedule_only_where_it_beats_the_default(tmp_pa
     # o proj's 16 warps beat its default by 14%: written; q proj's 9 warps by 1%, within the margin
     assert json.loads(path.read_text()) == {"gemv": {"outputs=2304,rows=1,width=4096": {
         "schedule": {"warps": 16, "rows_per_cta": 1, "tensor_cores": False}, "us": 5.5}}}
+
+
+def test_the_gemv_bench_fits_the_launch_floor_and_what_it_allows(monkeypatch):
+    bench = load_bench("gemv", monkeypatch)
+    sizes = [4.7e6, 9.4e6, 18.9e6, 37.7e6, 75.5e6, 151e6, 755e6]
+    # a line: 1.6 us a launch and 4.0 TB/s (torch: 2.4 us and 3.6 TB/s), each point's time exact
+    ours = [1.6 + b / 4.0e6 for b in sizes]
+    torch = [2.4 + b / 3.6e6 for b in sizes]
+    floor, rate = bench.floor_fit(list(zip(sizes, ours, strict=True)))
+    assert abs(floor - 1.6) < 1e-9 and abs(rate - 4.0) < 1e-9
+    text = bench.floor_table(list(zip(sizes, ours, torch, strict=True)), copy_tbs=4.0)
+    assert "ours: a launch costs 1.60 us + bytes at 4.00 TB/s (100% of copy)" in text
+    assert "torch: a launch costs 2.40 us + bytes at 3.60 TB/s (90% of copy)" in text
+    # at the copy rate, 20 MB take 5 us: with the 1.6 us floor that is 5 / 6.6 = 76% of the bandwidth
+    assert "20 MB 76%" in text.split("ours:")[1].split("\n")[0]
+    assert "| 755.0 | 190.35 | 190.35 |" in text

@@ -711,3 +711,46 @@ def test_the_q8_bench_times_an_epilogue_only_beside_its_product(monkeypatch):
     # epilogue launch with the plain product timed in the same run
     assert [label for label, _, _ in bench.PRODUCTS] == ["o proj", "kimi kda merged"]
     assert [label for label, _, _ in bench.EPILOGUE_PRODUCTS] == ["o proj"]
+
+
+def test_the_q8_bench_floor_set_fits_each_sides_launch_floor(monkeypatch):
+    monkeypatch.setenv("LANEC_Q8_SET", "floor")
+    bench = load_bench("q8", monkeypatch)
+    assert bench.OUT.name == "q8-floor" and bench.ROWS == [1] and bench.WORDS == [1]
+    assert bench.SCHEDULES == [{"warps": 8, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 2}, {"warps": 9, "rows_per_cta": 4}]
+    assert {k for _, k, _ in bench.PRODUCTS} == {2304} and len(bench.PRODUCTS) >= 5
+    results = []
+    for _, k, n in bench.PRODUCTS:  # q8_gemv: 1.8 us a launch at 3.6 TB/s; ours and torch's bf16 as given
+        shape = {"k": k, "n": n, "rows": 1, "words": 1, "gated": False}
+        results.append(({**shape, "kind": "q8", "default": True, "schedule": "8w x 2r"},
+                        1.8 + bench.q8_bytes(k, n) / 3.6e6, 0, None))
+        results.append(({**shape, "kind": "q8", "default": False, "schedule": "9w x 4r"},  # a fit of its own
+                        1.2 + bench.q8_bytes(k, n) / 4.2e6, 0, None))
+        bf16 = 2 * k * n
+        results.append(({**shape, "kind": "bf16", "default": True}, 1.5 + bf16 / 4.0e6, 0, 2.0 + bf16 / 3.2e6))
+    lines = bench.floor_lines(results, copy_tbs=4.0).split("\n")
+    assert lines[0].startswith("q8_gemv 8w x 2r: a launch costs 1.80 us + its bytes at 3.60 TB/s (90% of copy)")
+    assert lines[1].startswith("q8_gemv 9w x 4r: a launch costs 1.20 us + its bytes at 4.20 TB/s (105% of copy)")
+    assert lines[2].startswith("bf16 gemv: a launch costs 1.50 us + its bytes at 4.00 TB/s (100% of copy)")
+    assert lines[3].startswith("torch bf16: a launch costs 2.00 us + its bytes at 3.20 TB/s (80% of copy)")
+    # 30 MB at 4 TB/s is 7.5 us; q8's fit takes 1.8 + 30 / 3.6 = 10.13 us: 74% of the copy bandwidth
+    assert "30 MB 74%" in lines[0]
+
+
+def test_q8_products_default_to_the_warps_that_fill_a_rows_last_step(monkeypatch):
+    import lanec.codegen.kernels.q8_gemv as q8
+
+    # quarter blocks a row (width / 8), a thread each: 9 warps where 8 leave a mostly idle last step
+    assert {w: q8.q8_default_schedule(1, w, 1) for w in (128, 2048, 2080, 2304, 4096, 9216, 14336)} == {
+        128: {"warps": 8}, 2048: {"warps": 8}, 2080: {"warps": 9}, 2304: {"warps": 9}, 4096: {"warps": 8},
+        9216: {"warps": 9}, 14336: {"warps": 8}}
+    kernel = q8_gemv(1, 2304, (163840,))  # Kimi Linear's lm head: one step of 288 threads
+    assert (kernel.warps, kernel.steps, kernel.launch().block[0]) == (9, 1, 288)
+    assert q8_gemv(1, 2304, (64,), schedule={"warps": 8}).warps == 8  # a schedule's warps stay
+    # the one-step rows a CTA (off until its GPU cases pass): only one-step rows at 9 warps, within a warp's sums
+    monkeypatch.setattr(q8, "Q8_ONE_STEP_ROWS_PER_CTA", 4)
+    assert q8.q8_default_schedule(1, 2304, 2) == {"warps": 9, "rows_per_cta": 4}
+    assert q8.q8_default_schedule(3, 2304, 2) == {"warps": 9, "rows_per_cta": 4}  # 4 x 2 x 4 = 32 sums
+    assert q8.q8_default_schedule(5, 2304, 2) == {"warps": 9}  # 4 x 2 x 8 = 64: RowProducts' choice
+    assert q8.q8_default_schedule(1, 9216, 1) == {"warps": 9}  # four steps
+    assert q8_gemv(3, 2304, (1000,), words=2).rows_per_cta == 4

@@ -46,6 +46,7 @@
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
 #   pending-early  the per-row mixture's early down rows (MIXTURE_DOWN_EARLY_ROWS): cases, sanitizer, b1 A/B
+#   floor      the launch floor: bf16 gemv, q8_gemv and torch at one row fitted to t = floor + bytes / rate
 #   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
@@ -184,12 +185,22 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the latent attention's split sweep at 1k context (about 2 minutes; run 2026-11-30: 8 chunks of 128
-      # keys stay fastest at batch 1 and 8, so LATENT_MIN_CHUNK_KEYS stays; here: LANEC_ATTN_SWEEP=1
-      # LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 python bench/attention.py build; carry
-      # build/bench-attention-sweep-mla-c1024)
-      LANEC_ATTN_SWEEP=1 LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024 timeout 200 python3 bench/attention.py 2>&1 \
-        | tee "$logs/pending.log" || status=1 ;;
+      # the tenth session's queue (about 2 minutes): q8_gemv's 4 rows a CTA where a row is one step of 9 warps
+      # (Q8_ONE_STEP_ROWS_PER_CTA, facts.py; None until this passes). Here: set it to 4 in facts.py, then
+      # python tests/gpu/build.py --only q8_gemv q8_gated_gemv; python tests/gpu/plans.py kimi-b3-q8;
+      # LANEC_Q8_SET=floor python bench/q8.py build (carry build/gpu, build/plans, build/bench/q8-floor). The
+      # q8 cases (r5_k2080_n1001_w1 and the gated r7_k2080 take 4 rows a CTA by default), compute-sanitizer
+      # on one, kimi-b3-q8 --check (its 2304-wide products), and the floor set's fits; keep the 4 if they pass
+      timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "not gemm_tc" 2>&1 | tail -3 \
+        | tee "$logs/pending.log" || status=1
+      for tool in memcheck racecheck; do
+        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_q8_gemv.py \
+          -q -k "q8_gemv_matches and r5_k2080_n1001_w1" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/pending.log"
+      done
+      echo "kimi-b3-q8: $(timeout 100 python3 -m lanec.runtime build/plans/kimi-b3-q8.plan --check 2>&1 | tail -1)" \
+        | tee -a "$logs/pending.log"
+      LANEC_Q8_SET=floor timeout 100 python3 bench/q8.py 2>&1 | tee -a "$logs/pending.log" || status=1 ;;
     pending-early)
       # the per-row mixture's early down rows (about 5 minutes; MIXTURE_DOWN_EARLY_ROWS, off: run 2026-11-30,
       # correct and 84 us slower at batch 1): the mixture's GPU cases with the two `_early` shapes, compute-sanitizer on
@@ -204,6 +215,13 @@ for phase in "${phases[@]}"; do
         --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/pending-early.log"
       timeout 240 python3 bench/model.py kimi-full-b1-c1k kimi-full-b1-c1k-early 2>&1 \
         | tee -a "$logs/pending-early.log" || status=1 ;;
+    floor)
+      # the launch floor (about 1.5 minutes; run 2026-11-30, bench/RESULTS.md): one row against 2304-wide weights of 4.7 to 755 MB, our bf16 gemv,
+      # q8_gemv and torch's matmul each fitted to t = floor + bytes / rate (here: LANEC_GEMV_SET=floor python
+      # bench/gemv.py build and LANEC_Q8_SET=floor python bench/q8.py build; carry build/bench/gemv and
+      # build/bench/q8-floor)
+      timeout 150 python3 bench/gemv.py 2>&1 | tee "$logs/floor-gemv.log" || status=1
+      LANEC_Q8_SET=floor timeout 150 python3 bench/q8.py 2>&1 | tee "$logs/floor-q8.log" || status=1 ;;
     fold-router)
       # fold-norm-into-router's GPU checks (2026-11-30: 37 mixture cases pass, sanitizer clean, every plan below
       # agrees): the router's norm cases with the mixture's, compute-sanitizer on one, then plans that take the

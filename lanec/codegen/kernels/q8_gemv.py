@@ -19,7 +19,15 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint32
 
-from lanec.codegen.facts import Q8_0_BLOCK_BYTES, RowSchedule, quantized_pitch, quantized_problems
+from lanec.codegen.facts import (
+    GEMV_WARPS,
+    Q8_0_BLOCK_BYTES,
+    Q8_ONE_STEP_ROWS_PER_CTA,
+    WARP,
+    RowSchedule,
+    quantized_pitch,
+    quantized_problems,
+)
 from lanec.codegen.kernels.base import TensorParam
 from lanec.codegen.kernels.gated_gemv import GatedGemv
 from lanec.codegen.kernels.gemv import Gemv
@@ -39,6 +47,30 @@ QUARTER = 8  # int8 values a lane takes of a 32-value block
 BLOCK = 32
 
 
+def q8_default_schedule(rows: int, width: int, sources: int) -> dict:
+    """The warps a CTA, and where a row is one step of 9 warps the weight rows a CTA
+    (Q8_ONE_STEP_ROWS_PER_CTA, facts.py), where no schedule says. Warps: of 8 and 9, the one whose
+    last step over a row's quarter blocks (a thread each) leaves the fewest threads idle; 8 where both
+    fill it. A 2304-wide row is 288 quarters: 9 warps take it in one step, where 8 take two and the
+    second keeps 32 threads of 256 busy. Measured on the H200 (bench/q8.py's floor set, 2026-11-30:
+    one row against 2304-wide rows of 2.5 to 401 MB, each fitted to t = launch + bytes / rate):
+    8 warps x 2 rows a CTA 2.14 us + 3.10 TB/s (75% of the copy bandwidth), 9 x 2 2.06 us + 3.57 TB/s
+    (Kimi Linear's lm head 131.0 -> 114.1 us), 9 x 4 2.06 us + 4.17 TB/s (97.7 us)."""
+    units = width // QUARTER
+
+    def idle(warps: int) -> int:
+        threads = 32 * warps
+        return -(-units // threads) * threads - units
+
+    warps = 9 if idle(9) < idle(GEMV_WARPS) else GEMV_WARPS
+    chosen = {"warps": warps}
+    per_cta = Q8_ONE_STEP_ROWS_PER_CTA
+    if (per_cta is not None and warps == 9 and units <= 32 * warps
+            and per_cta * sources * (1 << max(0, rows - 1).bit_length()) <= WARP):
+        chosen["rows_per_cta"] = per_cta
+    return chosen
+
+
 class Q8Products:
     """What q8_gemv and q8_gated_gemv add to their bf16 kernels (mixed in before them): q8_0
     weight rows, the quantized activation of `words` int8 words a value, CUDA cores only (dp4a).
@@ -55,6 +87,9 @@ class Q8Products:
         schedule = RowSchedule.of(schedule or {})
         if schedule.tensor_cores:
             raise ValueError(f"{self.name} multiplies on CUDA cores (dp4a): schedule tensor_cores must be false")
+        if schedule.warps is None:
+            default = q8_default_schedule(args[0], width, self.sources)
+            schedule = schedule.updated({k: v for k, v in default.items() if getattr(schedule, k) is None})
         self.words = words
         self.blocks = width // BLOCK  # q8_0 blocks a weight row
         self.row_bytes = self.blocks * Q8_0_BLOCK_BYTES
