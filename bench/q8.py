@@ -370,7 +370,7 @@ def floor_lines(results: list, copy_tbs: float) -> str:
     """The launch floor (`LANEC_Q8_SET=floor`): q8_gemv's (each schedule's), our bf16 gemv's and
     torch's times at one row fitted to t = floor + bytes / rate (bench/gemv.py's `floor_fit`), and
     the share of the copy bandwidth each fit allows a product of 10 to 100 MB of its own bytes."""
-    from gemv import floor_fit  # bench/gemv.py, beside this script
+    from gemv import floor_fit, floor_line  # bench/gemv.py, beside this script
 
     sides: dict[str, list] = {}
     for entry, us, _, torch_us in results:
@@ -381,13 +381,7 @@ def floor_lines(results: list, copy_tbs: float) -> str:
             sides.setdefault("torch bf16", [])
             sides["bf16 gemv"].append((2 * entry["k"] * entry["n"], us))
             sides["torch bf16"].append((2 * entry["k"] * entry["n"], torch_us))
-    lines = []
-    for name, points in sides.items():
-        floor, rate = floor_fit(points)
-        reach = "  ".join(f"{mb} MB {100 * (mb / copy_tbs) / (floor + mb / rate):.0f}%" for mb in (10, 20, 30, 60, 100))
-        lines.append(f"{name}: a launch costs {floor:.2f} us + its bytes at {rate:.2f} TB/s "
-                     f"({100 * rate / copy_tbs:.0f}% of copy); % of copy reached: {reach}")
-    return "\n".join(lines)
+    return "\n".join(floor_line(name, *floor_fit(points), copy_tbs) for name, points in sides.items())
 
 
 def tensor_core_table(results: list, copy_tbs: float) -> None:

@@ -190,8 +190,8 @@ def test_the_gemv_bench_fits_the_launch_floor_and_what_it_allows(monkeypatch):
     floor, rate = bench.floor_fit(list(zip(sizes, ours, strict=True)))
     assert abs(floor - 1.6) < 1e-9 and abs(rate - 4.0) < 1e-9
     text = bench.floor_table(list(zip(sizes, ours, torch, strict=True)), copy_tbs=4.0)
-    assert "ours: a launch costs 1.60 us + bytes at 4.00 TB/s (100% of copy)" in text
-    assert "torch: a launch costs 2.40 us + bytes at 3.60 TB/s (90% of copy)" in text
+    assert "ours: a launch costs 1.60 us + its bytes at 4.00 TB/s (100% of copy)" in text
+    assert "torch: a launch costs 2.40 us + its bytes at 3.60 TB/s (90% of copy)" in text
     # at the copy rate, 20 MB take 5 us: with the 1.6 us floor that is 5 / 6.6 = 76% of the bandwidth
     assert "20 MB 76%" in text.split("ours:")[1].split("\n")[0]
     assert "| 755.0 | 190.35 | 190.35 |" in text

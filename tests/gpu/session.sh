@@ -189,8 +189,9 @@ for phase in "${phases[@]}"; do
       # (Q8_ONE_STEP_ROWS_PER_CTA, facts.py; None until this passes). Here: set it to 4 in facts.py, then
       # python tests/gpu/build.py --only q8_gemv q8_gated_gemv; python tests/gpu/plans.py kimi-b3-q8;
       # LANEC_Q8_SET=floor python bench/q8.py build (carry build/gpu, build/plans, build/bench/q8-floor). The
-      # q8 cases (r5_k2080_n1001_w1 and the gated r7_k2080 take 4 rows a CTA by default), compute-sanitizer
-      # on one, kimi-b3-q8 --check (its 2304-wide products), and the floor set's fits; keep the 4 if they pass
+      # q8 cases (r5_k2080_n1001_w1 and the gated r2_k2304_h1000_w2 take 4 rows a CTA by default),
+      # compute-sanitizer on one, kimi-b3-q8 --check (its 2304-wide products), and the floor set's fits; keep
+      # the 4 if they pass
       timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "not gemm_tc" 2>&1 | tail -3 \
         | tee "$logs/pending.log" || status=1
       for tool in memcheck racecheck; do
@@ -203,8 +204,9 @@ for phase in "${phases[@]}"; do
       LANEC_Q8_SET=floor timeout 100 python3 bench/q8.py 2>&1 | tee -a "$logs/pending.log" || status=1 ;;
     pending-early)
       # the per-row mixture's early down rows (about 5 minutes; MIXTURE_DOWN_EARLY_ROWS, off: run 2026-11-30,
-      # correct and 84 us slower at batch 1): the mixture's GPU cases with the two `_early` shapes, compute-sanitizer on
-      # one, the real-size batch-1 step with them --check, then bench/model.py with against without. Here:
+      # correct and 84 us slower at batch 1): the mixture's GPU cases with the two `_early` shapes,
+      # compute-sanitizer on one, the real-size batch-1 step with them --check, then bench/model.py with
+      # against without. Here:
       # python tests/gpu/build.py --only mixture_router mixture_gated mixture_down; python tests/gpu/plans.py
       # kimi-full-b1 kimi-full-b1-c1k; then each plan again as NAME-early.plan with the fact set, e.g.
       # python -c "import lanec.codegen.lower as l; l.MIXTURE_DOWN_EARLY_ROWS = 1; from lanec.cli import main;
@@ -216,10 +218,10 @@ for phase in "${phases[@]}"; do
       timeout 240 python3 bench/model.py kimi-full-b1-c1k kimi-full-b1-c1k-early 2>&1 \
         | tee -a "$logs/pending-early.log" || status=1 ;;
     floor)
-      # the launch floor (about 1.5 minutes; run 2026-11-30, bench/RESULTS.md): one row against 2304-wide weights of 4.7 to 755 MB, our bf16 gemv,
-      # q8_gemv and torch's matmul each fitted to t = floor + bytes / rate (here: LANEC_GEMV_SET=floor python
-      # bench/gemv.py build and LANEC_Q8_SET=floor python bench/q8.py build; carry build/bench/gemv and
-      # build/bench/q8-floor)
+      # the launch floor (about 1.5 minutes; run 2026-11-30, bench/RESULTS.md): one row against 2304-wide
+      # weights of 4.7 to 755 MB, our bf16 gemv, q8_gemv and torch's matmul each fitted to t = floor + bytes /
+      # rate (here: LANEC_GEMV_SET=floor python bench/gemv.py build and LANEC_Q8_SET=floor python bench/q8.py
+      # build; carry build/bench/gemv and build/bench/q8-floor)
       timeout 150 python3 bench/gemv.py 2>&1 | tee "$logs/floor-gemv.log" || status=1
       LANEC_Q8_SET=floor timeout 150 python3 bench/q8.py 2>&1 | tee "$logs/floor-q8.log" || status=1 ;;
     fold-router)

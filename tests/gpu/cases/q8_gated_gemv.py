@@ -11,6 +11,8 @@ CASES = {
     "r1_k2048_h8192_w2": dict(rows=1, width=2048, hidden=8192, words=2),
     "r3_k96_h37_w1": dict(rows=3, width=96, hidden=37, words=1),
     "r7_k2080_h999_w2": dict(rows=7, width=2080, hidden=999, words=2),
+    # Kimi Linear's width at its default schedule: one step of 9 warps (q8_default_schedule)
+    "r2_k2304_h1000_w2": dict(rows=2, width=2304, hidden=1000, words=2),
     "r16_k4096_h1000_w1": dict(rows=16, width=4096, hidden=1000, words=1),
     # the quantize epilogue: the hidden rows a q8_0 down product reads
     "r1_k4096_h1024_w1_q1": dict(rows=1, width=4096, hidden=1024, words=1, quantize=1),
