@@ -35,7 +35,10 @@ verified, not all accepted); bytes (the step's traffic as the compiler records i
 launch, `Launch.traffic`, at most what the kernels move; each mixture's experts counted as the
 timed step routed them, its distinct chosen experts read back from the GPU, where the record
 counts min(experts, rows x top-k)); roofline us (those bytes over the copy bandwidth); lanec %
-of roofline (roofline / lanec us)."""
+of roofline (roofline / lanec us); launches (the plan's); lanec % of the floor-adjusted roofline
+(the roofline plus LAUNCH_FLOOR_US a launch, facts.py: what a launch in a PDL chain costs beyond
+its bytes, measured by bench/gemv.py's floor set; 100%: the step is its bytes and its launches'
+floors)."""
 
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from step_chain import locate_failure, plan_context  # noqa: E402
 
+from lanec.codegen.facts import LAUNCH_FLOOR_US  # noqa: E402
 from lanec.interp.program import Program  # noqa: E402
 from lanec.runtime.plan import Plan, routing_buffer  # noqa: E402
 from lanec.runtime.runner import Session  # noqa: E402
@@ -96,6 +100,7 @@ class Row:
     chain_us: float
     nbytes: int
     copy_bw: float  # bytes a second
+    launches: int = 0  # the plan's launches, each LAUNCH_FLOOR_US in the floor-adjusted roofline
 
     @property
     def rows(self) -> int:
@@ -113,10 +118,16 @@ class Row:
         """lanec's step against the byte roofline (1: at the roofline)."""
         return self.roofline_us / self.lanec_us if self.lanec_us > 0 else math.nan
 
+    @property
+    def floor_share(self) -> float:
+        """lanec's step against its bytes and its launches' floors (1: nothing beyond them)."""
+        bound = self.roofline_us + self.launches * LAUNCH_FLOOR_US
+        return bound / self.lanec_us if self.lanec_us > 0 else math.nan
+
 
 COLUMNS = [("plan", 22), ("batch", 5), ("tokens", 6), ("context", 7), ("lanec us", 10), ("chain us", 10),
            ("chain/lanec", 11), ("lanec tok/s", 11), ("chain tok/s", 11), ("bytes (MB)", 10), ("roofline us", 11),
-           ("lanec % roof", 12)]
+           ("lanec % roof", 12), ("launches", 8), ("% floor roof", 12)]
 
 
 def header() -> str:
@@ -135,7 +146,8 @@ def format_row(row: Row) -> str:
              cell(ratio, ".2f") + ("" if math.isnan(ratio) else "x"),
              cell(row.tokens_per_s(row.lanec_us), ".0f"), cell(row.tokens_per_s(row.chain_us), ".0f"),
              f"{row.nbytes / 1e6:.1f}", cell(row.roofline_us, ".1f"), cell(100 * row.share, ".1f") +
-             ("" if math.isnan(row.share) else "%")]
+             ("" if math.isnan(row.share) else "%"), str(row.launches),
+             cell(100 * row.floor_share, ".1f") + ("" if math.isnan(row.floor_share) else "%")]
     return " ".join(f"{text:<{width}}" if i == 0 else f"{text:>{width}}"
                     for i, (text, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True)))
 
@@ -302,7 +314,7 @@ def main() -> None:
         (ours, *unrouted), our_tail = run_side("lanec", path, options.repeats, device)
         (theirs, *_), their_tail = run_side("chain", path, options.repeats, device)
         say(format_row(Row(path.stem, program.batch, program.tokens, plan_context(program), ours, theirs,
-                           step_bytes(plan) - int(unrouted[0] if unrouted else 0), copy_bw)))
+                           step_bytes(plan) - int(unrouted[0] if unrouted else 0), copy_bw, len(plan.launches))))
         if math.isnan(ours):
             say(f"  {path.stem}: lanec failed, {our_tail}")
         if math.isnan(theirs):

@@ -132,16 +132,22 @@ def test_the_roofline_is_the_recorded_traffic_over_the_copy_bandwidth(model):
     row = model.Row("kimi-full-b8-c1k", 8, 3, 1024, lanec_us=2.0, chain_us=5.0, nbytes=nbytes, copy_bw=4e12)
     assert row.roofline_us == pytest.approx(1.5) and row.share == pytest.approx(0.75)
     assert row.tokens_per_s(row.lanec_us) == pytest.approx(24 / 2e-6)
+    # the floor-adjusted bound: the bytes' 1.5 us and LAUNCH_FLOOR_US for each of the plan's 3 launches
+    floored = model.Row("kimi-full-b8-c1k", 8, 3, 1024, 20.0, 5.0, nbytes, 4e12, launches=3)
+    assert floored.floor_share == pytest.approx((1.5 + 3 * model.LAUNCH_FLOOR_US) / 20.0)
 
 
 def test_a_row_lines_up_under_the_header_and_a_failed_side_says_so(model):
     header = model.header()
-    good = model.format_row(model.Row("kimi-full-b1-c16k", 1, 1, 16384, 1500.0, 3000.0, 6_000_000_000, 4.2e12))
+    good = model.format_row(model.Row("kimi-full-b1-c16k", 1, 1, 16384, 1500.0, 3000.0, 6_000_000_000, 4.2e12,
+                                      launches=50))
     failed = model.format_row(model.Row("kimi-full-b256-c16k", 256, 1, 16384, 20000.0, math.nan, 9.8e10, 4.2e12))
     assert len(good) == len(header) == len(failed)
     cells = good.split()
     assert cells[6] == "2.00x" and cells[7] == "667" and cells[8] == "333" and cells[9] == "6000.0"
     assert cells[10] == "1428.6" and cells[11] == "95.2%"
+    # 1428.6 us of bytes and 50 launches at LAUNCH_FLOOR_US: the step against both
+    assert cells[12] == "50" and cells[13] == f"{100 * (1428.571 + 50 * model.LAUNCH_FLOOR_US) / 1500.0:.1f}%"
     assert failed.split()[5:8] == ["failed", "failed", "12800"]
 
 

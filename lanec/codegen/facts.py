@@ -174,6 +174,11 @@ class KdaSchedule(Schedule):
 GEMV_ROWS = 32
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
+# What a launch in a chain of PDL launches costs beyond its bytes (us): our bf16 gemv's time at one row
+# against 2304-wide weights of 4.7 to 755 MB fitted to t = floor + bytes / rate gave 2.04 us + 4.43 TB/s
+# (q8_gemv 2.06 us, torch's matmul in a graph 5.74 us; bench/gemv.py and bench/q8.py's floor sets, H200,
+# 2026-11-30). bench/model.py counts it once a launch in its floor-adjusted roofline.
+LAUNCH_FLOOR_US = 2.04
 # The argmax epilogue (fold-argmax-into-gemv) gathers its CTAs' best keys in two levels: a CTA
 # offers its keys to its group's slot (block % groups) and draws its group's ticket, the group's
 # last CTA carries the group's keys to the grid's slot and draws the grid's ticket. One address
