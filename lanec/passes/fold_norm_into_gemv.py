@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
 
 from lanec.codegen.facts import RowProductsSpec
-from lanec.dialects.form import GatedProductOp, NormOp, ProductOp, WeightOp, is_float, shape
+from lanec.dialects.form import GatedProductOp, NormOp, ProductOp, shape
 from lanec.passes.decisions import describe
-from lanec.passes.rule import Judge, Rule, bf16_rows, failures, users
+from lanec.passes.rule import Judge, Rule, bf16_rows, failures, norm_prologue_checks, users
 
 
 class FoldNormIntoGemv(Judge):
@@ -43,10 +43,7 @@ class FoldNormIntoGemv(Judge):
         rows, width = shape(op.x)
         parts = tuple(shape(w)[0] for w in reader.weights)
         problems = failures([
-            (op.quantize is None, "the norm quantizes its result (fuse-quant): its reader reads int8"),
-            (is_float(op.x), "the norm reads an int8 input"),
-            (isinstance(op.weight.owner, WeightOp), "the norm weight is an activation: the prologue loads it "
-                                                    "before the PDL wait"),
+            *norm_prologue_checks(op),
             (reader.part() is None, "the product reads a part of each head's unit: the norm needs whole rows"),
             bf16_rows(reader, self.shim, "norm prologue"),
         ])

@@ -28,9 +28,9 @@ from lanec.codegen.facts import (
     router_split,
     router_warps,
 )
-from lanec.dialects.form import MixtureOp, NormOp, WeightOp, is_float, shape
+from lanec.dialects.form import MixtureOp, NormOp, shape
 from lanec.passes.decisions import describe
-from lanec.passes.rule import Judge, Rule, failures, only_user
+from lanec.passes.rule import Judge, Rule, failures, norm_prologue_checks, only_user
 
 
 class FoldNormIntoRouter(Judge):
@@ -48,10 +48,7 @@ class FoldNormIntoRouter(Judge):
         problems = failures([
             (reader.x == op.result and list(reader.operands).count(op.result) == 1,
              "the mixture reads the norm's result as more than its input rows"),
-            (op.quantize is None, "the norm quantizes its result (fuse-quant): its reader reads int8"),
-            (is_float(op.x), "the norm reads an int8 input"),
-            (isinstance(op.weight.owner, WeightOp), "the norm weight is an activation: the prologue loads it "
-                                                    "before the PDL wait"),
+            *norm_prologue_checks(op),
             (router_gemm_spec(rows, width, experts) is None,
              f"{rows} rows: the router's logits are a gemm_tc launch (ROUTER_GEMM_ROWS), no fused router to "
              "take the norm"),

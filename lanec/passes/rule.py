@@ -158,6 +158,17 @@ def result_name(value: SSAValue) -> str:
     return value_label(value)
 
 
+def norm_prologue_checks(op: Operation) -> list[tuple[bool, str]]:
+    """What any kernel taking a norm `op` in its prologue needs of the norm itself (the conditions
+    fold-norm-into-gemv and fold-norm-into-router share, for `failures`)."""
+    return [
+        (op.quantize is None, "the norm quantizes its result (fuse-quant): its reader reads int8"),
+        (is_float(op.x), "the norm reads an int8 input"),
+        (isinstance(op.weight.owner, WeightOp), "the norm weight is an activation: the prologue loads it "
+                                                "before the PDL wait"),
+    ]
+
+
 def failures(checks: list[tuple[bool, str]]) -> list[str]:
     """The failed conditions' words, in the order the table lists them."""
     return [words for holds, words in checks if not holds]

@@ -108,16 +108,22 @@ SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py te
                 tests/gpu/test_gemm_tc.py tests/gpu/test_seeded.py tests/gpu/test_conv.py tests/gpu/test_delta_rule.py
                 tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py tests/gpu/test_quantize.py
                 tests/gpu/test_q8_gemv.py)
+# compute-sanitizer memcheck and racecheck on the tests of FILE that -k EXPR selects, each within SECONDS,
+# their summaries appended to $logs/LOG
+sanitize_case() {
+  local file=$1 expr=$2 log=$3 seconds=${4:-60}
+  for tool in memcheck racecheck; do
+    timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest "$file" -q -k "$expr" \
+      2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$log"
+  done
+}
 # a fold's GPU checks (phases fold-gate, fold-router): its kernel's cases (a test file), compute-sanitizer on
 # one (a -k expression), then the plans named after them --check; the log is $logs/NAME.log
 fold_checks() {
   local name=$1 file=$2 case=$3
   shift 3
   timeout 200 python3 -m pytest "$file" -q -rfE 2>&1 | tail -5 | tee "$logs/$name.log" || status=1
-  for tool in memcheck racecheck; do
-    timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest "$file" -q -k "$case" 2>&1 \
-      | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$name.log"
-  done
+  sanitize_case "$file" "$case" "$name.log" 90
   for plan in "$@"; do
     echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
       | tee -a "$logs/$name.log"
@@ -194,11 +200,7 @@ for phase in "${phases[@]}"; do
       # the 4 if they pass
       timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "not gemm_tc" 2>&1 | tail -3 \
         | tee "$logs/pending.log" || status=1
-      for tool in memcheck racecheck; do
-        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_q8_gemv.py \
-          -q -k "q8_gemv_matches and r5_k2080_n1001_w1" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/pending.log"
-      done
+      sanitize_case tests/gpu/test_q8_gemv.py "q8_gemv_matches and r5_k2080_n1001_w1" pending.log
       echo "kimi-b3-q8: $(timeout 100 python3 -m lanec.runtime build/plans/kimi-b3-q8.plan --check 2>&1 | tail -1)" \
         | tee -a "$logs/pending.log"
       LANEC_Q8_SET=floor timeout 100 python3 bench/q8.py 2>&1 | tee -a "$logs/pending.log" || status=1 ;;
@@ -259,11 +261,7 @@ for phase in "${phases[@]}"; do
       # table's (here: python tests/gpu/build.py --only gemm_wgmma and LANEC_GEMM_STREAM=1 python bench/gemm.py
       # build; carry build/gpu and build/bench/gemm; about 1.5 minutes)
       timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k stream 2>&1 | tee "$logs/stream.log" || status=1
-      for tool in memcheck racecheck; do
-        timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py \
-          -q -k "stream_r100_k1000_n320_b32" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/sanitize.log"
-      done
+      sanitize_case tests/gpu/test_gemm_tc.py "stream_r100_k1000_n320_b32" sanitize.log 90
       timeout 240 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-stream.log" \
         || status=1 ;;
     segments)
@@ -274,11 +272,7 @@ for phase in "${phases[@]}"; do
       # build/plans/kimi-full-b8-c1k-segments.plan; carry build/gpu, build/plans, .anchors and .whl)
       timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE -k segments 2>&1 \
         | tee "$logs/segments.log" || status=1
-      for tool in memcheck racecheck; do
-        timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_mixture_grouped.py \
-          -q -k "segments and b64_e128" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/segments.log"
-      done
+      sanitize_case tests/gpu/test_mixture_grouped.py "segments and b64_e128" segments.log
       timeout 330 python3 bench/model.py build/plans/kimi-full-b8-c1k.plan build/plans/kimi-full-b8-c1k-segments.plan \
         2>&1 | tee -a "$logs/segments.log" || status=1 ;;
     q8-tc)
@@ -292,11 +286,7 @@ for phase in "${phases[@]}"; do
       timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "gemm_tc and not tuned" 2>&1 \
         | tee "$logs/q8-tc.log" || status=1
       for case in r100_k4096_parts_w2 r48_k4096_n2304_s8_t64; do
-        for tool in memcheck racecheck; do
-          timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_q8_gemv.py \
-            -q -k "gemm_tc and $case" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-            | tee -a "$logs/sanitize.log"
-        done
+        sanitize_case tests/gpu/test_q8_gemv.py "gemm_tc and $case" sanitize.log
       done
       timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "not gemm_wgmma" 2>&1 \
         | tee "$logs/gemm-mma.log" || status=1
