@@ -740,17 +740,20 @@ def test_the_q8_bench_floor_set_fits_each_sides_launch_floor(monkeypatch):
 def test_q8_products_default_to_the_warps_that_fill_a_rows_last_step(monkeypatch):
     import lanec.codegen.kernels.q8_gemv as q8
 
-    # quarter blocks a row (width / 8), a thread each: 9 warps where 8 leave a mostly idle last step
+    # quarter blocks a row (width / 8), a thread each: 9 warps where 8 leave a mostly idle last step,
+    # and 4 rows a CTA where 9 warps take a row in one step
+    monkeypatch.setattr(q8, "Q8_ONE_STEP_ROWS_PER_CTA", 4)
     assert {w: q8.q8_default_schedule(1, w, 1) for w in (128, 2048, 2080, 2304, 4096, 9216, 14336)} == {
-        128: {"warps": 8}, 2048: {"warps": 8}, 2080: {"warps": 9}, 2304: {"warps": 9}, 4096: {"warps": 8},
-        9216: {"warps": 9}, 14336: {"warps": 8}}
+        128: {"warps": 8}, 2048: {"warps": 8}, 2080: {"warps": 9, "rows_per_cta": 4},
+        2304: {"warps": 9, "rows_per_cta": 4}, 4096: {"warps": 8}, 9216: {"warps": 9}, 14336: {"warps": 8}}
     kernel = q8_gemv(1, 2304, (163840,))  # Kimi Linear's lm head: one step of 288 threads
     assert (kernel.warps, kernel.steps, kernel.launch().block[0]) == (9, 1, 288)
     assert q8_gemv(1, 2304, (64,), schedule={"warps": 8}).warps == 8  # a schedule's warps stay
-    # the one-step rows a CTA (off until its GPU cases pass): only one-step rows at 9 warps, within a warp's sums
-    monkeypatch.setattr(q8, "Q8_ONE_STEP_ROWS_PER_CTA", 4)
+    # the one-step rows a CTA: only one-step rows at 9 warps, within a warp's sums
     assert q8.q8_default_schedule(1, 2304, 2) == {"warps": 9, "rows_per_cta": 4}
     assert q8.q8_default_schedule(3, 2304, 2) == {"warps": 9, "rows_per_cta": 4}  # 4 x 2 x 4 = 32 sums
     assert q8.q8_default_schedule(5, 2304, 2) == {"warps": 9}  # 4 x 2 x 8 = 64: RowProducts' choice
     assert q8.q8_default_schedule(1, 9216, 1) == {"warps": 9}  # four steps
     assert q8_gemv(3, 2304, (1000,), words=2).rows_per_cta == 4
+    monkeypatch.setattr(q8, "Q8_ONE_STEP_ROWS_PER_CTA", None)  # off: RowProducts' choice
+    assert q8.q8_default_schedule(1, 2304, 2) == {"warps": 9}

@@ -299,10 +299,10 @@ class RowProductsSpec(Spec):
 Q8_0_BLOCK_BYTES = 34  # a q8_0 weight block as llama.cpp stores it: fp16 scale, then 32 int8 values
 QUANT_WORDS = (1, 2)  # int8 words a quantized activation value: one, or a high and a residual word
 # q8_gemv's weight rows a CTA where no schedule says and a row is one step of 9 warps (2304-wide rows:
-# `q8_gemv.q8_default_schedule`), None: RowProducts' choice (2). 4 streams at 4.17 TB/s against 3.57 beyond
-# the same 2.06 us launch (bench/q8.py's floor set, H200, 2026-11-30); its GPU cases wait for a device
-# (tests/gpu/session.sh `pending`), so it stays None until they pass.
-Q8_ONE_STEP_ROWS_PER_CTA: int | None = None
+# `q8_gemv.q8_default_schedule`), None: RowProducts' choice (2). 4 streams at 4.24 TB/s against 3.63 beyond
+# about the same 2 us launch (bench/q8.py's floor set, H200, 2026-11-30: Kimi Linear's q8_0 lm head 112.3 ->
+# 96.4 us); its q8 GPU cases, compute-sanitizer and kimi-b3-q8 --check passed at 4 (tests/gpu/session.sh `pending`).
+Q8_ONE_STEP_ROWS_PER_CTA: int | None = 4
 Q8_GATED_ROWS = GEMV_ROWS // 2  # activation rows a q8_gated_gemv launch: a warp reduces 2 weights x 16 rows of sums
 # RowProducts' quantize epilogue where a block's outputs are spread over CTAs (each stages its sums
 # and draws the block's ticket; the last quantizes it): measured 28-76% slower than the same launch

@@ -191,13 +191,12 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the tenth session's queue (about 2 minutes): q8_gemv's 4 rows a CTA where a row is one step of 9 warps
-      # (Q8_ONE_STEP_ROWS_PER_CTA, facts.py; None until this passes). Here: set it to 4 in facts.py, then
+      # the tenth session's queue (about 2 minutes; run 2026-11-30, passed: Q8_ONE_STEP_ROWS_PER_CTA is 4,
+      # bench/RESULTS.md): q8_gemv's 4 rows a CTA where a row is one step of 9 warps. Here:
       # python tests/gpu/build.py --only q8_gemv q8_gated_gemv; python tests/gpu/plans.py kimi-b3-q8;
       # LANEC_Q8_SET=floor python bench/q8.py build (carry build/gpu, build/plans, build/bench/q8-floor). The
       # q8 cases (r5_k2080_n1001_w1 and the gated r2_k2304_h1000_w2 take 4 rows a CTA by default),
-      # compute-sanitizer on one, kimi-b3-q8 --check (its 2304-wide products), and the floor set's fits; keep
-      # the 4 if they pass
+      # compute-sanitizer on one, kimi-b3-q8 --check (its 2304-wide products), and the floor set's fits
       timeout 120 python3 -m pytest tests/gpu/test_q8_gemv.py -q -rfE -k "not gemm_tc" 2>&1 | tail -3 \
         | tee "$logs/pending.log" || status=1
       sanitize_case tests/gpu/test_q8_gemv.py "q8_gemv_matches and r5_k2080_n1001_w1" pending.log

@@ -55,7 +55,8 @@ def q8_default_schedule(rows: int, width: int, sources: int) -> dict:
     second keeps 32 threads of 256 busy. Measured on the H200 (bench/q8.py's floor set, 2026-11-30:
     one row against 2304-wide rows of 2.5 to 401 MB, each fitted to t = launch + bytes / rate):
     8 warps x 2 rows a CTA 2.14 us + 3.10 TB/s (75% of the copy bandwidth), 9 x 2 2.06 us + 3.57 TB/s
-    (Kimi Linear's lm head 131.0 -> 114.1 us), 9 x 4 2.06 us + 4.17 TB/s (97.7 us)."""
+    (Kimi Linear's lm head 131.0 -> 114.1 us), 9 x 4 2.06 us + 4.17 TB/s (97.7 us); again with 4 rows a
+    CTA the default: 9 x 4 1.99 us + 4.24 TB/s, the lm head 96.4 us against 112.3 at 9 x 2."""
     units = width // QUARTER
 
     def idle(warps: int) -> int:
