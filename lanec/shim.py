@@ -43,7 +43,8 @@ class LaneShim:
     CTA's own norm costs more than the launch it saves), and whether an argmax of a GEMV's output
     runs in that GEMV's epilogue (`fold_argmax`, the fold-argmax-into-gemv rule; off: measured
     slower), and whether a kda's output gate product runs in
-    KdaSplit (`fold_gate`, the fold-gate-product rule; off: measured slower), and whether a norm whose
+    KdaSplit (`fold_gate`, the fold-gate-product rule; on: measured faster at one row, where alone it
+    folds), and whether a norm whose
     one reader is a mixture runs in its fused router's prologue (`fold_router_norms`, the
     fold-norm-into-router rule; on: measured faster at batch 1, even at 8); with the lane's held-back
     rules (`heldback`)."""
@@ -54,7 +55,7 @@ class LaneShim:
     batch_products: bool = False
     fold_norms: bool = False
     fold_argmax: bool = False
-    fold_gate: bool = False
+    fold_gate: bool = True
     fold_router_norms: bool = True
 
     def __post_init__(self) -> None:

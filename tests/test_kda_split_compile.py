@@ -30,10 +30,12 @@ def check_ptx(kernel: KdaSplit, ptx: str) -> None:
             assert not present, f"{instruction} in a kernel launched without a cluster"
         else:
             assert present, f"{instruction} missing from the PTX"
-    assert ("mma.sync" in ptx) == (kernel.gate_mode != 2)
+    # F_B's decays by MMA but in gate_mode 2; the folded output gate by MMA in the gate warp
+    assert ("mma.sync" in ptx) == (kernel.gate_mode != 2 or kernel.gate_in_warp)
     assert ("cp.async.bulk" in ptx.replace("cp.async.bulk.prefetch", "")) == kernel.staged
     assert ("cp.async.cg" in ptx) == kernel.gate_staged
-    assert ("cp.async.bulk.prefetch.L2" in ptx) == kernel.gate_folded  # the folded gate's rows, before the wait
+    # the folded gate's rows into L2 before the wait, but where the gate warp holds them in registers
+    assert ("cp.async.bulk.prefetch.L2" in ptx) == (kernel.gate_folded and not kernel.gate_preloaded)
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
 
 
@@ -51,6 +53,9 @@ REPRESENTATIVE = [
     dict(heads=8, batch=3, gate_mode=0, has_bias=True, tokens=4, gate_rank=128),
     dict(heads=8, batch=128, gate_mode=0, has_bias=False, schedule={"early": 2, "cluster": 2}, gate_rank=128),
     dict(heads=4, batch=2, gate_mode=1, has_bias=False, tokens=3, schedule={"early": 1, "cluster": 1}, gate_rank=128),
+    # in the gate warp after its FMA-partial decays (gate_mode 2), and at 8 rows a CTA (half a row tile)
+    dict(heads=8, batch=17, gate_mode=2, has_bias=False, gate_rank=128),
+    dict(heads=4, batch=1, gate_mode=0, has_bias=False, schedule={"cluster": 16}, gate_rank=128),
 ]
 
 

@@ -52,24 +52,24 @@ def test_one_kda_split_launch_per_kda_layer_with_cluster_pdl_and_the_tuned_sched
         assert spec["x_pitch"] == spec["raw_gate_pitch"] == spec["beta_pitch"] == 3 * 4096 + 128 + 32 + 128
 
 
-def test_the_kda_layer_is_four_launches_between_its_norms(kda_launches):
+def test_the_kda_layer_is_three_launches_between_its_norms(kda_launches):
     kinds = [op.kernel.data for op in kda_launches]
     first = kinds.index("kda_split")
-    # norm, the GEMV in parts (q k v f_a b g_a), g_b's GEMV, KdaSplit, o_proj's GEMV
-    assert kinds[first - 3: first + 2] == ["rmsnorm", "gemv", "gemv", "kda_split", "gemv"]
-    parts = spec_of(kda_launches[first - 2])["parts"]
+    # norm, the GEMV in parts (q k v f_a b g_a), KdaSplit (g_b's product in its gate warps at one row), o_proj's GEMV
+    assert kinds[first - 2: first + 2] == ["rmsnorm", "gemv", "kda_split", "gemv"]
+    parts = spec_of(kda_launches[first - 1])["parts"]
     assert parts == (4096, 4096, 4096, 128, 32, 128)
 
 
-def test_under_fold_gate_the_output_gate_product_runs_in_kda_split():
-    """--fold-gate: g_b's GEMV is gone, KdaSplit reads g_a in place (the merged product's sixth part)
-    and g_b's weight rows; without the knob g_b keeps its launch."""
+def test_at_one_row_the_output_gate_product_runs_in_kda_split():
+    """By default at one row (fold-gate-product): g_b's GEMV is gone, KdaSplit reads g_a in place (the
+    merged product's sixth part) and g_b's weight rows; with --no-fold-gate g_b keeps its launch."""
     module, where = parse_verify(ROOT / "examples" / "kimi-linear-kda.mlir")
-    fuse(module, LaneShim(fold_gate=True), where)
+    fuse(module, LaneShim(fold_gate=False), where)
     lowered = lower_module(module)
     step = next(iter(lowered.ops))
-    folded = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
-    plain = launches(ROOT / "examples" / "kimi-linear-kda.mlir")
+    plain = [op for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    folded = launches(ROOT / "examples" / "kimi-linear-kda.mlir")
     assert len(folded) == len(plain) - 3  # one g_b GEMV a KDA layer
     kinds = [op.kernel.data for op in folded]
     first = kinds.index("kda_split")

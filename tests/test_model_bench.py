@@ -162,7 +162,7 @@ def test_the_model_plans_hold_just_their_context(model):
         assert pages * 64 == (1024 if "-c1k" in name else 16384)
     assert MODEL_PLANS["kimi-full-b1-c1k-fold-norms"].compile == ("--fold-norms",)
     assert MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"].compile == ("--fold-argmax",)
-    assert MODEL_PLANS["kimi-full-b1-c1k-fold-gate"].compile == ("--fold-gate",)
+    assert MODEL_PLANS["kimi-full-b1-c1k-no-fold-gate"].compile == ("--no-fold-gate",)
     assert MODEL_PLANS["kimi-full-b8-c1k-no-fold-router-norms"].compile == ("--no-fold-router-norms",)
     assert model.resolve("kimi-full-b1-c1k") == ROOT / "build" / "plans" / "kimi-full-b1-c1k.plan"
 

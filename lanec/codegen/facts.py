@@ -711,6 +711,11 @@ KDA_MAX_TOKENS = 8  # the decay barrier expects 512 bytes per token, sent for at
 KDA_CONV_WIDTH = 4  # the conv keeps 3 taps of state a channel, then the new input
 KDA_GATE_WIDTH = 128  # f_a's output: the F_B projection's input, read as 16-byte vectors
 KDA_GATE_FORMS = ("lower_bound", "softplus")
+# Rows (requests x tokens) up to which fold-gate-product folds a kda's output gate product into KdaSplit. At one
+# row the gate warps do it off the main threads' path: kimi-kda-b1 295.5 -> 292.9 us, the real-size batch-1 step
+# 2091.5 -> 2069.5 us (20 launches fewer); at 64 requests each request's CTAs read the head's 32 KB of rows where
+# g_b's own launch read the weight once: kimi-kda-b64 507.5 -> 531.6 us (H200, 2026-11-30, bench/RESULTS.md).
+KDA_GATE_FOLD_ROWS = 1
 KDA_GATE_MODES = (0, 1, 2)  # F_B's reduction order: one MMA chain, four chains, FMA partials
 
 
@@ -775,14 +780,15 @@ class KdaSplitSpec(Spec):
         return found
 
     def gate_problems(self) -> list[str]:
-        """What KdaSplit cannot do with a folded output gate product (the output CTA's threads each
-        dot one weight row of KDA_GATE_WIDTH bf16 values with the row's input)."""
+        """What KdaSplit cannot do with a folded output gate product (its gate warps multiply rows of
+        KDA_GATE_WIDTH bf16 values by the row's input, or with 64 rows a CTA or more its output CTA's
+        threads dot one row each)."""
         if self.gate_rank is None:
             return []
         found = []
         if self.gate_rank != KDA_GATE_WIDTH:
-            found.append(f"folds output gate products of rank {KDA_GATE_WIDTH} (a head's threads each dot one "
-                         f"weight row); this one has rank {self.gate_rank}")
+            found.append(f"folds output gate products of rank {KDA_GATE_WIDTH} (rows of {KDA_GATE_WIDTH} bf16 "
+                         f"values, the gate warp's MMA width); this one has rank {self.gate_rank}")
         if self.gate_format != "bf16":
             found.append(f"folds output gate products of bf16 rows; this one's are {self.gate_format}")
         if self.gate_pitch is not None and (self.gate_pitch < KDA_GATE_WIDTH or self.gate_pitch % VECTOR):

@@ -892,7 +892,7 @@ class Lowering:
         for name, window in (("raw_gate", f_a), ("beta", beta), ("gate", gate)):
             if not window.contiguous:  # a part of the product in parts, read in place
                 spec[f"{name}_pitch"] = window.strides[0]
-        if gate_b:  # fold-gate-product: the output gate's product done in the output CTA
+        if gate_b:  # fold-gate-product: the output gate's product done in KdaSplit (its gate warps)
             spec["gate_rank"] = form.shape(op.gate)[1]
         words = self.epilogue_words(op, op.result)  # KdaSplit writes the quantized form itself
         out = self.quantized_out("kda", rows, dim, words) if words else self.activation("kda", (rows, dim))

@@ -30,9 +30,9 @@ def knob_options(command: Callable) -> Callable:
         click.option("--fold-argmax", is_flag=True,
                      help="an argmax of a GEMV's output rows (the lm head at 1-3 rows) runs in that GEMV's epilogue "
                           "(fold-argmax-into-gemv) [default: off]"),
-        click.option("--fold-gate", is_flag=True,
-                     help="a KDA layer's output gate product (g_b) runs in KdaSplit's output CTA, no launch of its own "
-                          "(fold-gate-product) [default: off]"),
+        click.option("--fold-gate/--no-fold-gate", default=None,
+                     help="a KDA layer's output gate product (g_b) of one row runs in KdaSplit's gate warps, no launch "
+                          "of its own (fold-gate-product) [default: the module's lane.shim, else on]"),
         click.option("--fold-router-norms/--no-fold-router-norms", default=None,
                      help="a norm whose one reader is a mixture runs in its fused router's prologue "
                           "(fold-norm-into-router) [default: the module's lane.shim, else on]"),
@@ -43,14 +43,14 @@ def knob_options(command: Callable) -> Callable:
 
 
 def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool,
-            fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool = False,
+            fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool | None = None,
             fold_router_norms: bool | None = None) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
             "fuse_quant": fuse_quant or None, "batch_products": batch_products or None,
-            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate or None,
+            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate,
             "fold_router_norms": fold_router_norms}
 
 

@@ -148,10 +148,8 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # the argmax in the lm head's epilogue (fold-argmax-into-gemv), at 1 row and behind 2 speculative tokens
     "kimi-kda-b1-fold-argmax": Kimi([*KDA, "--batch", "1"], compile=("--fold-argmax",)),
     "kimi-kda-spec2-b1-fold-argmax": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-argmax",)),
-    # the output gate's product in KdaSplit (fold-gate-product): batch 1, 64 requests, 3 speculative tokens
-    "kimi-kda-b1-fold-gate": Kimi([*KDA, "--batch", "1"], compile=("--fold-gate",)),
-    "kimi-kda-b64-fold-gate": Kimi([*KDA, "--batch", "64"], compile=("--fold-gate",)),
-    "kimi-kda-spec3-fold-gate": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"], compile=("--fold-gate",)),
+    # g_b's product a launch of its own (fold-gate-product off; on by default at one row, as in kimi-kda-b1)
+    "kimi-kda-b1-no-fold-gate": Kimi([*KDA, "--batch", "1"], compile=("--no-fold-gate",)),
     # the norm before each mixture a launch of its own (fold-norm-into-router off; on by default, as in kimi-b8)
     "kimi-b8-no-fold-router-norms": Kimi(["--layers", "4", "--batch", "8"], compile=("--no-fold-router-norms",)),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
@@ -207,8 +205,9 @@ MODEL_PLANS: dict[str, Kimi] = {
 MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
 # and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
-# and with each KDA layer's output gate product in KdaSplit (fold-gate-product)
-MODEL_PLANS["kimi-full-b1-c1k-fold-gate"] = Kimi(["--context-pages", "16"], compile=("--fold-gate",))
+# and with each KDA layer's output gate product a launch of its own (fold-gate-product off, on by default at one
+# row): the fold's gain
+MODEL_PLANS["kimi-full-b1-c1k-no-fold-gate"] = Kimi(["--context-pages", "16"], compile=("--no-fold-gate",))
 # and without the norm before each mixture in its router's prologue (fold-norm-into-router, on by default), at
 # batch 1 and 8: the fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-no-fold-router-norms"] = Kimi(["--context-pages", "16"],

@@ -235,12 +235,13 @@ for phase in "${phases[@]}"; do
       fold_checks fold-router tests/gpu/test_mixture.py "norms_its_rows and b13" \
         kimi-b8 kimi-spec3-b2 qwen-next-b1 deepseek-v3-b2 kimi-b3-q8 kimi-b8-no-fold-router-norms ;;
     fold-gate)
-      # fold-gate-product's GPU checks (2026-11-30: 44 cases pass, sanitizer clean, every plan below agrees): KdaSplit's
-      # cases (here: python tests/gpu/cases/kda_split.py --set quick --set cluster1 --set tuned; the folded ones end
-      # _g128), compute-sanitizer on one, then the --fold-gate plans --check (here: python tests/gpu/plans.py
-      # kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate; carry build/gpu, build/plans, .whl)
+      # fold-gate-product's GPU checks (2026-11-30, the product in the gate warps: 48 cases pass, sanitizer clean,
+      # every plan below agrees): KdaSplit's cases (here: python tests/gpu/cases/kda_split.py --set quick --set
+      # cluster1 --set tuned; the folded ones end _g128), compute-sanitizer on one, then the plans --check with the
+      # fold (batch 1, on by default) and without it (here: python tests/gpu/plans.py kimi-kda-b1
+      # kimi-kda-b1-no-fold-gate kimi-kda-b64; carry build/gpu, build/plans, .whl)
       fold_checks fold-gate tests/gpu/test_kda_split.py "h32_b1_t1_sp_bias0_m0_sdefaults_g128_gp264" \
-        kimi-kda-b1-fold-gate kimi-kda-b64-fold-gate kimi-kda-spec3-fold-gate ;;
+        kimi-kda-b1 kimi-kda-b1-no-fold-gate kimi-kda-b64 ;;
     pending-ab)
       # the step after a change (about 6 minutes): bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's
       # batch-1 1.4x) and bench/model.py on the real-size steps at 1k context, batch 1, 8 and 64 (carry build/plans,

@@ -126,11 +126,15 @@ class KdaSplit:
     compile-time constants; ``slots`` is the state pools' slot count, ``x_pitch`` the row
     pitch of x (its q, k, v columns may sit inside a wider row).
     ``gate_rank`` (fold-gate-product): the output gate is the product of its [rows, 128] input (row
-    pitch ``gate_pitch``) by ``gate_weight`` [dim, 128]: each main thread of a token's output CTA
-    dots its channel's weight row with the row's input (16-byte loads into four FMA chains, then a
-    tree) while it waits for the cluster's state dots, and rounds it to bf16 as the product's store
-    would; the head's 32 KB of rows are prefetched into L2 before the PDL wait (the lane's knob
-    `fold_gate`, off: measured slower, bench/RESULTS.md)."""
+    pitch ``gate_pitch``) by ``gate_weight`` [dim, 128], rounded to bf16 as the product's store would.
+    With a cluster of at most 32 rows a CTA (4 CTAs a head or more) the gate warp does it, off the
+    main threads' path: after the decays it multiplies its partition's rows (A fragments, read into
+    registers before the PDL wait at 16 rows a CTA, after the decays otherwise) by the row's input
+    (MMA columns: tokens) and sends each token's sigmoids to the token's output CTA with the dots (its
+    output barrier counts 512 more bytes). Otherwise (one CTA a head, 64 rows a CTA) each main thread
+    of a token's output CTA dots its channel's weight row with the row's input while it waits for
+    the cluster's state dots; the head's 32 KB of rows are prefetched into L2 before the PDL wait.
+    The lane's knob `fold_gate` decides (bench/RESULTS.md)."""
 
     name = "kda_split"
 
@@ -172,6 +176,9 @@ class KdaSplit:
         self.passes = (self.rows + self.groups - 1) // self.groups
         self.wave = min(4, self.passes) if self.staged else self.passes
         self.chunks = 32 // self.lanes_per_row
+        # the folded gate in the gate warp (at most two row tiles a CTA), its rows read before the wait at one
+        self.gate_in_warp = self.gate_folded and not self.local and self.rows <= 32
+        self.gate_preloaded = self.gate_in_warp and self.rows <= 16 and gate_mode != 2
         self.evict = schedule.evict  # staged state traffic marked L2 evict-first
 
     # --- launch facts (plain Python: __call__ and the plan writer share them) ---------------
@@ -187,6 +194,8 @@ class KdaSplit:
             plan += [("staged", Float32, (self.rows, 128), 128), ("state_barrier", cutlass.Uint64, 1, 8)]
         if self.gate_staged:  # [copy, lane] 16-byte slots
             plan += [("gate_rows", Uint32, (self.rows // 2, 32, 4), 128)]
+        if self.gate_in_warp:  # each token's output gate, sent by the cluster's gate warps
+            plan += [("gate", Float32, 128 * T, 16)]
         return plan
 
     def shared_bytes(self) -> int:
@@ -295,7 +304,18 @@ class KdaSplit:
             if cutlass.const_expr(self.early and not self.local):
                 cute.arch.cluster_arrive_relaxed()
             coords = (head, token, value_base, lane)
-            self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
+            if cutlass.const_expr(self.gate_preloaded):  # the output gate's rows: weights, before the wait
+                output_rows = self.load_gate_rows(tensors.gate_weight, head, value_base, lane)
+                self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
+                self.push_gates(tensors, output_rows, space["gate"], barrier, coords)
+            else:
+                if cutlass.const_expr(self.gate_in_warp):
+                    if lane == 0:
+                        prefetch_l2(at(tensors.gate_weight, head * 128 + value_base, 0), self.rows * KDA_GATE_WIDTH * 2)
+                self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
+                if cutlass.const_expr(self.gate_in_warp):
+                    output_rows = self.load_gate_rows(tensors.gate_weight, head, value_base, lane)
+                    self.push_gates(tensors, output_rows, space["gate"], barrier, coords)
         else:
             if cutlass.const_expr(self.early and not self.local):  # thread 0 arms; barrier 1 orders it
                 self.setup(barrier, gate_barrier, partition, thread)
@@ -348,7 +368,7 @@ class KdaSplit:
         if thread < self.rows:
             self.conv_operands(tensors, taps, coeff, accum, 2, value_channel, conv_slot, offset)
         nw = norm_weight[thread].to(Float32)
-        if cutlass.const_expr(self.gate_folded):  # the head's gate rows into L2 where a token's output is made
+        if cutlass.const_expr(self.gate_folded and not self.gate_in_warp):  # the head's gate rows into L2
             if (thread == 0) & (partition < T):
                 prefetch_l2(at(tensors.gate_weight, head * 128, 0), 128 * KDA_GATE_WIDTH * 2)
         cute.arch.griddepcontrol_wait()
@@ -477,11 +497,16 @@ class KdaSplit:
                 conv_state[conv_slot, channel, 2 + u] = inputs[3 * u + 2]
         for t in cutlass.range_constexpr(T):
             if partition == t % self.cluster:
-                if cutlass.const_expr(self.gate_folded):  # while the cluster's dots arrive
-                    gate_t = sigmoid(self.gate_product(tensors, advance(token, t), head * 128 + thread), self.fast_math)
+                if cutlass.const_expr(self.gate_in_warp):  # the gate warps' sigmoids came with the dots
+                    wait(barrier + t // self.cluster, scope=self.scope)
+                    gate_t = space["gate"][128 * t + thread]
                 else:
-                    gate_t = gates[t]
-                wait(barrier + t // self.cluster, scope=self.scope)
+                    if cutlass.const_expr(self.gate_folded):  # while the cluster's dots arrive
+                        gate_t = sigmoid(self.gate_product(tensors, advance(token, t), head * 128 + thread),
+                                         self.fast_math)
+                    else:
+                        gate_t = gates[t]
+                    wait(barrier + t // self.cluster, scope=self.scope)
                 raw_o = shared_o[128 * t + self.output_position(thread)]
                 sums = cute.make_rmem_tensor(4, Float32)
                 for g in cutlass.range_constexpr(4):
@@ -658,11 +683,7 @@ class KdaSplit:
                             high = load_weight_bf16x8(at(weight, row + high_row, col))
                             self.split_pairs(wr, tile, chunk, low, high)
                         else:
-                            col = 16 * chunk + 4 * quarter
-                            low = load_bf16x4(at(weight, row, col))
-                            high = load_bf16x4(at(weight, row + high_row, col))
-                            wr[tile, chunk, 0], wr[tile, chunk, 2] = low
-                            wr[tile, chunk, 1], wr[tile, chunk, 3] = high
+                            self.narrow_rows(wr, tile, chunk, weight, row, quarter, high_row)
             cute.arch.griddepcontrol_wait()
             if cutlass.const_expr(wide):
                 pairs = [load_activation_bf16x8(at(f_a, column_token, 32 * c + 8 * quarter))
@@ -763,6 +784,56 @@ class KdaSplit:
         if cutlass.const_expr(self.local):  # the lane's stores, then its one arrival
             arrive(barrier)
 
+    @cute.jit
+    def narrow_rows(self, wr, tile, chunk, weight, row, quarter, high_row):
+        """A fragments of chunk ``chunk`` from 8 bytes of rows ``row`` and ``row + high_row``: the columns
+        16 chunk + 4 quarter + [0, 4), the order the activations' B fragments read."""
+        low = load_bf16x4(at(weight, row, 16 * chunk + 4 * quarter))
+        high = load_bf16x4(at(weight, row + high_row, 16 * chunk + 4 * quarter))
+        wr[tile, chunk, 0], wr[tile, chunk, 2] = low
+        wr[tile, chunk, 1], wr[tile, chunk, 3] = high
+
+    @cute.jit
+    def load_gate_rows(self, weight, head, value_base, lane):
+        """The gate warp's A fragments of its partition's output gate rows, 16 a tile (8 rows: the tile's
+        second half repeats the first and is never sent)."""
+        tiles: cutlass.Constexpr = max(1, self.rows // 16)
+        high_row: cutlass.Constexpr = 8 if self.rows >= 16 else 0
+        group, quarter = lane >> 2, lane & 3
+        wr = cute.make_rmem_tensor((tiles, 8, 4), Uint32)
+        for tile in cutlass.range_constexpr(tiles):
+            row = head * 128 + value_base + 16 * tile + group
+            for chunk in cutlass.range_constexpr(8):
+                self.narrow_rows(wr, tile, chunk, weight, row, quarter, high_row)
+        return wr
+
+    @cute.jit
+    def push_gates(self, tensors, wr, shared_gate, barrier, coords):
+        """The output gate of the partition's channels: the rows in ``wr`` by the gate input's row (a token a
+        MMA column), rounded to bf16 as the product's store would, each token's sigmoids sent to its output
+        CTA's shared ``gate`` on the barrier its dots complete."""
+        head, token, value_base, lane = coords
+        T: cutlass.Constexpr = self.tokens
+        tiles: cutlass.Constexpr = max(1, self.rows // 16)
+        group, quarter = lane >> 2, lane & 3
+        column_token = token
+        if cutlass.const_expr(T > 1):
+            column_token = token + group % T
+        ar = [load_activation_bf16x4(at(tensors.output_gate, column_token, 16 * c + 4 * quarter)) for c in range(8)]
+        acc = zeros((tiles, 4), Float32)
+        for chunk in cutlass.range_constexpr(8):
+            for tile in cutlass.range_constexpr(tiles):
+                mma_into(acc[tile, None], tuple(wr[tile, chunk, e] for e in range(4)), ar[chunk], bf16=True)
+        for tile in cutlass.range_constexpr(tiles):
+            for e in cutlass.range_constexpr(4):  # D: rows group (+ 8), token columns 2 quarter + {0, 1}
+                row = 16 * tile + group + 8 * (e // 2)
+                value = sigmoid(acc[tile, e].to(BFloat16).to(Float32), self.fast_math)
+                for t in cutlass.range_constexpr(T):
+                    if cutlass.const_expr(t % 2 == e % 2):
+                        pointer = shared_gate.iterator + (128 * t + value_base + row)
+                        push_float(pointer, value, barrier + t // self.cluster, t % self.cluster,
+                                   (quarter == t // 2) & (row < self.rows))
+
     @staticmethod
     def split_pairs(wr, tile, chunk, low, high):
         """16 bytes of rows r and r + 8 hold the A fragments of chunks 2c and 2c + 1."""
@@ -782,9 +853,9 @@ class KdaSplit:
                 if partition + k * cluster < tokens:
                     if cutlass.const_expr(self.local):
                         cute.arch.mbarrier_init(barrier + k, VALUE)
-                    else:
+                    else:  # the dots, and with the gate folded in the gate warps its sigmoids
                         cute.arch.mbarrier_init(barrier + k, 1)
-                        cute.arch.mbarrier_arrive_and_expect_tx(barrier + k, 512)
+                        cute.arch.mbarrier_arrive_and_expect_tx(barrier + k, 1024 if self.gate_in_warp else 512)
             if cutlass.const_expr(self.local):
                 cute.arch.mbarrier_init(gate_barrier, 32)
             else:

@@ -88,6 +88,12 @@ def quick() -> list[dict]:
         case(8, 17, schedule={"early": 2}, gate_rank=128),
         case(8, 128, schedule={"early": 2, "lanes": 32, "occupancy": 5}, gate_rank=128),
         case(4, 2, tokens=3, schedule={"early": 1, "cluster": 1}, gate_rank=128),
+        # in the gate warp: 8 tokens at 8 CTAs a head (each token's sigmoids to its own output CTA), after
+        # the FMA-partial decays, at 8 rows a CTA; in the main threads at 64 rows a CTA
+        case(4, 1, tokens=8, gate_rank=128),
+        case(8, 17, gate_mode=2, gate_rank=128),
+        case(4, 2, schedule={"cluster": 16}, gate_rank=128),
+        case(4, 2, schedule={"cluster": 2}, gate_rank=128),
     ]
 
 
