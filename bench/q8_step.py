@@ -2,7 +2,7 @@
 time of each (graph + PDL, as `lanec run` times it) in the same run, and how often the q8_0 plan
 chooses the bf16 plan's next token over STEPS fresh random steps.
 
-    python tests/gpu/plans.py dense-small dense-small-q8 dense-small-q8-w2-fused     # CPU machine
+    python tests/gpu/plans.py dense-small dense-small-q8 dense-small-q8-unfused dense-small-q8-w2-fused  # CPU
     PYTHONPATH=. python3 bench/q8_step.py [BF16.plan Q8.plan ...] [--steps N]          # GPU machine
 
 The plans share the seeded weights (the q8_0 plans quantize the bf16 plan's values once at load,
@@ -31,7 +31,7 @@ from lanec.runtime import dtypes  # noqa: E402
 from lanec.runtime.runner import Options, Session, load, seeded_on_gpu  # noqa: E402
 
 PLANS = ROOT / "build" / "plans"
-DEFAULT = ["dense-small", "dense-small-q8", "dense-small-q8-w2-fused"]
+DEFAULT = ["dense-small", "dense-small-q8", "dense-small-q8-unfused", "dense-small-q8-w2-fused"]
 STEPS = 1000
 SEED = 7
 

@@ -1,4 +1,4 @@
-builtin.module attributes {lane.shim = {numerics = "quantized", words = 1 : i64, fuse_quant = false, batch_products = false}} {
+builtin.module attributes {lane.shim = {numerics = "quantized", words = 1 : i64, fuse_quant = true, batch_products = false}} {
   form.step batch 1 tokens 1 {
     %0 = form.input {role = "tokens"} : tensor<1xi32>
     %1 = form.input {role = "positions"} : tensor<1xi32>

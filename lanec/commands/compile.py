@@ -25,7 +25,7 @@ from lanec.commands.knobs import grouped_option, knob_options, shim_of, tp_optio
 @tp_option
 @grouped_option
 def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lane: Path | None,
-                    emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool,
+                    emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool | None,
                     batch_products: bool, fold_norms: bool, fold_argmax: bool, fold_gate: bool | None,
                     fold_router_norms: bool | None, tp: int, grouped_experts: bool) -> None:
     """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan).

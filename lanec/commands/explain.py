@@ -132,7 +132,7 @@ def report(model: str, shim, decisions, module=None, tp: int = 1, grouped_expert
 @knob_options
 @tp_option
 @grouped_option
-def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool, batch_products: bool,
+def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool | None, batch_products: bool,
             fold_norms: bool, fold_argmax: bool, fold_gate: bool | None, fold_router_norms: bool | None, tp: int,
             grouped_experts: bool) -> None:
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;

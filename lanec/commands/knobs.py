@@ -21,7 +21,9 @@ def knob_options(command: Callable) -> Callable:
         click.option("--words", type=click.Choice(["1", "2"]), default=None,
                      help="int8 words a quantized activation value (quantized numerics only) [default: the module's "
                           "lane.shim, else 1]"),
-        click.option("--fuse-quant", is_flag=True, help="quantize in producers' epilogues (quantized numerics only)"),
+        click.option("--fuse-quant/--no-fuse-quant", default=None,
+                     help="quantize in producers' epilogues (quantized numerics only) [default: the module's "
+                          "lane.shim, else off]"),
         click.option("--batch-products", is_flag=True,
                      help="the products are a batch's (each row its own sequence): keep them on the GEMV kernels"),
         click.option("--fold-norms", is_flag=True,
@@ -42,14 +44,14 @@ def knob_options(command: Callable) -> Callable:
     return command
 
 
-def shim_of(numerics: str | None, words: str | None, fuse_quant: bool, batch_products: bool,
+def shim_of(numerics: str | None, words: str | None, fuse_quant: bool | None, batch_products: bool,
             fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool | None = None,
             fold_router_norms: bool | None = None) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
-            "fuse_quant": fuse_quant or None, "batch_products": batch_products or None,
+            "fuse_quant": fuse_quant, "batch_products": batch_products or None,
             "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate,
             "fold_router_norms": fold_router_norms}
 

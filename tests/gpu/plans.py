@@ -112,6 +112,8 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     # then two words a value, with fuse-quant's epilogues (still standalone quantize launches)
     "dense-small-q8": None,
     "dense-small-q8-w2-fused": Shipped("dense-small-q8", ("--words", "2", "--fuse-quant")),
+    # the quantizes each a launch of its own (the shipped example quantizes in its producers' epilogues)
+    "dense-small-q8-unfused": Shipped("dense-small-q8", ("--no-fuse-quant",)),
     "kimi-linear-small": None,  # KDA, MLA and the mixture: the seed's model, whole
     # the first MLA layer (layer 4) behind three KDA layers, dense MLPs: the latent attention alone
     "kimi-mla-b3": Kimi(["--layers", "4", "--dense-mlp", "9216", "--batch", "3"]),
