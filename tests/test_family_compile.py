@@ -47,9 +47,9 @@ def test_deepseek_v3_four_layers_compile_with_yarn_rope_on_the_interleaved_rope_
 def test_llama_3_1_two_layers_compile_with_llama3_rope(tmp_path, cache):
     plan = compiled(tmp_path, "llama-3.1-8b.config.json", "--layers", "2", "--batch", "3", cache=cache)
     ropes = [launch.spec for launch in plan.launches if launch.spec.get("rotary")]
-    assert len(ropes) == 4  # q and k, a layer
+    assert len(ropes) == 2  # q and k, a layer, paired in one launch (adjacent parts of the merged product)
     for spec in ropes:
         assert spec["scaling"] == {"kind": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                    "high_freq_factor": 4.0, "original_context": 8192}
         assert spec["rotary"] == spec["unit"] == 128 and "offset" not in spec and "interleaved" not in spec
-    assert sorted(spec["heads"] for spec in ropes) == [8, 8, 32, 32]
+    assert [spec["heads"] for spec in ropes] == [32 + 8, 32 + 8] and all(s["x_pitch"] == 6144 for s in ropes)

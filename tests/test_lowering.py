@@ -299,17 +299,40 @@ def dense_launches(tmp_path: Path, name: str, **options):
 def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     found = launches(ROOT / "examples" / "dense-small.mlir")
     kinds = [op.kernel.data for op in found]
-    # norm, q k v as one GEMV in parts, rope on q and k, attention in 16 chunks and their combine, o_proj
+    # norm, q k v as one GEMV in parts, rope on q and k in one launch, attention in chunks and their combine, o_proj
     first = kinds.index("attention")
-    assert kinds[first - 4: first + 3] == ["rmsnorm", "gemv", "rope", "rope", "attention", "attention_combine", "gemv"]
+    assert kinds[first - 3: first + 3] == ["rmsnorm", "gemv", "rope", "attention", "attention_combine", "gemv"]
+    rope = spec_of(found[first - 1])
+    assert (rope["heads"], rope["unit"], rope["x_pitch"]) == (16 + 4, 128, 3072)
     assert kinds.count("attention") == kinds.count("attention_combine") == 2
     spec = spec_of(found[first])
-    # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from rope's rows
-    assert spec["v_pitch"] == 3072 and "q_pitch" not in spec and "k_pitch" not in spec
+    # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from the rope's
+    # rows (2560 wide: q's heads, then k's)
+    assert spec["v_pitch"] == 3072 and spec["q_pitch"] == spec["k_pitch"] == 2560
     assert (spec["batch"], spec["tokens"], spec["heads"], spec["kv_heads"], spec["head"]) == (1, 1, 16, 4, 128)
     # 4 KV groups x 8 chunks of 256 keys (16 would make chunks of 128, under MIN_CHUNK_KEYS)
     assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 8)
     assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 8}
+
+
+def test_q_and_k_ropes_pair_only_as_adjacent_parts_read_by_attention():
+    """One rope launch turns q's and k's heads where they are adjacent parts of one product's row and both go
+    to the attention; a rope whose result another op reads keeps its own launch (and the tunings say why)."""
+    tunings: list = []
+    paired = launches(ROOT / "examples" / "dense-small.mlir", tunings)
+    assert [op.kernel.data for op in paired].count("rope") == 2  # one a layer
+    assert [o["launch"] for kernel, _, o in tunings if kernel == "rope"] == ["paired", "paired"]
+    module, where = parse_verify(ROOT / "examples" / "dense-small.mlir")
+    fuse(module, LaneShim(), where)
+    step = next(iter(module.ops))
+    from lanec.dialects import form
+
+    rope = next(op for op in step.body.block.ops if isinstance(op, form.RopeOp))
+    returned = step.body.block.last_op
+    returned.operands = [*returned.operands, rope.result]  # q's turned rows leave the step too
+    step = next(iter(lower_module(module).ops))
+    kinds = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert kinds.count("rope") == 3  # layer 0's q and k apart, layer 1's paired
 
 
 @pytest.mark.parametrize("batch, tokens, splits", [(64, 1, 1), (8, 4, 4), (2, 1, 8)])

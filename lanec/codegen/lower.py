@@ -158,6 +158,8 @@ class Lowering:
     widened: set[SSAValue] = field(default_factory=set)
     # gemm_tc stream-K's workspace (partial tiles, flags), made at its first launch (`stream_workspace`)
     workspace: tuple[Window, Window] | None = None
+    # ropes turned by the launch of the rope before them (`rope_partner`): they launch nothing
+    paired_ropes: set[Operation] = field(default_factory=set)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -839,11 +841,44 @@ class Lowering:
         self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])
         self.windows[op.result] = out
 
+    def rope_partner(self, op: form.RopeOp) -> form.RopeOp | None:
+        """The rope right after `op` that turns the next part of the same row (the k part after the q
+        part of one product in parts) at the same positions, frequencies and head size, where both results
+        go only to attention launches (they read q and k at a pitch): the two take one launch."""
+        partner = op.next_op
+        if not isinstance(partner, form.RopeOp) or partner.positions is not op.positions:
+            return None
+        same = {k: v for k, v in op.properties.items() if k != "heads"}
+        if same != {k: v for k, v in partner.properties.items() if k != "heads"}:
+            return None
+        if form.shape(op.x)[1] // op.heads.value.data != form.shape(partner.x)[1] // partner.heads.value.data:
+            return None
+        first, second = self.window(op.x), self.window(partner.x)
+        if (first.buffer is not second.buffer or len(first.shape) != 2 or first.strides != second.strides
+                or first.shape[0] != second.shape[0] or second.offset != first.offset + first.shape[1]
+                or first.strides[1] != 1):
+            return None
+        readers = [use.operation for result in (op.result, partner.result) for use in result.uses]
+        if not readers or not all(isinstance(reader, form.AttentionOp) for reader in readers):
+            return None
+        return partner
+
     @lower.register
     def lower_rope(self, op: form.RopeOp) -> None:
+        if op in self.paired_ropes:  # turned by the launch of the rope before it
+            return
         rows, width = form.shape(op.x)
         heads = op.heads.value.data
         x = self.window(op.x)  # maybe a part of a product in parts, read in place
+        partner = self.rope_partner(op)
+        if partner is not None:  # q's and k's heads in one launch, into one buffer whose parts they are
+            self.paired_ropes.add(partner)
+            more, extra = form.shape(partner.x)[1], partner.heads.value.data
+            x = Window(x.buffer, x.offset, (rows, width + more), x.strides)
+            self.tunings.append(("rope", {"rows": rows, "heads": f"{heads} + {extra}", "unit": width // heads},
+                                 {"launch": "paired", "why": "two ropes of adjacent parts of one row at the same "
+                                                             "positions and frequencies (q and k): one launch"}))
+            width, heads = width + more, heads + extra
         out = self.activation("rope", (rows, width))
         spec = {"rows": rows, "heads": heads, "unit": width // heads, "rotary": op.rotary.value.data,
                 "theta": op.theta.value.data, **pitch_of(x)}
@@ -855,7 +890,12 @@ class Lowering:
             spec["scaling"] = {"kind": kind, **{name: op.properties[name].value.data
                                                 for name in form.ROPE_SCALING[kind]}}
         self.launch("rope", spec, [x, self.window(op.positions), out])
-        self.windows[op.result] = out
+        if partner is not None:
+            first = form.shape(op.x)[1]
+            self.windows[op.result] = Window(out.buffer, 0, (rows, first), out.strides)
+            self.windows[partner.result] = Window(out.buffer, first, (rows, width - first), out.strides)
+        else:
+            self.windows[op.result] = out
 
     @lower.register
     def lower_kda(self, op: form.KdaOp) -> None:

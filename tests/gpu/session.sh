@@ -49,6 +49,7 @@
 #   floor      the launch floor: bf16 gemv, q8_gemv and torch at one row fitted to t = floor + bytes / rate
 #   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
+#   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
 #   segments   the router writing the grouped path's segments: its cases, compute-sanitizer, the batch-8 A/B
@@ -242,6 +243,24 @@ for phase in "${phases[@]}"; do
       # kimi-kda-b1-no-fold-gate kimi-kda-b64; carry build/gpu, build/plans, .whl)
       fold_checks fold-gate tests/gpu/test_kda_split.py "h32_b1_t1_sp_bias0_m0_sdefaults_g128_gp264" \
         kimi-kda-b1 kimi-kda-b1-no-fold-gate kimi-kda-b64 ;;
+    rope-pair)
+      # q's and k's ropes in one launch (the lowering's `rope_partner`; about 3 minutes): the rope cases with the
+      # paired shapes, compute-sanitizer on one, the dense and Llama plans --check, then bench/q8_step.py with the
+      # plans before (`-unpaired`: the lowering's pairing off) and after (here: python tests/gpu/build.py --only
+      # rope; python tests/gpu/plans.py dense-small dense-small-q8 dense-small-b64 dense-small-spec4-b8
+      # llama-3.1-8b-b3 llama-3.1-8b-b40-q8-fused, and the -unpaired plans as bench/RESULTS.md says; carry
+      # build/gpu, build/plans, .whl)
+      timeout 120 python3 -m pytest tests/gpu/test_kernels.py -q -rfE -k rope 2>&1 | tail -3 \
+        | tee "$logs/rope-pair.log" || status=1
+      sanitize_case tests/gpu/test_kernels.py "rope and r5_h20_u128_rot128_llama3_paired" rope-pair.log
+      for plan in dense-small dense-small-q8 dense-small-b64 dense-small-spec4-b8 llama-3.1-8b-b3 \
+          llama-3.1-8b-b40-q8-fused; do
+        echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/rope-pair.log"
+      done
+      timeout 200 python3 bench/q8_step.py build/plans/dense-small-unpaired.plan build/plans/dense-small.plan \
+        build/plans/dense-small-q8-unpaired.plan build/plans/dense-small-q8.plan --steps 300 2>&1 \
+        | tee -a "$logs/rope-pair.log" || status=1 ;;
     pending-ab)
       # the step after a change (about 6 minutes): bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's
       # batch-1 1.4x) and bench/model.py on the real-size steps at 1k context, batch 1, 8 and 64 (carry build/plans,

@@ -36,6 +36,11 @@ CASES = {
                                                  interleaved=True, scaling=YARN_LOUD),
     "r3_h3_u80_off30_rot20_yarn_loud": dict(rows=3, heads=3, unit=80, rotary=20, theta=10000.0, offset=30,
                                             scaling=YARN_LOUD),
+    # a q and k pair in one launch (the lowering's `rope_partner`): Llama-style 16 + 4 heads of one product's row
+    # (q, k, v parts: 3072 wide), at 1 row and at 5 with Llama 3.1's frequencies
+    "r1_h20_u128_rot128_paired": dict(rows=1, heads=20, unit=128, rotary=128, theta=500000.0, x_pitch=3072),
+    "r5_h20_u128_rot128_llama3_paired": dict(rows=5, heads=20, unit=128, rotary=128, theta=500000.0, x_pitch=3072,
+                                             scaling=LLAMA3),
     # Qwen3-Next's full attention: partial rotary on 256-value heads
     "r7_h16_u256_rot64": dict(rows=7, heads=16, unit=256, rotary=64, theta=10000000.0),
     "r3_h2_u256_rot64_yarn_loud": dict(rows=3, heads=2, unit=256, rotary=64, theta=10000000.0, scaling=YARN_LOUD),
