@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
-from lanec.codegen.facts import GEMV_ROWS, LATENT_WARPGROUP_ROWS, LATENT_WARPGROUPS, ROWS_A_BLOCK, SM_COUNT
+from lanec.codegen.facts import (
+    ATTENTION_CLUSTER_SPLITS,
+    GEMV_ROWS,
+    LATENT_WARPGROUP_ROWS,
+    LATENT_WARPGROUPS,
+    ROWS_A_BLOCK,
+    SM_COUNT,
+)
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
 if TYPE_CHECKING:
@@ -308,6 +315,21 @@ LATENT_ROWS_A_BLOCK = LATENT_WARPGROUP_ROWS * LATENT_WARPGROUPS
 # 242.3 us at 4k, 1993.1 against 1781.2 at 32k; 2026-11-30, H200): its blocks are compute-heavy, a
 # second wave of them costs more than the idle SMs.
 IDLE_SPLITS = 2
+# A GQA attention's chunks meet in its own cluster (combine "cluster": each CTA reads its share of every
+# chunk's rows over DSMEM, no attention_combine launch) where they are at most ATTENTION_CLUSTER_SPLITS and
+# all its CTAs (blocks x chunks) at most CLUSTER_COMBINE_CTAS. Measured on the H200 (bench/attention.py with
+# LANEC_ATTN_CLUSTER=1, 2026-11-29, the same chunks both ways): batch 1, GQA 8/2 at 4k keys, 16 CTAs, 11.3
+# against 13.6 us; 32/8 at 4k and 32k, 64 CTAs, 12.1 against 13.8 and 84.2 against 85.6; batch 8, 8/2 at
+# 4k, 128 CTAs, 16.5 against 15.3, and 32/8 in 4 chunks, 256 CTAs, 58.3 against 40.5: where the CTAs are
+# many, the cluster's wait for its slowest chunk costs more than the launch.
+CLUSTER_COMBINE_CTAS = 64
+
+
+def cluster_combine(splits: int, *, batch: int, heads: int, kv_heads: int) -> bool:
+    """Whether a GQA attention cut into `splits` chunks combines them in its own cluster (the schedule's
+    combine "cluster") instead of an attention_combine launch."""
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    return 1 < splits <= ATTENTION_CLUSTER_SPLITS and blocks * splits <= CLUSTER_COMBINE_CTAS
 
 
 def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: bool = False) -> bool:

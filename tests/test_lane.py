@@ -20,6 +20,7 @@ from lanec.shim import (
     Latent,
     attention_splits,
     chunks_apart,
+    cluster_combine,
     head_blocks,
     splits_reason,
 )
@@ -144,6 +145,20 @@ def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch,
     assert all(blocks * s < TARGET_BLOCKS for s in earlier)  # every fewer measured split leaves blocks short
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and (splits == 1 or f"x {splits} chunks" in why)
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, splits, clustered", [
+    (1, 16, 4, 8, True),  # the dense example: 4 blocks x 8 chunks, 32 CTAs
+    (1, 32, 8, 8, True),  # Llama-3-8B at batch 1: 64 CTAs (measured 12.1 against 13.8 us at 4k)
+    (8, 8, 2, 8, False),  # 128 CTAs (measured 16.5 against 15.3)
+    (8, 32, 8, 4, False),  # 256 CTAs (58.3 against 40.5)
+    (1, 8, 2, 16, False),  # 16 chunks: more than a portable cluster
+    (1, 8, 2, 1, False),  # nothing to combine
+])
+def test_few_chunks_of_few_ctas_meet_in_their_cluster(batch, heads, kv_heads, splits, clustered):
+    """A split GQA attention combines in its own cluster where its chunks fit one (at most 8) and its CTAs
+    are few (at most 64: the batch-1 rows where the cluster measured faster); elsewhere a combine launch."""
+    assert cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads) is clustered
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits, why", [

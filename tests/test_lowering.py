@@ -299,12 +299,13 @@ def dense_launches(tmp_path: Path, name: str, **options):
 def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     found = launches(ROOT / "examples" / "dense-small.mlir")
     kinds = [op.kernel.data for op in found]
-    # norm, q k v as one GEMV in parts, rope on q and k in one launch, attention in chunks and their combine, o_proj
+    # norm, q k v as one GEMV in parts, rope on q and k in one launch, attention in chunks combined in its own
+    # cluster (4 blocks x 8 chunks: CLUSTER_COMBINE_CTAS), o_proj
     first = kinds.index("attention")
-    assert kinds[first - 3: first + 3] == ["rmsnorm", "gemv", "rope", "attention", "attention_combine", "gemv"]
+    assert kinds[first - 3: first + 2] == ["rmsnorm", "gemv", "rope", "attention", "gemv"]
     rope = spec_of(found[first - 1])
     assert (rope["heads"], rope["unit"], rope["x_pitch"]) == (16 + 4, 128, 3072)
-    assert kinds.count("attention") == kinds.count("attention_combine") == 2
+    assert kinds.count("attention") == 2 and "attention_combine" not in kinds
     spec = spec_of(found[first])
     # v is read in place from the product in parts (q 2048, k 512, v 512 a row); q and k from the rope's
     # rows (2560 wide: q's heads, then k's)
@@ -312,7 +313,27 @@ def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     assert (spec["batch"], spec["tokens"], spec["heads"], spec["kv_heads"], spec["head"]) == (1, 1, 16, 4, 128)
     # 4 KV groups x 8 chunks of 256 keys (16 would make chunks of 128, under MIN_CHUNK_KEYS)
     assert (spec["page_size"], spec["max_pages"], spec["cache_pages"], spec["splits"]) == (16, 128, 128, 8)
-    assert spec_of(found[first + 1]) == {"rows": 1, "heads": 16, "head": 128, "splits": 8}
+    assert spec["schedule"] == {"combine": "cluster"} and tuple(found[first].cluster.get_values()) == (8, 1, 1)
+
+
+def test_the_steps_embed_runs_in_its_first_norms_launch():
+    """The norm right after the embed gathers the table's rows itself (rmsnorm `gather`) and writes them to
+    the embed's buffer, which the first residual add reads; where that norm runs in a GEMV's prologue
+    (--fold-norms) the embed keeps its launch."""
+    tunings: list = []
+    found = launches(ROOT / "examples" / "dense-small.mlir", tunings)
+    kinds = [op.kernel.data for op in found]
+    assert kinds[0] == "rmsnorm" and "embed" not in kinds
+    spec = spec_of(found[0])
+    assert spec["gather"] == 32000 and spec["residual"] is False and spec["width"] == 2048
+    embed = found[0].operands[-1]  # h: the gathered rows, read by the first residual add
+    assert any(embed in op.operands for op in found[1:] if op.kernel.data == "rmsnorm")
+    assert [o["launch"] for kernel, _, o in tunings if kernel == "embed"] == ["in the norm"]
+    module, where = parse_verify(ROOT / "examples" / "dense-small.mlir")
+    fuse(module, LaneShim(fold_norms=True), where)
+    step = next(iter(lower_module(module).ops))
+    kinds = [op.kernel.data for op in step.body.block.ops if isinstance(op, lane.LaunchOp)]
+    assert kinds[0] == "embed"
 
 
 def test_q_and_k_ropes_pair_only_as_adjacent_parts_read_by_attention():
@@ -341,7 +362,10 @@ def test_attention_splits_where_its_head_blocks_leave_the_chip_idle(tmp_path, ba
     kinds = [op.kernel.data for op in found]
     (attention,) = [op for op in found if op.kernel.data == "attention"]
     assert spec_of(attention)["splits"] == splits and spec_of(attention)["tokens"] == tokens
-    assert kinds.count("attention_combine") == (splits > 1)
+    # 2 requests x 4 KV heads x 8 chunks: 64 CTAs, combined in their cluster; 8 x 4 x 4 = 128: a combine launch
+    clustered = spec_of(attention).get("schedule") == {"combine": "cluster"}
+    assert clustered == (batch == 2)
+    assert kinds.count("attention_combine") == (splits > 1 and not clustered)
 
 
 @pytest.mark.parametrize("shape, fact", [

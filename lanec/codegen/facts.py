@@ -544,7 +544,8 @@ RMSNORM_MAX_WIDTH = RMSNORM_MAX_STEPS * RMSNORM_MAX_THREADS * VECTOR
 @dataclass(frozen=True)
 class RmsNormSpec(Spec):
     """A launch of rmsnorm: `rows` of `width` values, `eps`, x rows `x_pitch` apart, y written
-    bf16 or (`quantize` words) in the quantized form a product by q8_0 rows reads."""
+    bf16 or (`quantize` words) in the quantized form a product by q8_0 rows reads; `gather`: x a table
+    of that many rows (an embed folded in), row r's input its row tokens[r], without a `residual`."""
 
     kernel: ClassVar[str] = "rmsnorm"
     rows: int
@@ -552,10 +553,15 @@ class RmsNormSpec(Spec):
     eps: float = 1e-6
     x_pitch: int | None = None
     quantize: int = 0  # words a value of the quantized form y is written in (0: bf16 y)
+    gather: int | None = None  # the embed table's rows where the norm gathers its input rows (None: it does not)
+    residual: bool = False
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
         found += filter(None, [vector_width("width", self.width)])
+        if self.gather is not None and (self.gather < 1 or self.residual or self.x_pitch is not None):
+            found.append(f"gathers rows of a table of at least one row, without a residual or an x pitch; got "
+                         f"{self.gather} rows, residual {self.residual}, x pitch {self.x_pitch}")
         if self.quantize:
             found += [f"its quantize epilogue: {problem}" for problem in quantized_problems(self.width, self.quantize)]
         if not self.eps > 0:

@@ -53,6 +53,7 @@ from lanec.codegen.facts import (
     ExpandedLatentSpec,
     GemmSpec,
     Q8GemmSpec,
+    RmsNormSpec,
     latent_engine_reason,
     mixture_group_rows,
     part_places,
@@ -66,7 +67,7 @@ from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
 from lanec.runtime import dtypes
 from lanec.runtime.plan import routing_buffer
-from lanec.shim import Latent, attention_splits, splits_reason
+from lanec.shim import CLUSTER_COMBINE_CTAS, Latent, attention_splits, cluster_combine, splits_reason
 
 
 class LoweringError(ValueError):
@@ -159,6 +160,9 @@ class Lowering:
     # gemm_tc stream-K's workspace (partial tiles, flags), made at its first launch (`stream_workspace`)
     workspace: tuple[Window, Window] | None = None
     # ropes turned by the launch of the rope before them (`rope_partner`): they launch nothing
+    # a norm that gathers the embed's rows right before it (its launch folds the embed's) -> the tokens'
+    # and the table's windows and the table's rows
+    embed_norms: dict[Operation, tuple[Window, Window, int]] = field(default_factory=dict)
     paired_ropes: set[Operation] = field(default_factory=set)
 
     # -- buffers ---------------------------------------------------------------------------------
@@ -466,9 +470,18 @@ class Lowering:
         vocab, hidden = form.shape(op.table)
         rows = form.shape(op.tokens)[0]
         out = self.activation("embed", (rows, hidden))
+        self.windows[op.result] = out
+        norm = op.next_op
+        if (isinstance(norm, form.NormOp) and norm.x is op.result and norm.residual is None and norm.prologue is None
+                and not RmsNormSpec(rows, hidden, gather=vocab).problems()):
+            # the norm right after reads the rows first: its launch gathers them (and writes them here)
+            self.embed_norms[norm] = (self.window(op.tokens), self.window(op.table), vocab)
+            self.tunings.append(("embed", {"rows": rows, "vocab": vocab, "width": hidden},
+                                 {"launch": "in the norm", "why": "the norm after it reads its rows first: the "
+                                                                  "norm's launch gathers, writes and norms them"}))
+            return
         self.launch("embed", {"rows": rows, "vocab": vocab, "width": hidden},
                     [self.window(op.tokens), self.window(op.table), out])
-        self.windows[op.result] = out
 
     @lower.register
     def lower_quantize(self, op: form.QuantizeOp) -> None:
@@ -777,6 +790,10 @@ class Lowering:
         args = [self.window(op.x)]
         spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
                 **pitch_of(args[0]), **({"quantize": words} if words else {})}
+        gathered = self.embed_norms.get(op)
+        if gathered is not None:  # the embed folded in: the table's rows at the tokens, written to the embed's buffer
+            tokens, table, spec["gather"] = gathered
+            args = [table, tokens]
         if op.residual is not None:
             args.append(self.window(op.residual))
         args += [self.window(op.weight), y]
@@ -784,6 +801,8 @@ class Lowering:
             h = self.activation(f"{name}.sum", (rows, width))
             args.append(h)
             self.windows[op.sum] = h
+        elif gathered is not None:
+            args.append(self.window(op.x))
         self.launch("rmsnorm", spec, args)
         if words:
             self.bind_epilogue(op.result, y, words, "rmsnorm")
@@ -1246,6 +1265,10 @@ class Lowering:
         context = max_pages * page_size
         splits = attention_splits(batch, heads, kv_heads, context)
         why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+        clustered = cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
+        if clustered:  # no attention_combine launch
+            why += (f"; the chunks meet in the launch's cluster: at most {CLUSTER_COMBINE_CTAS} CTAs "
+                    "(CLUSTER_COMBINE_CTAS, measured)")
         self.tunings.append(("attention", {"batch": batch, "tokens": tokens, "heads": heads, "kv_heads": kv_heads,
                                            "head": head, "context": context}, {"splits": splits, "why": why}))
         AttentionSpec(**spec, splits=splits).check()  # the kernel's facts, named before any kernel is built
@@ -1253,6 +1276,8 @@ class Lowering:
         args = [q, k, v, self.window(op.positions), self.window(op.pages), self.window(op.k_cache),
                 self.window(op.v_cache)]
         spec.update(splits=splits, scale=op.scale.value.data)
+        if clustered:
+            spec["schedule"] = {"combine": "cluster"}
         self.attend("attention", spec, args, out, "attention", heads, head, splits)
         self.windows[op.result] = out
 

@@ -49,6 +49,8 @@
 #   floor      the launch floor: bf16 gemv, q8_gemv and torch at one row fitted to t = floor + bytes / rate
 #   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
+#   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
+#   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
@@ -117,6 +119,19 @@ sanitize_case() {
     timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest "$file" -q -k "$expr" \
       2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$log"
   done
+}
+# the dense step before and after a lowering change (phases rope-pair, cluster-combine): plans NAME --check, then
+# bench/q8_step.py on dense-small and dense-small-q8 built without the change (`-SUFFIX`) and with it
+dense_ab() {
+  local name=$1 suffix=$2
+  shift 2
+  for plan in "$@"; do
+    echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+      | tee -a "$logs/$name.log"
+  done
+  timeout 200 python3 bench/q8_step.py "build/plans/dense-small-$suffix.plan" build/plans/dense-small.plan \
+    "build/plans/dense-small-q8-$suffix.plan" build/plans/dense-small-q8.plan --steps 300 2>&1 \
+    | tee -a "$logs/$name.log" || status=1
 }
 # a fold's GPU checks (phases fold-gate, fold-router): its kernel's cases (a test file), compute-sanitizer on
 # one (a -k expression), then the plans named after them --check; the log is $logs/NAME.log
@@ -253,14 +268,34 @@ for phase in "${phases[@]}"; do
       timeout 120 python3 -m pytest tests/gpu/test_kernels.py -q -rfE -k rope 2>&1 | tail -3 \
         | tee "$logs/rope-pair.log" || status=1
       sanitize_case tests/gpu/test_kernels.py "rope and r5_h20_u128_rot128_llama3_paired" rope-pair.log
-      for plan in dense-small dense-small-q8 dense-small-b64 dense-small-spec4-b8 llama-3.1-8b-b3 \
-          llama-3.1-8b-b40-q8-fused; do
-        echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
-          | tee -a "$logs/rope-pair.log"
-      done
-      timeout 200 python3 bench/q8_step.py build/plans/dense-small-unpaired.plan build/plans/dense-small.plan \
-        build/plans/dense-small-q8-unpaired.plan build/plans/dense-small-q8.plan --steps 300 2>&1 \
-        | tee -a "$logs/rope-pair.log" || status=1 ;;
+      dense_ab rope-pair unpaired dense-small dense-small-q8 dense-small-b64 dense-small-spec4-b8 llama-3.1-8b-b3 \
+        llama-3.1-8b-b40-q8-fused ;;
+    cluster-combine)
+      # a few chunks of few CTAs combined in the attention's own cluster (shim.py's cluster_combine; about 1.5
+      # minutes): the attention's cluster cases and the dense example's shape, compute-sanitizer on it, the
+      # dense plans --check, then bench/q8_step.py with the plans before (`-launch`: CLUSTER_COMBINE_CTAS 0) and
+      # after (here: python tests/gpu/build.py --only attention attention_combine; python tests/gpu/plans.py
+      # dense-small dense-small-q8 dense-small-q8-unfused, and the -launch plans as bench/RESULTS.md says;
+      # carry build/gpu, those plans, .whl)
+      timeout 150 python3 -m pytest tests/gpu/test_attention.py -q -rfE \
+        -k "(attention_matches_interpreter and attention- and (cluster or h16_kv4)) or (combine and h16_kv4)" 2>&1 \
+        | tail -3 | tee "$logs/cluster-combine.log" || status=1
+      sanitize_case tests/gpu/test_attention.py \
+        "attention_matches_interpreter and b1_t1_h16_kv4_d128_p16_s8_pitched_cluster" cluster-combine.log 90
+      dense_ab cluster-combine launch dense-small dense-small-q8 dense-small-q8-unfused ;;
+    embed-norm)
+      # the step's embed folded into its first norm (rmsnorm `gather`; about 3 minutes): the rmsnorm cases with the
+      # gathered ones, compute-sanitizer on one, the plans whose first norm gathers --check, then bench/q8_step.py
+      # and bench/step_chain.py with the plans before (`-embed`: the fold off) and after (here: python
+      # tests/gpu/build.py --only rmsnorm; python tests/gpu/plans.py dense-small dense-small-q8 kimi-kda-b1
+      # qwen-next-b1 deepseek-v3-b2 llama-3.1-8b-b3, and the -embed plans as bench/RESULTS.md says; carry
+      # build/gpu, build/plans, .whl)
+      timeout 120 python3 -m pytest tests/gpu/test_kernels.py -q -rfE -k rmsnorm 2>&1 | tail -3 \
+        | tee "$logs/embed-norm.log" || status=1
+      sanitize_case tests/gpu/test_kernels.py "rmsnorm and r1_w2304_gather163840" embed-norm.log
+      dense_ab embed-norm embed dense-small dense-small-q8 kimi-kda-b1 qwen-next-b1 deepseek-v3-b2 llama-3.1-8b-b3
+      timeout 150 python3 bench/step_chain.py --rounds 2 build/plans/kimi-kda-b1-embed.plan \
+        build/plans/kimi-kda-b1.plan 2>&1 | tail -4 | tee -a "$logs/embed-norm.log" || status=1 ;;
     pending-ab)
       # the step after a change (about 6 minutes): bench/step_chain.py --rounds 3 on the KDA-only steps (issue 12's
       # batch-1 1.4x) and bench/model.py on the real-size steps at 1k context, batch 1, 8 and 64 (carry build/plans,

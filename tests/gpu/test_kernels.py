@@ -31,6 +31,9 @@ def _load(path: Path):
 
 
 def _reference_rmsnorm(spec, inputs):
+    if spec.get("gather"):  # the embed folded in: the table's rows at the tokens, written to h as they are
+        rows = ops.embed(inputs["tokens"], inputs["x"])
+        return {"y": ops.rmsnorm(rows, inputs["w"], spec["eps"]), "h": rows}
     result = ops.rmsnorm(inputs["x"], inputs["w"], spec["eps"], residual=inputs.get("residual"))
     return {"y": result[0], "h": result[1]} if spec.get("residual") else {"y": result}
 
@@ -102,7 +105,7 @@ def _cases():
 def _random_input(param, spec, rng) -> tuple[np.ndarray, np.ndarray]:
     """(values as the reference sees them, bytes as the device stores them)."""
     if param.name == "tokens":
-        tokens = rng.integers(0, spec["vocab"], size=param.shape, dtype=np.int32)
+        tokens = rng.integers(0, spec.get("vocab", spec.get("gather")), size=param.shape, dtype=np.int32)
         return tokens, tokens
     if param.name == "positions":  # spread over a long context: angles of tens of thousands of radians
         positions = rng.integers(0, 32768, size=param.shape, dtype=np.int32)

@@ -6,7 +6,11 @@ scaling, so the row is read once.
 With `quantize` (1 or 2 words: fuse-quant put the quantize in the norm's epilogue) y leaves in
 the quantized form a product by q8_0 rows reads (lanec/codegen/kernels/quantize.py's layout),
 quantized from its fp32 values as ops.quantize does: a 32-value block is four consecutive
-threads' vectors, whose peak meets by shuffles; no bf16 y is written."""
+threads' vectors, whose peak meets by shuffles; no bf16 y is written.
+
+With `gather` (the vocabulary: the lowering folds the step's embed into its first norm) x is the embed
+table and row r's input is table[tokens[r]] (a zero row for a token outside the vocabulary, as embed
+gives), copied to h as embed would write it, so one launch gathers and norms the rows."""
 
 from __future__ import annotations
 
@@ -24,14 +28,17 @@ from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_
 
 class RmsNorm:
     """Rows of ``width`` bf16 values; ``residual``: add a residual input first and also write the
-    sum; ``quantize``: y in the quantized form of that many int8 words a value. Params: x,
-    (residual), w, y (bf16, or int8 rows of the quantized form), (h)."""
+    sum; ``quantize``: y in the quantized form of that many int8 words a value; ``gather``: x is a
+    table of that many rows, row r's input its row tokens[r], also written to h. Params: x,
+    (residual), (tokens), w, y (bf16, or int8 rows of the quantized form), (h)."""
 
     name = "rmsnorm"
 
-    def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None, quantize: int = 0):
-        RmsNormSpec(rows, width, eps, x_pitch, quantize).check()
+    def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None, quantize: int = 0,
+                 gather: int | None = None):
+        RmsNormSpec(rows, width, eps, x_pitch, quantize, gather, residual).check()
         self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
+        self.gather = gather  # the table's rows (the vocabulary), None: x is the rows themselves
         self.quantize = int(quantize)
         # x may be one part of a wider row (a product in parts' output, read in place)
         self.x_pitch = width if x_pitch is None else int(x_pitch)
@@ -41,7 +48,11 @@ class RmsNorm:
 
     def params(self) -> list[TensorParam]:
         row = (self.rows, self.width)
-        params = [TensorParam("x", row, "bfloat16", (self.x_pitch, 1))]
+        if self.gather:
+            params = [TensorParam("x", (self.gather, self.width), "bfloat16"),
+                      TensorParam("tokens", (self.rows,), "int32")]
+        else:
+            params = [TensorParam("x", row, "bfloat16", (self.x_pitch, 1))]
         if self.residual:
             params.append(TensorParam("residual", row, "bfloat16"))
         params.append(TensorParam("w", (self.width,), "bfloat16"))
@@ -50,20 +61,24 @@ class RmsNorm:
                                       written=True))
         else:
             params.append(TensorParam("y", row, "bfloat16", written=True))
-        if self.residual:
+        if self.residual or self.gather:
             params.append(TensorParam("h", row, "bfloat16", written=True))
         return params
+
+    def touched(self) -> dict[str, int]:
+        return {"x": self.rows} if self.gather else {}  # a row of the table a token
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.rows, 1, 1), block=(32 * self.warps, 1, 1), shared_bytes=4 * self.warps)
 
     @cute.jit
-    def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, w: cute.Tensor, y: cute.Tensor,
-                 h: cute.Tensor = None):
-        launch(self, x, residual, w, y, h)
+    def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, tokens: cute.Tensor = None, w: cute.Tensor,
+                 y: cute.Tensor, h: cute.Tensor = None):
+        launch(self, x, residual, tokens, w, y, h)
 
     @cute.kernel
-    def kernel(self, x: cute.Tensor, residual: cute.Tensor, w: cute.Tensor, y: cute.Tensor, h_out: cute.Tensor):
+    def kernel(self, x: cute.Tensor, residual: cute.Tensor, tokens: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
+               h_out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
         threads: cutlass.Constexpr = 32 * self.warps
@@ -77,11 +92,27 @@ class RmsNorm:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if vector < vectors:
-                h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, row, vector, True)
+                if cutlass.const_expr(self.gather):
+                    h = self.gathered(x, tokens, h_out, row, vector)
+                else:
+                    h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, row, vector,
+                                   True)
                 values[None, s].store(h)
                 squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
         cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
         self.normalize(values, squares, scale, y, row, thread)
+
+    @cute.jit
+    def gathered(self, table: cute.Tensor, tokens: cute.Tensor, h_out: cute.Tensor, row, vector):
+        """Vector `vector` of table row tokens[row] (zeros for a token outside the table) as fp32, stored
+        to h_out as embed stores it."""
+        token = tokens[row]
+        loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
+        loaded.fill(0)
+        if (token >= 0) & (token < self.gather):
+            cute.autovec_copy(cute.zipped_divide(table, (1, VECTOR))[None, (token, vector)], loaded)
+        cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
+        return loaded.load().to(Float32)
 
     @cute.jit
     def weights(self, w: cute.Tensor, thread):

@@ -44,9 +44,16 @@ BULK = ["b8_t1_h32_kv8_d128_p64", "b4_t4_h8_kv2_d128_p32_s3", "b3_t3_h12_kv4_d12
         "b2_t1_h64_kv32_d64_p64_32k_s16", "b1_t1_h32_kv8_d128_p16_s8"]
 CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
 
+# the dense example's attention as the lane launches it at batch 1 (CLUSTER_COMBINE_CTAS: 4 blocks x 8 chunks,
+# q and k read from the paired rope's rows at pitch 2560, v in place at 3072)
+CASES["b1_t1_h16_kv4_d128_p16_s8_pitched"] = dict(batch=1, tokens=1, heads=16, kv_heads=4, head=128, page_size=16,
+                                                  max_pages=128, cache_pages=128, splits=8, q_pitch=2560,
+                                                  k_pitch=2560, v_pitch=3072)
+
 # split cases again with their chunks combined inside the launch (`combine` "cluster", named
 # `<case>_cluster`): 2 to 8 chunks, head sizes 64, 128 and 256, one and four tokens, and with bulk loads
 CLUSTER = ["b4_t4_h8_kv2_d128_p32_s3", "b1_t1_h32_kv8_d128_p16_s8", "b3_t3_h12_kv4_d128_p16_s4",
+           "b1_t1_h16_kv4_d128_p16_s8_pitched",
            "b2_t1_h4_kv1_d256_p64_s2", "b5_t1_h8_kv8_d64_p64_s5", "b4_t4_h8_kv2_d128_p32_s3_bulk"]
 CASES.update({f"{name}_cluster": dict(CASES[name], schedule={**CASES[name].get("schedule", {}), "combine": "cluster"})
               for name in CLUSTER})

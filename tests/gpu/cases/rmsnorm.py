@@ -16,6 +16,10 @@ CASES = {
     "r5_w96_q1": dict(rows=5, width=96, eps=1e-6, quantize=1),
     "r33_w14336_q2": dict(rows=33, width=14336, eps=1e-6, quantize=2),
     "r2_w2368_residual_pitch_q1": dict(rows=2, width=2368, eps=1e-5, residual=True, x_pitch=2400, quantize=1),
+    # the step's embed folded in (`gather`: x is the table, row r's input its row tokens[r], also written to h):
+    # Kimi Linear's hidden at one row, an odd table and width at 5 rows (quantized: dense-small-q8's plan)
+    "r1_w2304_gather163840": dict(rows=1, width=2304, eps=1e-5, gather=163840),
+    "r5_w1000_gather333": dict(rows=5, width=1000, eps=1e-6, gather=333),
 }
 
 
