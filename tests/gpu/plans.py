@@ -154,6 +154,9 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "kimi-kda-b1-no-fold-gate": Kimi([*KDA, "--batch", "1"], compile=("--no-fold-gate",)),
     # the norm before each mixture a launch of its own (fold-norm-into-router off; on by default, as in kimi-b8)
     "kimi-b8-no-fold-router-norms": Kimi(["--layers", "4", "--batch", "8"], compile=("--no-fold-router-norms",)),
+    # a few requests: where fold-gate-product's row limit (KDA_GATE_FOLD_ROWS) was measured
+    "kimi-kda-b4": Kimi([*KDA, "--batch", "4"]),
+    "kimi-kda-b8": Kimi([*KDA, "--batch", "8"]),
     "kimi-kda-b64": Kimi([*KDA, "--batch", "64"]),
     "kimi-kda-b256": Kimi([*KDA, "--batch", "256"]),
     "kimi-kda-spec3": Kimi([*KDA, "--batch", "4", "--spec-tokens", "3"]),

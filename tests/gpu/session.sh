@@ -45,6 +45,7 @@
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
 #   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   q8-rows    q8_gemv's 4 rows a CTA at one step of 9 warps: cases, sanitizer, kimi-b3-q8, the floor set
 #   pending-early  the per-row mixture's early down rows (MIXTURE_DOWN_EARLY_ROWS): cases, sanitizer, b1 A/B
 #   floor      the launch floor: bf16 gemv, q8_gemv and torch at one row fitted to t = floor + bytes / rate
 #   fold-router  fold-norm-into-router: the router's norm cases, compute-sanitizer on one, plans --check
@@ -207,6 +208,17 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
+      # the eleventh session's queue (about 3 minutes): fold-gate-product at 4 and 8 requests, to set
+      # KDA_GATE_FOLD_ROWS (1: gains at one row, loses at 64; between them unmeasured). The folded plans pass
+      # --check (2026-11-30: kimi-kda-b4-fold and b8-fold 6 of 6); their timing was lost to a bad grep. Here:
+      # python tests/gpu/plans.py kimi-kda-b4 kimi-kda-b8, then each as NAME-fold.plan with the limit raised:
+      # python -c "import lanec.passes.fold_gate_product as f; f.KDA_GATE_FOLD_ROWS = 8; from lanec.cli import
+      # main; main(['compile', 'build/plans/kimi-kda-b4.mlir', '-o', 'build/plans/kimi-kda-b4-fold.plan'])"
+      # (carry those plans, .whl and .anchors). Raise the fact to the largest batch the fold wins at.
+      timeout 280 python3 bench/step_chain.py --rounds 2 build/plans/kimi-kda-b4.plan \
+        build/plans/kimi-kda-b4-fold.plan build/plans/kimi-kda-b8.plan build/plans/kimi-kda-b8-fold.plan 2>&1 | tail -6 \
+        | tee "$logs/pending.log" || status=1 ;;
+    q8-rows)
       # the tenth session's queue (about 2 minutes; run 2026-11-30, passed: Q8_ONE_STEP_ROWS_PER_CTA is 4,
       # bench/RESULTS.md): q8_gemv's 4 rows a CTA where a row is one step of 9 warps. Here:
       # python tests/gpu/build.py --only q8_gemv q8_gated_gemv; python tests/gpu/plans.py kimi-b3-q8;
@@ -413,7 +425,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
