@@ -241,6 +241,11 @@ def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> No
     data = json.loads(explain(str(recorded), "--json", "--fuse-quant"))
     assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
                             "fold_router_norms": True, "fuse_quant": True, "numerics": "quantized", "words": 2}
+    # the negative forms turn a knob off whatever the module or the default says
+    recorded_fused = tmp_path / "fused.mlir"
+    recorded_fused.write_text(recorded.read_text().replace("batch_products = true", "fuse_quant = true", 1))
+    data = json.loads(explain(str(recorded_fused), "--json", "--no-fuse-quant", "--no-fold-gate"))
+    assert (data["shim"]["fuse_quant"], data["shim"]["fold_gate"]) == (False, False)
     data = json.loads(explain(str(recorded), "--json", "--numerics", "precise", "--words", "1"))
     assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
                             "fold_router_norms": True, "fuse_quant": False, "numerics": "precise", "words": 1}

@@ -160,10 +160,10 @@ class Lowering:
     # gemm_tc stream-K's workspace (partial tiles, flags), made at its first launch (`stream_workspace`)
     workspace: tuple[Window, Window] | None = None
     # ropes turned by the launch of the rope before them (`rope_partner`): they launch nothing
+    paired_ropes: set[Operation] = field(default_factory=set)
     # a norm that gathers the embed's rows right before it (its launch folds the embed's) -> the tokens'
     # and the table's windows and the table's rows
     embed_norms: dict[Operation, tuple[Window, Window, int]] = field(default_factory=dict)
-    paired_ropes: set[Operation] = field(default_factory=set)
 
     # -- buffers ---------------------------------------------------------------------------------
 
