@@ -31,6 +31,8 @@ KERNELS = {
     "elementwise_sigmoid": lambda: Elementwise("sigmoid", 64, 1000),
     "embed": lambda: Embed(3, 1000, 2304),
     "argmax_bf16": lambda: Argmax(3, 163840),
+    "argmax_cluster": lambda: Argmax(3, 163840, cluster=8),
+    "rmsnorm_gather": lambda: RmsNorm(2, 2304, 1e-5, gather=163840),
     "rope_odd": lambda: Rope(3, 5, 64, 32, 1e4),
     "rope_pitched": lambda: Rope(8, 8, 128, 64, 5e5, x_pitch=1536),
 }
@@ -195,3 +197,18 @@ def test_the_gemv_bench_fits_the_launch_floor_and_what_it_allows(monkeypatch):
     # at the copy rate, 20 MB take 5 us: with the 1.6 us floor that is 5 / 6.6 = 76% of the bandwidth
     assert "20 MB 76%" in text.split("ours:")[1].split("\n")[0]
     assert "| 755.0 | 190.35 | 190.35 |" in text
+
+
+@pytest.mark.parametrize("cluster", [1, 4, 8])
+def test_argmax_meets_over_dsmem_only_in_a_cluster(cluster, cache):
+    """A row's CTAs as one cluster (ARGMAX_CLUSTER): a CTA a cluster rank, its pair read by CTA 0 over DSMEM
+    between two cluster barriers; one CTA a row has neither."""
+    kernel = Argmax(3, 163840, cluster=cluster)
+    compiled = compile_kernel(kernel, cache_dir=cache)
+    assert kernel.launch().grid == ((3, 1, 1) if cluster == 1 else (cluster, 3, 1))
+    assert kernel.launch().cluster == (cluster, 1, 1)
+    assert ("mapa.shared::cluster" in compiled.ptx) == (cluster > 1)
+    assert compiled.ptx.count("barrier.cluster.arrive") == (2 if cluster > 1 else 0)
+    assert ".local" not in compiled.ptx
+    with pytest.raises(ValueError, match="one cluster of 1 to 8; got 16"):
+        Argmax(1, 1024, cluster=16)

@@ -690,6 +690,12 @@ class RopeSpec(Spec):
 
 
 ARGMAX_DTYPES = ("bfloat16", "float32")
+# CTAs a row of argmax: one (the CTA scans the whole row), or a cluster of up to ARGMAX_MAX_CLUSTER that each
+# scan an interleaved share and meet over DSMEM. A row of 163840 bf16 logits is five rounds of four 16-byte loads
+# a thread on one CTA; on 8 it is one. Stays 1 until its GPU cases and a step A/B run (tests/gpu/session.sh
+# `pending`; written 2026-11-30 without a device).
+ARGMAX_CLUSTER = 1
+ARGMAX_MAX_CLUSTER = 8  # a portable cluster
 
 
 @dataclass(frozen=True)
@@ -700,11 +706,14 @@ class ArgmaxSpec(Spec):
     rows: int
     vocab: int
     dtype: str = "bfloat16"
+    cluster: int = 1
 
     def problems(self) -> list[str]:
         if self.dtype not in ARGMAX_DTYPES:
             return [f"reads {' or '.join(ARGMAX_DTYPES)} logits; got {self.dtype!r}"]
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if not 1 <= self.cluster <= ARGMAX_MAX_CLUSTER:
+            found.append(f"a row's CTAs are one cluster of 1 to {ARGMAX_MAX_CLUSTER}; got {self.cluster}")
         per_vector = VECTOR_BYTES // storage(self.dtype).itemsize
         return found + list(filter(None, [vector_width("vocab", self.vocab, per_vector, self.dtype)]))
 

@@ -208,16 +208,32 @@ for phase in "${phases[@]}"; do
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
     pending)
-      # the eleventh session's queue (about 3 minutes): fold-gate-product at 4 and 8 requests, to set
+      # the eleventh session's queue (about 6 minutes): fold-gate-product at 4 and 8 requests, to set
       # KDA_GATE_FOLD_ROWS (1: gains at one row, loses at 64; between them unmeasured). The folded plans pass
       # --check (2026-11-30: kimi-kda-b4-fold and b8-fold 6 of 6); their timing was lost to a bad grep. Here:
       # python tests/gpu/plans.py kimi-kda-b4 kimi-kda-b8, then each as NAME-fold.plan with the limit raised:
       # python -c "import lanec.passes.fold_gate_product as f; f.KDA_GATE_FOLD_ROWS = 8; from lanec.cli import
       # main; main(['compile', 'build/plans/kimi-kda-b4.mlir', '-o', 'build/plans/kimi-kda-b4-fold.plan'])"
       # (carry those plans, .whl and .anchors). Raise the fact to the largest batch the fold wins at.
+      # Then argmax with a row's CTAs as a cluster of 8 (ARGMAX_CLUSTER, facts.py; 1 until this passes): its
+      # cases (the `_c` ones; here: python tests/gpu/build.py --only argmax), compute-sanitizer on one, and the
+      # KDA-only and dense steps with it against without (here: each plan again as NAME-argmax8.plan, compiled
+      # with `import lanec.codegen.kernels.argmax as a; a.ARGMAX_CLUSTER = 8` first). Set the fact to 8 if
+      # they pass and the steps gain.
       timeout 280 python3 bench/step_chain.py --rounds 2 build/plans/kimi-kda-b4.plan \
         build/plans/kimi-kda-b4-fold.plan build/plans/kimi-kda-b8.plan build/plans/kimi-kda-b8-fold.plan 2>&1 | tail -6 \
-        | tee "$logs/pending.log" || status=1 ;;
+        | tee "$logs/pending.log" || status=1
+      timeout 100 python3 -m pytest tests/gpu/test_kernels.py -q -rfE -k argmax 2>&1 | tail -3 \
+        | tee -a "$logs/pending.log" || status=1
+      sanitize_case tests/gpu/test_kernels.py "argmax and r1_v163840_c8" pending.log
+      for plan in kimi-kda-b1-argmax8 dense-small-argmax8; do
+        echo "$plan: $(timeout 100 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/pending.log"
+      done
+      timeout 150 python3 bench/step_chain.py --rounds 2 build/plans/kimi-kda-b1.plan \
+        build/plans/kimi-kda-b1-argmax8.plan 2>&1 | tail -4 | tee -a "$logs/pending.log" || status=1
+      timeout 150 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-argmax8.plan \
+        --steps 100 2>&1 | tail -6 | tee -a "$logs/pending.log" || status=1 ;;
     q8-rows)
       # the tenth session's queue (about 2 minutes; run 2026-11-30, passed: Q8_ONE_STEP_ROWS_PER_CTA is 4,
       # bench/RESULTS.md): q8_gemv's 4 rows a CTA where a row is one step of 9 warps. Here:

@@ -1,7 +1,8 @@
 """`argmax`: out[r] = the first index of row r's largest value (int32), over bf16 or fp32 rows of
-``vocab`` values (the logits). One CTA a row: each thread scans its 16-byte vectors in index
-order keeping the first maximum, then the warps and the CTA combine (larger value, else smaller
-index)."""
+``vocab`` values (the logits). One CTA a row, or a cluster of ``cluster`` CTAs a row (ARGMAX_CLUSTER):
+each thread scans its 16-byte vectors in index order keeping the first maximum, then the warps and
+the CTA combine (larger value, else smaller index); in a cluster each CTA scans every `cluster`-th
+run of THREADS vectors, leaves its pair in its shared memory, and CTA 0 combines them over DSMEM."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from lanec.codegen.facts import VECTOR_BYTES, WARP, ArgmaxSpec
+from lanec.codegen.facts import ARGMAX_CLUSTER, VECTOR_BYTES, WARP, ArgmaxSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.primitives import warp_reduce
+from lanec.codegen.kernels.primitives import float_bits, load_dsmem_f32, warp_reduce
 from lanec.runtime.dtypes import cute_type, storage
 
 THREADS = 1024
@@ -21,22 +22,27 @@ UNROLL = 4
 
 
 class Argmax:
-    """Params: x [rows, vocab] (bfloat16 or float32), out [rows] int32."""
+    """Params: x [rows, vocab] (bfloat16 or float32), out [rows] int32. `cluster`: CTAs a row (None: the
+    lane's ARGMAX_CLUSTER)."""
 
     name = "argmax"
 
-    def __init__(self, rows: int, vocab: int, dtype: str = "bfloat16"):
-        ArgmaxSpec(rows, vocab, dtype).check()
+    def __init__(self, rows: int, vocab: int, dtype: str = "bfloat16", cluster: int | None = None):
+        cluster = ARGMAX_CLUSTER if cluster is None else int(cluster)
+        ArgmaxSpec(rows, vocab, dtype, cluster).check()
         self.dtype, vector = dtype, VECTOR_BYTES // storage(dtype).itemsize  # values in 16 bytes
-        self.rows, self.vocab, self.vector = rows, vocab, vector
-        self.groups = -(-(vocab // vector) // (THREADS * UNROLL))
+        self.rows, self.vocab, self.vector, self.cluster = rows, vocab, vector, cluster
+        self.groups = -(-(vocab // vector) // (THREADS * UNROLL * cluster))
 
     def params(self) -> list[TensorParam]:
         return [TensorParam("x", (self.rows, self.vocab), self.dtype),
                 TensorParam("out", (self.rows,), "int32", written=True)]
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.rows, 1, 1), block=(THREADS, 1, 1), shared_bytes=8 * WARPS)
+        if self.cluster == 1:
+            return LaunchShape(grid=(self.rows, 1, 1), block=(THREADS, 1, 1), shared_bytes=8 * WARPS)
+        return LaunchShape(grid=(self.cluster, self.rows, 1), block=(THREADS, 1, 1), cluster=(self.cluster, 1, 1),
+                           shared_bytes=8 * WARPS)
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, out: cute.Tensor):
@@ -45,21 +51,24 @@ class Argmax:
     @cute.kernel
     def kernel(self, x: cute.Tensor, out: cute.Tensor):
         thread, _, _ = cute.arch.thread_idx()
-        row, _, _ = cute.arch.block_idx()
+        rank, row, _ = cute.arch.block_idx()
+        if cutlass.const_expr(self.cluster == 1):
+            row, rank = rank, Int32(0)
         lane, warp = thread % 32, thread // 32
         element, V = cute_type(self.dtype), self.vector
         vectors: cutlass.Constexpr = self.vocab // V
+        C: cutlass.Constexpr = self.cluster
         tiles = cute.zipped_divide(x, (1, V))
         best, where = -Float32.inf, Int32(self.vocab)
         cute.arch.griddepcontrol_wait()  # the logits are a predecessor's output
         for group in cutlass.range(self.groups):
             loaded = cute.make_rmem_tensor((V, UNROLL), element)
             for u in cutlass.range_constexpr(UNROLL):
-                vector = (group * UNROLL + u) * THREADS + thread
+                vector = ((group * UNROLL + u) * C + rank) * THREADS + thread
                 if vector < vectors:
                     cute.autovec_copy(tiles[None, (row, vector)], loaded[None, u])
             for u in cutlass.range_constexpr(UNROLL):
-                vector = (group * UNROLL + u) * THREADS + thread
+                vector = ((group * UNROLL + u) * C + rank) * THREADS + thread
                 if vector < vectors:
                     for e in cutlass.range_constexpr(V):
                         value = Float32(loaded[e, u])
@@ -78,7 +87,29 @@ class Argmax:
         if warp == 0:
             best, where = warp_reduce((values[lane], indices[lane]), first_largest)
             if lane == 0:
+                if cutlass.const_expr(C == 1):
+                    out[row] = where
+                else:  # the CTA's pair, for CTA 0 to read
+                    values[0], indices[0] = best, where
+        if cutlass.const_expr(C > 1):
+            self.meet(values, indices, out, row, rank, warp, lane)
+
+    @cute.jit
+    def meet(self, values, indices, out, row, rank, warp, lane):
+        """A cluster's CTAs' pairs (slot 0 of each one's shared memory) combined by CTA 0's first warp, lane c
+        reading CTA c's; no CTA leaves before CTA 0 has read it."""
+        cute.arch.cluster_arrive()  # release: every CTA's pair is in its shared memory
+        cute.arch.cluster_wait()
+        if (rank == 0) & (warp == 0):
+            best, where = -Float32.inf, Int32(self.vocab)
+            if lane < self.cluster:
+                best = load_dsmem_f32(values.iterator, lane)
+                where = float_bits(load_dsmem_f32(indices.iterator, lane))
+            best, where = warp_reduce((best, where), first_largest)
+            if lane == 0:
                 out[row] = where
+        cute.arch.cluster_arrive()  # no CTA leaves while CTA 0 still reads its pair
+        cute.arch.cluster_wait()
 
 
 def first_largest(mine, other):
