@@ -51,8 +51,16 @@ class Embed:
         values = cute.make_rmem_tensor(VECTOR, BFloat16)
         values.fill(0)
         if vector < vectors:
-            if (token >= 0) & (token < self.vocab):
-                cute.autovec_copy(cute.zipped_divide(table, (1, VECTOR))[None, (token, vector)], values)
+            table_vector(table, token, vector, self.vocab, values)
         cute.arch.griddepcontrol_launch_dependents()
         if vector < vectors:
             cute.autovec_copy(values, cute.zipped_divide(out, (1, VECTOR))[None, (row, vector)])
+
+
+@cute.jit
+def table_vector(table: cute.Tensor, token, vector, vocab: int, values):
+    """Vector `vector` of `table` row `token` into `values` (bf16 registers), which a token outside the
+    table's `vocab` rows leaves as they are (zeros where the caller filled them): embed's read, and
+    rmsnorm's where it gathers the embed's rows."""
+    if (token >= 0) & (token < vocab):
+        cute.autovec_copy(cute.zipped_divide(table, (1, VECTOR))[None, (token, vector)], values)

@@ -304,18 +304,17 @@ class KdaSplit:
             if cutlass.const_expr(self.early and not self.local):
                 cute.arch.cluster_arrive_relaxed()
             coords = (head, token, value_base, lane)
-            if cutlass.const_expr(self.gate_preloaded):  # the output gate's rows: weights, before the wait
+            # the output gate's rows (weights): in registers before the wait, or into L2 and read after the decays
+            if cutlass.const_expr(self.gate_preloaded):
                 output_rows = self.load_gate_rows(tensors.gate_weight, head, value_base, lane)
-                self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
-                self.push_gates(tensors, output_rows, space["gate"], barrier, coords)
-            else:
-                if cutlass.const_expr(self.gate_in_warp):
-                    if lane == 0:
-                        prefetch_l2(at(tensors.gate_weight, head * 128 + value_base, 0), self.rows * KDA_GATE_WIDTH * 2)
-                self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
-                if cutlass.const_expr(self.gate_in_warp):
+            elif cutlass.const_expr(self.gate_in_warp):
+                if lane == 0:
+                    prefetch_l2(at(tensors.gate_weight, head * 128 + value_base, 0), self.rows * KDA_GATE_WIDTH * 2)
+            self.gate_warp(tensors, shared_decay, gate_barrier, coords, gate_rows)
+            if cutlass.const_expr(self.gate_in_warp):
+                if cutlass.const_expr(not self.gate_preloaded):
                     output_rows = self.load_gate_rows(tensors.gate_weight, head, value_base, lane)
-                    self.push_gates(tensors, output_rows, space["gate"], barrier, coords)
+                self.push_gates(tensors, output_rows, space["gate"], barrier, coords)
         else:
             if cutlass.const_expr(self.early and not self.local):  # thread 0 arms; barrier 1 orders it
                 self.setup(barrier, gate_barrier, partition, thread)

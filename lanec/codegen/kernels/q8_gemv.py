@@ -60,13 +60,13 @@ def q8_default_schedule(rows: int, width: int, sources: int) -> dict:
     units = width // QUARTER
 
     def idle(warps: int) -> int:
-        threads = 32 * warps
+        threads = WARP * warps
         return -(-units // threads) * threads - units
 
     warps = 9 if idle(9) < idle(GEMV_WARPS) else GEMV_WARPS
     chosen = {"warps": warps}
     per_cta = Q8_ONE_STEP_ROWS_PER_CTA
-    if (per_cta is not None and warps == 9 and units <= 32 * warps
+    if (per_cta is not None and warps == 9 and units <= WARP * warps
             and per_cta * sources * (1 << max(0, rows - 1).bit_length()) <= WARP):
         chosen["rows_per_cta"] = per_cta
     return chosen

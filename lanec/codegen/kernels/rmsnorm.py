@@ -22,6 +22,7 @@ from cutlass import BFloat16, Float32
 
 from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.embed import table_vector
 from lanec.codegen.kernels.primitives import float_bits, norm_input, store_global_words, warp_reduce
 from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
 
@@ -106,11 +107,9 @@ class RmsNorm:
     def gathered(self, table: cute.Tensor, tokens: cute.Tensor, h_out: cute.Tensor, row, vector):
         """Vector `vector` of table row tokens[row] (zeros for a token outside the table) as fp32, stored
         to h_out as embed stores it."""
-        token = tokens[row]
         loaded = cute.make_rmem_tensor(VECTOR, BFloat16)
         loaded.fill(0)
-        if (token >= 0) & (token < self.gather):
-            cute.autovec_copy(cute.zipped_divide(table, (1, VECTOR))[None, (token, vector)], loaded)
+        table_vector(table, tokens[row], vector, self.gather, loaded)
         cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
         return loaded.load().to(Float32)
 
