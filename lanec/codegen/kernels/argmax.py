@@ -21,14 +21,21 @@ WARPS = THREADS // WARP
 UNROLL = 4
 
 
+def default_cluster(vocab: int, dtype: str) -> int:
+    """CTAs a row: the lane's ARGMAX_CLUSTER where one CTA would scan the row in more than one round of
+    UNROLL vectors a thread, else one (a cluster's barriers cost more than they save on a one-round row)."""
+    vectors = vocab // (VECTOR_BYTES // storage(dtype).itemsize)
+    return ARGMAX_CLUSTER if vectors > THREADS * UNROLL else 1
+
+
 class Argmax:
-    """Params: x [rows, vocab] (bfloat16 or float32), out [rows] int32. `cluster`: CTAs a row (None: the
-    lane's ARGMAX_CLUSTER)."""
+    """Params: x [rows, vocab] (bfloat16 or float32), out [rows] int32. `cluster`: CTAs a row (None:
+    `default_cluster`)."""
 
     name = "argmax"
 
     def __init__(self, rows: int, vocab: int, dtype: str = "bfloat16", cluster: int | None = None):
-        cluster = ARGMAX_CLUSTER if cluster is None else int(cluster)
+        cluster = default_cluster(vocab, dtype) if cluster is None else int(cluster)
         ArgmaxSpec(rows, vocab, dtype, cluster).check()
         self.dtype, vector = dtype, VECTOR_BYTES // storage(dtype).itemsize  # values in 16 bytes
         self.rows, self.vocab, self.vector, self.cluster = rows, vocab, vector, cluster
