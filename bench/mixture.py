@@ -11,12 +11,16 @@ renormalised, one shared expert folded into the expert launches; batch 1, 4, 8, 
 - Kimi Linear: width 2304, experts of 1024 units, shared expert of 1024, routed scaling 2.446.
 - DeepSeek-V3: width 7168, experts of 2048 units, shared expert of 2048, grouped top-k (the best
   4 of 8 groups), routed scaling 2.5.
-LANEC_MIXTURE_MODELS=kimi-linear (a comma list of labels) runs only those models.
+LANEC_MIXTURE_MODELS=kimi-linear (a comma list of labels) runs only those models, and
+LANEC_MIXTURE_BATCHES=64,256 only those batches (at build time too: only their kernels are built).
 LANEC_MIXTURE_BLOCKS="16,32:4,64" (at build time) adds grouped variants: the routed gated and down
 kernels with `group_rows` G (an expert's rows a pass over a weight tile) and, after a colon, S
 stages; each is timed as "grouped experts only" on the same routings, a line a variant.
 LANEC_ROUTER_ROWS="2,4,8" (at build time) adds routers scoring R rows a cluster (`rows_a_cta`) at
 the grouped batches; the router alone is timed at one row a cluster and at each R, a line a shape.
+LANEC_MIXTURE_PARTS=1 (at run time) times each launch of the grouped path alone, its `steps` launches in
+a graph of their own (the router on its steps' x, the others on SGLang's routings, with the shared
+expert and without), a line a shape: where the grouped path's time beyond its experts goes.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted). Weights random bf16 (normal, std 0.02), x random normal. A layer's routed experts are
@@ -68,8 +72,10 @@ MODELS = [
 ]
 BATCHES = [1, 4, 8, 16, 64, 256]
 ONLY = [label for label in os.environ.get("LANEC_MIXTURE_MODELS", "").split(",") if label]
+ONLY_BATCHES = [int(b) for b in os.environ.get("LANEC_MIXTURE_BATCHES", "").split(",") if b]
 VARIANTS = [v for v in os.environ.get("LANEC_MIXTURE_BLOCKS", "").split(",") if v]  # "G" or "G:S"
 ROUTER_ROWS = [int(r) for r in os.environ.get("LANEC_ROUTER_ROWS", "").split(",") if r]
+PARTS = os.environ.get("LANEC_MIXTURE_PARTS") == "1"
 ROLES = ["router", "gated", "down", "gated_routed", "down_routed"]  # *_routed: without the shared expert
 GROUPED_BATCHES = [4, 8, 16, 64, 256]  # the grouped path's kernels are built and timed at these batches
 GROUPED_ROLES = ["groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
@@ -96,6 +102,11 @@ def problems() -> list[dict]:
                                            for role in ("grouped_gated_routed", "grouped_down_routed")})
                 found[-1]["stems"].update({f"router_r{r}": f"router_{label}_b{batch}_r{r}" for r in ROUTER_ROWS})
     return found
+
+
+def selected(p: dict) -> bool:
+    """Whether LANEC_MIXTURE_MODELS and LANEC_MIXTURE_BATCHES keep the shape."""
+    return (not ONLY or p["label"] in ONLY) and (not ONLY_BATCHES or p["batch"] in ONLY_BATCHES)
 
 
 def kernels(p: dict) -> dict:
@@ -134,7 +145,7 @@ def build() -> None:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
 
-    listing, count = problems(), 0
+    listing, count = [p for p in problems() if selected(p)], 0
     start = time.perf_counter()
     for p in listing:
         for role, kernel in kernels(p).items():  # one at a time: the CPU machine's cores are shared
@@ -157,7 +168,7 @@ def run() -> None:
     torch.cuda.init()
     anchors = measure.load_anchors("fused_moe_triton_kernels.py")
     props = torch.cuda.get_device_properties(0)
-    listing = [p for p in json.loads((OUT / "manifest.json").read_text()) if not ONLY or p["label"] in ONLY]
+    listing = [p for p in json.loads((OUT / "manifest.json").read_text()) if selected(p)]
     torch_stream = torch.cuda.Stream()
     ours_stream = driver.Stream()
 
@@ -242,6 +253,29 @@ def run() -> None:
                                 for tw, tid in draws for role in ("groups", gated, down, "grouped_sum_routed")], steps)
 
             grouped_only = grouped_only_us("grouped_gated_routed", "grouped_down_routed")
+            if PARTS:
+                def shared_of(s: int) -> dict:  # the shared expert's weights, rotated past L2 as the steps' are
+                    c = s % copies
+                    return {"shared_gate": w["shared_w1"][c, :Us], "shared_up": w["shared_w1"][c, Us:],
+                            "shared_down": w["shared_down"][c]}
+
+                with_shared = ours_us([kernels.launch(loaded[role], {
+                    "x": xs[0], "ids": tid, "weights": tw, "gate": w["gate"], "up": w["up"], "down": w["down"],
+                    **shared_of(s), "out": out_routed, **places})
+                    for s, (tw, tid) in enumerate(draws)
+                    for role in ("groups", "grouped_gated", "grouped_down", "grouped_sum")], steps)
+                alone = {}
+                for role in ("router", "groups", "grouped_gated", "grouped_down", "grouped_sum", "grouped_gated_routed",
+                             "grouped_down_routed", "grouped_sum_routed"):
+                    alone[role] = ours_us([kernels.launch(loaded[role], {
+                        "x": xs[s], "router": w["router"][s % copies], "correction": w["correction"][s % copies],
+                        "ids": ids[s] if role == "router" else draws[s][1],
+                        "weights": routing[s] if role == "router" else draws[s][0],
+                        "gate": w["gate"], "up": w["up"], "down": w["down"], **shared_of(s), "out": out_routed,
+                        **places}) for s in range(steps)], steps)
+                print(f"  {p['label']} b{B} grouped parts: four launches with the shared expert {with_shared:.1f} us, "
+                      f"without {grouped_only:.1f}; alone: " + ", ".join(f"{r} {t:.1f}" for r, t in alone.items()),
+                      flush=True)
             routers = sorted(int(role.removeprefix("router_r")) for role in loaded if role.startswith("router_r"))
             if routers:  # the router alone: one row a cluster, then each built block
                 times = []
