@@ -121,6 +121,28 @@ def test_cluster_combine_merges_the_chunks_in_the_launch(case):
     assert "mapa" not in compiled_for_sm90a(apart).ptx
 
 
+@pytest.mark.parametrize("words", [1, 2])
+def test_the_cluster_merge_writes_the_quantized_form(words):
+    """`quantize` (fuse-quant's epilogue): the merge writes int8 rows of the quantized form (one or two
+    words, then a scale a 32-value block), its 8 lanes a block meeting by three butterfly shuffles; the
+    same cluster, shared memory and no local memory. Only a cluster merge quantizes."""
+    from lanec.codegen.facts import quantized_pitch
+
+    make = lambda **q: Attention(1, 1, 16, 4, 128, 16, 128, 128, splits=8, schedule={"combine": "cluster"}, **q)  # noqa: E731
+    kernel, plain = make(quantize=words), make()
+    out = kernel.params()[-1]
+    assert (out.name, out.dtype, out.shape) == ("out", "int8", (1, quantized_pitch(16 * 128, words)))
+    assert kernel.launch() == plain.launch()
+    ptx, plain_ptx = compiled_for_sm90a(kernel).ptx, compiled_for_sm90a(plain).ptx
+    shuffles = ptx.count("shfl.sync.bfly") - plain_ptx.count("shfl.sync.bfly")
+    assert shuffles == 3  # the block's peak over 8 lanes: offsets 4, 2, 1
+    assert ".local" not in ptx and "st.global.b32" in ptx
+    with pytest.raises(ValueError, match="where the chunks merge in the launch's cluster"):
+        Attention(1, 1, 16, 4, 128, 16, 128, 128, splits=8, quantize=words)
+    with pytest.raises(ValueError, match="one or two int8 words"):
+        make(quantize=3)
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, schedule={"combine": "cluster"}), "2 to 8 chunks"),
     (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, splits=16, schedule={"combine": "cluster"}), "2 to 8 chunks"),

@@ -313,8 +313,8 @@ class Lowering:
     def bind(self, op: Operation, result: SSAValue, out: Window, kernel: str, why: str | None = None) -> None:
         """`result` is `out`, which `kernel` wrote bf16; where fuse-quant put a quantize in the
         op's epilogue (its result i8), a standalone quantize launch follows instead: `kernel` has
-        no quantize epilogue (rmsnorm, elementwise, head_norm and the gated GEMVs have one:
-        `bind_epilogue`), or `why` its launch cannot take it."""
+        no quantize epilogue (rmsnorm, elementwise, head_norm, the gated GEMVs and an attention merging
+        its chunks in its cluster have one: `bind_epilogue`), or `why` its launch cannot take it."""
         words = op.quantize_words() if isinstance(op, form.QuantizedEpilogue) else 0
         if not words or not form.is_int(result, 8):
             self.windows[result] = out
@@ -1272,14 +1272,23 @@ class Lowering:
         self.tunings.append(("attention", {"batch": batch, "tokens": tokens, "heads": heads, "kv_heads": kv_heads,
                                            "head": head, "context": context}, {"splits": splits, "why": why}))
         AttentionSpec(**spec, splits=splits).check()  # the kernel's facts, named before any kernel is built
-        out = self.activation("attention", (rows, heads * head))
         args = [q, k, v, self.window(op.positions), self.window(op.pages), self.window(op.k_cache),
                 self.window(op.v_cache)]
         spec.update(splits=splits, scale=op.scale.value.data)
         if clustered:
             spec["schedule"] = {"combine": "cluster"}
+        words = op.quantize_words()
+        if words and clustered:  # fuse-quant's epilogue: the cluster's merge writes the quantized rows
+            out = self.quantized_out("attention", rows, heads * head, words)
+            self.attend("attention", {**spec, "quantize": words}, args, out, "attention", heads, head, splits)
+            self.bind_epilogue(op.result, out, words, "attention")
+            return
+        out = self.activation("attention", (rows, heads * head))
         self.attend("attention", spec, args, out, "attention", heads, head, splits)
-        self.windows[op.result] = out
+        self.bind(op, op.result, out, "attention",
+                  "which it has only where its chunks meet in its cluster: "
+                  + ("one chunk stores from the MMA's fragments" if splits == 1 else
+                     f"its {splits} chunks merge in an attention_combine launch"))
 
     def attend(self, kernel: str, spec: dict, args: list, out: Window, name: str, heads: int, width: int,
                splits: int) -> None:

@@ -1067,10 +1067,11 @@ def check_pages(cache_dims: tuple[int, ...], pages: SSAValue, positions: SSAValu
 
 
 @irdl_op_definition
-class AttentionOp(IRDLOperation):
+class AttentionOp(IRDLOperation, QuantizedEpilogue):
     """GQA decode over a paged KV cache: writes the row's k and v at its position (page
     pages[b, pos // page_size], offset pos % page_size), then attends over positions 0..pos
-    (causal within a speculative request) with softmax(scale * q.k)."""
+    (causal within a speculative request) with softmax(scale * q.k). `quantize`: the result in the
+    quantized form (fuse-quant's epilogue)."""
 
     name = "form.attention"
     irdl_options = (ParsePropInAttrDict(),)
@@ -1085,6 +1086,7 @@ class AttentionOp(IRDLOperation):
     heads = prop_def(IntegerAttr[I64])
     kv_heads = prop_def(IntegerAttr[I64])
     scale = prop_def(FloatAttr[Float64Type])
+    quantize = opt_prop_def(IntegerAttr[I64])
     assembly_format = (
         "$q `,` $k `,` $v `,` $k_cache `,` $v_cache `,` $pages `,` $positions attr-dict "
         "`:` functional-type(operands, results)"
@@ -1104,6 +1106,7 @@ class AttentionOp(IRDLOperation):
                f"the value cache must be [{kc[0]}, {kc[1]}, {kv_heads}, {vsize}]")
         check_pages(kc, self.pages, self.positions, rows, "attention")
         expect(shape(self.result) == (rows, heads * vsize), f"attention: the output is [{rows}, {heads * vsize}]")
+        self.verify_epilogue(self.result)
 
 
 LATENT_PATHS = ("", "absorbed", "expanded")

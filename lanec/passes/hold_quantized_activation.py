@@ -2,8 +2,9 @@
 activation is one or two int8 words a value, and a producer quantizes it in its epilogue only
 where its kernel can: a norm, an elementwise op, a SwiGLU, a delta rule (KdaSplit's output), a gated norm whose heads
 are whole 32-value blocks, a gated pair whose hidden width is whole 32-value blocks, a product of
-four rows a warp (a GEMV) whose outputs are whole blocks. Held back: the producer writes bf16 and
-a standalone quantize follows it."""
+four rows a warp (a GEMV) whose outputs are whole blocks, a GQA attention whose chunks merge in its
+own cluster (the merge writes whole blocks). Held back: the producer writes bf16 and a standalone
+quantize follows it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lanec.codegen.facts import GEMV_ROWS
 from lanec.dialects.form import (
     BLOCK,
     AddOp,
+    AttentionOp,
     DeltaRuleOp,
     GatedProductOp,
     KdaOp,
@@ -35,7 +37,7 @@ from lanec.dialects.form import (
 )
 from lanec.passes.decisions import note_split
 from lanec.passes.rule import Judge, Rule, failures, rows_of
-from lanec.shim import QUANT_WORDS, LaneShim
+from lanec.shim import CLUSTER_COMBINE_CTAS, QUANT_WORDS, LaneShim, attention_splits, cluster_combine
 
 ALWAYS = (NormOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp, KdaOp)  # KdaSplit: heads of 128
 
@@ -53,6 +55,15 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
         hidden = shape(op.gate)[0]
         return checks + [(hidden % BLOCK == 0, (f"the gated pair's hidden width {hidden} is not whole "
                                               f"{BLOCK}-value blocks"))]
+    if isinstance(op, AttentionOp):  # the lowering's choice of chunks and where they merge
+        batch, max_pages = shape(op.pages)
+        heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
+        splits = attention_splits(batch, heads, kv_heads, max_pages * shape(op.k_cache)[1])
+        merged = cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
+        where = ("is one chunk, stored from the MMA's fragments" if splits == 1 else
+                 f"merges its {splits} chunks in an attention_combine launch")
+        return checks + [(merged, f"the attention {where}: only a merge in the attention's own cluster "
+                                  f"quantizes (at most {CLUSTER_COMBINE_CTAS} CTAs)")]
     if isinstance(op, ProductOp):
         rows = rows_of(op)
         widths = [shape(p)[1] for p in op.parts]

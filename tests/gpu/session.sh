@@ -52,6 +52,7 @@
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
+#   attn-quant the attention's cluster merge writing the quantized form: cases, sanitizer, q8_0 dense plans, A/B
 #   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
 #   stream     gemm_tc stream-K: its cases twice a launch, compute-sanitizer, bench/gemm.py's stream set
@@ -207,6 +208,22 @@ for phase in "${phases[@]}"; do
       fi
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
+    attn-quant)
+      # the attention's cluster merge writing the quantized form (fuse-quant's epilogue; hold-quantized-activation
+      # takes it where the chunks merge in the cluster): its cases, compute-sanitizer on the odd-share one, the
+      # q8_0 dense plans --check, and the step against the plan with the standalone quantize (here: python
+      # tests/gpu/build.py --only attention attention_combine; python tests/gpu/plans.py dense-small dense-small-q8
+      # dense-small-q8-w2-fused dense-small-q8-unfused; and build/plans/dense-small-q8-noattnq.plan compiled with
+      # the rule's attention check failing: tests/gpu/attn_quant_off.py)
+      timeout 150 python3 -m pytest tests/gpu/test_attention.py -q -rfE -k "cluster" 2>&1 | tail -3 \
+        | tee "$logs/attn-quant.log" || status=1
+      sanitize_case tests/gpu/test_attention.py "b4_t4_h8_kv2_d128_p32_s3_cluster_q2" attn-quant.log 120
+      for plan in dense-small-q8 dense-small-q8-w2-fused dense-small-q8-unfused; do
+        echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/attn-quant.log"
+      done
+      timeout 200 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-noattnq.plan \
+        build/plans/dense-small-q8.plan --steps 300 2>&1 | tail -8 | tee -a "$logs/attn-quant.log" || status=1 ;;
     pending)
       # the eleventh session's queue (about 6 minutes): fold-gate-product at 4 and 8 requests, to set
       # KDA_GATE_FOLD_ROWS (1: gains at one row, loses at 64; between them unmeasured). The folded plans pass

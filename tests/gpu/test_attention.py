@@ -8,8 +8,9 @@ reaches, one at position 0, the others anywhere), shuffles the pages they own (t
 columns are -1: never read) and poisons the outputs. The caches
 must come back exactly as the interpreter writes them; a split case's partials are merged by the
 combine case of the same name and the result checked as `out` (a `combine` "cluster" case merges
-them in its own launch and writes `out` itself). The combine is also checked alone,
-on random partials where some chunks hold no keys."""
+them in its own launch and writes `out` itself; a `quantize` case writes it in the quantized form, checked
+by `_check_quantized`). The combine is also checked alone, on random partials where some chunks hold no
+keys."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from loader import load
+from quantized_inputs import quantized_values
 
 from lanec.interp import ops
 from lanec.runtime import driver, tolerance
@@ -131,6 +133,28 @@ def _check_close(what: str, got: np.ndarray, want: np.ndarray, tolerance=KERNEL[
                                      f"want {want.flat[worst]}")
 
 
+def _check_quantized(what: str, stored: np.ndarray, want: np.ndarray, words: int) -> None:
+    """`quantize`: the attention's rows in the quantized form (fuse-quant's epilogue). Its fp32 values
+    differ from numpy's within the attention's tolerance, so each block's scale must be the interpreter's
+    within it, and each value the form stands for within half a quantum (the scale, or with two words the
+    scale / 254) plus that tolerance of the interpreter's."""
+    rows, width = want.shape
+    blocks = width // 32
+    scale = np.ascontiguousarray(stored[:, words * width:words * width + 4 * blocks]).view(np.float32)
+    assert np.isfinite(scale).all(), f"{what}: {int((~np.isfinite(scale)).sum())} block scales never written"
+    want_scale = np.abs(want).reshape(rows, blocks, 32).max(axis=-1) / np.float32(127)
+    _check_close(f"{what} block scales", scale, want_scale, tolerance.ATTENTION["bfloat16"])
+    quantum = (want_scale if words == 1 else want_scale / np.float32(254))[:, :, None]
+    bound = tolerance.ATTENTION["bfloat16"]
+    error = np.abs(quantized_values(stored, width, words) - want).reshape(rows, blocks, 32)
+    allowed = quantum * np.float32(0.5 + 1e-3) + (bound.rtol * np.abs(want) + bound.atol * np.abs(want).max()
+                                                   ).reshape(rows, blocks, 32)
+    worst = np.unravel_index(int(np.argmax(error - allowed)), error.shape)
+    assert (error <= allowed).all(), (f"{what}: {int((error > allowed).sum())} of {want.size} values past half a "
+                                      f"quantum and the attention's tolerance; worst row {worst[0]} block "
+                                      f"{worst[1]}: error {error[worst]:.3g}, allowed {allowed[worst]:.3g}")
+
+
 class Launched:
     """One built case: its buffers (inputs uploaded, outputs poisoned with 0xFF: NaN), launched."""
 
@@ -146,7 +170,7 @@ class Launched:
                 self.buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
             else:  # the span a strided param reaches (gemm_tc's stream workspace: a slot a row)
                 span = 1 + sum((n - 1) * s for n, s in zip(param.shape, param.element_strides, strict=True))
-                nbytes = span * np.dtype(np.uint16 if param.dtype == "bfloat16" else np.float32).itemsize
+                nbytes = span * np.dtype(np.uint16 if param.dtype == "bfloat16" else param.dtype).itemsize
                 self.buffers[param.name] = driver.Buffer.empty(nbytes)
                 self.buffers[param.name].fill(0xFF)
         # a tensor-map param (gemm_tc's TMA loads) is the address of a map over its param's buffer,
@@ -189,6 +213,9 @@ def test_attention_matches_interpreter(kernel, case, stream):
         for name in ("cache",) if latent else ("k_cache", "v_cache"):
             differ = np.flatnonzero(launched.read(name).ravel() != expected[name].ravel())
             assert differ.size == 0, f"{case} {name}: {differ.size} values differ from the interpreter's cache"
+        if spec.get("quantize"):
+            _check_quantized(case, launched.read("out"), expected["out"], spec["quantize"])
+            return
         if spec.get("splits", 1) == 1 or spec.get("schedule", {}).get("combine") == "cluster":
             _check_close(f"{case} out", from_bf16(launched.read("out")), expected["out"],
                          tolerance.ATTENTION["bfloat16"])

@@ -29,7 +29,9 @@ the step's rows and the queries do). A tile:
 
 At the end the warps' partial row sums meet in shared memory. With one chunk the CTA writes
 `out`; with several, each row's normalized `partial` and its log-sum-exp `lse` (natural log,
--inf where the chunk holds none of the row's keys), which `AttentionCombine` merges."""
+-inf where the chunk holds none of the row's keys), which `AttentionCombine` merges, or (combine
+"cluster") the chunks' CTAs merge over DSMEM. That merge may write `out` in the quantized form a
+q8_0 product reads (`quantize`, fuse-quant's epilogue): 8 lanes a 32-value block meet on its peak."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from lanec.codegen.facts import (
     AttentionSchedule,
     AttentionSpec,
     LatentAttentionSpec,
+    quantized_pitch,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import (
@@ -70,6 +73,8 @@ from lanec.codegen.kernels.primitives import (
     wait_stage,
     warp_reduce,
 )
+from lanec.codegen.kernels.quantize import int8_word, quantized_values
+from lanec.runtime.dtypes import Q8_0_BLOCK
 
 LN2 = math.log(2.0)
 NEG_INF = float("-inf")
@@ -77,6 +82,7 @@ MMA_M = 16  # query rows of one MMA tile
 MMA_N = 8  # keys (scores) or value columns (output) of one MMA tile
 MMA_K = 16
 COMBINE_THREADS = 128  # a thread a 16-byte slice of the merged output
+BLOCK_VECTORS = Q8_0_BLOCK // 4  # 4-value vectors a quantize block: consecutive lanes of the cluster merge
 ACCUMULATOR_FLOATS = 64  # output floats a thread holds: tile rows x columns a warp / 32 lanes
 
 
@@ -92,6 +98,8 @@ class TileAttention:
     rows a KV head a token), `kv_heads`, `tokens`, `batch`, `page_size`, `splits`, `scale`, and
     gives `params`, its shared buffers (`buffer_bytes`, `alloc_buffers`, `key_buffer`,
     `value_buffer`), `load_queries`, `load_tile` and `write_cache`; `setup` plans the rest."""
+
+    quantize = 0  # int8 words a value of `out` in the quantized form (fuse-quant's epilogue; Attention's)
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
@@ -177,6 +185,8 @@ class TileAttention:
     def outputs(self, rows: int, width: int, heads: int) -> list[TensorParam]:
         """`out` [rows, heads x width] where the launch writes it (`writes_out`), else each
         chunk's `partial` and `lse` for attention_combine."""
+        if self.quantize:
+            return [TensorParam("out", (rows, quantized_pitch(heads * width, self.quantize)), "int8", written=True)]
         if self.writes_out():
             return [TensorParam("out", (rows, heads * width), "bfloat16", written=True)]
         return [TensorParam("partial", (self.splits, rows, heads, width), "float32", written=True),
@@ -398,7 +408,7 @@ class TileAttention:
         DV: cutlass.Constexpr = self.value_width
         Q: cutlass.Constexpr = DV // 4
         vectors: cutlass.Constexpr = self.block_rows * Q
-        share: cutlass.Constexpr = -(-vectors // self.splits)
+        share: cutlass.Constexpr = self.merge_share(vectors)
         staged = self.staging(buffers)
         cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
         cute.arch.cluster_wait()
@@ -407,20 +417,11 @@ class TileAttention:
             v = split * share + local
             i, q = v // Q, v % Q
             row = first_row + i
-            if (local < share) & (v < vectors) & (row < self.group * T):
-                lses = [load_dsmem_f32(at(staged, i, DV), c) for c in range(self.splits)]
-                top = lses[0]
-                for c in cutlass.range_constexpr(1, self.splits):
-                    top = cutlass.select_(lses[c] > top, lses[c], top)
-                total = Float32(0.0)
-                acc = [Float32(0.0)] * 4
-                for c in cutlass.range_constexpr(self.splits):
-                    # a chunk without the row's keys has lse = -inf: weight 0, values 0
-                    weight = cute.math.exp2((lses[c] - top) * Float32(LOG2E), fastmath=True)
-                    total += weight
-                    values = load_dsmem_f32x4(at(staged, i, 4 * q), c)
-                    acc = [acc[e] + weight * values[e] for e in range(4)]
-                inverse = Float32(1.0) / total
+            mine = (local < share) & (v < vectors) & (row < self.group * T)
+            if cutlass.const_expr(self.quantize):
+                self.merge_quantized(out, staged, mine, i, q, request * T + row % T, g * self.group + row // T)
+            elif mine:
+                acc, inverse = self.merged_vector(staged, i, q)
                 head = g * self.group + row // T
                 r = request * T + row % T
                 store_global_words(at(out, r, head * DV + 4 * q),
@@ -428,6 +429,52 @@ class TileAttention:
                                     pack_bf16(acc[2] * inverse, acc[3] * inverse)))
         cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
         cute.arch.cluster_wait()
+
+    def merge_share(self, vectors: int) -> int:
+        """The (row, 4-value vector) pairs a chunk merges: an even share, in whole 32-value blocks
+        (BLOCK_VECTORS consecutive lanes) where it writes the quantized form."""
+        share = -(-vectors // self.splits)
+        return -(-share // BLOCK_VECTORS) * BLOCK_VECTORS if self.quantize else share
+
+    @cute.jit
+    def merged_vector(self, staged, i: Int32, q: Int32):
+        """Row i's 4-value vector q over every chunk, in chunk order (deterministic, as
+        attention_combine): (sum_s w_s partial_s, 1 / sum_s w_s), w_s = exp(lse_s - max lse)."""
+        DV: cutlass.Constexpr = self.value_width
+        lses = [load_dsmem_f32(at(staged, i, DV), c) for c in range(self.splits)]
+        top = lses[0]
+        for c in cutlass.range_constexpr(1, self.splits):
+            top = cutlass.select_(lses[c] > top, lses[c], top)
+        total = Float32(0.0)
+        acc = [Float32(0.0)] * 4
+        for c in cutlass.range_constexpr(self.splits):
+            # a chunk without the row's keys has lse = -inf: weight 0, values 0
+            weight = cute.math.exp2((lses[c] - top) * Float32(LOG2E), fastmath=True)
+            total += weight
+            values = load_dsmem_f32x4(at(staged, i, 4 * q), c)
+            acc = [acc[e] + weight * values[e] for e in range(4)]
+        return acc, Float32(1.0) / total
+
+    @cute.jit
+    def merge_quantized(self, out, staged, mine, i: Int32, q: Int32, r: Int32, head: Int32):
+        """`quantize`: row r's merged vector q of `head` in the quantized form (quantize.py's layout), as
+        ops.quantize computes it from the fp32 values. A block's 8 vectors are 8 consecutive lanes
+        (`merge_share`), all of them mine or none; every lane takes the block's shuffles."""
+        DV: cutlass.Constexpr = self.value_width
+        width: cutlass.Constexpr = self.heads * DV
+        merged = cute.make_rmem_tensor(4, Float32)
+        merged.fill(0.0)
+        if mine:
+            acc, inverse = self.merged_vector(staged, i, q)
+            for e in cutlass.range_constexpr(4):
+                merged[e] = acc[e] * inverse
+        planes, scale = quantized_values([merged[e] for e in range(4)], self.quantize, BLOCK_VECTORS)
+        if mine:
+            column = head * DV + 4 * q
+            for plane in cutlass.range_constexpr(self.quantize):
+                store_global_words(at(out, r, plane * width + column), int8_word(planes[plane]))
+            if q % BLOCK_VECTORS == 0:
+                store_global_words(at(out, r, self.quantize * width + 4 * (column // Q8_0_BLOCK)), float_bits(scale))
 
 
 class CopyLoads:
@@ -527,7 +574,7 @@ class Attention(TileAttention):
     name = "attention"
 
     def __init__(self, batch, tokens, heads, kv_heads, head, page_size, max_pages, cache_pages, splits=1,
-                 q_pitch=None, k_pitch=None, v_pitch=None, scale=None, schedule=None):
+                 q_pitch=None, k_pitch=None, v_pitch=None, scale=None, schedule=None, quantize=0):
         AttentionSpec(batch, tokens, heads, kv_heads, head, page_size, max_pages, cache_pages, splits,
                       q_pitch, k_pitch, v_pitch).check()
         self.batch, self.tokens, self.heads, self.kv_heads, self.head = batch, tokens, heads, kv_heads, head
@@ -539,6 +586,11 @@ class Attention(TileAttention):
         self.key_width = self.value_width = head
         self.group = heads // kv_heads
         self.setup(AttentionSchedule.of(schedule or {}))
+        if quantize:
+            self.quantize = int(quantize)
+            if self.quantize not in (1, 2) or not self.clustered:
+                raise ValueError(f"attention quantize {quantize}: one or two int8 words a value, written where the "
+                                 "chunks merge in the launch's cluster (combine 'cluster')")
 
     def params(self) -> list[TensorParam]:
         rows, heads, kv, d = self.rows, self.heads, self.kv_heads, self.head

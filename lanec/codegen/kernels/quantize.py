@@ -35,15 +35,17 @@ LANES_A_BLOCK = 4  # 32 values / 8 a lane
 WARP_LANES = 32  # a block a warp, a value a lane (`store_warp_quantized`)
 
 
+def int8_word(values):
+    """Four integers in -127..127 as one word of signed bytes, the first value lowest."""
+    word = Uint32(0)
+    for e in range(4):
+        word = word | ((Uint32(values[e]) & Uint32(0xFF)) << Uint32(8 * e))
+    return word
+
+
 def int8_words(values) -> tuple:
     """Eight integers in -127..127 as two words of signed bytes, the first value lowest."""
-    words = []
-    for half in range(2):
-        word = Uint32(0)
-        for e in range(4):
-            word = word | ((Uint32(values[4 * half + e]) & Uint32(0xFF)) << Uint32(8 * e))
-        words.append(word)
-    return tuple(words)
+    return tuple(int8_word(values[4 * half:4 * half + 4]) for half in range(2))
 
 
 def clamp_int8(value):

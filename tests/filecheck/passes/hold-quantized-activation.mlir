@@ -108,3 +108,86 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
 // CHECK: %g = form.norm_gated %x, %x, %n {heads = 2 : i64, eps = 1.000000e-05 : f64, activation = "swish", quantize = 1 : i64}
 // CHECK: %k = form.norm_gated %z, %z, %m {heads = 2 : i64, eps = 1.000000e-05 : f64, activation = "swish"} : (tensor<1x96xbf16>, tensor<1x96xbf16>, tensor<48xbf16>) -> tensor<1x96xbf16>
 // CHECK-NEXT: %k_1 = form.quantize %k {words = 1 : i64}
+
+// -----
+
+// Kept: a GQA attention at one request, its 2048 positions in 8 chunks that merge in its own cluster
+// (4 head blocks x 8 chunks: at most CLUSTER_COMBINE_CTAS CTAs). The merge writes whole 32-value
+// blocks, so the attention quantizes its result for the q8_0 product after it.
+builtin.module attributes {lane.shim = {numerics = "quantized"}} {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %pos = form.input {role = "positions"} : tensor<1xi32>
+    %pages = form.input {role = "pages"} : tensor<1x128xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<2048x64xbf16>
+    %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<512x64xbf16>
+    %wv = form.weight {name = "model.layers.0.wv", format = "bf16"} : tensor<512x64xbf16>
+    %kc = form.state {name = "model.layers.0.k_cache", kind = "kv"} : tensor<128x16x4x128xbf16>
+    %vc = form.state {name = "model.layers.0.v_cache", kind = "kv"} : tensor<128x16x4x128xbf16>
+    %wo = form.weight {name = "model.layers.0.o_proj.weight", format = "q8_0"} : tensor<64x2048xbf16>
+    %x = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+    %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<1x64xbf16>, tensor<2048x64xbf16>, tensor<512x64xbf16>, tensor<512x64xbf16>) -> (tensor<1x2048xbf16>, tensor<1x512xbf16>, tensor<1x512xbf16>)
+    %o = form.attention %q, %k, %v, %kc, %vc, %pages, %pos {heads = 16 : i64, kv_heads = 4 : i64, quantize = 1 : i64, scale = 0.088 : f64} : (tensor<1x2048xbf16>, tensor<1x512xbf16>, tensor<1x512xbf16>, tensor<128x16x4x128xbf16>, tensor<128x16x4x128xbf16>, tensor<1x128xi32>, tensor<1xi32>) -> tensor<1x2048xi8>
+    %y = form.product %o, %wo : (tensor<1x2048xi8>, tensor<64x2048xbf16>) -> tensor<1x64xbf16>
+    form.return %y : tensor<1x64xbf16>
+  }
+}
+
+// CHECK: rule = "hold-quantized-activation", op = "attention %o", taken = true, reason = "quantizes its result in its epilogue (1 word)"
+// CHECK-NOT: form.quantize
+// CHECK: %o = form.attention {{.*}} quantize = 1 : i64
+
+// -----
+
+// Held back: at 64 requests the attention is one chunk (its rows store from the MMA's fragments), and
+// at one request over 32768 positions its 32 chunks merge in an attention_combine launch. Either way it
+// writes bf16, and a standalone quantize follows.
+builtin.module attributes {lane.shim = {numerics = "quantized"}} {
+  form.step batch 64 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<64xi32>
+    %pos = form.input {role = "positions"} : tensor<64xi32>
+    %pages = form.input {role = "pages"} : tensor<64x128xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<2048x64xbf16>
+    %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<512x64xbf16>
+    %wv = form.weight {name = "model.layers.0.wv", format = "bf16"} : tensor<512x64xbf16>
+    %kc = form.state {name = "model.layers.0.k_cache", kind = "kv"} : tensor<8192x16x4x128xbf16>
+    %vc = form.state {name = "model.layers.0.v_cache", kind = "kv"} : tensor<8192x16x4x128xbf16>
+    %wo = form.weight {name = "model.layers.0.o_proj.weight", format = "q8_0"} : tensor<64x2048xbf16>
+    %x = form.embed %t, %e : (tensor<64xi32>, tensor<32x64xbf16>) -> tensor<64x64xbf16>
+    %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<64x64xbf16>, tensor<2048x64xbf16>, tensor<512x64xbf16>, tensor<512x64xbf16>) -> (tensor<64x2048xbf16>, tensor<64x512xbf16>, tensor<64x512xbf16>)
+    %o = form.attention %q, %k, %v, %kc, %vc, %pages, %pos {heads = 16 : i64, kv_heads = 4 : i64, quantize = 2 : i64, scale = 0.088 : f64} : (tensor<64x2048xbf16>, tensor<64x512xbf16>, tensor<64x512xbf16>, tensor<8192x16x4x128xbf16>, tensor<8192x16x4x128xbf16>, tensor<64x128xi32>, tensor<64xi32>) -> tensor<64x2048xi8>
+    %y = form.product %o, %wo : (tensor<64x2048xi8>, tensor<64x2048xbf16>) -> tensor<64x64xbf16>
+    form.return %y : tensor<64x64xbf16>
+  }
+}
+
+// CHECK: rule = "hold-quantized-activation", op = "attention %o", taken = false, reason = "quantize epilogue split into a standalone quantize: the attention is one chunk, stored from the MMA's fragments: only a merge in the attention's own cluster quantizes (at most 64 CTAs)"
+// CHECK: %o = form.attention %q, %k, %v, %kc, %vc, %pages, %pos {heads = 16 : i64, kv_heads = 4 : i64, scale = 8.800000e-02 : f64} : ({{.*}}) -> tensor<64x2048xbf16>
+// CHECK-NEXT: form.quantize %o {words = 2 : i64} : (tensor<64x2048xbf16>) -> tensor<64x2048xi8>
+
+// -----
+
+builtin.module attributes {lane.shim = {numerics = "quantized"}} {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %pos = form.input {role = "positions"} : tensor<1xi32>
+    %pages = form.input {role = "pages"} : tensor<1x2048xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %wq = form.weight {name = "model.layers.0.wq", format = "bf16"} : tensor<2048x64xbf16>
+    %wk = form.weight {name = "model.layers.0.wk", format = "bf16"} : tensor<512x64xbf16>
+    %wv = form.weight {name = "model.layers.0.wv", format = "bf16"} : tensor<512x64xbf16>
+    %kc = form.state {name = "model.layers.0.k_cache", kind = "kv"} : tensor<2048x16x4x128xbf16>
+    %vc = form.state {name = "model.layers.0.v_cache", kind = "kv"} : tensor<2048x16x4x128xbf16>
+    %wo = form.weight {name = "model.layers.0.o_proj.weight", format = "q8_0"} : tensor<64x2048xbf16>
+    %x = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+    %q, %k, %v = form.product %x, %wq, %wk, %wv : (tensor<1x64xbf16>, tensor<2048x64xbf16>, tensor<512x64xbf16>, tensor<512x64xbf16>) -> (tensor<1x2048xbf16>, tensor<1x512xbf16>, tensor<1x512xbf16>)
+    %o = form.attention %q, %k, %v, %kc, %vc, %pages, %pos {heads = 16 : i64, kv_heads = 4 : i64, quantize = 1 : i64, scale = 0.088 : f64} : (tensor<1x2048xbf16>, tensor<1x512xbf16>, tensor<1x512xbf16>, tensor<2048x16x4x128xbf16>, tensor<2048x16x4x128xbf16>, tensor<1x2048xi32>, tensor<1xi32>) -> tensor<1x2048xi8>
+    %y = form.product %o, %wo : (tensor<1x2048xi8>, tensor<64x2048xbf16>) -> tensor<1x64xbf16>
+    form.return %y : tensor<1x64xbf16>
+  }
+}
+
+// CHECK: rule = "hold-quantized-activation", op = "attention %o", taken = false, reason = "quantize epilogue split into a standalone quantize: the attention merges its 32 chunks in an attention_combine launch: only a merge in the attention's own cluster quantizes (at most 64 CTAs)"
+// CHECK: form.quantize %o {words = 1 : i64}

@@ -7,7 +7,10 @@ name), and q / k / v read in place from wider rows. Every case's page table reac
 thousand positions, two reach 32k; the test spreads the requests' contexts over it. Some of
 them again with the bulk-copy load engine (`loads` "bulk", named `<case>_bulk`): one and four
 tokens, odd and round shapes, every page size and head size, split and whole, to 32k. Split cases
-again with their chunks merged in the launch's own cluster (`combine` "cluster", `<case>_cluster`)."""
+again with their chunks merged in the launch's own cluster (`combine` "cluster", `<case>_cluster`), and some
+of those writing their result in the quantized form (fuse-quant's epilogue, `quantize` 1 or 2 words,
+`<case>_cluster_q<words>`): the dense q8_0 example's, head sizes 64 and 256, a chunk share that is not
+whole 32-value blocks (3 chunks), four tokens."""
 
 KERNEL = "attention"
 
@@ -63,3 +66,8 @@ def make(spec: dict):
     from lanec.codegen.kernels.attention import Attention
 
     return Attention(**spec)
+
+# the cluster's merge writing the quantized form a q8_0 product reads (`quantize`, words 1 or 2)
+QUANTIZED = [("b1_t1_h16_kv4_d128_p16_s8_pitched", 1), ("b1_t1_h16_kv4_d128_p16_s8_pitched", 2),
+             ("b4_t4_h8_kv2_d128_p32_s3", 2), ("b5_t1_h8_kv8_d64_p64_s5", 1), ("b2_t1_h4_kv1_d256_p64_s2", 1)]
+CASES.update({f"{name}_cluster_q{words}": dict(CASES[f"{name}_cluster"], quantize=words) for name, words in QUANTIZED})
