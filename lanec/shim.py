@@ -17,10 +17,12 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, Modu
 from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
     GEMV_ROWS,
+    LATENT_ENGINE,
     LATENT_WARPGROUP_ROWS,
     LATENT_WARPGROUPS,
     ROWS_A_BLOCK,
     SM_COUNT,
+    latent_wgmma_blocks,
 )
 from lanec.dialects.form import LatentAttentionOp, StateOp, WeightOp, shape, tokens_of
 
@@ -323,6 +325,24 @@ IDLE_SPLITS = 2
 # 4k, 128 CTAs, 16.5 against 15.3, and 32/8 in 4 chunks, 256 CTAs, 58.3 against 40.5: where the CTAs are
 # many, the cluster's wait for its slowest chunk costs more than the launch.
 CLUSTER_COMBINE_CTAS = 64
+
+
+# The wgmma latent attention's chunks can meet in its own cluster the same way (its staged rows merged over
+# DSMEM) where they are at most ATTENTION_CLUSTER_SPLITS and all its CTAs (row blocks x requests x chunks) at
+# most LATENT_CLUSTER_COMBINE_CTAS. Measured on the H200 (2026-11-30, bench/model.py --side lanec, two rounds):
+# the real-size Kimi-Linear-48B-A3B step at one request and 1k keys, whose 7 latent attentions are 8 chunks of
+# one block each, takes 2064.1 and 2071.5 us with it against 2058.1 and 2058.6 without (7 launches fewer,
+# 6-13 us slower), as the mma engine's cluster combine was at batch 1 (0.94x, 2026-11-29). Off (0) until a
+# shape measures faster; the schedule's combine "cluster" with engine "wgmma" still builds it.
+LATENT_CLUSTER_COMBINE_CTAS = 0
+
+
+def latent_cluster_combine(splits: int, *, batch: int, heads: int, tokens: int) -> bool:
+    """Whether a latent attention cut into `splits` chunks combines them in its own cluster (the wgmma
+    engine's combine "cluster") instead of an attention_combine launch."""
+    _, blocks, _ = latent_wgmma_blocks(heads * tokens)
+    return (LATENT_ENGINE == "wgmma" and 1 < splits <= ATTENTION_CLUSTER_SPLITS
+            and blocks * batch * splits <= LATENT_CLUSTER_COMBINE_CTAS)
 
 
 def cluster_combine(splits: int, *, batch: int, heads: int, kv_heads: int) -> bool:

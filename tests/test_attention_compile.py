@@ -143,6 +143,30 @@ def test_the_cluster_merge_writes_the_quantized_form(words):
         make(quantize=3)
 
 
+@pytest.mark.parametrize("make", [
+    lambda c: LatentAttention(1, 1, 32, 512, 0, 16, 64, 80, splits=8, schedule={"engine": "wgmma", **c}),
+    lambda c: LatentAttention(1, 1, 128, 512, 64, 64, 64, 80, splits=4, nope=128, schedule={"engine": "wgmma", **c}),
+])
+def test_the_wgmma_latent_attention_merges_its_chunks_in_its_cluster(make):
+    """combine "cluster" on the wgmma engine (with the engine named; alone it picks the mma engine): the
+    chunks are one cluster, their staged rows merged over DSMEM between two cluster barriers into `out`;
+    no partial, no lse, the same shared memory and grid as the launch that leaves them to attention_combine."""
+    kernel, apart = make({"combine": "cluster"}), make({})
+    assert type(kernel).__name__ == "LatentWgmma"
+    assert kernel.launch().cluster == (kernel.splits, 1, 1) and apart.launch().cluster == (1, 1, 1)
+    assert kernel.launch().grid == apart.launch().grid
+    assert kernel.launch().shared_bytes == apart.launch().shared_bytes
+    names = [p.name for p in kernel.params()]
+    assert names[-1] == "out" and "partial" not in names and "lse" not in names
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert "mapa.shared::cluster" in ptx and "ld.shared::cluster.v4.f32" in ptx and ".local" not in ptx
+    assert ptx.count("barrier.cluster.arrive") == 2 and ptx.count("barrier.cluster.wait") == 2
+    with pytest.raises(ValueError, match="2 to 8 chunks"):
+        LatentAttention(1, 1, 32, 512, 0, 16, 64, 80, splits=16, schedule={"engine": "wgmma", "combine": "cluster"})
+    with pytest.raises(ValueError, match="loads by cp.async"):
+        LatentAttention(1, 1, 32, 512, 0, 16, 64, 80, splits=8, schedule={"engine": "wgmma", "loads": "bulk"})
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, schedule={"combine": "cluster"}), "2 to 8 chunks"),
     (lambda: Attention(2, 1, 8, 2, 128, 64, 64, 128, splits=16, schedule={"combine": "cluster"}), "2 to 8 chunks"),
@@ -187,8 +211,9 @@ def test_latent_wgmma_compiles_for_sm90a(case):
 
 
 def test_the_latent_engine_follows_the_schedule():
-    """No schedule: LATENT_ENGINE (wgmma); an mma-only knob (bulk loads, the cluster combine, a tile,
-    stages or warps) or engine "mma": the mma.sync kernel; engine "wgmma" with one: refused."""
+    """No schedule: LATENT_ENGINE (wgmma); an mma-only knob (bulk loads, the cluster combine without an
+    engine, a tile, stages or warps) or engine "mma": the mma.sync kernel; engine "wgmma" with one of them
+    but the cluster combine: refused."""
     assert type(LatentAttention(1, 1, 32, 512, 0, 16, 4, 4)) is LatentWgmma
     for knobs in ({"loads": "bulk"}, {"stages": 2}, {"engine": "mma"}, {"tile": 64}):
         assert type(LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule=knobs)) is LatentAttention
@@ -213,8 +238,10 @@ def test_latent_wgmma_blocks_of_32_rows_a_warpgroup():
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "wgmma", "stages": 3}),
      "engine 'wgmma' sizes its own ring of 64-key chunks; `stages` is the mma engine's knob"),
-    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"engine": "wgmma", "combine": "cluster"}),
-     "engine 'wgmma' loads by cp.async and combines split-KV chunks in a second launch"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"engine": "wgmma", "loads": "bulk"}),
+     "engine 'wgmma' loads by cp.async"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "wgmma", "combine": "cluster"}),
+     "combine 'cluster' makes the 1 chunks one cluster: 2 to 8 chunks"),
     (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, schedule={"engine": "wgmma"}),
      "attention: engine 'wgmma' is latent_attention's (LatentWgmma); this kernel multiplies on mma.sync"),
     (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "tc"}), "Attention engine is 'mma' or"),

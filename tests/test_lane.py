@@ -161,6 +161,21 @@ def test_few_chunks_of_few_ctas_meet_in_their_cluster(batch, heads, kv_heads, sp
     assert cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads) is clustered
 
 
+def test_a_latent_attention_meets_in_its_cluster_only_where_the_fact_allows(monkeypatch):
+    """LATENT_CLUSTER_COMBINE_CTAS (0: measured slower at Kimi Linear's batch-1 step): raised, 8 chunks of
+    one 32-head block meet in their cluster and 32 chunks or 128 heads x 8 chunks past the limit do not."""
+    import lanec.shim as shim
+
+    assert shim.LATENT_CLUSTER_COMBINE_CTAS == 0
+    assert not shim.latent_cluster_combine(8, batch=1, heads=32, tokens=1)
+    monkeypatch.setattr(shim, "LATENT_CLUSTER_COMBINE_CTAS", 16)
+    assert shim.latent_cluster_combine(8, batch=1, heads=32, tokens=1)  # 8 CTAs
+    assert shim.latent_cluster_combine(8, batch=1, heads=128, tokens=1)  # 2 blocks of 64 rows: 16 CTAs
+    assert not shim.latent_cluster_combine(8, batch=4, heads=32, tokens=1)  # 32 CTAs
+    assert not shim.latent_cluster_combine(32, batch=1, heads=32, tokens=1)  # more than a portable cluster
+    assert not shim.latent_cluster_combine(1, batch=1, heads=32, tokens=1)  # nothing to combine
+
+
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits, why", [
     # GQA: the target reached in 128 blocks with chunks of 2048 keys or more: cut once more
     (1, 32, 8, 32768, False, 32, "16 chunks reach 96 blocks but leave chunks of 2048 keys or more"),

@@ -928,8 +928,9 @@ class AttentionSchedule(Schedule):
             _choice("Attention", "warps", self.warps, (4, 8), "4 or 8 warps a CTA")
 
     def mma_knobs(self) -> list[str]:
-        """The knobs this schedule sets that only the mma.sync engine has: its tile, stages and warps,
-        loads 'bulk', combine 'cluster' (a latent attention asking for none takes LATENT_ENGINE)."""
+        """The knobs this schedule sets that pick the mma.sync engine where no engine is named: its tile,
+        stages and warps, loads 'bulk', combine 'cluster' (the wgmma engine combines in its cluster too, when
+        named with it; a latent attention asking for none takes LATENT_ENGINE)."""
         named = [knob for knob in ("tile", "stages", "warps") if getattr(self, knob) is not None]
         return named + ["loads"] * (self.loads == "bulk") + ["combine"] * (self.combine == "cluster")
 

@@ -67,7 +67,15 @@ from lanec.codegen.spec import spec_attrs
 from lanec.dialects import form, lane
 from lanec.runtime import dtypes
 from lanec.runtime.plan import routing_buffer
-from lanec.shim import CLUSTER_COMBINE_CTAS, Latent, attention_splits, cluster_combine, splits_reason
+from lanec.shim import (
+    CLUSTER_COMBINE_CTAS,
+    LATENT_CLUSTER_COMBINE_CTAS,
+    Latent,
+    attention_splits,
+    cluster_combine,
+    latent_cluster_combine,
+    splits_reason,
+)
 
 
 class LoweringError(ValueError):
@@ -1340,11 +1348,17 @@ class Lowering:
         splits = attention_splits(batch, heads, 1, context, latent=True)
         why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
         why = f"{why}; {latent_engine_reason(heads * tokens)}"
+        clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens)
+        if clustered:  # no attention_combine launch
+            why += (f"; the chunks meet in the launch's cluster: at most {LATENT_CLUSTER_COMBINE_CTAS} CTAs "
+                    "(LATENT_CLUSTER_COMBINE_CTAS)")
         self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
                                                   "rope": rope, "context": context}, {"splits": splits, "why": why}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,
                       "page_size": page_size, "max_pages": max_pages, "cache_pages": cache_pages, "splits": splits,
                       "nope": nope, "scale": op.scale.value.data}
+        if clustered:
+            spec["schedule"] = {"engine": "wgmma", "combine": "cluster"}
         latent_in, k_rope = self.window(op.latent), self.window(op.k_rope)
         spec.update(pitch_of(latent_in, "latent"))
         args = [absorbed]

@@ -52,6 +52,7 @@
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
+#   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-quant the attention's cluster merge writing the quantized form: cases, sanitizer, q8_0 dense plans, A/B
 #   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
@@ -208,6 +209,23 @@ for phase in "${phases[@]}"; do
       fi
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
+    latent-cluster)
+      # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
+      # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan
+      # that takes it) and its step against the plan without it, two rounds (here: python tests/gpu/build.py
+      # --only latent_wgmma attention_combine; python tests/gpu/plans.py kimi-full-b1-c1k; the -apart plan
+      # compiled from build/plans/kimi-full-b1-c1k.mlir with lanec.shim.LATENT_CLUSTER_COMBINE_CTAS = 0)
+      timeout 200 python3 -m pytest tests/gpu/test_attention.py -q -rfE -k "latent_wgmma" 2>&1 | tail -3 \
+        | tee "$logs/latent-cluster.log" || status=1
+      sanitize_case tests/gpu/test_attention.py "b1_t1_h128_l512_r64_p64_s8_cluster" latent-cluster.log 150
+      echo "kimi-full-b1-c1k: $(timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/latent-cluster.log"
+      for round in 1 2; do
+        for plan in kimi-full-b1-c1k-apart kimi-full-b1-c1k; do
+          echo "round $round $plan: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$plan.plan" 2>&1 \
+            | tail -1)" | tee -a "$logs/latent-cluster.log"
+        done
+      done ;;
     attn-quant)
       # the attention's cluster merge writing the quantized form (fuse-quant's epilogue; hold-quantized-activation
       # takes it where the chunks merge in the cluster): its cases, compute-sanitizer on the odd-share one, the

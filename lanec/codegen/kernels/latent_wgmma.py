@@ -44,8 +44,10 @@ sector, doubled the L2's requests and held the kernel at 86% of L2 throughput fo
 on the H200.) Its keys' pages in the next two tiles are read at the top of a tile, in flight during
 the wait, and the copies go out while the scores' wgmma runs. The epilogue stages the normalized
 rows (fp32) in the slots and stores whole vectors: `out` (one chunk) or each chunk's `partial` and
-`lse` for attention_combine. One chunk of the keys a CTA (split-KV), as the mma engine; the cluster
-combine and the bulk loads are the mma engine's."""
+`lse` for attention_combine. One chunk of the keys a CTA (split-KV), as the mma engine. With combine
+"cluster" (the schedule names engine "wgmma" too: alone it picks the mma engine) the chunks' CTAs are
+one cluster and merge the staged rows over DSMEM into `out`, as the mma engine's cluster combine does;
+the bulk loads are the mma engine's."""
 
 from __future__ import annotations
 
@@ -55,7 +57,14 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
-from lanec.codegen.facts import SHARED_LIMIT, VECTOR, WARP, AttentionSchedule, latent_wgmma_blocks
+from lanec.codegen.facts import (
+    ATTENTION_CLUSTER_SPLITS,
+    SHARED_LIMIT,
+    VECTOR,
+    WARP,
+    AttentionSchedule,
+    latent_wgmma_blocks,
+)
 from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention
 from lanec.codegen.kernels.base import LaunchShape
 from lanec.codegen.kernels.gemm_wgmma import ALIGN, SWIZZLE_ROWS, WARPGROUP, WGMMA_K, swizzled
@@ -91,13 +100,15 @@ class LatentWgmma(LatentAttention):
         if named and named[0] in ("tile", "stages", "warps"):
             raise ValueError(f"{self.name}: engine 'wgmma' sizes its own ring of 64-key chunks; `{named[0]}` is the "
                              "mma engine's knob")
-        if named:
-            raise ValueError(f"{self.name}: engine 'wgmma' loads by cp.async and combines split-KV chunks in a second "
-                             "launch (loads 'copy', combine 'launch')")
+        if [knob for knob in named if knob != "combine"]:
+            raise ValueError(f"{self.name}: engine 'wgmma' loads by cp.async (loads 'copy')")
         if self.value_width % CHUNK:
             raise ValueError(f"{self.name}: engine 'wgmma' takes whole 64-value chunks of the latent; got "
                              f"{self.value_width}")
-        self.loads, self.clustered = "copy", False
+        self.loads, self.clustered = "copy", schedule.combine == "cluster"
+        if self.clustered and not 2 <= self.splits <= ATTENTION_CLUSTER_SPLITS:
+            raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
+                             f"{ATTENTION_CLUSTER_SPLITS} chunks")
         # a warpgroup a 32-row share of the block: two where the rows pass 32 (the cache read once for 64)
         self.groups, self.row_blocks, self.block_rows = latent_wgmma_blocks(self.group * self.tokens)
         self.threads, self.warps, self.tile = WARPGROUP * self.groups, WARPS * self.groups, KEYS
@@ -133,6 +144,7 @@ class LatentWgmma(LatentAttention):
 
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.splits, self.row_blocks, self.batch), block=(self.threads, 1, 1),
+                           cluster=(self.splits if self.clustered else 1, 1, 1),
                            shared_bytes=self.region_bytes() + ALIGN + self.reduce_bytes())
 
     @cute.jit
@@ -425,8 +437,14 @@ class LatentWgmma(LatentAttention):
                         & (first_row + at_block < self.group * T):
                     chunk_lse = cutlass.select_(
                         seen, (m_run[column] + cute.math.log2(total, fastmath=True)) * Float32(LN2), Float32(NEG_INF))
-                    lse[split, request * T + (first_row + at_block) % T, (first_row + at_block) // T] = chunk_lse
+                    if cutlass.const_expr(self.clustered):  # for the peers, in the row's padding
+                        staged[wg * R + row, DV] = chunk_lse
+                    else:
+                        lse[split, request * T + (first_row + at_block) % T, (first_row + at_block) // T] = chunk_lse
         cute.arch.sync_threads()
+        if cutlass.const_expr(self.clustered):
+            self.merge_in_cluster(out, staged, split, request, first_row, tid)
+            return
         quads: cutlass.Constexpr = DV // 4
         rows: cutlass.Constexpr = self.groups * R
         for k in cutlass.range_constexpr(-(-(rows * quads) // self.threads)):
@@ -443,4 +461,34 @@ class LatentWgmma(LatentAttention):
                                        (pack_bf16(values[0], values[1]), pack_bf16(values[2], values[3])))
                 else:
                     store_f32x4(at(partial, split, r, head, 4 * q), values)
+
+    @cute.jit
+    def merge_in_cluster(self, out, staged, split: Int32, request: Int32, first_row: Int32, tid: Int32):
+        """combine 'cluster': every chunk's normalized rows and their lse are staged in its CTA's slots
+        (warpgroup w's row n at staged row w R + n, the lse in column `value_width`); chunk `split`
+        (the CTA's rank in the cluster) merges an even share of the (staged row, 4-value vector) pairs
+        over every chunk, in chunk order, over DSMEM (`merged_vector`, as attention_combine), and
+        stores them bf16 to `out`."""
+        T: cutlass.Constexpr = self.tokens
+        R: cutlass.Constexpr = self.padded_rows
+        DV: cutlass.Constexpr = self.value_width
+        quads: cutlass.Constexpr = DV // 4
+        pairs: cutlass.Constexpr = self.groups * R * quads
+        portion: cutlass.Constexpr = -(-pairs // self.splits)
+        cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
+        cute.arch.cluster_wait()
+        for k in cutlass.range_constexpr(-(-portion // self.threads)):
+            local = tid + k * self.threads
+            index = split * portion + local
+            i, q = index // quads, index % quads
+            at_block = (i // R) * self.share + i % R
+            row = first_row + at_block
+            if (local < portion) & (index < pairs) & (i % R < self.share) & (at_block < self.block_rows) \
+                    & (row < self.group * T):
+                acc, inverse = self.merged_vector(staged, i, q)
+                store_global_words(at(out, request * T + row % T, (row // T) * DV + 4 * q),
+                                   (pack_bf16(acc[0] * inverse, acc[1] * inverse),
+                                    pack_bf16(acc[2] * inverse, acc[3] * inverse)))
+        cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
+        cute.arch.cluster_wait()
 
