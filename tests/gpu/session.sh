@@ -243,7 +243,9 @@ for phase in "${phases[@]}"; do
       timeout 200 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-noattnq.plan \
         build/plans/dense-small-q8.plan --steps 300 2>&1 | tail -8 | tee -a "$logs/attn-quant.log" || status=1 ;;
     pending)
-      # the eleventh session's queue (about 6 minutes): fold-gate-product at 4 and 8 requests, to set
+      # the eleventh session's queue, run in the twelfth (bench/RESULTS.md: the fold loses at 4 and 8 requests,
+      # argmax's cluster of 8 adopted where the row takes more than one round; nothing is queued after it).
+      # Kept to reproduce (about 6 minutes): fold-gate-product at 4 and 8 requests, to set
       # KDA_GATE_FOLD_ROWS (1: gains at one row, loses at 64; between them unmeasured). The folded plans pass
       # --check (2026-11-30: kimi-kda-b4-fold and b8-fold 6 of 6); their timing was lost to a bad grep. Here:
       # python tests/gpu/plans.py kimi-kda-b4 kimi-kda-b8, then each as NAME-fold.plan with the limit raised:
