@@ -352,6 +352,13 @@ def cluster_combine(splits: int, *, batch: int, heads: int, kv_heads: int) -> bo
     return 1 < splits <= ATTENTION_CLUSTER_SPLITS and blocks * splits <= CLUSTER_COMBINE_CTAS
 
 
+def gqa_chunks(batch: int, heads: int, kv_heads: int, context: int) -> tuple[int, bool]:
+    """A GQA attention's chunks (`attention_splits`) and whether they meet in its own cluster
+    (`cluster_combine`): the lowering's launch, and what hold-quantized-activation asks of it."""
+    splits = attention_splits(batch, heads, kv_heads, context)
+    return splits, cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
+
+
 def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: bool = False) -> bool:
     """Whether an attention cut into `splits` chunks of its keys runs a block a chunk (split-KV,
     flash-decoding): where its rows' head blocks alone are fewer than TARGET_BLOCKS, or (cut in

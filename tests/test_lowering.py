@@ -201,6 +201,28 @@ def test_the_whole_kimi_example_lowers_its_latent_attention_absorbed():
     assert attend["splits"] > 1 and bool(ops[at].pdl.value.data)
 
 
+def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluster(tmp_path, monkeypatch):
+    """LATENT_CLUSTER_COMBINE_CTAS is 0 (measured slower at batch 1); raised, the example's latent attention
+    over 1k keys (16 pages of 64: 8 chunks of one block) runs on the wgmma engine with combine "cluster" and
+    no attention_combine launch, and `explain`'s reason says so."""
+    import lanec.shim as shim
+
+    source = tmp_path / "kimi-1k.mlir"
+    source.write_text((ROOT / "examples" / "kimi-linear-small.mlir").read_text()
+                      .replace("tensor<1x64xi32>", "tensor<1x16xi32>"))
+    kinds = [op.kernel.data for op in launches(source)]
+    assert kinds.count("attention_combine") == 1  # the fact at 0: the combine launch stays
+    monkeypatch.setattr(shim, "LATENT_CLUSTER_COMBINE_CTAS", 8)
+    tunings: list = []
+    ops = launches(source, tunings)
+    kinds = [op.kernel.data for op in ops]
+    attend = spec_of(ops[kinds.index("latent_attention")])
+    assert "attention_combine" not in kinds and attend["splits"] == 8
+    assert attend["schedule"] == {"engine": "wgmma", "combine": "cluster"}
+    why = next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
+    assert "the chunks meet in the launch's cluster: at most 8 CTAs" in why
+
+
 def test_kv_b_halves_are_recorded_transforms_that_the_runtime_applies():
     import numpy as np
 

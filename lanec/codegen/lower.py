@@ -32,6 +32,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from lanec import shim as lane_facts
 from lanec.codegen.facts import (
     ARGMAX_GROUPS,
     ARGMAX_SLOT,
@@ -69,10 +70,9 @@ from lanec.runtime import dtypes
 from lanec.runtime.plan import routing_buffer
 from lanec.shim import (
     CLUSTER_COMBINE_CTAS,
-    LATENT_CLUSTER_COMBINE_CTAS,
     Latent,
     attention_splits,
-    cluster_combine,
+    gqa_chunks,
     latent_cluster_combine,
     splits_reason,
 )
@@ -1271,9 +1271,8 @@ class Lowering:
         # the split count is the lane's decision from the cache capacity a request may reach; the
         # shape, the count and why go to the tunings `lanec explain` prints
         context = max_pages * page_size
-        splits = attention_splits(batch, heads, kv_heads, context)
+        splits, clustered = gqa_chunks(batch, heads, kv_heads, context)
         why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
-        clustered = cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {CLUSTER_COMBINE_CTAS} CTAs "
                     "(CLUSTER_COMBINE_CTAS, measured)")
@@ -1350,8 +1349,8 @@ class Lowering:
         why = f"{why}; {latent_engine_reason(heads * tokens)}"
         clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens)
         if clustered:  # no attention_combine launch
-            why += (f"; the chunks meet in the launch's cluster: at most {LATENT_CLUSTER_COMBINE_CTAS} CTAs "
-                    "(LATENT_CLUSTER_COMBINE_CTAS)")
+            why += (f"; the chunks meet in the launch's cluster: at most {lane_facts.LATENT_CLUSTER_COMBINE_CTAS} "
+                    "CTAs (LATENT_CLUSTER_COMBINE_CTAS)")
         self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
                                                   "rope": rope, "context": context}, {"splits": splits, "why": why}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,

@@ -37,7 +37,7 @@ from lanec.dialects.form import (
 )
 from lanec.passes.decisions import note_split
 from lanec.passes.rule import Judge, Rule, failures, rows_of
-from lanec.shim import CLUSTER_COMBINE_CTAS, QUANT_WORDS, LaneShim, attention_splits, cluster_combine
+from lanec.shim import CLUSTER_COMBINE_CTAS, QUANT_WORDS, LaneShim, gqa_chunks
 
 ALWAYS = (NormOp, AddOp, MulOp, SiluOp, SigmoidOp, SwigluOp, DeltaRuleOp, KdaOp)  # KdaSplit: heads of 128
 
@@ -58,8 +58,7 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
     if isinstance(op, AttentionOp):  # the lowering's choice of chunks and where they merge
         batch, max_pages = shape(op.pages)
         heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
-        splits = attention_splits(batch, heads, kv_heads, max_pages * shape(op.k_cache)[1])
-        merged = cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
+        splits, merged = gqa_chunks(batch, heads, kv_heads, max_pages * shape(op.k_cache)[1])
         where = ("is one chunk, stored from the MMA's fragments" if splits == 1 else
                  f"merges its {splits} chunks in an attention_combine launch")
         return checks + [(merged, f"the attention {where}: only a merge in the attention's own cluster "
