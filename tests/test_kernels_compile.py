@@ -215,11 +215,14 @@ def test_argmax_meets_over_dsmem_only_in_a_cluster(cluster, cache):
 
 
 def test_argmax_takes_a_cluster_only_where_one_cta_needs_rounds():
-    """The default cluster (measured: Kimi's 163840 logits gain with 8 CTAs, dense-small's 32000 lose): a
-    row that one CTA scans in one round of UNROLL vectors a thread stays one CTA; a longer one is a cluster."""
+    """The default cluster (measured: Kimi's 163840 logits gain with 8 CTAs at one row, dense-small's 32000
+    lose): a row that one CTA scans in one round of UNROLL vectors a thread stays one CTA; a longer one is a
+    cluster, while the rows' clusters fit the SMs in one wave."""
     from lanec.codegen.facts import ARGMAX_CLUSTER
     from lanec.codegen.kernels.argmax import THREADS, UNROLL
     one_round = THREADS * UNROLL * 8  # bf16 values in one round of 16-byte vectors
     assert Argmax(1, 32000).cluster == Argmax(1, one_round).cluster == 1
     assert Argmax(1, one_round + 8).cluster == Argmax(1, 163840).cluster == ARGMAX_CLUSTER > 1
     assert Argmax(1, one_round // 2 + 4, "float32").cluster == ARGMAX_CLUSTER  # fp32: half the values a vector
+    # the rows' clusters in one wave of the SMs, or a CTA a row
+    assert Argmax(16, 163840).cluster == ARGMAX_CLUSTER and Argmax(17, 163840).cluster == 1

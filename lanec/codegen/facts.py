@@ -694,8 +694,9 @@ ARGMAX_DTYPES = ("bfloat16", "float32")
 # scan an interleaved share and meet over DSMEM. A row of 163840 bf16 logits is five rounds of four 16-byte loads
 # a thread on one CTA; on 8 it is one. Measured on the H200 (2026-11-30, bench/step_chain.py, one run): the
 # KDA-only step at one request 290.5 -> 287.3 us with 8; dense-small (32000 logits, one round on one CTA)
-# 125.6 -> 126.7 us, slower. So a row takes the cluster only where one CTA would need more than one round
-# (kernels/argmax.py's `default_cluster`).
+# 125.6 -> 126.7 us, slower. So a row takes the cluster only where one CTA would need more than one round,
+# and only while the rows' clusters fit the SMs in one wave (kernels/argmax.py's `default_cluster`: measured
+# at one row; at 64 or 256 rows a CTA a row already spreads over the chip).
 ARGMAX_CLUSTER = 8
 ARGMAX_MAX_CLUSTER = 8  # a portable cluster
 

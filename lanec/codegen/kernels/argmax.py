@@ -10,7 +10,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from lanec.codegen.facts import ARGMAX_CLUSTER, VECTOR_BYTES, WARP, ArgmaxSpec
+from lanec.codegen.facts import ARGMAX_CLUSTER, SM_COUNT, VECTOR_BYTES, WARP, ArgmaxSpec
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.primitives import float_bits, load_dsmem_f32, warp_reduce
 from lanec.runtime.dtypes import cute_type, storage
@@ -21,11 +21,13 @@ WARPS = THREADS // WARP
 UNROLL = 4
 
 
-def default_cluster(vocab: int, dtype: str) -> int:
+def default_cluster(rows: int, vocab: int, dtype: str) -> int:
     """CTAs a row: the lane's ARGMAX_CLUSTER where one CTA would scan the row in more than one round of
-    UNROLL vectors a thread, else one (a cluster's barriers cost more than they save on a one-round row)."""
+    UNROLL vectors a thread (a cluster's barriers cost more than they save on a one-round row) and the
+    rows' clusters fit the SMs in one wave (measured at one row; where a CTA a row already spreads over
+    the chip, more CTAs only queue), else one."""
     vectors = vocab // (VECTOR_BYTES // storage(dtype).itemsize)
-    return ARGMAX_CLUSTER if vectors > THREADS * UNROLL else 1
+    return ARGMAX_CLUSTER if vectors > THREADS * UNROLL and rows * ARGMAX_CLUSTER <= SM_COUNT else 1
 
 
 class Argmax:
@@ -35,7 +37,7 @@ class Argmax:
     name = "argmax"
 
     def __init__(self, rows: int, vocab: int, dtype: str = "bfloat16", cluster: int | None = None):
-        cluster = default_cluster(vocab, dtype) if cluster is None else int(cluster)
+        cluster = default_cluster(rows, vocab, dtype) if cluster is None else int(cluster)
         ArgmaxSpec(rows, vocab, dtype, cluster).check()
         self.dtype, vector = dtype, VECTOR_BYTES // storage(dtype).itemsize  # values in 16 bytes
         self.rows, self.vocab, self.vector, self.cluster = rows, vocab, vector, cluster
