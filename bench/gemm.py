@@ -89,8 +89,9 @@ def variants(make) -> list[dict]:
     """The schedules timed beside the default (the wgmma engine at the kernel's own choice), to
     tune it: from 128 rows row blocks of 64 and 128 at 3 and 4 stages; the table's schedule and the
     default with TMA loads (one thread, and a producer warpgroup), and the producer multicasting the
-    row box over clusters of 2 and 4 weight tiles; every power-of-two K split the
-    kernel takes where the grid stays within 8 waves of the SMs, each at the default's stages and
+    row box over clusters of 2 and 4 weight tiles; every K split of 1 to 8 the kernel takes
+    (odd ones too: 18 tiles in 7 are 126 CTAs, one wave) where the grid stays within 8 waves of the SMs, each
+    at the default's stages and
     at 4 (more CTAs' worth of shared memory); and the mma.sync engine at its default, the engine
     before wgmma. LANEC_GEMM_TMA keeps the table's and the TMA ones, LANEC_GEMM_BLOCKS all but the
     splits and mma.sync."""
@@ -138,7 +139,7 @@ def variants(make) -> list[dict]:
     found += by_tma + streams
     if os.environ.get("LANEC_GEMM_BLOCKS"):  # with the table's own entry, so a rewrite keeps the best
         return found + table
-    for splits in (1, 2, 4, 8):
+    for splits in range(1, 9):
         for stages in sorted({default.stages, 4}):
             try:
                 kernel = make({"splits": splits, "stages": stages})
