@@ -6,7 +6,7 @@ chunks and not (288: 256 + 32, its ring capped at three tiles), one chunk and se
 attention_combine case of the same name), and split shapes again with their chunks merged in the launch's
 own cluster (`combine` "cluster", `<case>_cluster`): 2 to 8 chunks, one warpgroup and two (DeepSeek-V3's 128
 heads: 2 blocks of 64 rows), 4 and 8 tokens, a 288-wide key, and Kimi Linear's batch-1 step at 1k keys (8
-chunks of one block), as LATENT_CLUSTER_COMBINE_CTAS gives it."""
+chunks of one block: the shape LATENT_CLUSTER_COMBINE_CTAS was measured on, whole and in its cluster)."""
 
 from pathlib import Path
 
