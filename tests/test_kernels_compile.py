@@ -33,6 +33,7 @@ KERNELS = {
     "argmax_bf16": lambda: Argmax(3, 163840, cluster=1),
     "argmax_cluster": lambda: Argmax(3, 163840, cluster=8),
     "rmsnorm_gather": lambda: RmsNorm(2, 2304, 1e-5, gather=163840),
+    "rmsnorm_slots": lambda: RmsNorm(64, 2304, 1e-5, residual=True, slots=9),
     "rope_odd": lambda: Rope(3, 5, 64, 32, 1e4),
     "rope_pitched": lambda: Rope(8, 8, 128, 64, 5e5, x_pitch=1536),
 }

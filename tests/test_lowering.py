@@ -223,6 +223,37 @@ def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluste
     assert "the chunks meet in the launch's cluster: at most 8 CTAs" in why
 
 
+@pytest.mark.parametrize("folded", [True, False])
+def test_the_norm_after_a_grouped_mixture_sums_its_slots(tmp_path, monkeypatch, folded):
+    """MIXTURE_SUM_IN_NORM: the grouped path's mixture_sum is folded into the rmsnorm after it, which reads
+    the partial rows as x (the slots summed first) and the residual stream as its residual; off, mixture_sum
+    writes the result the norm reads. The sum h = x + residual is the same either way round."""
+    import lanec.codegen.lower as lowering
+
+    monkeypatch.setattr(lowering, "MIXTURE_SUM_IN_NORM", folded)
+    source = tmp_path / "kimi-b64.mlir"
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "lanec.cli", "import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
+                    "--layers", "4", "--batch", "64", "-o", str(source)], check=True, capture_output=True)
+    tunings: list = []
+    ops = launches(source, tunings)
+    kinds = [op.kernel.data for op in ops]
+    downs = [i for i, kind in enumerate(kinds) if kind == "mixture_grouped_down"]
+    assert len(downs) == 3  # layers 1-3 are the mixture's (layer 0 is dense)
+    assert kinds.count("mixture_sum") == (0 if folded else 3)
+    for i in downs:
+        after = ops[i + 1]
+        if not folded:
+            assert after.kernel.data == "mixture_sum"
+            continue
+        assert after.kernel.data == "rmsnorm" and spec_of(after)["slots"] == 9 and spec_of(after)["residual"]
+        assert after.args[0] == ops[i].args[-1]  # x: the partial rows the down launch wrote
+    reasons = [o["why"] for kernel, _, o in tunings if kernel == "mixture_sum"]
+    assert len(reasons) == (3 if folded else 0) and all("sums its slots where it reads x" in r for r in reasons)
+
+
 def test_kv_b_halves_are_recorded_transforms_that_the_runtime_applies():
     import numpy as np
 

@@ -555,6 +555,7 @@ class RmsNormSpec(Spec):
     quantize: int = 0  # words a value of the quantized form y is written in (0: bf16 y)
     gather: int | None = None  # the embed table's rows where the norm gathers its input rows (None: it does not)
     residual: bool = False
+    slots: int = 0  # x is a grouped mixture's fp32 partial rows, this many a row, summed first (0: x is bf16 rows)
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
@@ -562,6 +563,9 @@ class RmsNormSpec(Spec):
         if self.gather is not None and (self.gather < 1 or self.residual or self.x_pitch is not None):
             found.append(f"gathers rows of a table of at least one row, without a residual or an x pitch; got "
                          f"{self.gather} rows, residual {self.residual}, x pitch {self.x_pitch}")
+        if self.slots and (self.slots < 1 or self.gather is not None or self.x_pitch is not None):
+            found.append(f"sums a mixture's partial rows, at least one a row, without a gather or an x pitch; got "
+                         f"{self.slots} slots, gather {self.gather}, x pitch {self.x_pitch}")
         if self.quantize:
             found += [f"its quantize epilogue: {problem}" for problem in quantized_problems(self.width, self.quantize)]
         if not self.eps > 0:
@@ -1346,6 +1350,12 @@ MIXTURE_DOWN_EARLY_ROWS: int | None = None
 # step ran 6579.6 us with it against 6565.5 without (bench/model.py, 2026-11-30, one command; PDL
 # already hides the small launch). Off.
 ROUTER_SEGMENTS = False
+# The grouped path's last launch, mixture_sum (a row's fp32 slots summed into the bf16 result), folded
+# into the rmsnorm after it where that norm's x is the result's only reader: the norm sums the slots where
+# it reads x (RmsNorm `slots`), one launch a mixture fewer at batch 5 and up. Measured on the H200
+# (2026-11-30, `session.sh sum-norm`, bench/model.py --side lanec, two rounds): the real-size batch-64 step,
+# 26 launches fewer, 15160.1 / 15161.6 us against 15161.9 / 15181.0 without: no loss, at most 19 us gained.
+MIXTURE_SUM_IN_NORM = True
 MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' one CTA walks: 16 steps a warp
 # A grouped product's block (`group_rows`: an expert's rows a pass over its weight tile, padded to it
 # inside the kernel): the padding rows cost their MMAs and their shared-memory copies, and a segment

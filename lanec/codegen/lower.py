@@ -42,6 +42,7 @@ from lanec.codegen.facts import (
     GEMV_ROWS,
     MIXTURE_DOWN_EARLY_ROWS,
     MIXTURE_GROUPED_ROWS,
+    MIXTURE_SUM_IN_NORM,
     PAIR_TILE,
     PART_ALIGN,
     Q8_0_BLOCK_BYTES,
@@ -172,6 +173,9 @@ class Lowering:
     # a norm that gathers the embed's rows right before it (its launch folds the embed's) -> the tokens'
     # and the table's windows and the table's rows
     embed_norms: dict[Operation, tuple[Window, Window, int]] = field(default_factory=dict)
+    # a grouped mixture's result that the rmsnorm reading it sums from its slots (`sum_in_norm`) -> the
+    # partial rows [rows x slots, width] fp32 and the slots a row
+    slot_sums: dict[SSAValue, tuple[Window, int]] = field(default_factory=dict)
 
     # -- buffers ---------------------------------------------------------------------------------
 
@@ -795,15 +799,21 @@ class Lowering:
             return
         words = self.epilogue_words(op, op.result)  # the rmsnorm writes the quantized form itself
         y = self.quantized_out(name, rows, width, words) if words else self.activation(name, (rows, width))
-        args = [self.window(op.x)]
+        # the mixture_sum before it folded in: its slots are the kernel's x (the norm's other input, if any,
+        # its residual)
+        summed = self.slot_sums.get(op.x) or self.slot_sums.get(op.residual)
+        other = op.residual if summed and op.x in self.slot_sums else op.x
+        args = [summed[0] if summed else self.window(op.x)]
         spec = {"rows": rows, "width": width, "eps": op.eps.value.data, "residual": op.residual is not None,
                 **pitch_of(args[0]), **({"quantize": words} if words else {})}
+        if summed:
+            spec["slots"] = summed[1]
         gathered = self.embed_norms.get(op)
         if gathered is not None:  # the embed folded in: the table's rows at the tokens, written to the embed's buffer
             tokens, table, spec["gather"] = gathered
             args = [table, tokens]
         if op.residual is not None:
-            args.append(self.window(op.residual))
+            args.append(self.window(other if summed else op.residual))
         args += [self.window(op.weight), y]
         if op.residual is not None:
             h = self.activation(f"{name}.sum", (rows, width))
@@ -1197,6 +1207,19 @@ class Lowering:
         self.launch("mixture_router", {**choose, "logits": True}, [logits, *correction, ids, routing])
         return []
 
+    @staticmethod
+    def sum_in_norm(op: form.MixtureOp) -> bool:
+        """Whether the grouped mixture's slots are summed by the norm after it (MIXTURE_SUM_IN_NORM): its
+        result's only reader is a norm, as its x or its residual (h = x + residual is the same sum either
+        way round), and that norm is an rmsnorm launch of its own (not in a reader's prologue) writing bf16
+        (the slots with a quantize epilogue are not measured)."""
+        readers = [use for use in op.result.uses]
+        if not MIXTURE_SUM_IN_NORM or len(readers) != 1 or not isinstance(readers[0].operation, form.NormOp):
+            return False
+        norm = readers[0].operation
+        return (norm.x is op.result or norm.residual is op.result) and norm.prologue is None \
+            and not norm.quantize_words()
+
     def router_segments(self, router: dict, name: str, pairs: int, experts: int) -> list[Window]:
         """Where the router writes the grouped path's segments (ROUTER_SEGMENTS, and mixture_groups'
         warps fit its CTA): [starts, order, tickets], plan buffers; else none (mixture_groups
@@ -1241,8 +1264,14 @@ class Lowering:
         partial = self.activation(f"{name}.partial", (rows * slots, width), Float32Type())
         self.launch("mixture_grouped_down", shape,
                     [between, starts, order, routing, self.window(op.down), *shared_between, *shared[2:3], partial])
-        out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
+        if not gated and self.sum_in_norm(op):
+            self.slot_sums[op.result] = (partial, slots)
+            self.tunings.append(("mixture_sum", {"rows": rows, "width": width, "slots": slots}, {
+                "launch": "rmsnorm", "why": "MIXTURE_SUM_IN_NORM: the norm after the mixture sums its slots where it "
+                "reads x, no mixture_sum launch"}))
+            return
+        out = self.activation(f"{name}.out", (rows, width))
         self.launch("mixture_sum", {"rows": rows, "width": width, "top_k": top_k, "shared": bool(shared_hidden),
                                     "shared_gate": gated, **(pitch_of(x) if gated else {})},
                     [*([x] if gated else []), partial, *shared[3:], out])

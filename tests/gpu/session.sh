@@ -52,6 +52,7 @@
 #   pending-ab the step after a change: step_chain --rounds 3 on the KDA-only steps, bench/model.py at 1k, b1 / 8 / 64
 #   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
+#   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-quant the attention's cluster merge writing the quantized form: cases, sanitizer, q8_0 dense plans, A/B
 #   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
@@ -209,6 +210,27 @@ for phase in "${phases[@]}"; do
       fi
       NCCL_NVLS_ENABLE=0 python3 -m pytest tests/gpu/test_tp_nccl.py -q -rfE 2>&1 | tee "$logs/tp.log" || status=1
       NCCL_NVLS_ENABLE=0 python3 bench/tp.py 2>&1 | tee "$logs/bench-tp.log" || status=1 ;;
+    sum-norm)
+      # the grouped mixture's mixture_sum in the rmsnorm after it (MIXTURE_SUM_IN_NORM, RmsNorm `slots`): the
+      # rmsnorm cases, compute-sanitizer on the slots one, the grouped plans --check (the real-size batch 64 too)
+      # and that step against the plan without it, two rounds (here: python tests/gpu/build.py --only rmsnorm;
+      # python tests/gpu/plans.py kimi-b64 kimi-moe-grouped-b64 kimi-full-b64-c1k; the -sum plan compiled from
+      # build/plans/kimi-full-b64-c1k.mlir with lanec.codegen.lower.MIXTURE_SUM_IN_NORM = False)
+      timeout 100 python3 -m pytest tests/gpu/test_kernels.py -q -rfE -k "rmsnorm" 2>&1 | tail -3 \
+        | tee "$logs/sum-norm.log" || status=1
+      sanitize_case tests/gpu/test_kernels.py "r64_w2304_residual_slots9" sum-norm.log 90
+      for plan in kimi-b64 kimi-moe-grouped-b64; do
+        echo "$plan: $(timeout 150 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/sum-norm.log"
+      done
+      echo "kimi-full-b64-c1k: $(timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b64-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/sum-norm.log"
+      for round in 1 2; do
+        for plan in kimi-full-b64-c1k-sum kimi-full-b64-c1k; do
+          echo "round $round $plan: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$plan.plan" 2>&1 \
+            | tail -1)" | tee -a "$logs/sum-norm.log"
+        done
+      done ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
       # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan

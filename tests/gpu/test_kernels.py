@@ -30,7 +30,21 @@ def _load(path: Path):
     return module
 
 
+def slot_sums(partial: np.ndarray, rows: int, slots: int) -> np.ndarray:
+    """A grouped mixture's result from its partial rows: a row's slots summed in slot order in fp32,
+    rounded to bf16 (mixture_sum's, which `slots` folds into rmsnorm)."""
+    parts = partial.astype(np.float32).reshape(rows, slots, -1)
+    total = np.zeros_like(parts[:, 0])
+    for k in range(slots):
+        total = total + parts[:, k]
+    return round_bf16(total)
+
+
 def _reference_rmsnorm(spec, inputs):
+    if spec.get("slots"):  # mixture_sum folded in: the slots summed, then the norm of that (plus the residual)
+        x = slot_sums(inputs["x"], spec["rows"], spec["slots"])
+        result = ops.rmsnorm(x, inputs["w"], spec["eps"], residual=inputs.get("residual"))
+        return {"y": result[0], "h": result[1]} if spec.get("residual") else {"y": result}
     if spec.get("gather"):  # the embed folded in: the table's rows at the tokens, written to h as they are
         rows = ops.embed(inputs["tokens"], inputs["x"])
         return {"y": ops.rmsnorm(rows, inputs["w"], spec["eps"]), "h": rows}

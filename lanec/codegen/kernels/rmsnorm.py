@@ -23,21 +23,32 @@ from cutlass import BFloat16, Float32
 from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec, quantized_pitch
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
 from lanec.codegen.kernels.embed import table_vector
-from lanec.codegen.kernels.primitives import float_bits, norm_input, store_global_words, warp_reduce
+from lanec.codegen.kernels.primitives import (
+    add_residual,
+    at,
+    float_bits,
+    load_f32x4,
+    norm_input,
+    store_global_words,
+    warp_reduce,
+)
 from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
 
 
 class RmsNorm:
     """Rows of ``width`` bf16 values; ``residual``: add a residual input first and also write the
     sum; ``quantize``: y in the quantized form of that many int8 words a value; ``gather``: x is a
-    table of that many rows, row r's input its row tokens[r], also written to h. Params: x,
+    table of that many rows, row r's input its row tokens[r], also written to h; ``slots``: x is a
+    grouped mixture's fp32 partial rows [rows x slots, width], row r's input the bf16 of its slots summed
+    in slot order, as mixture_sum writes it (the mixture_sum launch folded in). Params: x,
     (residual), (tokens), w, y (bf16, or int8 rows of the quantized form), (h)."""
 
     name = "rmsnorm"
 
     def __init__(self, rows: int, width: int, eps: float, residual: bool = False, x_pitch=None, quantize: int = 0,
-                 gather: int | None = None):
-        RmsNormSpec(rows, width, eps, x_pitch, quantize, gather, residual).check()
+                 gather: int | None = None, slots: int = 0):
+        RmsNormSpec(rows, width, eps, x_pitch, quantize, gather, residual, slots).check()
+        self.slots = int(slots)
         self.rows, self.width, self.eps, self.residual = rows, width, float(eps), bool(residual)
         self.gather = gather  # the table's rows (the vocabulary), None: x is the rows themselves
         self.quantize = int(quantize)
@@ -52,6 +63,8 @@ class RmsNorm:
         if self.gather:
             params = [TensorParam("x", (self.gather, self.width), "bfloat16"),
                       TensorParam("tokens", (self.rows,), "int32")]
+        elif self.slots:
+            params = [TensorParam("x", (self.rows * self.slots, self.width), "float32")]
         else:
             params = [TensorParam("x", row, "bfloat16", (self.x_pitch, 1))]
         if self.residual:
@@ -95,6 +108,9 @@ class RmsNorm:
             if vector < vectors:
                 if cutlass.const_expr(self.gather):
                     h = self.gathered(x, tokens, h_out, row, vector)
+                elif cutlass.const_expr(self.slots):
+                    h = add_residual(self.slot_sum(x, row, vector), residual if cutlass.const_expr(self.residual)
+                                     else None, h_out, row, vector, True)
                 else:
                     h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, row, vector,
                                    True)
@@ -112,6 +128,21 @@ class RmsNorm:
         table_vector(table, tokens[row], vector, self.gather, loaded)
         cute.autovec_copy(loaded, cute.zipped_divide(h_out, (1, VECTOR))[None, (row, vector)])
         return loaded.load().to(Float32)
+
+    @cute.jit
+    def slot_sum(self, partial: cute.Tensor, row, vector):
+        """`slots`: vector `vector` of row `row`'s slots summed in slot order (fp32), rounded to bf16 as
+        mixture_sum stores the mixture's result, as fp32."""
+        total = [Float32(0.0)] * VECTOR
+        for k in cutlass.range_constexpr(self.slots):
+            for half in cutlass.range_constexpr(2):
+                values = load_f32x4(at(partial, row * self.slots + k, vector * VECTOR + 4 * half))
+                for e in cutlass.range_constexpr(4):
+                    total[4 * half + e] = total[4 * half + e] + values[e]
+        summed = cute.make_rmem_tensor(VECTOR, Float32)
+        for e in cutlass.range_constexpr(VECTOR):
+            summed[e] = total[e]
+        return summed.load().to(BFloat16).to(Float32)
 
     @cute.jit
     def weights(self, w: cute.Tensor, thread):

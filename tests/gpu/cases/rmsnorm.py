@@ -1,6 +1,7 @@
 """rmsnorm specializations, with and without the residual add, and (`quantize`, named `..._q1` /
 `..._q2`) with fuse-quant's quantize in the epilogue: y written in the quantized form of one or two
-int8 words a value (tests/gpu/test_quantize.py checks those; test_kernels.py the others)."""
+int8 words a value (tests/gpu/test_quantize.py checks those; test_kernels.py the others); with `slots`
+(`..._slots<N>`) x is a grouped mixture's fp32 partial rows, summed first (mixture_sum folded in)."""
 
 KERNEL = "rmsnorm"
 
@@ -20,6 +21,10 @@ CASES = {
     # Kimi Linear's hidden at one row, an odd table and width at 5 rows (quantized: dense-small-q8's plan)
     "r1_w2304_gather163840": dict(rows=1, width=2304, eps=1e-5, gather=163840),
     "r5_w1000_gather333": dict(rows=5, width=1000, eps=1e-6, gather=333),
+    # a grouped mixture's mixture_sum folded in (`slots`: x is the partial rows, a row's slots summed first):
+    # Kimi Linear's 8 experts and shared expert at 64 rows, an odd width and slot count without a residual
+    "r64_w2304_residual_slots9": dict(rows=64, width=2304, eps=1e-5, residual=True, slots=9),
+    "r5_w1000_slots3": dict(rows=5, width=1000, eps=1e-6, slots=3),
 }
 
 
