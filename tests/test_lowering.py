@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lanec.cli import main as cli
 from lanec.codegen.facts import GEMM_FROM_ROWS
 from lanec.codegen.lower import lower_module
 from lanec.codegen.schedules import kda_schedule, schedule_for
@@ -232,11 +233,8 @@ def test_the_norm_after_a_grouped_mixture_sums_its_slots(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(lowering, "MIXTURE_SUM_IN_NORM", folded)
     source = tmp_path / "kimi-b64.mlir"
-    import subprocess
-    import sys
-
-    subprocess.run([sys.executable, "-m", "lanec.cli", "import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"),
-                    "--layers", "4", "--batch", "64", "-o", str(source)], check=True, capture_output=True)
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "4", "--batch", "64",
+         "-o", str(source)], standalone_mode=False)
     tunings: list = []
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]

@@ -1210,15 +1210,18 @@ class Lowering:
     @staticmethod
     def sum_in_norm(op: form.MixtureOp) -> bool:
         """Whether the grouped mixture's slots are summed by the norm after it (MIXTURE_SUM_IN_NORM): its
-        result's only reader is a norm, as its x or its residual (h = x + residual is the same sum either
-        way round), and that norm is an rmsnorm launch of its own (not in a reader's prologue) writing bf16
-        (the slots with a quantize epilogue are not measured)."""
-        readers = [use for use in op.result.uses]
+        result's only reader is a norm, as its x, or as its residual where the norm's x is another norm's sum
+        (h = x + residual is the same sum either way round; the kernel reads its residual as whole rows), and
+        that norm is an rmsnorm launch of its own (not in a reader's prologue) writing bf16 (the slots with a
+        quantize epilogue are not measured)."""
+        readers = list(op.result.uses)
         if not MIXTURE_SUM_IN_NORM or len(readers) != 1 or not isinstance(readers[0].operation, form.NormOp):
             return False
         norm = readers[0].operation
-        return (norm.x is op.result or norm.residual is op.result) and norm.prologue is None \
-            and not norm.quantize_words()
+        if norm.prologue is not None or norm.quantize_words():
+            return False
+        # as the residual, the norm's x becomes the kernel's residual, read whole rows: a norm's sum
+        return norm.x is op.result or (norm.residual is op.result and isinstance(norm.x.owner, form.NormOp))
 
     def router_segments(self, router: dict, name: str, pairs: int, experts: int) -> list[Window]:
         """Where the router writes the grouped path's segments (ROUTER_SEGMENTS, and mixture_groups'
@@ -1276,6 +1279,7 @@ class Lowering:
                                     "shared_gate": gated, **(pitch_of(x) if gated else {})},
                     [*([x] if gated else []), partial, *shared[3:], out])
         self.windows[op.result] = out
+
 
     @lower.register
     def lower_attention(self, op: form.AttentionOp) -> None:
