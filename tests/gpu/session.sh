@@ -137,6 +137,20 @@ dense_ab() {
     "build/plans/dense-small-q8-$suffix.plan" build/plans/dense-small-q8.plan --steps 300 2>&1 \
     | tee -a "$logs/$name.log" || status=1
 }
+# a real-size plan's check and A/B (phases sum-norm, latent-cluster): build/plans/PLAN --check with GPU seeding,
+# then bench/model.py's lanec side on the plan without the change (WITHOUT) and PLAN, two rounds interleaved;
+# the log is $logs/NAME.log
+real_ab() {
+  local name=$1 plan=$2 without=$3
+  echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check --gpu-seeding 2>&1 \
+    | tail -1)" | tee -a "$logs/$name.log"
+  for round in 1 2; do
+    for each in "$without" "$plan"; do
+      echo "round $round $each: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 \
+        | tail -1)" | tee -a "$logs/$name.log"
+    done
+  done
+}
 # a fold's GPU checks (phases fold-gate, fold-router): its kernel's cases (a test file), compute-sanitizer on
 # one (a -k expression), then the plans named after them --check; the log is $logs/NAME.log
 fold_checks() {
@@ -223,14 +237,7 @@ for phase in "${phases[@]}"; do
         echo "$plan: $(timeout 150 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
           | tee -a "$logs/sum-norm.log"
       done
-      echo "kimi-full-b64-c1k: $(timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b64-c1k.plan --check \
-        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/sum-norm.log"
-      for round in 1 2; do
-        for plan in kimi-full-b64-c1k-sum kimi-full-b64-c1k; do
-          echo "round $round $plan: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$plan.plan" 2>&1 \
-            | tail -1)" | tee -a "$logs/sum-norm.log"
-        done
-      done ;;
+      real_ab sum-norm kimi-full-b64-c1k kimi-full-b64-c1k-sum ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
       # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan
@@ -240,14 +247,7 @@ for phase in "${phases[@]}"; do
       timeout 200 python3 -m pytest tests/gpu/test_attention.py -q -rfE -k "latent_wgmma" 2>&1 | tail -3 \
         | tee "$logs/latent-cluster.log" || status=1
       sanitize_case tests/gpu/test_attention.py "b1_t1_h128_l512_r64_p64_s8_cluster" latent-cluster.log 150
-      echo "kimi-full-b1-c1k: $(timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
-        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/latent-cluster.log"
-      for round in 1 2; do
-        for plan in kimi-full-b1-c1k-apart kimi-full-b1-c1k; do
-          echo "round $round $plan: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$plan.plan" 2>&1 \
-            | tail -1)" | tee -a "$logs/latent-cluster.log"
-        done
-      done ;;
+      real_ab latent-cluster kimi-full-b1-c1k kimi-full-b1-c1k-apart ;;
     attn-quant)
       # the attention's cluster merge writing the quantized form (fuse-quant's epilogue; hold-quantized-activation
       # takes it where the chunks merge in the cluster): its cases, compute-sanitizer on the odd-share one, the

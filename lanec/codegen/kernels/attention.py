@@ -421,12 +421,7 @@ class TileAttention:
             if cutlass.const_expr(self.quantize):
                 self.merge_quantized(out, staged, mine, i, q, request * T + row % T, g * self.group + row // T)
             elif mine:
-                acc, inverse = self.merged_vector(staged, i, q)
-                head = g * self.group + row // T
-                r = request * T + row % T
-                store_global_words(at(out, r, head * DV + 4 * q),
-                                   (pack_bf16(acc[0] * inverse, acc[1] * inverse),
-                                    pack_bf16(acc[2] * inverse, acc[3] * inverse)))
+                self.store_merged(out, staged, i, q, request, row, g * self.group)
         cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
         cute.arch.cluster_wait()
 
@@ -454,6 +449,19 @@ class TileAttention:
             values = load_dsmem_f32x4(at(staged, i, 4 * q), c)
             acc = [acc[e] + weight * values[e] for e in range(4)]
         return acc, Float32(1.0) / total
+
+    @cute.jit
+    def store_merged(self, out, staged, i: Int32, q: Int32, request: Int32, row: Int32, heads_before: Int32):
+        """Staged row i's merged vector q (`merged_vector`) as bf16 to `out`: block row `row` is query head
+        heads_before + row // tokens of request row request x tokens + row % tokens."""
+        T: cutlass.Constexpr = self.tokens
+        DV: cutlass.Constexpr = self.value_width
+        acc, inverse = self.merged_vector(staged, i, q)
+        head = heads_before + row // T
+        r = request * T + row % T
+        store_global_words(at(out, r, head * DV + 4 * q),
+                           (pack_bf16(acc[0] * inverse, acc[1] * inverse),
+                            pack_bf16(acc[2] * inverse, acc[3] * inverse)))
 
     @cute.jit
     def merge_quantized(self, out, staged, mine, i: Int32, q: Int32, r: Int32, head: Int32):

@@ -485,10 +485,7 @@ class LatentWgmma(LatentAttention):
             row = first_row + at_block
             if (local < portion) & (index < pairs) & (i % R < self.share) & (at_block < self.block_rows) \
                     & (row < self.group * T):
-                acc, inverse = self.merged_vector(staged, i, q)
-                store_global_words(at(out, request * T + row % T, (row // T) * DV + 4 * q),
-                                   (pack_bf16(acc[0] * inverse, acc[1] * inverse),
-                                    pack_bf16(acc[2] * inverse, acc[3] * inverse)))
+                self.store_merged(out, staged, i, q, request, row, Int32(0))  # every head in the block
         cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
         cute.arch.cluster_wait()
 
