@@ -235,6 +235,23 @@ def test_latent_wgmma_blocks_of_32_rows_a_warpgroup():
     assert (kimi.groups, kimi.slots, kimi.spare) == (1, 23, 7) and kimi.launch().block == (128, 1, 1)
 
 
+def test_latent_wgmma_compiles_the_unchecked_path_only_for_long_chunks():
+    """A chunk of the longest context of at least UNCHECKED_TILES tiles of 64 keys compiles the unchecked
+    path of whole cache tiles beside the checked one: more cp.async copies in the loop (the unchecked
+    part of each tile load) and the warp vote before the lazy rescale. Kimi Linear's 1k-key step in 8
+    chunks (2 tiles each) does not; 32k keys in 64 chunks (8 tiles) and 256 keys in 1 chunk do."""
+    def kernel(context, page, splits):
+        return LatentAttention(1, 1, 32, 512, 64, page, context // page, context // page, splits=splits, nope=128)
+
+    short, long, edge = kernel(1024, 64, 8), kernel(32768, 16, 64), kernel(256, 16, 1)
+    assert (short.unchecked, long.unchecked, edge.unchecked) == (False, True, True)
+    assert not kernel(192, 16, 1).unchecked  # 3 tiles
+    short_ptx, long_ptx = compiled_for_sm90a(short).ptx, compiled_for_sm90a(long).ptx
+    assert "vote.sync.any" not in short_ptx and "vote.sync.any" in long_ptx
+    assert long_ptx.count("cp.async.cg.shared.global") > short_ptx.count("cp.async.cg.shared.global")
+    assert ".local" not in long_ptx
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "wgmma", "stages": 3}),
      "engine 'wgmma' sizes its own ring of 64-key chunks; `stages` is the mma engine's knob"),

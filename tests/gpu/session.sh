@@ -54,6 +54,10 @@
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
+#   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
+#              max moved: every attention case, sanitizer, the attention plans --check
+#   attn-diet-ab  the same: bench/attention.py against the build without it (build/bench-attention-old)
+#   attn-diet-real  the same: the real-size steps at 16k and 1k keys --check and against their -old plans
 #   attn-quant the attention's cluster merge writing the quantized form: cases, sanitizer, q8_0 dense plans, A/B
 #   rope-pair  q's and k's ropes in one launch: the rope cases, compute-sanitizer, the dense plans, the step A/B
 #   fold-gate  fold-gate-product's GPU checks: KdaSplit's folded cases, compute-sanitizer, the --fold-gate plans
@@ -238,6 +242,35 @@ for phase in "${phases[@]}"; do
           | tee -a "$logs/sum-norm.log"
       done
       real_ab sum-norm kimi-full-b64-c1k kimi-full-b64-c1k-sum ;;
+    attn-diet)
+      # the wgmma latent attention's unchecked path of whole cache tiles, with every attention kernel's cases (here:
+      # python tests/gpu/build.py --only attention latent_attention latent_wgmma expanded_attention latent_expand
+      # attention_combine; python tests/gpu/plans.py dense-small kimi-mla-b3 kimi-mla-spec4-b8 deepseek-v3-b2
+      # llama-3.1-8b-b3 qwen-next-b1)
+      timeout 300 python3 -m pytest tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py -q -rfE 2>&1 \
+        | tail -4 | tee "$logs/attn-diet.log" || status=1
+      sanitize_case tests/gpu/test_attention.py "attention_matches and b4_t4_h8_kv2_d128_p32_s3" attn-diet.log 120
+      sanitize_case tests/gpu/test_attention.py "latent_wgmma-b2_t4_h32_l512_nope_p16_s3" attn-diet.log 120
+      for plan in dense-small kimi-mla-b3 kimi-mla-spec4-b8 deepseek-v3-b2 llama-3.1-8b-b3 qwen-next-b1; do
+        echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/attn-diet.log"
+      done ;;
+    attn-diet-ab)
+      # the same change timed: bench/attention.py on this build and on the one without it (here: python
+      # bench/attention.py build, once without the change moved to build/bench-attention-old), then the real-size
+      # steps against their -old plans (python tests/gpu/plans.py kimi-full-b1-c16k kimi-full-b8-c16k
+      # kimi-full-b1-c1k, once without the change, renamed -old)
+      timeout 240 python3 bench/attention.py 2>&1 | tee "$logs/attn-diet-ab.log" || status=1
+      mv build/bench-attention build/bench-attention-new && mv build/bench-attention-old build/bench-attention
+      timeout 240 python3 bench/attention.py 2>&1 | tee -a "$logs/attn-diet-ab.log" || status=1
+      mv build/bench-attention build/bench-attention-old && mv build/bench-attention-new build/bench-attention ;;
+    attn-diet-real)
+      # the real-size steps (MLA layers at 16k and 1k keys) --check, and against their -old plans, two rounds (here:
+      # python tests/gpu/plans.py kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k, once without the change,
+      # renamed -old)
+      for plan in kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k; do
+        real_ab attn-diet-real "$plan" "$plan-old"
+      done ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
       # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan

@@ -38,6 +38,14 @@ in flight while one is multiplied. The cache chunks of the first tile and a half
 `griddepcontrol.wait`; the step's own rows (positions from p0 on, read from `latent` / `k_rope`),
 the cache write and the queries after it.
 
+The tile loop issues instructions, not bytes, at one warpgroup an SM: ncu on the H200 (Kimi Linear, 32k keys,
+one chunk) counted 1750 warp instructions a tile and one issued every 2.6 cycles, 2.65 us a tile. So a
+tile whose keys are all cache rows inside the chunk (`whole`) takes an unchecked path: its copies skip the
+position tests and the step-row branch, its scores skip the mask, and the accumulators are rescaled only
+where a warp's running max moved (one vote a tile). The max is `fmax` (no NaN test) and a chunk's slot
+is wrapped by one compare, not a division. The path costs code, so it is compiled only where a chunk of the
+longest context spans UNCHECKED_TILES tiles (`unchecked`).
+
 A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
 (threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
 sector, doubled the L2's requests and held the kernel at 86% of L2 throughput for 44% of DRAM's: ncu
@@ -86,6 +94,11 @@ CHUNK_BYTES = 2 * KEYS * CHUNK
 WARPS = WARPGROUP // WARP
 VECTORS = CHUNK // VECTOR  # 16-byte vectors a chunk row
 REDUCE_SHIFTS = (4, 8, 16)  # lanes of equal lane % 4: the keys of one column in a warp
+# A chunk of at least this many tiles (of the longest context the page table holds) compiles the unchecked path
+# of whole cache tiles: copies without the position checks, scores without the mask, the accumulators rescaled
+# only where a max moved. Measured on the H200 (bench/RESULTS.md, 2026-11-30): 1.05-1.24x at 256 keys a chunk
+# and up; at 2 tiles a chunk (the real-size step at 1k keys) the larger loop cost about 1 us a layer.
+UNCHECKED_TILES = 4
 
 
 class LatentWgmma(LatentAttention):
@@ -125,6 +138,9 @@ class LatentWgmma(LatentAttention):
         if 4 * self.groups * self.padded_rows * self.staged_pitch() > self.slots * CHUNK_BYTES:
             raise ValueError(f"{self.name}: the block's normalized rows do not fit the {self.slots} chunk slots")
         self.spare = self.slots - 2 * self.key_chunks  # chunks of tile t + 2 in flight while tile t multiplies
+        # the unchecked path of whole cache tiles, compiled where a chunk of the longest context spans enough
+        # tiles to pay for its code
+        self.unchecked = -(-self.max_pages * self.page_size // self.splits) >= UNCHECKED_TILES * KEYS
 
     def queries_bytes(self) -> int:
         return 2 * self.groups * self.key_chunks * self.padded_rows * CHUNK
@@ -218,6 +234,8 @@ class LatentWgmma(LatentAttention):
         l_run.fill(0.0)
         for c in cutlass.range_constexpr(VC):
             o[c].fill(0.0)
+        # tiles whose keys are all cache rows (before p0) and inside the chunk: copied and scored unchecked
+        whole = (cutlass.min(p0, hi) - lo) // KEYS
         for tile in range((hi - lo + KEYS - 1) // KEYS):
             # the pages of this thread's key in the tiles whose chunks go out below: in flight during the wait
             next_pages = self.pages_of(views, request, lo, tile + 1, tid)
@@ -232,26 +250,38 @@ class LatentWgmma(LatentAttention):
 
             s.fill(0.0)
             cute.nvgpu.warpgroup.fence()
+            tile_slot = (tile * KC) % C
             for c in cutlass.range_constexpr(KC):
-                slot = (tile * KC + c) % C
+                slot = self.wrapped(tile_slot + c)
                 for kb in cutlass.range_constexpr(CHUNK // WGMMA_K):
                     cute.gemm(score_mma, s, fragment_k[None, None, kb, slot], fragment_q[None, None, kb, c], s)
             cute.nvgpu.warpgroup.commit_group()
             # the next chunks' copies go out while the scores multiply
             ahead = (tile + 1) * KC + spare
-            self.load_chunks(views, slots, request, p0, lo, hi, ahead, KC - spare, total, tid, 0, next_pages)
+            self.load_ahead(views, slots, request, p0, lo, hi, ahead, KC - spare, total, tid, next_pages,
+                            tile + 2 <= whole)
             cute.arch.cp_async_commit_group()
-            self.load_chunks(views, slots, request, p0, lo, hi, (tile + 2) * KC, spare, total, tid, 0, after_pages)
+            self.load_ahead(views, slots, request, p0, lo, hi, (tile + 2) * KC, spare, total, tid, after_pages,
+                            tile + 3 <= whole)
             cute.arch.cp_async_commit_group()
             cute.nvgpu.warpgroup.wait_group(0)
 
-            self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, lo + tile * KEYS,
-                         cutlass.min(hi - lo - tile * KEYS, Int32(KEYS)), p0, own_row, wg, warp, lane)
+            start, count = lo + tile * KEYS, cutlass.min(hi - lo - tile * KEYS, Int32(KEYS))
+            if cutlass.const_expr(self.unchecked):
+                if tile + 1 <= whole:
+                    self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, Int32(KEYS), p0, own_row,
+                                 wg, warp, lane, False)
+                else:
+                    self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, count, p0, own_row, wg,
+                                 warp, lane, True)
+            else:
+                self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, count, p0, own_row, wg, warp,
+                             lane, True)
             cute.arch.fence_proxy("async.shared", space="cta")  # P^T visible to wgmma
             cute.arch.sync_threads()
             cute.nvgpu.warpgroup.fence()
             for c in cutlass.range_constexpr(VC):
-                slot = (tile * KC + c) % C
+                slot = self.wrapped(tile_slot + c)
                 for kb in cutlass.range_constexpr(KEYS // WGMMA_K):
                     cute.gemm(value_mma, o[c], fragment_v[None, None, kb, slot], fragment_p[None, None, kb, 0], o[c])
             cute.nvgpu.warpgroup.commit_group()
@@ -262,11 +292,13 @@ class LatentWgmma(LatentAttention):
 
     @cute.jit
     def softmax(self, s, o, coords, m_run, l_run, red, probabilities, start: Int32, count: Int32, p0: Int32,
-                first_row: Int32, wg: Int32, warp: Int32, lane: Int32):
+                first_row: Int32, wg: Int32, warp: Int32, lane: Int32, masked: cutlass.Constexpr):
         """Warpgroup wg's share of the tile (its rows from `first_row`): the scores (base 2, masked
-        past the chunk and after a row's own position) made probabilities in its P^T; each
-        column's running max and sum updated and the output rescaled. Score e of a thread: row
-        8 (e // 4) + 2 (lane % 4) + e % 2, key 16 warp + lane / 4 + 8 ((e // 2) % 2)."""
+        past the chunk and after a row's own position where `masked`: a tile of cache rows inside the
+        chunk needs no mask) made probabilities in its P^T; each column's running max and sum
+        updated, and the output rescaled where a max of the warp's columns moved (a tile that moves
+        none, most of a long context's, leaves the accumulators as they are). Score e of a thread:
+        row 8 (e // 4) + 2 (lane % 4) + e % 2, key 16 warp + lane / 4 + 8 ((e // 2) % 2)."""
         T: cutlass.Constexpr = self.tokens
         R: cutlass.Constexpr = self.padded_rows
         scale = Float32(self.scale * LOG2E)
@@ -275,27 +307,32 @@ class LatentWgmma(LatentAttention):
                 top = Float32(NEG_INF)
                 for i in cutlass.range_constexpr(2):
                     e = 4 * j + 2 * i + v
-                    key, row = coords[e]
-                    limit = p0 + (first_row + row) % T  # the row's own position: it sees no later key
-                    seen = (key < count) & (start + key <= limit)
-                    value = cutlass.select_(seen, s[e] * scale, Float32(NEG_INF))
+                    value = s[e] * scale
+                    if cutlass.const_expr(masked):
+                        key, row = coords[e]
+                        limit = p0 + (first_row + row) % T  # the row's own position: it sees no later key
+                        value = cutlass.select_((key < count) & (start + key <= limit), value, Float32(NEG_INF))
                     s[e] = value
-                    top = cutlass.max(top, value)
+                    top = cute.arch.fmax(top, value)
                 for shift in cutlass.range_constexpr(len(REDUCE_SHIFTS)):
-                    top = cutlass.max(top, cute.arch.shuffle_sync_bfly(top, offset=REDUCE_SHIFTS[shift]))
+                    top = cute.arch.fmax(top, cute.arch.shuffle_sync_bfly(top, offset=REDUCE_SHIFTS[shift]))
                 if lane < 4:
                     red[wg, 0, warp, coords[4 * j + v][1]] = top
         cute.arch.sync_threads()
         flat = cute.make_tensor(probabilities, cute.make_layout(R * KEYS))
+        alphas = cute.make_rmem_tensor(R // 4, Float32)
+        moved = Int32(0)
         for j in cutlass.range_constexpr(R // 8):
             for v in cutlass.range_constexpr(2):
                 column = 2 * j + v
                 row = coords[4 * j + v][1]
                 top = m_run[column]
                 for w in cutlass.range_constexpr(WARPS):
-                    top = cutlass.max(top, red[wg, 0, w, row])
+                    top = cute.arch.fmax(top, red[wg, 0, w, row])
                 base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)  # no key seen yet
                 alpha = cute.math.exp2(m_run[column] - base, fastmath=True)
+                moved = moved | Int32(top != m_run[column])
+                alphas[column] = alpha
                 m_run[column] = top
                 total = Float32(0.0)
                 for i in cutlass.range_constexpr(2):
@@ -306,9 +343,33 @@ class LatentWgmma(LatentAttention):
                     # P^T's (row, key) in its 128-byte-swizzled K-major rows
                     flat[row * KEYS + ((key // VECTOR) ^ (row % SWIZZLE_ROWS)) * VECTOR + key % VECTOR] = BFloat16(p)
                 l_run[column] = l_run[column] * alpha + total
-                for c in cutlass.range_constexpr(len(o)):
-                    for i in cutlass.range_constexpr(2):
-                        o[c][4 * j + 2 * i + v] = o[c][4 * j + 2 * i + v] * alpha
+        if cutlass.const_expr(self.unchecked):
+            if cute.arch.vote_any_sync(moved != 0):  # one branch a warp: alpha is 1 wherever no max moved
+                self.rescale(o, alphas)
+        else:
+            self.rescale(o, alphas)
+
+    def rescale(self, o, alphas):
+        """The output accumulators of column 2 j + v (a thread's) times that column's alpha."""
+        for j in range(self.padded_rows // 8):
+            for v in range(2):
+                for c in range(len(o)):
+                    for i in range(2):
+                        o[c][4 * j + 2 * i + v] = o[c][4 * j + 2 * i + v] * alphas[2 * j + v]
+
+    @cute.jit
+    def load_ahead(self, views, slots, request: Int32, p0: Int32, lo: Int32, hi: Int32, first: Int32,
+                   count: cutlass.Constexpr, total: Int32, tid: Int32, pages, whole_tile):
+        """The tile loop's `load_chunks` of chunks first .. first + count - 1 (of one tile): unchecked
+        (part 3) where `whole_tile` says its keys are all cache rows inside the chunk and the kernel
+        has that path (`unchecked`), else checked."""
+        if cutlass.const_expr(self.unchecked):
+            if whole_tile:
+                self.load_chunks(views, slots, request, p0, lo, hi, first, count, total, tid, 3, pages)
+            else:
+                self.load_chunks(views, slots, request, p0, lo, hi, first, count, total, tid, 0, pages)
+        else:
+            self.load_chunks(views, slots, request, p0, lo, hi, first, count, total, tid, 0, pages)
 
     @cute.jit
     def pages_of(self, views, request: Int32, lo: Int32, tile: Int32, tid: Int32):
@@ -330,29 +391,29 @@ class LatentWgmma(LatentAttention):
         """cp.async of chunks first .. first + count - 1 (those below `total`, all of one tile, whose
         keys' cache pages are `pages`: `pages_of`) into their slots: thread tid copies vector tid % 8
         of its keys (`keys_of`); cache rows before p0, the step's rows from latent / k_rope, zeros past
-        hi and past the key width. `part` as `LatentAttention.load_tile` (2: `pages` is not read)."""
+        hi and past the key width. `part` as `LatentAttention.load_tile` (2: `pages` is not read), or 3:
+        every key of these chunks is a cache row before p0 and inside the chunk (`whole` tiles: nothing
+        to check)."""
         _, _, latent, k_rope, _, cache = views
         KC: cutlass.Constexpr = self.key_chunks
         P: cutlass.Constexpr = self.page_size
         vec = tid % VECTORS
         keys = self.keys_of(tid)
+        first_slot = first % self.slots
         for j in cutlass.range_constexpr(count):
             g = first + j
-            if g < total:
+            if (g < total) if cutlass.const_expr(part != 3) else True:
                 col = (g % KC) * CHUNK + vec * VECTOR
-                slot = g % self.slots
+                slot = self.wrapped(first_slot + j)
                 for x in cutlass.range_constexpr(len(keys)):
                     n = keys[x]
                     position = lo + (g // KC) * KEYS + n
                     destination = swizzled(slots, slot * KEYS + n, vec)
-                    if position < p0:
+                    if cutlass.const_expr(part == 3):
+                        self.copy_cache_row(destination, cache, pages[x], position % P, col)
+                    elif position < p0:
                         if cutlass.const_expr(part != 2):
-                            if cutlass.const_expr(self.key_width % CHUNK == 0):
-                                copy_g2s(destination, at(cache, pages[x], position % P, col))
-                            else:
-                                copy_g2s_zfill(destination, at(cache, pages[x], position % P,
-                                                               cutlass.min(col, self.key_width - VECTOR)),
-                                               col < self.key_width)
+                            self.copy_cache_row(destination, cache, pages[x], position % P, col)
                     else:
                         if cutlass.const_expr(part != 1):
                             real = position < hi
@@ -365,6 +426,18 @@ class LatentWgmma(LatentAttention):
                                 copy_g2s_zfill(destination, at(k_rope, r, cutlass.min(col - self.lora,
                                                                                       self.rope - VECTOR)),
                                                real & (col < self.key_width))
+
+    def copy_cache_row(self, destination, cache, page, row, col):
+        """cp.async of a cache row's 16 bytes at `col` (zeros past the key width)."""
+        if self.key_width % CHUNK == 0:
+            copy_g2s(destination, at(cache, page, row, col))
+        else:
+            copy_g2s_zfill(destination, at(cache, page, row, cutlass.min(col, self.key_width - VECTOR)),
+                           col < self.key_width)
+
+    def wrapped(self, slot):
+        """A slot index below twice the ring's size brought into the ring (one compare, no division)."""
+        return cutlass.select_(slot >= self.slots, slot - self.slots, slot)
 
     @cute.jit
     def load_block_queries(self, views, queries, request: Int32, first_row: Int32, tid: Int32):
