@@ -55,7 +55,8 @@
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
-#              max moved: every attention case, sanitizer, the attention plans --check
+#              max moved; attention_combine's lanes a chunk: every attention case, sanitizer, the attention
+#              plans --check
 #   attn-diet-ab  the same: bench/attention.py against the build without it (build/bench-attention-old)
 #   attn-diet-real  the same: the real-size steps at 16k and 1k keys --check and against their -old plans
 #   attn-quant the attention's cluster merge writing the quantized form: cases, sanitizer, q8_0 dense plans, A/B
@@ -251,6 +252,8 @@ for phase in "${phases[@]}"; do
         | tail -4 | tee "$logs/attn-diet.log" || status=1
       sanitize_case tests/gpu/test_attention.py "attention_matches and b4_t4_h8_kv2_d128_p32_s3" attn-diet.log 120
       sanitize_case tests/gpu/test_attention.py "latent_wgmma-b2_t4_h32_l512_nope_p16_s3" attn-diet.log 120
+      sanitize_case tests/gpu/test_attention.py "combine_matches and r64_h8_d64_s2" attn-diet.log 120
+      sanitize_case tests/gpu/test_attention.py "combine_matches and s64" attn-diet.log 120
       for plan in dense-small kimi-mla-b3 kimi-mla-spec4-b8 deepseek-v3-b2 llama-3.1-8b-b3 qwen-next-b1; do
         echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
           | tee -a "$logs/attn-diet.log"
