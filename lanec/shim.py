@@ -282,11 +282,13 @@ TARGET_BLOCKS = 96
 # 13.9; bench/attention.py's sweep, H200, 2026-11-30), so it does not scale with the context.
 MIN_CHUNK_KEYS = 256
 LATENT_MIN_CHUNK_KEYS = 128
-# The split counts the sweep measured; the choice is one of them, at most MAX_SPLITS: no shape of the
-# sweep was fastest in 128 chunks, whose combine merges 128 partials a row (MLA Kimi Linear, 32k, b1:
-# 64 chunks 51.7 us, 128 chunks 53.5; DeepSeek-V3's 16-head shard 43.0 against 47.2).
+# The split counts the sweep measured; the choice is one of them, at most MAX_SPLITS. Until the combine read
+# its chunks across lanes (2026-11-30), 128 chunks won nowhere (MLA Kimi Linear, 32k, b1: 64 chunks 51.7 us,
+# 128 chunks 53.5); with it, one block's latent attention at 32k keys is fastest in 128 (Kimi Linear 25.4
+# against 27.8 us, DeepSeek-V3's 16-head shard 21.3 against 23.3), and so is GQA 8/2 at 32k, b1 (13.7 against
+# 15.5: its 2 blocks stop at 64 by TARGET_BLOCKS). bench/attention.py's sweep, H200, 2026-11-30.
 MEASURED_SPLITS = (1, 4, 8, 16, 32, 64, 128)
-MAX_SPLITS = 64
+MAX_SPLITS = 128
 # A latent attention's chunks go below LATENT_SHORT_CHUNK keys only while its blocks x chunks stay under
 # LATENT_SHORT_BLOCKS: each short chunk's query rows cost what its keys save once 128 CTAs hold them. The
 # mma.sync engine's 32-row blocks (2026-11-29): DeepSeek-V3's 128 heads, 4k, b1 (4 blocks) 16 chunks of 256

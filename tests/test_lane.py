@@ -133,6 +133,8 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
     (33, 32, 8, 32768, False, 1),  # 264 blocks unsplit
     (1, 32, 1, 4096, True, 32),  # a latent attention: one block, chunks down to 128 keys
     (1, 128, 1, 32768, True, 64),  # 128 heads: 2 row blocks of 64 (the wgmma engine's) x 64
+    (1, 32, 1, 32768, True, 128),  # one block: 128 chunks of 256 keys (the lanes' combine merges them)
+    (1, 32, 1, 16384, True, 64),  # 128 chunks would be 128 keys each in 128 blocks: short
     (8, 16, 1, 32768, True, 16),
 ])
 def test_attention_splits_reach_the_target_blocks_with_chunks_long_enough(batch, heads, kv_heads, context, latent,
@@ -186,9 +188,9 @@ def test_a_latent_attention_meets_in_its_cluster_only_where_the_fact_allows(monk
     (2, 128, 1, 4096, True, 16, "shorter than 256 keys in 128 blocks or more"),
     (1, 128, 1, 4096, True, 32, "shorter than 128 keys"),  # 2 blocks of 64 rows x 32 chunks of 128 keys
     (1, 32, 1, 4096, True, 32, "shorter than 128 keys"),  # one block: 128-key chunks in 32 blocks
-    # at most 64 chunks
-    (1, 32, 1, 32768, True, 64, "at most 64 chunks"),
-    (1, 8, 1, 65536, False, 64, "at most 64 chunks"),  # one block: 128 chunks would reach 96
+    # one block reaches 96 only in 128 chunks (MAX_SPLITS 128 since the combine's lanes)
+    (1, 32, 1, 32768, True, 128, "128 chunks of 256 keys reach 96 blocks"),
+    (1, 8, 1, 65536, False, 128, "128 chunks of 512 keys reach 96 blocks"),
 ])
 def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_heads, context, latent, splits, why):
     """The three facts fitted to the sweep (bench/RESULTS.md: the rule then picks the fastest of
@@ -196,6 +198,16 @@ def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_head
     assert attention_splits(batch, heads, kv_heads, context, latent=latent) == splits
     assert why in splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert chunks_apart(splits, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
+
+
+def test_the_most_chunks_end_a_choice_where_a_smaller_limit_is_set(monkeypatch):
+    """MAX_SPLITS below the measured counts ends the choice there and says so (the limit was 64 until
+    the combine read its chunks across lanes)."""
+    import lanec.shim as shim
+
+    monkeypatch.setattr(shim, "MAX_SPLITS", 64)
+    assert attention_splits(1, 32, 1, 32768, latent=True) == 64
+    assert "at most 64 chunks" in splits_reason(64, batch=1, heads=32, kv_heads=1, context=32768, latent=True)
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [
