@@ -18,6 +18,10 @@ _SHAPES = load("lanec_gpu_cases_latent_attention_shapes", Path(__file__).with_na
 CASES = {name: dict(shape, schedule={"engine": "wgmma"}) for name, shape in _SHAPES.items()}
 CASES["b1_t1_h32_l512_nope_p16_1k_s8"] = dict(batch=1, tokens=1, heads=32, lora=512, rope=0, page_size=16,
                                               max_pages=64, cache_pages=80, splits=8, schedule={"engine": "wgmma"})
+# 128 chunks of 256 keys (MAX_SPLITS since the combine's lanes): Kimi Linear's batch-1 step at 32k keys
+CASES["b1_t1_h32_l512_nope_p16_32k_s128"] = dict(batch=1, tokens=1, heads=32, lora=512, rope=0, page_size=16,
+                                                 max_pages=2048, cache_pages=2100, splits=128,
+                                                 schedule={"engine": "wgmma"})
 CLUSTER = ["b2_t4_h32_l512_nope_p16_s3", "b1_t1_h128_l512_r64_p64_s8", "b3_t3_h12_l256_r32_p32_s2",
            "b2_t8_h16_l512_r64_p16_s4", "b1_t1_h32_l512_nope_p16_1k_s8"]
 CASES.update({f"{name}_cluster": dict(CASES[name], schedule={"engine": "wgmma", "combine": "cluster"})
