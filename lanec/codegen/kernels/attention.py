@@ -81,7 +81,7 @@ NEG_INF = float("-inf")
 MMA_M = 16  # query rows of one MMA tile
 MMA_N = 8  # keys (scores) or value columns (output) of one MMA tile
 MMA_K = 16
-COMBINE_THREADS = 128  # a thread a 16-byte slice of the merged output
+COMBINE_THREADS = 128  # a combine CTA's threads: 128 / lanes 16-byte slices of the merged output
 BLOCK_VECTORS = Q8_0_BLOCK // 4  # 4-value vectors a quantize block: consecutive lanes of the cluster merge
 ACCUMULATOR_FLOATS = 64  # output floats a thread holds: tile rows x columns a warp / 32 lanes
 
@@ -903,8 +903,8 @@ class AttentionCombine:
     the merge issued before the first is used; the group's max, its weights' sum and the weighted
     slice meet by butterfly shuffles (a fixed order: deterministic), and the group's first lane
     stores the slice. A warp merges 32 / lanes slices. (A thread a slice walking the chunks waited
-    for each chunk's loads in turn: ncu on the H200 timed 64 chunks at 30.7 us, an L2 round trip a
-    chunk.)"""
+    for each chunk's loads in turn, a round trip to memory a chunk: ncu on the H200 timed 64 chunks at
+    30.7 us.)"""
 
     name = "attention_combine"
 
@@ -940,8 +940,8 @@ class AttentionCombine:
         index = block * self.slices_a_block + tid // L
         lane = tid % L
         # every lane takes part in the shuffles: a slice past the output reads slice 0 and stores nothing
-        head = cutlass.select_(index < self.slices, index, Int32(0)) // DV
-        dv = cutlass.select_(index < self.slices, index, Int32(0)) % DV
+        slice_ = cutlass.select_(index < self.slices, index, Int32(0))
+        head, dv = slice_ // DV, slice_ % DV
         lses, slices = [], []
         for k in cutlass.range_constexpr(self.per_lane):
             chunk = lane + k * L

@@ -266,17 +266,9 @@ class LatentWgmma(LatentAttention):
             cute.arch.cp_async_commit_group()
             cute.nvgpu.warpgroup.wait_group(0)
 
-            start, count = lo + tile * KEYS, cutlass.min(hi - lo - tile * KEYS, Int32(KEYS))
-            if cutlass.const_expr(self.unchecked):
-                if tile + 1 <= whole:
-                    self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, Int32(KEYS), p0, own_row,
-                                 wg, warp, lane, False)
-                else:
-                    self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, count, p0, own_row, wg,
-                                 warp, lane, True)
-            else:
-                self.softmax(s, o, coords, m_run, l_run, red, own_probabilities, start, count, p0, own_row, wg, warp,
-                             lane, True)
+            self.score_tile(s, o, coords, m_run, l_run, red, own_probabilities, lo + tile * KEYS,
+                            cutlass.min(hi - lo - tile * KEYS, Int32(KEYS)), p0, own_row, wg, warp, lane,
+                            tile + 1 <= whole)
             cute.arch.fence_proxy("async.shared", space="cta")  # P^T visible to wgmma
             cute.arch.sync_threads()
             cute.nvgpu.warpgroup.fence()
@@ -291,13 +283,29 @@ class LatentWgmma(LatentAttention):
                          wg, warp, lane, tid)
 
     @cute.jit
+    def score_tile(self, s, o, coords, m_run, l_run, red, probabilities, start: Int32, count: Int32, p0: Int32,
+                   first_row: Int32, wg: Int32, warp: Int32, lane: Int32, whole_tile):
+        """The tile loop's `softmax`: unmasked where `whole_tile` says its keys are all cache rows inside
+        the chunk and the kernel has that path (`unchecked`), else masked."""
+        if cutlass.const_expr(self.unchecked):
+            if whole_tile:
+                self.softmax(s, o, coords, m_run, l_run, red, probabilities, start, Int32(KEYS), p0, first_row, wg,
+                             warp, lane, False)
+            else:
+                self.softmax(s, o, coords, m_run, l_run, red, probabilities, start, count, p0, first_row, wg, warp,
+                             lane, True)
+        else:
+            self.softmax(s, o, coords, m_run, l_run, red, probabilities, start, count, p0, first_row, wg, warp, lane,
+                         True)
+
+    @cute.jit
     def softmax(self, s, o, coords, m_run, l_run, red, probabilities, start: Int32, count: Int32, p0: Int32,
                 first_row: Int32, wg: Int32, warp: Int32, lane: Int32, masked: cutlass.Constexpr):
         """Warpgroup wg's share of the tile (its rows from `first_row`): the scores (base 2, masked
         past the chunk and after a row's own position where `masked`: a tile of cache rows inside the
         chunk needs no mask) made probabilities in its P^T; each column's running max and sum
-        updated, and the output rescaled where a max of the warp's columns moved (a tile that moves
-        none, most of a long context's, leaves the accumulators as they are). Score e of a thread:
+        updated, and the output rescaled (with `unchecked`, only where a max of the warp's columns
+        moved: a tile that moves none, most of a long context's, leaves the accumulators). Score e of a thread:
         row 8 (e // 4) + 2 (lane % 4) + e % 2, key 16 warp + lane / 4 + 8 ((e // 2) % 2)."""
         T: cutlass.Constexpr = self.tokens
         R: cutlass.Constexpr = self.padded_rows
