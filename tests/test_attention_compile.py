@@ -26,6 +26,11 @@ KERNELS = {
     "h12_kv4_d128_p32_t3": lambda: Attention(3, 3, 12, 4, 128, 32, 32, 100),
     "h64_kv4_d128_p16_t8_s2": lambda: Attention(1, 8, 64, 4, 128, 16, 16, 16, splits=2),  # two row blocks
     "h32_kv2_d256_p16_t4": lambda: Attention(2, 4, 32, 2, 256, 16, 16, 40),
+    # the two schedules that fit 3 CTAs an SM at head 128 (session.sh pending-gqa-tiles)
+    "h32_kv8_d128_tile32_stages4_s8": lambda: Attention(1, 1, 32, 8, 128, 16, 256, 300, splits=8,
+                                                        schedule={"tile": 32, "stages": 4}),
+    "h12_kv4_d256_tile64_stages2_t3": lambda: Attention(3, 3, 12, 4, 256, 32, 32, 100,
+                                                        schedule={"tile": 64, "stages": 2}),
     "h8_kv2_d128_tile128_stages2": lambda: Attention(2, 1, 8, 2, 128, 16, 64, 128,
                                                      schedule={"tile": 128, "stages": 2}),
     "mla_h32_l512_r64_t1": lambda: LatentAttention(8, 1, 32, 512, 64, 16, 256, 2048, nope=128),

@@ -10,7 +10,8 @@ tokens, odd and round shapes, every page size and head size, split and whole, to
 again with their chunks merged in the launch's own cluster (`combine` "cluster", `<case>_cluster`), and some
 of those writing their result in the quantized form (fuse-quant's epilogue, `quantize` 1 or 2 words,
 `<case>_cluster_q<words>`): the dense q8_0 example's, head sizes 64 and 256, a chunk share that is not
-whole 32-value blocks (3 chunks), four tokens."""
+whole 32-value blocks (3 chunks), four tokens. Three shapes again on the two schedules that fit 3 CTAs an SM
+(`<case>_tile32`, `<case>_stages2`)."""
 
 KERNEL = "attention"
 
@@ -52,6 +53,12 @@ CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for 
 CASES["b1_t1_h16_kv4_d128_p16_s8_pitched"] = dict(batch=1, tokens=1, heads=16, kv_heads=4, head=128, page_size=16,
                                                   max_pages=128, cache_pages=128, splits=8, q_pitch=2560,
                                                   k_pitch=2560, v_pitch=3072)
+
+# shapes again on the schedules that fit 3 CTAs an SM (session.sh pending-gqa-tiles): 4 stages of 32 keys
+# (`<case>_tile32`) and 2 stages of 64 (`<case>_stages2`): 32k keys in 32 chunks, odd rows, head size 256
+TILES = ["b1_t2_h128_kv8_d128_p32_32k_s32", "b3_t3_h12_kv4_d128_p16_s4", "b2_t1_h4_kv1_d256_p64_s2"]
+CASES.update({f"{name}_tile32": dict(CASES[name], schedule={"tile": 32, "stages": 4}) for name in TILES})
+CASES.update({f"{name}_stages2": dict(CASES[name], schedule={"tile": 64, "stages": 2}) for name in TILES})
 
 # split cases again with their chunks combined inside the launch (`combine` "cluster", named
 # `<case>_cluster`): 2 to 8 chunks, head sizes 64, 128 and 256, one and four tokens, and with bulk loads
