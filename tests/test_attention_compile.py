@@ -12,6 +12,7 @@ import re
 import pytest
 from ptx import compiled_for_sm90a
 
+from lanec.codegen.facts import latent_engine_reason, latent_unchecked
 from lanec.codegen.kernels import kernel_class
 from lanec.codegen.kernels.attention import Attention, AttentionCombine, LatentAttention
 from lanec.codegen.kernels.latent_expanded import ExpandedLatentAttention, LatentExpand
@@ -251,6 +252,11 @@ def test_latent_wgmma_compiles_the_unchecked_path_only_for_long_chunks():
     short, long, edge = kernel(1024, 64, 8), kernel(32768, 16, 64), kernel(256, 16, 1)
     assert (short.unchecked, long.unchecked, edge.unchecked) == (False, True, True)
     assert not kernel(192, 16, 1).unchecked  # 3 tiles
+    # the lowering's reason (`lanec explain`) names the same decision and its fact
+    assert "whole cache tiles unchecked: chunks of 512 keys" in latent_engine_reason(32, 32768, 64)
+    assert "every tile checked: chunks of 128 keys, under 4 tiles" in latent_engine_reason(32, 1024, 8)
+    assert [latent_unchecked(c, s) for c, s in ((32768, 64), (1024, 8), (256, 1), (192, 1))] == [
+        True, False, True, False]
     short_ptx, long_ptx = compiled_for_sm90a(short).ptx, compiled_for_sm90a(long).ptx
     assert "vote.sync.any" not in short_ptx and "vote.sync.any" in long_ptx
     assert long_ptx.count("cp.async.cg.shared.global") > short_ptx.count("cp.async.cg.shared.global")

@@ -870,13 +870,35 @@ def latent_wgmma_blocks(rows: int) -> tuple[int, int, int]:
     return groups, blocks, -(-rows // blocks)
 
 
-def latent_engine_reason(rows: int) -> str:
+# A wgmma latent attention whose chunk of the longest context the page table holds spans at least this many
+# tiles of LATENT_TILE_KEYS keys compiles the unchecked path of whole cache tiles: copies without the position
+# checks, scores without the mask, the accumulators rescaled only where a max moved. Measured on the H200
+# (bench/RESULTS.md, 2026-11-30): 1.05-1.24x at 256 keys a chunk and up; at 2 tiles a chunk (the real-size
+# step at 1k keys) the larger loop cost about 1 us a layer.
+LATENT_UNCHECKED_TILES = 4
+LATENT_TILE_KEYS = 64  # keys a wgmma latent attention tile: the scores' M side
+
+
+def latent_unchecked(context: int, splits: int) -> bool:
+    """Whether a wgmma latent attention over `context` keys a request in `splits` chunks compiles the
+    unchecked path of whole cache tiles (LATENT_UNCHECKED_TILES)."""
+    return -(-context // splits) >= LATENT_UNCHECKED_TILES * LATENT_TILE_KEYS
+
+
+def latent_engine_reason(rows: int, context: int | None = None, splits: int = 1) -> str:
     """The latent attention's engine for `rows` query rows a request, and its blocks (`lanec explain`)."""
     if LATENT_ENGINE != "wgmma":
         return f"engine {LATENT_ENGINE} (LATENT_ENGINE)"
     groups, blocks, block_rows = latent_wgmma_blocks(rows)
-    return (f"engine wgmma (LATENT_ENGINE, measured: bench/attention.py): {blocks} block{'s' * (blocks > 1)} of "
-            f"{block_rows} query rows a request, {groups} warpgroup{'s' * (groups > 1)} a block")
+    why = (f"engine wgmma (LATENT_ENGINE, measured: bench/attention.py): {blocks} block{'s' * (blocks > 1)} of "
+           f"{block_rows} query rows a request, {groups} warpgroup{'s' * (groups > 1)} a block")
+    if context is None:
+        return why
+    keys = -(-context // splits)
+    fact = f"{LATENT_UNCHECKED_TILES} tiles of {LATENT_TILE_KEYS} (LATENT_UNCHECKED_TILES, measured)"
+    if latent_unchecked(context, splits):
+        return f"{why}; whole cache tiles unchecked: chunks of {keys} keys, at least {fact}"
+    return f"{why}; every tile checked: chunks of {keys} keys, under {fact}"
 
 
 VALUE_PAIR = 2  # the seed's fact: values in place are read a pair at a time (even place and pitch)

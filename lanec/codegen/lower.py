@@ -1379,7 +1379,7 @@ class Lowering:
         context = max_pages * page_size
         splits = attention_splits(batch, heads, 1, context, latent=True)
         why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
-        why = f"{why}; {latent_engine_reason(heads * tokens)}"
+        why = f"{why}; {latent_engine_reason(heads * tokens, context, splits)}"
         clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens)
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {lane_facts.LATENT_CLUSTER_COMBINE_CTAS} "

@@ -44,7 +44,7 @@ tile whose keys are all cache rows inside the chunk (`whole`) takes an unchecked
 position tests and the step-row branch, its scores skip the mask, and the accumulators are rescaled only
 where a warp's running max moved (one vote a tile). The max is `fmax` (no NaN test) and a chunk's slot
 is wrapped by one compare, not a division. The path costs code, so it is compiled only where a chunk of the
-longest context spans UNCHECKED_TILES tiles (`unchecked`).
+longest context spans LATENT_UNCHECKED_TILES tiles (facts.py, `unchecked`).
 
 A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
 (threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
@@ -67,10 +67,12 @@ from cutlass.tensor_utils import LayoutEnum
 
 from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
+    LATENT_TILE_KEYS,
     SHARED_LIMIT,
     VECTOR,
     WARP,
     AttentionSchedule,
+    latent_unchecked,
     latent_wgmma_blocks,
 )
 from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention
@@ -88,17 +90,12 @@ from lanec.codegen.kernels.primitives import (
     store_global_words,
 )
 
-KEYS = 64  # keys a tile: the scores' M side
+KEYS = LATENT_TILE_KEYS  # keys a tile: the scores' M side
 CHUNK = 64  # values a chunk: one 128-byte swizzle row
 CHUNK_BYTES = 2 * KEYS * CHUNK
 WARPS = WARPGROUP // WARP
 VECTORS = CHUNK // VECTOR  # 16-byte vectors a chunk row
 REDUCE_SHIFTS = (4, 8, 16)  # lanes of equal lane % 4: the keys of one column in a warp
-# A chunk of at least this many tiles (of the longest context the page table holds) compiles the unchecked path
-# of whole cache tiles: copies without the position checks, scores without the mask, the accumulators rescaled
-# only where a max moved. Measured on the H200 (bench/RESULTS.md, 2026-11-30): 1.05-1.24x at 256 keys a chunk
-# and up; at 2 tiles a chunk (the real-size step at 1k keys) the larger loop cost about 1 us a layer.
-UNCHECKED_TILES = 4
 
 
 class LatentWgmma(LatentAttention):
@@ -140,7 +137,7 @@ class LatentWgmma(LatentAttention):
         self.spare = self.slots - 2 * self.key_chunks  # chunks of tile t + 2 in flight while tile t multiplies
         # the unchecked path of whole cache tiles, compiled where a chunk of the longest context spans enough
         # tiles to pay for its code
-        self.unchecked = -(-self.max_pages * self.page_size // self.splits) >= UNCHECKED_TILES * KEYS
+        self.unchecked = latent_unchecked(self.max_pages * self.page_size, self.splits)
 
     def queries_bytes(self) -> int:
         return 2 * self.groups * self.key_chunks * self.padded_rows * CHUNK
