@@ -405,23 +405,32 @@ class TileAttention:
         chunk, in chunk order (deterministic, as attention_combine): out = sum_s w_s partial_s /
         sum_s w_s, w_s = exp(lse_s - max lse)."""
         T: cutlass.Constexpr = self.tokens
-        DV: cutlass.Constexpr = self.value_width
-        Q: cutlass.Constexpr = DV // 4
-        vectors: cutlass.Constexpr = self.block_rows * Q
-        share: cutlass.Constexpr = self.merge_share(vectors)
+        Q: cutlass.Constexpr = self.value_width // 4
         staged = self.staging(buffers)
-        cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
-        cute.arch.cluster_wait()
-        for j in cutlass.range_constexpr(-(-share // self.threads)):
-            local = tid + j * self.threads
-            v = split * share + local
+
+        def merge(v, inside):
             i, q = v // Q, v % Q
             row = first_row + i
-            mine = (local < share) & (v < vectors) & (row < self.group * T)
+            mine = inside & (row < self.group * T)
             if cutlass.const_expr(self.quantize):
                 self.merge_quantized(out, staged, mine, i, q, request * T + row % T, g * self.group + row // T)
             elif mine:
                 self.store_merged(out, staged, i, q, request, row, g * self.group)
+
+        self.merge_in_cluster_share(self.block_rows * Q, split, tid, merge)
+
+    def merge_in_cluster_share(self, vectors: int, split, tid, merge) -> None:
+        """The cluster merge's frame (GQA's and the wgmma latent attention's): once every chunk's rows are
+        staged, rank `split` calls merge(v, inside) for each of its threads' (staged row, 4-value vector)
+        pairs v of its share (`merge_share`; `inside`: v is in the share and below `vectors`), then waits
+        until no peer still reads its rows. Plain Python: traced inline into the kernel."""
+        share = self.merge_share(vectors)
+        cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
+        cute.arch.cluster_wait()
+        for j in range(-(-share // self.threads)):
+            local = tid + j * self.threads
+            v = split * share + local
+            merge(v, (local < share) & (v < vectors))
         cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
         cute.arch.cluster_wait()
 

@@ -549,21 +549,14 @@ class LatentWgmma(LatentAttention):
         stores them bf16 to `out`."""
         T: cutlass.Constexpr = self.tokens
         R: cutlass.Constexpr = self.padded_rows
-        DV: cutlass.Constexpr = self.value_width
-        quads: cutlass.Constexpr = DV // 4
-        pairs: cutlass.Constexpr = self.groups * R * quads
-        portion: cutlass.Constexpr = -(-pairs // self.splits)
-        cute.arch.cluster_arrive()  # release: every chunk's rows are in its shared memory
-        cute.arch.cluster_wait()
-        for k in cutlass.range_constexpr(-(-portion // self.threads)):
-            local = tid + k * self.threads
-            index = split * portion + local
+        quads: cutlass.Constexpr = self.value_width // 4
+
+        def merge(index, inside):
             i, q = index // quads, index % quads
             at_block = (i // R) * self.share + i % R
             row = first_row + at_block
-            if (local < portion) & (index < pairs) & (i % R < self.share) & (at_block < self.block_rows) \
-                    & (row < self.group * T):
+            if inside & (i % R < self.share) & (at_block < self.block_rows) & (row < self.group * T):
                 self.store_merged(out, staged, i, q, request, row, Int32(0))  # every head in the block
-        cute.arch.cluster_arrive()  # no chunk leaves while a peer still reads its rows
-        cute.arch.cluster_wait()
+
+        self.merge_in_cluster_share(self.groups * R * quads, split, tid, merge)
 
