@@ -97,24 +97,13 @@ class Kernels:
 
         self.driver, self.folder, self.stream, self.load = driver, folder, stream, load_artifact
         self.loaded: dict = {}
-        self.maps: list = []
 
     def launch(self, stem: str, tensors: dict):
-        """A launch of `stem` on `tensors`; a tensor-map param (the latent attention's TMA fills) gets
-        a map encoded over the tensor of the param it maps, kept for the bench's life."""
         if stem not in self.loaded:
             art = self.load(self.folder, stem)
             self.loaded[stem] = art, self.driver.Module(art.cubin).function(art.entry, art.launch)
         art, function = self.loaded[stem]
-        addresses = {p.name: tensors[p.name].data_ptr() for p in art.params if p.tensor_map is None}
-        mapped = sum(p.tensor_map is not None for p in art.params)
-        if not mapped:
-            return self.driver.Launch(function, art.launch, [addresses[p.name] for p in art.params], self.stream)
-        maps = self.driver.TensorMaps(mapped)
-        self.maps.append(maps)
-        pointers = maps.pointers(art.params, addresses)
-        maps.upload()
-        return self.driver.Launch(function, art.launch, pointers, self.stream)
+        return self.driver.Launch(function, art.launch, [tensors[p.name].data_ptr() for p in art.params], self.stream)
 
 
 def main(build, run, script: str, write_table=None) -> None:

@@ -105,12 +105,10 @@ def test_bulk_loads_compile_for_sm90a(case):
 
 @pytest.mark.parametrize("case", ["h8_kv2_d128_p64_t4_s4", "mla_h32_l512_nope_t4_s3"])
 def test_copy_loads_stay_the_default(case):
-    """No schedule and loads "copy" build the same kernel: cp.async, no bulk copy of a tile's rows, and no
-    mbarrier but the wgmma latent engine's TMA fills' (a kernel with the unchecked path)."""
-    kernel = BULK[case](None)
-    default = compiled_for_sm90a(kernel).ptx
+    """No schedule and loads "copy" build the same kernel: cp.async alone, no bulk copy, no mbarrier."""
+    default = compiled_for_sm90a(BULK[case](None)).ptx
     assert compiled_for_sm90a(BULK[case]({"loads": "copy"})).ptx == default
-    assert BULK_COPY not in default and ("mbarrier" in default) == getattr(kernel, "tma", False)
+    assert "cp.async.bulk" not in default and "mbarrier" not in default
 
 
 @pytest.mark.parametrize("case", ["h8_kv2_d128_p64_t4_s4", "h4_kv1_d256_p64_s4", "mla_h32_l512_nope_t4_s3"])
@@ -164,7 +162,7 @@ def test_the_wgmma_latent_attention_merges_its_chunks_in_its_cluster(make):
     assert kernel.launch().cluster == (kernel.splits, 1, 1) and apart.launch().cluster == (1, 1, 1)
     assert kernel.launch().grid == apart.launch().grid
     assert kernel.launch().shared_bytes == apart.launch().shared_bytes
-    names = [p.name for p in kernel.params() if p.tensor_map is None]  # a TMA fill's map comes last
+    names = [p.name for p in kernel.params()]
     assert names[-1] == "out" and "partial" not in names and "lse" not in names
     ptx = compiled_for_sm90a(kernel).ptx
     assert "mapa.shared::cluster" in ptx and "ld.shared::cluster.v4.f32" in ptx and ".local" not in ptx
@@ -255,52 +253,14 @@ def test_latent_wgmma_compiles_the_unchecked_path_only_for_long_chunks():
     assert (short.unchecked, long.unchecked, edge.unchecked) == (False, True, True)
     assert not kernel(192, 16, 1).unchecked  # 3 tiles
     # the lowering's reason (`lanec explain`) names the same decision and its fact
-    assert "whole cache tiles unchecked, filled by TMA (LATENT_TMA): chunks of 512 keys" in latent_engine_reason(
-        32, 32768, 64)
+    assert "whole cache tiles unchecked: chunks of 512 keys" in latent_engine_reason(32, 32768, 64)
     assert "every tile checked: chunks of 128 keys, under 4 tiles" in latent_engine_reason(32, 1024, 8)
     assert [latent_unchecked(c, s) for c, s in ((32768, 64), (1024, 8), (256, 1), (192, 1))] == [
         True, False, True, False]
     short_ptx, long_ptx = compiled_for_sm90a(short).ptx, compiled_for_sm90a(long).ptx
     assert "vote.sync.any" not in short_ptx and "vote.sync.any" in long_ptx
-    assert TENSOR_COPY in long_ptx and TENSOR_COPY not in short_ptx
+    assert long_ptx.count("cp.async.cg.shared.global") > short_ptx.count("cp.async.cg.shared.global")
     assert ".local" not in long_ptx
-
-
-TENSOR_COPY = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-
-
-@pytest.mark.parametrize(("heads", "rope", "page"), [(32, 0, 16), (128, 64, 32), (16, 64, 64)])
-def test_latent_wgmma_fills_whole_tiles_by_tma(monkeypatch, heads, rope, page):
-    """With the unchecked path, whole cache tiles come by TMA: the last param is a map over the cache as
-    rows of the key width (a box a 64-value chunk of a page, the slots' 128-byte swizzle) that the
-    runtime can encode; three tile barriers of two arrivals, the first boxes sent before
-    griddepcontrol.wait, each warp's first lane sending; the other tiles' rows still by cp.async. With
-    LATENT_TMA off the same kernel has neither map nor mbarrier, and more cp.async in its loop."""
-    from lanec.codegen.kernels import latent_wgmma
-    from lanec.runtime.launch import tensor_map_problems, tensor_map_record
-
-    def kernel():
-        return LatentAttention(2, 1, heads, 512, rope, page, 32768 // page, 2 * 32768 // page, splits=16,
-                               nope=128 if rope else None)
-
-    tma = kernel()
-    assert tma.tma and tma.tile_pages == 64 // page
-    cache, cache_map = {p.name: p for p in tma.params()}["cache"], tma.params()[-1]
-    assert cache.name == "cache" and cache_map.tensor_map == {"of": "cache", "box": [64, page], "swizzle": 128}
-    record = tensor_map_record(cache, cache_map)
-    assert record["shape"] == [2 * 32768, 512 + rope] and record["strides"] == [512 + rope, 1]
-    assert tensor_map_problems(record, 2) == []
-    ptx = compiled_for_sm90a(tma).ptx
-    assert TENSOR_COPY in ptx and "cp.async.cg.shared.global" in ptx and ".local" not in ptx
-    assert ptx.count("mbarrier.init.shared.b64") == 3 and ptx.count("mbarrier.try_wait.parity") >= 1
-    assert ptx.index(TENSOR_COPY) < ptx.index("griddepcontrol.wait;"), "the cache boxes wait for the predecessor"
-    monkeypatch.setattr(latent_wgmma, "LATENT_TMA", False)
-    copies = kernel()
-    assert not copies.tma and all(p.tensor_map is None for p in copies.params())
-    plain = compiled_for_sm90a(copies).ptx
-    assert TENSOR_COPY not in plain and "mbarrier" not in plain
-    assert plain.count("cp.async.cg.shared.global") > ptx.count("cp.async.cg.shared.global")
-    assert tma.launch().shared_bytes == copies.launch().shared_bytes + 32
 
 
 @pytest.mark.parametrize(("make", "message"), [

@@ -877,11 +877,6 @@ def latent_wgmma_blocks(rows: int) -> tuple[int, int, int]:
 # step at 1k keys) the larger loop cost about 1 us a layer.
 LATENT_UNCHECKED_TILES = 4
 LATENT_TILE_KEYS = 64  # keys a wgmma latent attention tile: the scores' M side
-# A kernel with the unchecked path fills its whole cache tiles by TMA (one box a 64-value chunk of a page, in the
-# slots' 128-byte swizzle, on an mbarrier a tile) rather than by each thread's cp.async: its chunks then start on
-# whole tiles (`LatentWgmma.key_range`). Why: the tile loop is issue-bound, and the copies were about a third of
-# its instructions (the PTX of Kimi Linear's 32k-key kernel: 440 of about 1400 a tile).
-LATENT_TMA = True
 
 
 def latent_unchecked(context: int, splits: int) -> bool:
@@ -902,8 +897,7 @@ def latent_engine_reason(rows: int, context: int | None = None, splits: int = 1)
     keys = -(-context // splits)
     fact = f"{LATENT_UNCHECKED_TILES} tiles of {LATENT_TILE_KEYS} (LATENT_UNCHECKED_TILES, measured)"
     if latent_unchecked(context, splits):
-        fill = ", filled by TMA (LATENT_TMA)" if LATENT_TMA else ""
-        return f"{why}; whole cache tiles unchecked{fill}: chunks of {keys} keys, at least {fact}"
+        return f"{why}; whole cache tiles unchecked: chunks of {keys} keys, at least {fact}"
     return f"{why}; every tile checked: chunks of {keys} keys, under {fact}"
 
 

@@ -133,13 +133,8 @@ class TensorParam:
 
 def tensor_map_record(source: TensorParam, param: TensorParam) -> dict:
     """What the runtime needs to encode `param`'s map over the window bound to `source`: the
-    source's dtype, shape and element strides, the box and the swizzle (a plan's `Arg.map`). A
-    source of more than two axes whose leading axes are contiguous with each other is mapped as
-    rows of its last axis (a paged cache [pages, page rows, width] as [pages x page rows, width])."""
-    shape, strides = list(source.shape), list(source.element_strides)
-    while len(shape) > 2 and strides[0] == strides[1] * shape[1]:
-        shape[:2], strides[:2] = [shape[0] * shape[1]], [strides[1]]
-    return {"dtype": source.dtype, "shape": shape, "strides": strides,
+    source's dtype, shape and element strides, the box and the swizzle (a plan's `Arg.map`)."""
+    return {"dtype": source.dtype, "shape": list(source.shape), "strides": list(source.element_strides),
             "box": list(param.tensor_map["box"]), "swizzle": int(param.tensor_map["swizzle"])}
 
 

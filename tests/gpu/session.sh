@@ -55,9 +55,6 @@
 #   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
-#   tma-fill   the wgmma latent attention's whole tiles filled by TMA: cases (stop at a failure), sanitizer,
-#              plans, the MLA bench A/B
-#   tma-fill-real  the real-size steps at 16k keys with TMA fills: --check, A/B against -copies plans
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
 #              max moved; attention_combine's lanes a chunk: every attention case, sanitizer, the attention
@@ -278,50 +275,6 @@ for phase in "${phases[@]}"; do
       # renamed -old)
       for plan in kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k; do
         real_ab attn-diet-real "$plan" "$plan-old"
-      done ;;
-    tma-fill)
-      # the wgmma latent attention's whole cache tiles filled by TMA (LATENT_TMA): every latent and combine case
-      # (11 of the 14 wgmma cases take TMA fills: pages of 16, 32 and 64, one and two warpgroups, keys 288 to 576
-      # wide, 1 to 8 tokens, clusters), compute-sanitizer on one, the plans with TMA fills --check (here: python
-      # tests/gpu/build.py --only latent_wgmma; python tests/gpu/plans.py kimi-mla-spec4-b8 deepseek-v3-b2), then
-      # bench/attention.py's MLA rows on this build and on the one without TMA fills (here: LANEC_ATTN_KINDS=mla
-      # python bench/attention.py build, once with LATENT_TMA = False, moved to build/bench-attention-mla-copies).
-      # A kernel that hangs on a barrier stops the phase at the cases (90 s), not the whole command.
-      timeout 90 python3 -m pytest tests/gpu/test_attention.py -q -rfE -x -k "latent_wgmma" 2>&1 | tail -4 \
-        | tee "$logs/tma-fill.log"
-      if ! grep -q " passed" "$logs/tma-fill.log" || grep -q "failed\|error" "$logs/tma-fill.log"; then
-        echo "tma-fill: the wgmma cases failed or hung; stopping" | tee -a "$logs/tma-fill.log"
-        status=1
-        continue
-      fi
-      timeout 90 python3 -m pytest tests/gpu/test_attention.py -q -rfE -k "latent_attention or combine" 2>&1 \
-        | tail -2 | tee -a "$logs/tma-fill.log" || status=1
-      sanitize_case tests/gpu/test_attention.py "latent_wgmma-b2_t8_h16_l512_r64_p16_s4]" tma-fill.log 60
-      for plan in kimi-mla-spec4-b8 deepseek-v3-b2; do
-        echo "$plan: $(timeout 60 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
-          | tee -a "$logs/tma-fill.log"
-      done
-      LANEC_ATTN_KINDS=mla timeout 120 python3 bench/attention.py 2>&1 | grep "^|" | tee -a "$logs/tma-fill.log" \
-        || status=1
-      mv build/bench-attention-mla build/bench-attention-mla-tma
-      mv build/bench-attention-mla-copies build/bench-attention-mla
-      echo "== without TMA fills" | tee -a "$logs/tma-fill.log"
-      LANEC_ATTN_KINDS=mla timeout 120 python3 bench/attention.py 2>&1 | grep "^|" | tee -a "$logs/tma-fill.log" \
-        || status=1
-      mv build/bench-attention-mla build/bench-attention-mla-copies
-      mv build/bench-attention-mla-tma build/bench-attention-mla ;;
-    tma-fill-real)
-      # the real-size steps with MLA layers at 16k keys (TMA fills) --check, and against their plans without
-      # them (-copies: python tests/gpu/plans.py kimi-full-b1-c16k kimi-full-b8-c16k with LATENT_TMA = False)
-      for plan in kimi-full-b1-c16k kimi-full-b8-c16k; do
-        echo "$plan: $(timeout 150 python3 -m lanec.runtime "build/plans/$plan.plan" --check --gpu-seeding 2>&1 \
-          | tail -1)" | tee -a "$logs/tma-fill-real.log"
-      done
-      for plan in kimi-full-b1-c16k kimi-full-b8-c16k; do
-        for each in "$plan-copies" "$plan"; do
-          echo "$each: $(timeout 100 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 | tail -1)" \
-            | tee -a "$logs/tma-fill-real.log"
-        done
       done ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,

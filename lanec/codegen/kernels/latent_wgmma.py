@@ -46,16 +46,6 @@ where a warp's running max moved (one vote a tile). The max is `fmax` (no NaN te
 is wrapped by one compare, not a division. The path costs code, so it is compiled only where a chunk of the
 longest context spans LATENT_UNCHECKED_TILES tiles (facts.py, `unchecked`).
 
-Such a kernel fills its whole tiles by TMA (LATENT_TMA, `tma`): the runtime maps the cache as rows of the key
-width ([pages x page rows, key width], the param `cache_map`), and a box is one 64-value chunk of one page,
-landing in the slot in the same 128-byte swizzle the copies write (a page is whole 8-row atoms). Each warp's
-first lane sends its share of a tile's boxes; thread 0 arms the tile's mbarrier (tile t's is t % 3, two
-arrivals a tile: its two sends) with their bytes, and every thread waits on it before the tile's scores.
-Chunks then start on whole tiles (`key_range`: s x keys / splits rounded to 64 keys), so only the tiles
-with the step's rows, a chunk's last partial tile and the tiles past p0 take cp.async. In the PTX of Kimi
-Linear's 32k-key kernel a whole tile went from about 1400 instructions to 830 (no copy addresses, no
-per-key page table reads: a tile's 4 pages, the same for every thread).
-
 A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
 (threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
 sector, doubled the L2's requests and held the kernel at 86% of L2 throughput for 44% of DRAM's: ncu
@@ -78,7 +68,6 @@ from cutlass.tensor_utils import LayoutEnum
 from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
     LATENT_TILE_KEYS,
-    LATENT_TMA,
     SHARED_LIMIT,
     VECTOR,
     WARP,
@@ -87,22 +76,19 @@ from lanec.codegen.facts import (
     latent_wgmma_blocks,
 )
 from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention
-from lanec.codegen.kernels.base import LaunchShape, launch
+from lanec.codegen.kernels.base import LaunchShape
 from lanec.codegen.kernels.gemm_wgmma import ALIGN, SWIZZLE_ROWS, WARPGROUP, WGMMA_K, swizzled
 from lanec.codegen.kernels.primitives import (
     LOG2E,
-    acquire_tensor_map,
     alloc,
     at,
     copy_g2s,
     copy_g2s_zfill,
     load_f32x4,
-    load_tensor_box,
     pack_bf16,
     store_f32x4,
     store_global_words,
 )
-from lanec.runtime.launch import TensorParam
 
 KEYS = LATENT_TILE_KEYS  # keys a tile: the scores' M side
 CHUNK = 64  # values a chunk: one 128-byte swizzle row
@@ -110,7 +96,6 @@ CHUNK_BYTES = 2 * KEYS * CHUNK
 WARPS = WARPGROUP // WARP
 VECTORS = CHUNK // VECTOR  # 16-byte vectors a chunk row
 REDUCE_SHIFTS = (4, 8, 16)  # lanes of equal lane % 4: the keys of one column in a warp
-TILE_BARRIERS = 3  # TMA's mbarriers, tile t's is t % 3: a tile's boxes go out at most two tiles ahead
 
 
 class LatentWgmma(LatentAttention):
@@ -141,13 +126,7 @@ class LatentWgmma(LatentAttention):
         self.value_chunks = self.value_width // CHUNK
         self.share = -(-self.block_rows // self.groups)  # block rows a warpgroup
         self.padded_rows = -(-self.share // SWIZZLE_ROWS) * SWIZZLE_ROWS  # wgmma's N: a warpgroup's rows
-        # the unchecked path of whole cache tiles, compiled where a chunk of the longest context spans enough
-        # tiles to pay for its code
-        self.unchecked = latent_unchecked(self.max_pages * self.page_size, self.splits)
-        # ... whose whole tiles come by TMA, a box a chunk of a page (a tile is whole pages: KEYS % page_size == 0)
-        self.tma = self.unchecked and LATENT_TMA and KEYS % self.page_size == 0
-        self.tile_pages = KEYS // self.page_size
-        fixed = self.queries_bytes() + self.probabilities_bytes() + ALIGN + self.reduce_bytes() + self.barrier_bytes()
+        fixed = self.queries_bytes() + self.probabilities_bytes() + ALIGN + self.reduce_bytes()
         # at most three tiles: the copies run at most two tiles ahead (a narrower row would fit more)
         self.slots = min((SHARED_LIMIT - fixed) // CHUNK_BYTES, 3 * self.key_chunks)
         if self.slots < 2 * self.key_chunks:
@@ -156,6 +135,9 @@ class LatentWgmma(LatentAttention):
         if 4 * self.groups * self.padded_rows * self.staged_pitch() > self.slots * CHUNK_BYTES:
             raise ValueError(f"{self.name}: the block's normalized rows do not fit the {self.slots} chunk slots")
         self.spare = self.slots - 2 * self.key_chunks  # chunks of tile t + 2 in flight while tile t multiplies
+        # the unchecked path of whole cache tiles, compiled where a chunk of the longest context spans enough
+        # tiles to pay for its code
+        self.unchecked = latent_unchecked(self.max_pages * self.page_size, self.splits)
 
     def queries_bytes(self) -> int:
         return 2 * self.groups * self.key_chunks * self.padded_rows * CHUNK
@@ -164,12 +146,7 @@ class LatentWgmma(LatentAttention):
         return 2 * self.groups * self.padded_rows * KEYS
 
     def reduce_bytes(self) -> int:
-        """A warp's value a row: each tile's maxima, then (after the tile loop's last CTA barrier) the sums."""
-        return 4 * self.groups * WARPS * self.padded_rows
-
-    def barrier_bytes(self) -> int:
-        """TMA's tile mbarriers, with room to align them."""
-        return 8 * (TILE_BARRIERS + 1) if self.tma else 0
+        return 4 * 2 * self.groups * WARPS * self.padded_rows
 
     def region_bytes(self) -> int:
         return self.slots * CHUNK_BYTES + self.queries_bytes() + self.probabilities_bytes()
@@ -181,43 +158,10 @@ class LatentWgmma(LatentAttention):
     def launch(self) -> LaunchShape:
         return LaunchShape(grid=(self.splits, self.row_blocks, self.batch), block=(self.threads, 1, 1),
                            cluster=(self.splits if self.clustered else 1, 1, 1),
-                           shared_bytes=self.region_bytes() + ALIGN + self.reduce_bytes() + self.barrier_bytes())
-
-    def params(self) -> list[TensorParam]:
-        """LatentAttention's, and with TMA fills the map over the cache as rows of the latent ([pages x
-        page rows, key width]), a box a 64-value chunk of a page, in the slots' 128-byte swizzle."""
-        params = super().params()
-        if self.tma:
-            params.append(TensorParam.map_of("cache_map", "cache", (CHUNK, self.page_size), 2 * CHUNK))
-        return params
+                           shared_bytes=self.region_bytes() + ALIGN + self.reduce_bytes())
 
     @cute.jit
-    def __call__(self, *, q: cute.Tensor, latent: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor,
-                 cache: cute.Tensor, qr: cute.Tensor = None, k_rope: cute.Tensor = None, out: cute.Tensor = None,
-                 partial: cute.Tensor = None, lse: cute.Tensor = None, cache_map: cute.Tensor = None):
-        launch(self, q, qr, latent, k_rope, positions, pages, cache, out, partial, lse, cache_map)
-
-    @cute.kernel
-    def kernel(self, q: cute.Tensor, qr: cute.Tensor, latent: cute.Tensor, k_rope: cute.Tensor,
-               positions: cute.Tensor, pages: cute.Tensor, cache: cute.Tensor, out: cute.Tensor,
-               partial: cute.Tensor, lse: cute.Tensor, cache_map: cute.Tensor):
-        self.attend((q, qr, latent, k_rope, pages, cache), positions, out, partial, lse, cache_map)
-
-    @cute.jit
-    def key_range(self, positions, request: Int32, split: Int32):
-        """TileAttention's (p0, lo, hi); with TMA fills, chunk s starts at s x keys / splits rounded to the
-        nearest whole tile (the last ends at the last key), so every tile of a chunk but its last starts and
-        ends on whole pages."""
-        p0, lo, hi = LatentAttention.key_range(self, positions, request, split)
-        if cutlass.const_expr(self.tma and self.splits > 1):
-            keys = p0 + self.tokens
-            lo = cutlass.min((split * keys // self.splits + KEYS // 2) // KEYS * KEYS, keys)
-            hi = cutlass.min(((split + 1) * keys // self.splits + KEYS // 2) // KEYS * KEYS, keys)
-            hi = cutlass.select_(split == self.splits - 1, keys, hi)  # the last chunk ends on the last key
-        return p0, lo, hi
-
-    @cute.jit
-    def attend(self, views, positions, out, partial, lse, cache_map=None):
+    def attend(self, views, positions, out, partial, lse):
         tid, _, _ = cute.arch.thread_idx()
         split, block, request = cute.arch.block_idx()
         R: cutlass.Constexpr = self.padded_rows
@@ -235,17 +179,7 @@ class LatentWgmma(LatentAttention):
         slots = cute.recast_ptr(region, dtype=BFloat16)
         queries = slots + C * KEYS * CHUNK
         probabilities = queries + G * KC * R * CHUNK
-        red = alloc(smem, Float32, (G, WARPS, R))
-        full = None
-        if cutlass.const_expr(self.tma):  # tile t's boxes land on full[t % TILE_BARRIERS]: two arrivals a tile
-            full = smem.allocate_array(cutlass.Uint64, TILE_BARRIERS, byte_alignment=8)
-            if tid == 0:
-                for b in cutlass.range_constexpr(TILE_BARRIERS):
-                    cute.arch.mbarrier_init(full + b, 2)
-                cute.arch.mbarrier_init_fence()
-            if lane == 0:  # each warp's first lane sends boxes
-                acquire_tensor_map(cache_map.iterator)
-            cute.arch.sync_threads()  # the barriers exist before any box lands on them
+        red = alloc(smem, Float32, (G, 2, WARPS, R))
         own_queries = queries + wg * (KC * R * CHUNK)
         own_probabilities = probabilities + wg * (R * KEYS)
 
@@ -277,23 +211,11 @@ class LatentWgmma(LatentAttention):
 
         p0, lo, hi = self.key_range(positions, request, split)
         total = (hi - lo + KEYS - 1) // KEYS * KC  # chunks of the CTA's tiles
-        # tiles whose keys are all cache rows (before p0) and inside the chunk: copied and scored unchecked
-        whole = (cutlass.min(p0, hi) - lo) // KEYS
         # tile 0 and the first `spare` chunks of tile 1: their cache rows fly while the predecessor ends
         first_pages = [self.pages_of(views, request, lo, Int32(tile), tid) for tile in range(2)]
-        if cutlass.const_expr(self.tma):  # a tile's two sends, each an arrival on its barrier
-            self.send(views, cache_map, slots, full, request, p0, lo, hi, Int32(0), Int32(0), spare, total, tid,
-                      lane, first_pages[0], whole >= 1, 1)
-            self.send(views, cache_map, slots, full, request, p0, lo, hi, Int32(0), Int32(spare), KC - spare, total,
-                      tid, lane, first_pages[0], whole >= 1, 1)
-        else:
-            self.load_chunks(views, slots, request, p0, lo, hi, Int32(0), KC, total, tid, 1, first_pages[0])
+        self.load_chunks(views, slots, request, p0, lo, hi, Int32(0), KC, total, tid, 1, first_pages[0])
         cute.arch.cp_async_commit_group()
-        if cutlass.const_expr(self.tma):
-            self.send(views, cache_map, slots, full, request, p0, lo, hi, Int32(1), Int32(KC), spare, total, tid,
-                      lane, first_pages[1], whole >= 2, 1)
-        else:
-            self.load_chunks(views, slots, request, p0, lo, hi, Int32(KC), spare, total, tid, 1, first_pages[1])
+        self.load_chunks(views, slots, request, p0, lo, hi, Int32(KC), spare, total, tid, 1, first_pages[1])
         cute.arch.cp_async_commit_group()
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
@@ -309,6 +231,8 @@ class LatentWgmma(LatentAttention):
         l_run.fill(0.0)
         for c in cutlass.range_constexpr(VC):
             o[c].fill(0.0)
+        # tiles whose keys are all cache rows (before p0) and inside the chunk: copied and scored unchecked
+        whole = (cutlass.min(p0, hi) - lo) // KEYS
         for tile in range((hi - lo + KEYS - 1) // KEYS):
             # the pages of this thread's key in the tiles whose chunks go out below: in flight during the wait
             next_pages = self.pages_of(views, request, lo, tile + 1, tid)
@@ -317,9 +241,6 @@ class LatentWgmma(LatentAttention):
                 cute.arch.cp_async_wait_group(0)  # with the queries and the step's rows
             else:
                 cute.arch.cp_async_wait_group(1)  # all but tile t + 1's first chunks
-            if cutlass.const_expr(self.tma):
-                if tile < whole:  # its boxes have landed
-                    cute.arch.mbarrier_wait(full + tile % TILE_BARRIERS, (tile // TILE_BARRIERS) % 2)
             cute.arch.fence_proxy("async.shared", space="cta")  # this thread's copies visible to wgmma
             cute.nvgpu.warpgroup.wait_group(0)  # tile t - 1's P V has retired: its slots and P^T are free
             cute.arch.sync_threads()
@@ -334,18 +255,11 @@ class LatentWgmma(LatentAttention):
             cute.nvgpu.warpgroup.commit_group()
             # the next chunks' copies go out while the scores multiply
             ahead = (tile + 1) * KC + spare
-            if cutlass.const_expr(self.tma):
-                self.send(views, cache_map, slots, full, request, p0, lo, hi, tile + 1, ahead, KC - spare, total,
-                          tid, lane, next_pages, tile + 2 <= whole, 0)
-                cute.arch.cp_async_commit_group()
-                self.send(views, cache_map, slots, full, request, p0, lo, hi, tile + 2, (tile + 2) * KC, spare,
-                          total, tid, lane, after_pages, tile + 3 <= whole, 0)
-            else:
-                self.load_ahead(views, slots, request, p0, lo, hi, ahead, KC - spare, total, tid, next_pages,
-                                tile + 2 <= whole)
-                cute.arch.cp_async_commit_group()
-                self.load_ahead(views, slots, request, p0, lo, hi, (tile + 2) * KC, spare, total, tid, after_pages,
-                                tile + 3 <= whole)
+            self.load_ahead(views, slots, request, p0, lo, hi, ahead, KC - spare, total, tid, next_pages,
+                            tile + 2 <= whole)
+            cute.arch.cp_async_commit_group()
+            self.load_ahead(views, slots, request, p0, lo, hi, (tile + 2) * KC, spare, total, tid, after_pages,
+                            tile + 3 <= whole)
             cute.arch.cp_async_commit_group()
             cute.nvgpu.warpgroup.wait_group(0)
 
@@ -408,7 +322,7 @@ class LatentWgmma(LatentAttention):
                 for shift in cutlass.range_constexpr(len(REDUCE_SHIFTS)):
                     top = cute.arch.fmax(top, cute.arch.shuffle_sync_bfly(top, offset=REDUCE_SHIFTS[shift]))
                 if lane < 4:
-                    red[wg, warp, coords[4 * j + v][1]] = top
+                    red[wg, 0, warp, coords[4 * j + v][1]] = top
         cute.arch.sync_threads()
         flat = cute.make_tensor(probabilities, cute.make_layout(R * KEYS))
         alphas = cute.make_rmem_tensor(R // 4, Float32)
@@ -419,7 +333,7 @@ class LatentWgmma(LatentAttention):
                 row = coords[4 * j + v][1]
                 top = m_run[column]
                 for w in cutlass.range_constexpr(WARPS):
-                    top = cute.arch.fmax(top, red[wg, w, row])
+                    top = cute.arch.fmax(top, red[wg, 0, w, row])
                 base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)  # no key seen yet
                 alpha = cute.math.exp2(m_run[column] - base, fastmath=True)
                 moved = moved | Int32(top != m_run[column])
@@ -463,59 +377,10 @@ class LatentWgmma(LatentAttention):
             self.load_chunks(views, slots, request, p0, lo, hi, first, count, total, tid, 0, pages)
 
     @cute.jit
-    def send(self, views, cache_map, slots, full, request: Int32, p0: Int32, lo: Int32, hi: Int32, tile: Int32,
-             first: Int32, count: cutlass.Constexpr, total: Int32, tid: Int32, lane: Int32, pages, whole_tile,
-             part: cutlass.Constexpr):
-        """With TMA fills: chunks first .. first + count - 1 (of tile `tile`, whose pages are `pages`) by boxes
-        where `whole_tile` says its keys are all cache rows inside the chunk (`load_boxes`), else by
-        `load_chunks` (`part` 1 before the PDL wait, else 0)."""
-        if whole_tile:
-            self.load_boxes(cache_map, slots, full + tile % TILE_BARRIERS, first, count, tid, lane, pages)
-        else:
-            self.load_chunks(views, slots, request, p0, lo, hi, first, count, total, tid, part, pages)
-
-    @cute.jit
-    def load_boxes(self, cache_map, slots, barrier, first: Int32, count: cutlass.Constexpr, tid: Int32, lane: Int32,
-                   pages):
-        """TMA of chunks first .. first + count - 1 (all of one whole tile, whose `tile_pages` pages are
-        `pages`) into their slots: a box a chunk of a page ([64 values, page rows], swizzled as the slots
-        are), on the tile's `barrier`, which thread 0's arrival tells the chunks' bytes (none: an arrival all
-        the same, a tile's second when its first send took it whole). The boxes are
-        spread over the warps' first lanes: the CTA's warp w (of either warpgroup) sends page w % tile_pages
-        of every chunk j with j % (warps / tile_pages) == w / tile_pages."""
-        KC: cutlass.Constexpr = self.key_chunks
-        P: cutlass.Constexpr = self.page_size
-        NP: cutlass.Constexpr = self.tile_pages
-        classes: cutlass.Constexpr = self.warps // NP
-        if tid == 0:
-            cute.arch.mbarrier_arrive_and_expect_tx(barrier, count * CHUNK_BYTES)
-        if lane == 0:
-            warp = tid // WARP
-            page = self.page_at(pages, (warp % NP) * P)
-            row = (warp % NP) * P
-            first_slot = first % self.slots
-            for j in cutlass.range_constexpr(count):
-                if (j % classes) == warp // NP:
-                    slot = self.wrapped(first_slot + j)
-                    load_tensor_box(slots + (slot * KEYS + row) * CHUNK, cache_map.iterator, ((first + j) % KC) * CHUNK,
-                                    page * P, barrier)
-
-    def page_at(self, pages, key):
-        """The page of a tile's key `key` from the tile's pages (`pages_of` with TMA fills)."""
-        page = pages[0]
-        for k in range(1, self.tile_pages):
-            page = cutlass.select_(key >= k * self.page_size, pages[k], page)
-        return page
-
-    @cute.jit
     def pages_of(self, views, request: Int32, lo: Int32, tile: Int32, tid: Int32):
-        """The cache pages of thread tid's keys (`keys_of`) in tile `tile` of the chunk from `lo`, or
-        with TMA fills the tile's pages (a tile starts on a page), the same for every thread (clamped
-        into the page table: a key past the cache rows reads no page)."""
+        """The cache pages of thread tid's keys (`keys_of`) in tile `tile` of the chunk from `lo`
+        (clamped into the page table: a key past the cache rows reads no page)."""
         pages = views[4]
-        if cutlass.const_expr(self.tma):
-            return [pages[request, cutlass.min((lo + tile * KEYS) // self.page_size + k, self.max_pages - 1)]
-                    for k in range(self.tile_pages)]
         return [pages[request, cutlass.min((lo + tile * KEYS + n) // self.page_size, self.max_pages - 1)]
                 for n in self.keys_of(tid)]
 
@@ -553,8 +418,7 @@ class LatentWgmma(LatentAttention):
                         self.copy_cache_row(destination, cache, pages[x], position % P, col)
                     elif position < p0:
                         if cutlass.const_expr(part != 2):
-                            page = self.page_at(pages, n) if cutlass.const_expr(self.tma) else pages[x]
-                            self.copy_cache_row(destination, cache, page, position % P, col)
+                            self.copy_cache_row(destination, cache, pages[x], position % P, col)
                     else:
                         if cutlass.const_expr(part != 1):
                             real = position < hi
@@ -629,7 +493,7 @@ class LatentWgmma(LatentAttention):
             for shift in cutlass.range_constexpr(len(REDUCE_SHIFTS)):
                 total = total + cute.arch.shuffle_sync_bfly(total, offset=REDUCE_SHIFTS[shift])
             if lane < 4:
-                red[wg, warp, coords[4 * (column // 2) + column % 2][1]] = total
+                red[wg, 1, warp, coords[4 * (column // 2) + column % 2][1]] = total
         cute.arch.sync_threads()  # also: every copy and wgmma is done with the slots
         staged = cute.make_tensor(cute.recast_ptr(slots, dtype=Float32),
                                   cute.make_layout((self.groups * R, pitch), stride=(pitch, 1)))
@@ -638,7 +502,7 @@ class LatentWgmma(LatentAttention):
             row = coords[4 * j + v][1]
             total = Float32(0.0)
             for w in cutlass.range_constexpr(WARPS):
-                total += red[wg, w, row]
+                total += red[wg, 1, w, row]
             seen = total > Float32(0.0)
             inverse = cutlass.select_(seen, Float32(1.0) / total, Float32(0.0))
             for c in cutlass.range_constexpr(len(o)):
