@@ -55,6 +55,7 @@
 #   cluster-combine  split GQA chunks of few CTAs combined in their cluster: cases, sanitizer, dense plans, A/B
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
+#   ncu        Nsight Compute of the kernels bench/ncu.py builds: CSVs and their summary (carry build/ncu)
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
 #              max moved; attention_combine's lanes a chunk: every attention case, sanitizer, the attention
@@ -276,6 +277,20 @@ for phase in "${phases[@]}"; do
       for plan in kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k; do
         real_ab attn-diet-real "$plan" "$plan-old"
       done ;;
+    ncu)
+      # Nsight Compute of each kernel bench/ncu.py builds (here: python bench/ncu.py build; carry build/ncu): the
+      # second of two eager launches, `--set full`, its details and SASS pages as CSV in $logs/ncu, then their
+      # summary (about 40 s a kernel)
+      mkdir -p "$logs/ncu" /tmp/ncu-reports
+      for name in $(python3 bench/ncu.py list); do
+        timeout 120 ncu --set full --import-source yes --clock-control none -k regex:kernel_cutlass \
+          --launch-skip 1 --launch-count 1 -f -o "/tmp/ncu-reports/$name" python3 bench/ncu.py "$name" 2>&1 \
+          | tail -1 || status=1
+        ncu -i "/tmp/ncu-reports/$name.ncu-rep" --page details --csv > "$logs/ncu/$name.details.csv" 2>&1
+        ncu -i "/tmp/ncu-reports/$name.ncu-rep" --page source --csv --print-source sass \
+          > "$logs/ncu/$name.sass.csv" 2>&1
+      done
+      python3 bench/ncu.py summarize "$logs/ncu" | tee "$logs/ncu.log" ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
       # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan

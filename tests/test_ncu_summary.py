@@ -1,0 +1,46 @@
+"""bench/ncu.py's reading of Nsight Compute's CSV exports (the GPU machine writes them; the summary is
+read here): the speed-of-light metrics with their units, executed instructions by opcode (a predicated
+instruction counted under its opcode), and stall samples by reason, "Not Issued" columns left out."""
+
+from __future__ import annotations
+
+import pytest
+from bench_scripts import load_bench
+
+DETAILS = '''"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","k","GPU Speed Of Light Throughput","Duration","us","83.42"
+"0","k","GPU Speed Of Light Throughput","DRAM Throughput","%","67.60"
+"0","k","Compute Workload Analysis","Issue Slots Busy","%","28.15"
+"0","k","Memory Workload Analysis","Mem Busy","%","48.14"
+'''
+SASS = '''"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_wait","stall_long_sb","stall_wait (Not Issued)"
+"0x10","      IMAD R1, R2, R3, RZ","6","300","5","1","5"
+"0x20","@!P1  IMAD R4, R5, 0x2, R6","3","100","3","0","3"
+"0x30","      HGMMA.64x32x16.F32.BF16 R24, gdesc[UR8], R24","11","64","0","11","0"
+"0x40","","0","0","0","0","0"
+'''
+
+
+@pytest.fixture
+def ncu(monkeypatch):
+    return load_bench("ncu", monkeypatch)
+
+
+def test_the_csvs_read_as_metrics_opcodes_and_stalls(ncu, tmp_path):
+    (tmp_path / "latent.details.csv").write_text(DETAILS)
+    (tmp_path / "latent.sass.csv").write_text(SASS)
+    metrics = ncu.details(tmp_path / "latent.details.csv")
+    assert metrics == {"Duration": "83.42 us", "DRAM Throughput": "67.60 %", "Issue Slots Busy": "28.15 %"}
+    executed, stalls, samples = ncu.sass(tmp_path / "latent.sass.csv")
+    assert executed == {"IMAD": 400, "HGMMA": 64}
+    assert stalls == {"wait": 8, "long_sb": 12} and samples == 20
+    table = ncu.summarize(tmp_path)
+    assert "| latent | 83.42 us | 67.60 % | 28.15 % |" in table
+    assert "- latent: stalls long_sb 60%, wait 40%; instructions IMAD 86%, HGMMA 14%" in table
+
+
+def test_a_kernel_without_its_sass_export_keeps_its_row(ncu, tmp_path):
+    (tmp_path / "combine.details.csv").write_text(DETAILS)
+    table = ncu.summarize(tmp_path)
+    assert "| combine | 83.42 us |" in table and "- combine" not in table
