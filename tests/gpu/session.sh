@@ -44,7 +44,7 @@
 #              bench/q8.py's batched set (LANEC_Q8_SET=tc; carry build/gpu and build/bench/q8-tc)
 #   tp         tensor parallel on 2 GPUs: tests/gpu/test_tp_nccl.py with NCCL and the one-shot all-reduce,
 #              then bench/tp.py (carry .whl-tp; build the TP plans with tests/gpu/plans.py first)
-#   pending    what the last session wrote and could not run on a GPU (the phase's comment lists it)
+#   pending    what the last session wrote and could not run on a GPU (the comment at the phase loop names it)
 #   queue-12   the eleventh session's queue, run in the twelfth (fold-gate at 4 and 8 requests, argmax's cluster)
 #   pending-gqa-tiles  GQA's tile and stages for 3 CTAs an SM, against the default (bench/attention.py, GQA rows)
 #   q8-rows    q8_gemv's 4 rows a CTA at one step of 9 warps: cases, sanitizer, kimi-b3-q8, the floor set
@@ -175,6 +175,9 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
+  # `pending`, the last session's queue, is this time bench/ncu.py's first GPU run: the profiles of the kernels
+  # the open targets are about (about 4 minutes; here: python bench/ncu.py build; carry build/ncu)
+  [ "$phase" = pending ] && phase=ncu
   echo "== phase $phase"
   case $phase in
     check)
@@ -317,27 +320,6 @@ for phase in "${phases[@]}"; do
       done
       timeout 200 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-noattnq.plan \
         build/plans/dense-small-q8.plan --steps 300 2>&1 | tail -8 | tee -a "$logs/attn-quant.log" || status=1 ;;
-    pending)
-      # the thirteenth session's queue (about 5 minutes; bench/RESULTS.md, "The split sweep again"): with the
-      # combine's lanes, GQA at batch 1 and 4k keys was fastest in chunks of 64 keys (8/2: 64 chunks 4.8 us against
-      # 16 chunks 7.9), but MIN_CHUNK_KEYS (256) also keeps the dense models' batch-1 chunks at 8 or fewer, where
-      # they meet in the attention's cluster (CLUSTER_COMBINE_CTAS) and the q8_0 plans' merge quantizes. First
-      # the cluster against the cheaper combine launch at each shape's chosen split (LANEC_ATTN_CLUSTER=1; here:
-      # LANEC_ATTN_CLUSTER=1 python3 bench/attention.py build), then the dense steps with MIN_CHUNK_KEYS = 64
-      # (dense-small: 32 chunks of 64 keys and two combine launches; dense-small-q8: also two quantize launches)
-      # against the default (here: python tests/gpu/plans.py dense-small dense-small-q8, then each again as
-      # NAME-short.plan: python -c "import lanec.shim as s; s.MIN_CHUNK_KEYS = 64; from lanec.cli import main;
-      # main(['compile', 'examples/NAME.mlir', '-o', 'build/plans/NAME-short.plan'])"). Lower the fact (and
-      # CLUSTER_COMBINE_CTAS) only where both steps gain; the -short plans --check first.
-      LANEC_ATTN_CLUSTER=1 timeout 200 python3 bench/attention.py 2>&1 | grep "^|" | tee "$logs/pending.log" \
-        || status=1
-      for plan in dense-small-short dense-small-q8-short; do
-        echo "$plan: $(timeout 100 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
-          | tee -a "$logs/pending.log"
-      done
-      timeout 200 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-short.plan \
-        build/plans/dense-small-q8.plan build/plans/dense-small-q8-short.plan --steps 300 2>&1 | tail -8 \
-        | tee -a "$logs/pending.log" || status=1 ;;
     pending-gqa-tiles)
       # the thirteenth session's second queue item (about 3 minutes): GQA at batch 1 and 32k keys is at 79% of the
       # roofline (target 85%), and ncu put the kernel alone at 72% of DRAM with 2 CTAs an SM of 3 stages of 64 keys.
