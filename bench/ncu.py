@@ -8,8 +8,8 @@ what their counters say. Three steps:
                                            # stall reasons and its executed instructions by opcode
 
 `python3 bench/ncu.py NAME` (what ncu runs) launches NAME twice, eagerly, on fresh tensors built from its
-params: random values, except the positions (each request's last row at the longest context the page
-table holds), a shuffled page table, zeroed stream-K flags, and the tensor maps encoded over their
+params (`fills`): random values, except the positions (each request's last row at the longest context the
+page table holds), a shuffled page table, zeroed stream-K flags, and the tensor maps encoded over their
 tensors as the runtime encodes them. `python3 bench/ncu.py list` names the built kernels.
 
 The kernels: the wgmma latent attention at Kimi Linear's 32k keys (batch 8 in 16 chunks, batch 1 in 128)
@@ -67,8 +67,31 @@ def names() -> list[str]:
     return sorted(path.stem for path in OUT.glob("*.json"))
 
 
+def fills(params) -> dict[str, tuple[str, int, str, int]]:
+    """How `launch` fills each tensor param (`TensorParam`s; tensor maps left out): name -> (kind, elements,
+    dtype, value). Kinds: "pages" (a shuffled page table over every page the cache holds), "positions"
+    (each request's rows at the longest context its page table holds: value), "random" (floating point),
+    "zeros" (integer: stream-K's flags and other counters start lowered)."""
+    by_name = {p.name: p for p in params}
+    cache = next((p for p in params if p.name.endswith("cache")), None)
+    out = {}
+    for param in params:
+        if param.tensor_map is not None:
+            continue
+        span = 1 + sum((n - 1) * s for n, s in zip(param.shape, param.element_strides, strict=True))
+        if param.name == "pages":
+            out[param.name] = ("pages", span, param.dtype, cache.shape[0])
+        elif param.name == "positions":
+            out[param.name] = ("positions", span, param.dtype, by_name["pages"].shape[1] * cache.shape[1] - 1)
+        elif param.dtype in ("bfloat16", "float16", "float32"):
+            out[param.name] = ("random", span, param.dtype, 0)
+        else:
+            out[param.name] = ("zeros", span, param.dtype, 0)
+    return out
+
+
 def launch(name: str) -> None:
-    """Two eager launches of `name` on tensors built from its params (see the module docstring)."""
+    """Two eager launches of `name` on tensors built from its params (`fills`)."""
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -78,27 +101,20 @@ def launch(name: str) -> None:
     driver.Device(0)
     torch.cuda.init()
     art = load_artifact(OUT, name)
-    params = {p.name: p for p in art.params}
+    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "int32": torch.int32,
+              "int8": torch.int8, "uint8": torch.uint8}
     held = {}
-    for param in art.params:
-        if param.tensor_map is not None:
-            continue
-        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int32": torch.int32,
-                 "int8": torch.int8, "uint8": torch.uint8, "float16": torch.float16}[param.dtype]
-        span = 1 + sum((n - 1) * s for n, s in zip(param.shape, param.element_strides, strict=True))
-        if param.name == "pages":
-            batch, most = param.shape
-            held[param.name] = torch.randperm(batch * most, device="cuda").to(torch.int32)
-        elif param.name == "positions":  # each request's rows end at the longest context its pages hold
-            most, page = params["pages"].shape[1], next(p for p in art.params if "cache" in p.name).shape[1]
-            held[param.name] = torch.full((span,), most * page - 1, device="cuda", dtype=torch.int32)
-        elif dtype.is_floating_point:
-            held[param.name] = torch.randn(span, device="cuda").to(dtype)
-        else:  # flags and other counters start lowered
-            held[param.name] = torch.zeros(span, device="cuda", dtype=dtype)
-    addresses = {n: t.data_ptr() for n, t in held.items()}
+    for param, (kind, span, dtype, value) in fills(art.params).items():
+        if kind == "pages":  # the first `span` of the cache's pages, shuffled
+            held[param] = torch.randperm(value, device="cuda")[:span].to(torch.int32)
+        elif kind == "positions":
+            held[param] = torch.full((span,), value, device="cuda", dtype=torch.int32)
+        elif kind == "random":
+            held[param] = torch.randn(span, device="cuda").to(dtypes[dtype])
+        else:
+            held[param] = torch.zeros(span, device="cuda", dtype=dtypes[dtype])
     maps = driver.TensorMaps(sum(p.tensor_map is not None for p in art.params))
-    pointers = maps.pointers(art.params, addresses)
+    pointers = maps.pointers(art.params, {n: t.data_ptr() for n, t in held.items()})
     maps.upload()
     stream = driver.Stream()
     function = driver.Module(art.cubin).function(art.entry, art.launch)

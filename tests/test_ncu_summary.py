@@ -44,3 +44,26 @@ def test_a_kernel_without_its_sass_export_keeps_its_row(ncu, tmp_path):
     (tmp_path / "combine.details.csv").write_text(DETAILS)
     table = ncu.summarize(tmp_path)
     assert "| combine | 83.42 us |" in table and "- combine" not in table
+
+
+def test_every_profiled_kernel_gets_tensors_it_can_run_on(ncu):
+    """`fills` for each kernel bench/ncu.py profiles (their params, no compile): a page table of pages the
+    cache holds, positions at the longest context the table reaches, random floats, zeroed integers, and
+    no tensor for a tensor map (the runtime encodes those)."""
+    for name, kernel in ncu.kernels().items():
+        params = kernel.params()
+        plan = ncu.fills(params)
+        assert set(plan) == {p.name for p in params if p.tensor_map is None}, name
+        by_name = {p.name: p for p in params}
+        for param, (kind, span, dtype, value) in plan.items():
+            assert span >= 1 and dtype == by_name[param].dtype
+            if kind == "pages":
+                batch, most = by_name["pages"].shape
+                cache = next(p for p in params if p.name.endswith("cache"))
+                assert span == batch * most <= value == cache.shape[0], name
+            elif kind == "positions":
+                assert value == by_name["pages"].shape[1] * ncu.PAGE - 1 == ncu.CONTEXT - 1, name
+            else:
+                assert kind == ("random" if dtype in ("bfloat16", "float32") else "zeros"), (name, param)
+    gemm = ncu.kernels()["gemm-kimi-qkv-r256"]
+    assert any(p.tensor_map is not None for p in gemm.params())  # its table schedule loads by TMA
