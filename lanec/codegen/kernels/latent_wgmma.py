@@ -46,6 +46,14 @@ where a warp's running max moved (one vote a tile). The max is `fmax` (no NaN te
 is wrapped by one compare, not a division. The path costs code, so it is compiled only where a chunk of the
 longest context spans LATENT_UNCHECKED_TILES tiles (facts.py, `unchecked`).
 
+What did not help, measured on the H200 (bench/RESULTS.md, 2026-12-01). At batch 8 a warp-tile of the
+unchecked path is about 1330 SASS instructions, at 3.35 cycles each, and these did not move it by more
+than 3%:
+- TMA fills of the whole tiles: 12% fewer instructions, the same time (commit 1ba5ff1 keeps the code);
+- Kimi Linear's 32 rows on two warpgroups of 16: 10-14% slower;
+- moving a running max only past a slack: +1-3%, and -3% at DeepSeek-V3's batch 64.
+What is left is two consumer warpgroups on alternate tiles, with a producer warp.
+
 A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
 (threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
 sector, doubled the L2's requests and held the kernel at 86% of L2 throughput for 44% of DRAM's: ncu
