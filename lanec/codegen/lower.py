@@ -1280,7 +1280,6 @@ class Lowering:
                     [*([x] if gated else []), partial, *shared[3:], out])
         self.windows[op.result] = out
 
-
     @lower.register
     def lower_attention(self, op: form.AttentionOp) -> None:
         heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
