@@ -348,3 +348,52 @@ def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
         make()
     assert "\n" not in str(raised.value)
+
+
+WARP_SOFTMAX = {
+    "h32_kv8_d128_p16_s16": lambda s: Attention(1, 1, 32, 8, 128, 16, 2048, 2100, splits=16, schedule=s),
+    "h4_kv1_d256_p64_s2": lambda s: Attention(2, 1, 4, 1, 256, 64, 40, 100, splits=2, schedule=s),
+    "h32_kv2_d128_p16_t8_s2": lambda s: Attention(2, 8, 32, 2, 128, 16, 128, 300, splits=2, schedule=s),
+    "h16_kv16_d64_p16_t4_pitched_cluster": lambda s: Attention(
+        2, 4, 16, 16, 64, 16, 64, 128, splits=4, q_pitch=3072, k_pitch=3072, v_pitch=1032,
+        schedule=dict(s, combine="cluster")),
+}
+
+
+def _loops(ptx: str) -> list[str]:
+    """The PTX of each loop: from a label to a later branch back to it."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    found = []
+    for branch in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        start = labels.get(branch.group(1))
+        if start is not None and start < branch.start():
+            found.append(ptx[start:branch.end()])
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(WARP_SOFTMAX))
+def test_warp_softmax_meets_once(case):
+    """softmax "warp": the tile loop (the loop of the MMAs) has one CTA barrier, the buffer ring's,
+    where softmax "tile" has three (the ring's, the row maxima's, the probabilities'); the rescale
+    is one vote a warp; the same threads; no local memory. A warp holds every value column of its
+    rows, so query rows past 16 at head size 128 (64 floats a thread) take more row blocks."""
+    warp = WARP_SOFTMAX[case]({"softmax": "warp"})
+    tile = WARP_SOFTMAX[case]({"softmax": "tile"})
+    ptx, apart = compiled_for_sm90a(warp).ptx, compiled_for_sm90a(tile).ptx
+    assert warp.launch().block == tile.launch().block
+    assert warp.row_blocks * warp.block_rows >= warp.group * warp.tokens and warp.block_rows <= tile.block_rows
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx and "vote.sync.any.pred" in ptx
+
+    def barriers(text):
+        return [loop.count("bar.sync") for loop in _loops(text) if "mma.sync.aligned.m16n8k16" in loop]
+
+    assert barriers(ptx) == [1] and barriers(apart) == [3]
+
+
+def test_warp_softmax_refusals():
+    with pytest.raises(ValueError, match="whole 16-key slices of a tile"):
+        Attention(2, 1, 8, 2, 128, 16, 64, 128, schedule={"softmax": "warp", "tile": 32})
+    with pytest.raises(ValueError, match="softmax 'warp' keeps every value column.*256 floats"):
+        LatentAttention(2, 1, 32, 512, 0, 16, 64, 128, schedule={"softmax": "warp", "warps": 4})
+    with pytest.raises(ValueError, match="softmax is 'tile' or 'warp'"):
+        Attention(2, 1, 8, 2, 128, 16, 64, 128, schedule={"softmax": "lazy"})
