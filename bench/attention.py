@@ -22,9 +22,7 @@ also builds each shape at its chosen split clamped to 2..8 with the chunks merge
 attention's own cluster over DSMEM (`combine` "cluster"), timed beside the same split's attention +
 attention_combine launches. The MLA rows run the latent attention's default engine (LATENT_ENGINE:
 wgmma, latent_wgmma.py); LANEC_ATTN_MMA=1 also builds each MLA shape's chosen split on the mma.sync
-engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_WARP=1 also builds each GQA
-shape's chosen split with softmax "warp" (each warp its own keys, merged once), timed beside it (set it for
-both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
+engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
 only that kind's shapes; LANEC_ATTN_CONTEXTS=1024,4096 measures those contexts in place of 4k and 32k.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
@@ -58,7 +56,6 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
                         + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else "")
                         + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else "")
                         + ("-mma" if os.environ.get("LANEC_ATTN_MMA") == "1" else "")
-                        + ("-warp" if os.environ.get("LANEC_ATTN_WARP") == "1" else "")
                         + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else "")
                         + (f"-c{os.environ['LANEC_ATTN_CONTEXTS'].replace(',', '-')}"
                            if os.environ.get("LANEC_ATTN_CONTEXTS") else ""))
@@ -88,8 +85,6 @@ BULK = os.environ.get("LANEC_ATTN_BULK") == "1"
 CLUSTER = os.environ.get("LANEC_ATTN_CLUSTER") == "1"
 # LANEC_ATTN_MMA=1: each MLA shape's chosen split also on the mma.sync engine (stem + "_mma"), timed beside it
 MMA = os.environ.get("LANEC_ATTN_MMA") == "1"
-# LANEC_ATTN_WARP=1: each GQA shape's chosen split also with softmax "warp" (stem + "_warp"), timed beside it
-WARP = os.environ.get("LANEC_ATTN_WARP") == "1"
 # LANEC_ATTN_KINDS=mla or gqa: only that kind's shapes (a shorter run)
 KINDS = os.environ.get("LANEC_ATTN_KINDS") or "gqa,mla"
 CLUSTER_SPLITS = 8  # lanec.codegen.facts.ATTENTION_CLUSTER_SPLITS (not imported: the GPU side has no CuTe DSL)
@@ -154,8 +149,6 @@ def variants(p: dict) -> list[tuple[str, int, str, dict]]:
         found.append(("cluster", splits, stem(p, splits) + "_cluster", {"combine": "cluster"}))
     if MMA and p["kind"] == "mla":
         found.append(("mma", p["chosen"], stem(p, p["chosen"]) + "_mma", {"engine": "mma"}))
-    if WARP and p["kind"] == "gqa":
-        found.append(("warp", p["chosen"], stem(p, p["chosen"]) + "_warp", {"softmax": "warp"}))
     return found
 
 
@@ -329,10 +322,9 @@ def run() -> None:
           "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |"
           + (" bulk loads us | ours / bulk |" if BULK else "")
           + (" cluster splits | two launches us | cluster combine us | launches / cluster |" if CLUSTER else "")
-          + (" mma.sync us | mma.sync / ours |" if MMA else "")
-          + (" softmax 'warp' us | ours / warp |" if WARP else ""))
+          + (" mma.sync us | mma.sync / ours |" if MMA else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else "")
-          + ("---|---|---|---|" if CLUSTER else "") + ("---|---|" if MMA else "") + ("---|---|" if WARP else ""))
+          + ("---|---|---|---|" if CLUSTER else "") + ("---|---|" if MMA else ""))
     for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
         ours = timings[p["chosen"]]
         fixed = min(timings[1], timings[16])
@@ -341,8 +333,7 @@ def run() -> None:
               f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |"
               + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else "")
               + (cluster_cells(p, timings) if CLUSTER else "")
-              + (mma_cells(timings, ours) if MMA else "")
-              + (warp_cells(timings, ours) if WARP else ""))
+              + (mma_cells(timings, ours) if MMA else ""))
 
 
 def mma_cells(timings: dict, ours: float) -> str:
@@ -351,14 +342,6 @@ def mma_cells(timings: dict, ours: float) -> str:
     if "mma" not in timings:
         return " | |"
     return f" {timings['mma']:.1f} | {timings['mma'] / ours:.2f} |"
-
-
-def warp_cells(timings: dict, ours: float) -> str:
-    """The softmax 'warp' columns of a GQA row: its time and ours over it (> 1: 'warp' is faster); empty
-    for an MLA row."""
-    if "warp" not in timings:
-        return " | |"
-    return f" {timings['warp']:.1f} | {ours / timings['warp']:.2f} |"
 
 
 def cluster_cells(p: dict, timings: dict) -> str:

@@ -847,10 +847,6 @@ ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluste
 # the latent attention's tile loop: mma.sync from ldmatrix'd registers (eight warps) or one or two
 # warpgroups' wgmma from swizzled shared memory (latent_wgmma.py; LATENT_ENGINE picks the default)
 ATTENTION_ENGINES = ("mma", "wgmma")
-# where the mma.sync tile loop's softmax meets: "tile" (the warps' row maxima meet in shared memory on every
-# tile, and the probabilities go through it) or "warp" (each warp its own keys, running max, sum and output,
-# merged once at the end: flash-decoding's layout inside a CTA)
-ATTENTION_SOFTMAXES = ("tile", "warp")
 # latent_attention's engine where its schedule names none (and asks for none of the mma engine's knobs:
 # tile, stages, warps, bulk loads, the cluster combine). Measured on the H200 (bench/attention.py with
 # LANEC_ATTN_MMA=1, 2026-11-30): wgmma 0.96-2.24x the mma.sync kernel on the 21 MLA rows, faster on 20
@@ -935,11 +931,7 @@ class AttentionSchedule(Schedule):
     shared memory, and each combines a share of the output from every chunk's, over DSMEM).
     `engine` (latent_attention only): "mma" or "wgmma" (`LatentWgmma`: one or two warpgroups, a
     ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own); None:
-    LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs. `softmax` (the
-    mma engine's): "tile" (None: a tile's row maxima and probabilities meet across the warps in shared
-    memory, twice a tile) or "warp" (each warp takes whole 16-key slices of every tile end to end: its
-    scores, its own running max and sum, its probabilities kept in registers as the next MMA's A operand,
-    its own output over every value column; the warps merge once, after the loop)."""
+    LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs."""
 
     tile: int | None = None
     stages: int | None = None
@@ -947,13 +939,10 @@ class AttentionSchedule(Schedule):
     loads: str | None = None
     combine: str | None = None
     engine: str | None = None
-    softmax: str | None = None
 
     def __post_init__(self) -> None:
         if self.loads is not None:
             _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
-        if self.softmax is not None:
-            _choice("Attention", "softmax", self.softmax, ATTENTION_SOFTMAXES, "'tile' or 'warp'")
         if self.combine is not None:
             _choice("Attention", "combine", self.combine, ATTENTION_COMBINES, "'launch' or 'cluster'")
         if self.engine is not None:
@@ -967,9 +956,9 @@ class AttentionSchedule(Schedule):
 
     def mma_knobs(self) -> list[str]:
         """The knobs this schedule sets that pick the mma.sync engine where no engine is named: its tile,
-        stages, warps and softmax, loads 'bulk', combine 'cluster' (the wgmma engine combines in its cluster too, when
+        stages and warps, loads 'bulk', combine 'cluster' (the wgmma engine combines in its cluster too, when
         named with it; a latent attention asking for none takes LATENT_ENGINE)."""
-        named = [knob for knob in ("tile", "stages", "warps", "softmax") if getattr(self, knob) is not None]
+        named = [knob for knob in ("tile", "stages", "warps") if getattr(self, knob) is not None]
         return named + ["loads"] * (self.loads == "bulk") + ["combine"] * (self.combine == "cluster")
 
 

@@ -117,20 +117,10 @@ class TileAttention:
             raise ValueError(f"{self.name}: {self.warps} warps take whole 8-key score tiles of a {self.tile}-key tile "
                              f"and whole pairs of 8-column output tiles of {self.value_width} values; they do not "
                              "divide")
-        self.cols = self.value_width // self.warps  # output columns a warp stores
+        self.cols = self.value_width // self.warps  # output columns a warp
         self.key_tiles = self.tile // self.warps // MMA_N  # score tiles a warp (its keys / 8)
         self.col_tiles = self.cols // MMA_N
-        self.by_warp = (schedule.softmax or "tile") == "warp"
-        if self.by_warp and (self.tile // self.warps) % MMA_K:
-            raise ValueError(f"{self.name}: softmax 'warp' gives each warp whole 16-key slices of a tile (its "
-                             f"probabilities are the next MMA's 16-key A operand); {self.tile} keys over "
-                             f"{self.warps} warps are {self.tile // self.warps}")
-        held = self.value_width if self.by_warp else self.cols  # output columns a warp accumulates
-        if self.by_warp and held * MMA_M // WARP > 2 * ACCUMULATOR_FLOATS:
-            raise ValueError(f"{self.name}: softmax 'warp' keeps every value column of a 16-row tile in each warp: "
-                             f"{held * MMA_M // WARP} floats a thread at value width {held}, above "
-                             f"{2 * ACCUMULATOR_FLOATS}; softmax 'tile' splits the columns over the warps")
-        most = max(MMA_M, ACCUMULATOR_FLOATS * WARP // held // MMA_M * MMA_M)
+        most = max(MMA_M, ACCUMULATOR_FLOATS * WARP // self.cols // MMA_M * MMA_M)
         self.row_blocks, self.block_rows = blocks_of(self.group * self.tokens, min(64, most))
         self.padded_rows = -(-self.block_rows // MMA_M) * MMA_M
         self.row_tiles = self.padded_rows // MMA_M
@@ -140,14 +130,14 @@ class TileAttention:
             raise ValueError(f"{self.name}: {self.stages} buffers of {self.tile} keys take {needed} bytes of shared "
                              f"memory, above the SM's {SHARED_LIMIT}")
         self.clustered = (schedule.combine or "launch") == "cluster"
-        if self.clustered and not 2 <= self.splits <= ATTENTION_CLUSTER_SPLITS:
-            raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
-                             f"{ATTENTION_CLUSTER_SPLITS} chunks")
-        ring = self.stages * self.buffer_bytes()[0]
-        if (self.clustered or self.by_warp) and self.staged_bytes() > ring:
-            why = "combine 'cluster' leaves" if self.clustered else "softmax 'warp' merges the warps'"
-            raise ValueError(f"{self.name}: {why} {self.padded_rows} rows of {self.value_width} fp32 values in the "
-                             f"key buffers ({self.staged_bytes()} bytes); they hold {ring}")
+        if self.clustered:
+            if not 2 <= self.splits <= ATTENTION_CLUSTER_SPLITS:
+                raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
+                                 f"{ATTENTION_CLUSTER_SPLITS} chunks")
+            ring = self.stages * self.buffer_bytes()[0]
+            if self.staged_bytes() > ring:
+                raise ValueError(f"{self.name}: combine 'cluster' leaves {self.padded_rows} rows of {self.value_width} "
+                                 f"fp32 values in the key buffers ({self.staged_bytes()} bytes); they hold {ring}")
 
     def staged_bytes(self) -> int:
         """A cluster chunk's rows left for its peers (combine 'cluster'): each row's normalized
@@ -237,48 +227,14 @@ class TileAttention:
                 self.engine.load(views, buffers, ring, request, g, p0, lo, hi, Int32(s), tid, 2)
         cute.arch.cp_async_commit_group()
 
+        o = cute.make_rmem_tensor((self.row_tiles, self.col_tiles, 4), Float32)
+        o.fill(0.0)
         m_run = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
         m_run.fill(NEG_INF)
         l_run = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
         l_run.fill(0.0)
-        if cutlass.const_expr(self.by_warp):
-            o = self.attend_by_warp(views, buffers, q_s, red_s, ring, m_run, l_run, request, g, p0, lo, hi, tiles,
-                                    first_row, tid)
-        else:
-            o = cute.make_rmem_tensor((self.row_tiles, self.col_tiles, 4), Float32)
-            o.fill(0.0)
-            for tile in range(tiles):
-                wait_stage(tile, S)  # this tile's copies (and the first group's) have landed
-                self.engine.wait(ring, tile)
-                cute.arch.sync_threads()  # every thread's copies visible; the oldest buffer free
-                if tile + S - 1 < tiles:
-                    self.engine.load(views, buffers, ring, request, g, p0, lo, hi, tile + S - 1, tid, 0)
-                cute.arch.cp_async_commit_group()
-                start = lo + tile * N
-                count = cutlass.min(hi - start, N)
-                s = self.scores(q_s, buffers, tile % S, warp, lane)
-                self.softmax(s, o, m_run, l_run, p_s, red_s, start, count, p0, first_row, warp, lane)
-                self.accumulate(p_s, buffers, o, tile % S, warp, lane)
-            cute.arch.cp_async_wait_group(0)
-        self.store(views, out, partial, lse, o, m_run, l_run, red_s, split, request, g, first_row, warp, lane,
-                   buffers)
-        if cutlass.const_expr(self.clustered):
-            self.combine_in_cluster(out, buffers, split, request, g, first_row, tid)
-
-    @cute.jit
-    def attend_by_warp(self, views, buffers, q_s, red_s, ring, m_run, l_run, request: Int32, g: Int32, p0: Int32,
-                       lo: Int32, hi: Int32, tiles: Int32, first_row: Int32, tid: Int32):
-        """softmax 'warp': the tile loop with each warp on its own 16-key slices (scores, running max
-        and sum, P V over every value column), one CTA barrier a tile (the buffer ring's); then the
-        warps' results merged (`merge_warps`). Returns the merged output in `store`'s layout (this
-        warp's columns); m_run / l_run hold the merged max and (in lane % 4 == 0) this warp's sum."""
-        N: cutlass.Constexpr = self.tile
-        S: cutlass.Constexpr = self.stages
-        warp, lane = tid // WARP, tid % WARP
-        o = cute.make_rmem_tensor((self.row_tiles, self.value_width // MMA_N, 4), Float32)
-        o.fill(0.0)
         for tile in range(tiles):
-            wait_stage(tile, S)
+            wait_stage(tile, S)  # this tile's copies (and the first group's) have landed
             self.engine.wait(ring, tile)
             cute.arch.sync_threads()  # every thread's copies visible; the oldest buffer free
             if tile + S - 1 < tiles:
@@ -287,118 +243,13 @@ class TileAttention:
             start = lo + tile * N
             count = cutlass.min(hi - start, N)
             s = self.scores(q_s, buffers, tile % S, warp, lane)
-            p = self.warp_softmax(s, o, m_run, l_run, start, count, p0, first_row, warp, lane)
-            self.warp_accumulate(p, buffers, o, tile % S, warp, lane)
+            self.softmax(s, o, m_run, l_run, p_s, red_s, start, count, p0, first_row, warp, lane)
+            self.accumulate(p_s, buffers, o, tile % S, warp, lane)
         cute.arch.cp_async_wait_group(0)
-        return self.merge_warps(o, m_run, l_run, red_s, buffers, warp, lane)
-
-    @cute.jit
-    def warp_softmax(self, s, o, m_run, l_run, start: Int32, count: Int32, p0: Int32, first_row: Int32,
-                     warp: Int32, lane: Int32):
-        """softmax 'warp': this warp's scores made base-2 probabilities against its own running max
-        (a row's maxima meet over the 4 lanes that hold it), its sum and output rescaled where a max
-        moved (one vote a warp); returns the probabilities as the A words of P V's 16-key steps."""
-        T: cutlass.Constexpr = self.tokens
-        key0 = warp * (self.tile // self.warps)
-        scale = Float32(self.scale * LOG2E)
-        alphas = cute.make_rmem_tensor((self.row_tiles, 2), Float32)
-        moved = Int32(0)
-        for mt in cutlass.range_constexpr(self.row_tiles):
-            for h in cutlass.range_constexpr(2):
-                row = mt * MMA_M + h * 8 + lane // 4
-                limit = p0 + (first_row + row) % T  # the row's own position: it sees no later key
-                top = Float32(NEG_INF)
-                for kt in cutlass.range_constexpr(self.key_tiles):
-                    for e in cutlass.range_constexpr(2):
-                        n = key0 + kt * MMA_N + 2 * (lane % 4) + e
-                        seen = (n < count) & (start + n <= limit)
-                        value = cutlass.select_(seen, s[mt, kt, 2 * h + e] * scale, Float32(NEG_INF))
-                        s[mt, kt, 2 * h + e] = value
-                        top = cutlass.max(top, value)
-                top = cutlass.max(warp_reduce(top, cutlass.max, width=4), m_run[mt, h])
-                base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)  # no key seen yet
-                alphas[mt, h] = cute.math.exp2(m_run[mt, h] - base, fastmath=True)
-                moved = moved | Int32(top != m_run[mt, h])
-                m_run[mt, h] = top
-                total = Float32(0.0)
-                for kt in cutlass.range_constexpr(self.key_tiles):
-                    for e in cutlass.range_constexpr(2):
-                        prob = cute.math.exp2(s[mt, kt, 2 * h + e] - base, fastmath=True)
-                        s[mt, kt, 2 * h + e] = prob
-                        total += prob
-                l_run[mt, h] = l_run[mt, h] * alphas[mt, h] + total
-        if cute.arch.vote_any_sync(moved != 0):  # one branch a warp: alpha is 1 wherever no max moved
-            for mt in cutlass.range_constexpr(self.row_tiles):
-                for ct in cutlass.range_constexpr(self.value_width // MMA_N):
-                    for i in cutlass.range_constexpr(4):
-                        o[mt, ct, i] = o[mt, ct, i] * alphas[mt, i // 2]
-        # the C layout of two 8-key score tiles is the A layout of one 16-key MMA step: rows lane / 4
-        # and + 8, keys 2 (lane % 4) and + 1, then the same 8 keys on
-        return [[(pack_bf16(s[mt, 2 * ks, 0], s[mt, 2 * ks, 1]), pack_bf16(s[mt, 2 * ks, 2], s[mt, 2 * ks, 3]),
-                  pack_bf16(s[mt, 2 * ks + 1, 0], s[mt, 2 * ks + 1, 1]),
-                  pack_bf16(s[mt, 2 * ks + 1, 2], s[mt, 2 * ks + 1, 3]))
-                 for ks in range(self.key_tiles // 2)] for mt in range(self.row_tiles)]
-
-    @cute.jit
-    def warp_accumulate(self, p, buffers, o, buffer: Int32, warp: Int32, lane: Int32):
-        """softmax 'warp': o (every value column of every row) += P V over this warp's keys."""
-        v_s, v0 = self.value_buffer(buffers)
-        key0 = warp * (self.tile // self.warps)
-        row = (lane % 8) + 8 * ((lane // 8) % 2)
-        col = (lane // 16) * VECTOR
-        for ks in cutlass.range_constexpr(self.key_tiles // 2):
-            for cp in cutlass.range_constexpr(self.value_width // (2 * MMA_N)):
-                b = ldmatrix_x4(at(v_s, buffer, key0 + ks * MMA_K + row, v0 + cp * 2 * MMA_N + col), trans=True)
-                for mt in cutlass.range_constexpr(self.row_tiles):
-                    mma_into(o[mt, 2 * cp, None], p[mt][ks], (b[0], b[1]))
-                    mma_into(o[mt, 2 * cp + 1, None], p[mt][ks], (b[2], b[3]))
-
-    @cute.jit
-    def merge_warps(self, o, m_run, l_run, red_s, buffers, warp: Int32, lane: Int32):
-        """softmax 'warp', after the loop: the warps' maxima meet in shared memory; each warp scales
-        its output and sum to the merged max; the outputs are summed in warp order (deterministic)
-        over the idle key buffers (`staging`'s rows), and each warp takes back its own columns in
-        `store`'s layout. m_run becomes the merged max; l_run this warp's scaled sum in lane % 4 == 0
-        (0 in the other three lanes), so `store`'s sum over the lanes and warps is the merged one."""
-        for mt in cutlass.range_constexpr(self.row_tiles):
-            for h in cutlass.range_constexpr(2):
-                if lane % 4 == 0:
-                    red_s[warp, mt * MMA_M + h * 8 + lane // 4] = m_run[mt, h]
-        cute.arch.sync_threads()  # also: every warp is done with the key / value buffers
-        for mt in cutlass.range_constexpr(self.row_tiles):
-            for h in cutlass.range_constexpr(2):
-                row = mt * MMA_M + h * 8 + lane // 4
-                top = Float32(NEG_INF)
-                for w in cutlass.range_constexpr(self.warps):
-                    top = cutlass.max(top, red_s[w, row])
-                base = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)
-                factor = cute.math.exp2(m_run[mt, h] - base, fastmath=True)  # 0 for a warp that saw no key
-                total = warp_reduce(l_run[mt, h], lambda a, b: a + b, width=4) * factor
-                l_run[mt, h] = cutlass.select_(lane % 4 == 0, total, Float32(0.0))
-                m_run[mt, h] = top
-                for ct in cutlass.range_constexpr(self.value_width // MMA_N):
-                    o[mt, ct, 2 * h] = o[mt, ct, 2 * h] * factor
-                    o[mt, ct, 2 * h + 1] = o[mt, ct, 2 * h + 1] * factor
-        staged = self.staging(buffers)
-        for w in cutlass.range_constexpr(self.warps):
-            if warp == w:
-                for mt in cutlass.range_constexpr(self.row_tiles):
-                    for ct in cutlass.range_constexpr(self.value_width // MMA_N):
-                        for i in cutlass.range_constexpr(4):
-                            row = mt * MMA_M + (i // 2) * 8 + lane // 4
-                            col = ct * MMA_N + 2 * (lane % 4) + i % 2
-                            if cutlass.const_expr(w == 0):
-                                staged[row, col] = o[mt, ct, i]
-                            else:
-                                staged[row, col] = staged[row, col] + o[mt, ct, i]
-            cute.arch.sync_threads()
-        mine = cute.make_rmem_tensor((self.row_tiles, self.col_tiles, 4), Float32)
-        for mt in cutlass.range_constexpr(self.row_tiles):
-            for ct in cutlass.range_constexpr(self.col_tiles):
-                for i in cutlass.range_constexpr(4):
-                    mine[mt, ct, i] = staged[mt * MMA_M + (i // 2) * 8 + lane // 4,
-                                             warp * self.cols + ct * MMA_N + 2 * (lane % 4) + i % 2]
-        return mine
+        self.store(views, out, partial, lse, o, m_run, l_run, red_s, split, request, g, first_row, warp, lane,
+                   buffers)
+        if cutlass.const_expr(self.clustered):
+            self.combine_in_cluster(out, buffers, split, request, g, first_row, tid)
 
     @cute.jit
     def key_range(self, positions, request: Int32, split: Int32):

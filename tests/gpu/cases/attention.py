@@ -11,9 +11,7 @@ again with their chunks merged in the launch's own cluster (`combine` "cluster",
 of those writing their result in the quantized form (fuse-quant's epilogue, `quantize` 1 or 2 words,
 `<case>_cluster_q<words>`): the dense q8_0 example's, head sizes 64 and 256, a chunk share that is not
 whole 32-value blocks (3 chunks), four tokens. Three shapes again on the two schedules that fit 3 CTAs an SM
-(`<case>_tile32`, `<case>_stages2`). Every plain case again with softmax "warp" (each warp its own keys,
-running max and output, merged once: `<case>_warp`), one of them on 8 warps of 128-key tiles, and three of the
-cluster cases (one quantized) with it."""
+(`<case>_tile32`, `<case>_stages2`)."""
 
 KERNEL = "attention"
 
@@ -80,14 +78,3 @@ def make(spec: dict):
 QUANTIZED = [("b1_t1_h16_kv4_d128_p16_s8_pitched", 1), ("b1_t1_h16_kv4_d128_p16_s8_pitched", 2),
              ("b4_t4_h8_kv2_d128_p32_s3", 2), ("b5_t1_h8_kv8_d64_p64_s5", 1), ("b2_t1_h4_kv1_d256_p64_s2", 1)]
 CASES.update({f"{name}_cluster_q{words}": dict(CASES[f"{name}_cluster"], quantize=words) for name, words in QUANTIZED})
-
-# softmax "warp" (`<case>_warp`): every plain case (odd and round shapes, head sizes 64-256, 1-8 tokens, row
-# blocks, splits to 32 at 32k), one on 8 warps of 128-key tiles, and cluster merges (one writing the quantized form)
-PLAIN = [name for name in CASES if "_bulk" not in name and "_cluster" not in name and "_tile" not in name
-         and "_stages" not in name]
-CASES.update({f"{name}_warp": dict(CASES[name], schedule={"softmax": "warp"}) for name in PLAIN})
-CASES["b1_t2_h128_kv8_d128_p32_32k_s32_warp8"] = dict(CASES["b1_t2_h128_kv8_d128_p32_32k_s32"],
-                                                      schedule={"softmax": "warp", "tile": 128, "warps": 8})
-for name in ["b1_t1_h32_kv8_d128_p16_s8_cluster", "b4_t4_h8_kv2_d128_p32_s3_bulk_cluster",
-             "b1_t1_h16_kv4_d128_p16_s8_pitched_cluster_q2"]:
-    CASES[f"{name}_warp"] = dict(CASES[name], schedule={**CASES[name]["schedule"], "softmax": "warp"})
