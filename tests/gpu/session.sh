@@ -56,8 +56,6 @@
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
 #   ncu        Nsight Compute of the kernels bench/ncu.py builds: CSVs and their summary (carry build/ncu)
-#   warp       GQA's softmax "warp" (each warp its own keys, merged once): every attention and combine case (stop at a
-#              failure or a hang), compute-sanitizer on one, then the GQA rows with its column, twice
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
 #              max moved; attention_combine's lanes a chunk: every attention case, sanitizer, the attention
@@ -281,24 +279,6 @@ for phase in "${phases[@]}"; do
       # renamed -old)
       for plan in kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k; do
         real_ab attn-diet-real "$plan" "$plan-old"
-      done ;;
-    warp)
-      # GQA's softmax "warp" (attention.py's attend_by_warp): every attention / combine case, the 17 `_warp` ones
-      # among them (stop at a failure or a hang: 240 s), compute-sanitizer on one, then bench/attention.py's GQA
-      # rows with its column, twice (here: python tests/gpu/build.py --only attention attention_combine;
-      # LANEC_ATTN_KINDS=gqa LANEC_ATTN_WARP=1 python bench/attention.py build; carry build/gpu and
-      # build/bench-attention-warp-gqa)
-      timeout 240 python3 -m pytest tests/gpu/test_attention.py -q -rfE -x -k "attention and not latent" 2>&1 \
-        | tail -4 | tee "$logs/warp.log"
-      if ! grep -q " passed" "$logs/warp.log" || grep -q "failed\|error" "$logs/warp.log"; then
-        echo "warp: the cases failed or hung; stopping" | tee -a "$logs/warp.log"
-        status=1
-        continue
-      fi
-      sanitize_case tests/gpu/test_attention.py "attention-b1_t2_h128_kv8_d128_p32_32k_s32_warp]" warp.log 90
-      for round in 1 2; do
-        LANEC_ATTN_KINDS=gqa LANEC_ATTN_WARP=1 timeout 200 python3 bench/attention.py 2>&1 | grep "^|" \
-          | tee -a "$logs/warp.log" || status=1
       done ;;
     ncu)
       # Nsight Compute of each kernel bench/ncu.py builds (here: python bench/ncu.py build; carry build/ncu): the
