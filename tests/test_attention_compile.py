@@ -348,3 +348,29 @@ def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
         make()
     assert "\n" not in str(raised.value)
+
+
+def _loops(ptx: str) -> list[str]:
+    """The PTX of each loop: from a label to a later branch back to it."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    found = []
+    for branch in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        start = labels.get(branch.group(1))
+        if start is not None and start < branch.start():
+            found.append(ptx[start:branch.end()])
+    return found
+
+
+@pytest.mark.parametrize(("case", "slots"), [((1, 1, 32, 8, 128, 16, 2048, 2100, 32), 65),
+                                             ((2, 4, 8, 2, 128, 64, 64, 128, 4), 17),
+                                             ((8, 1, 32, 8, 128, 16, 2048, 2100, 4), 0),
+                                             ((2, 1, 8, 2, 128, 16, 600, 1300, 1), 0)])
+def test_gqa_stages_its_chunk_pages(case, slots):
+    """A GQA chunk's page-table entries (at most ATTENTION_STAGED_PAGES) go to shared memory once, so the
+    tile loop's copies find their pages there: no global load in the loop. Past that many, each copy
+    looks its page up in the table (a global load in the loop), and no shared memory is taken for them."""
+    *shape, splits = case
+    kernel = Attention(*shape, splits=splits)
+    assert kernel.page_slots == slots
+    loops = [loop for loop in _loops(compiled_for_sm90a(kernel).ptx) if "mma.sync.aligned.m16n8k16" in loop]
+    assert len(loops) == 1 and ("ld.global" in loops[0]) == (slots == 0)

@@ -844,6 +844,10 @@ ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or
 # own launch, its chunks one cluster whose CTAs read each other's partial rows from shared memory
 ATTENTION_COMBINES = ("launch", "cluster")
 ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluster size attribute
+# GQA's page-table entries a chunk reads, staged in shared memory once (at most this many: 1 KB, so two CTAs
+# still share an SM) instead of one global load a copy on every tile, which ncu found the batch-1 kernel's
+# top stall (bench/RESULTS.md, 2026-12-01); a chunk of more pages looks each up as it copies
+ATTENTION_STAGED_PAGES = 256
 # the latent attention's tile loop: mma.sync from ldmatrix'd registers (eight warps) or one or two
 # warpgroups' wgmma from swizzled shared memory (latent_wgmma.py; LATENT_ENGINE picks the default)
 ATTENTION_ENGINES = ("mma", "wgmma")

@@ -56,6 +56,8 @@
 #   embed-norm the step's embed folded into its first norm: cases, sanitizer, plans, the step A/B
 #   sum-norm   the grouped mixture's sum in the next rmsnorm: cases, sanitizer, grouped plans, real b64 A/B
 #   ncu        Nsight Compute of the kernels bench/ncu.py builds: CSVs and their summary (carry build/ncu)
+#   pages      GQA's chunk page-table entries staged in shared memory: every GQA attention and combine case (stop
+#              at a failure or a hang), compute-sanitizer on one, the GQA rows against the build without it, 2 rounds
 #   latent-cluster the wgmma latent attention's chunks merged in its cluster: cases, sanitizer, real b1 check, A/B
 #   attn-diet  the wgmma latent attention's tile loop without checks on whole cache tiles, rescaled only where a
 #              max moved; attention_combine's lanes a chunk: every attention case, sanitizer, the attention
@@ -279,6 +281,35 @@ for phase in "${phases[@]}"; do
       # renamed -old)
       for plan in kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k; do
         real_ab attn-diet-real "$plan" "$plan-old"
+      done ;;
+    pages)
+      # GQA's page-table entries of a chunk staged in shared memory (Attention.stage_pages): every GQA attention
+      # and combine case (stop at a failure or a hang: 240 s), compute-sanitizer on a staged one, then
+      # bench/attention.py's GQA rows, the build without it (build/bench-attention-gqa-old) and with it, two
+      # rounds (here: python tests/gpu/build.py --only attention attention_combine; LANEC_ATTN_KINDS=gqa python
+      # bench/attention.py build, once without the change renamed -old; carry build/gpu and both folders)
+      timeout 240 python3 -m pytest tests/gpu/test_attention.py -q -rfE -x -k "attention and not latent" 2>&1 \
+        | tail -4 | tee "$logs/pages.log"
+      if ! grep -q " passed" "$logs/pages.log" || grep -q "failed\|error" "$logs/pages.log"; then
+        echo "pages: the cases failed or hung; stopping" | tee -a "$logs/pages.log"
+        status=1
+        continue
+      fi
+      sanitize_case tests/gpu/test_attention.py "attention-b1_t2_h128_kv8_d128_p32_32k_s32]" pages.log 90
+      for round in 1 2; do
+        for build in old new; do
+          if [ "$build" = old ]; then
+            mv build/bench-attention-gqa build/bench-attention-gqa-new
+            mv build/bench-attention-gqa-old build/bench-attention-gqa
+          fi
+          echo "== round $round, $build" | tee -a "$logs/pages.log"
+          LANEC_ATTN_KINDS=gqa timeout 150 python3 bench/attention.py 2>&1 | grep "^| GQA" \
+            | tee -a "$logs/pages.log" || status=1
+          if [ "$build" = old ]; then
+            mv build/bench-attention-gqa build/bench-attention-gqa-old
+            mv build/bench-attention-gqa-new build/bench-attention-gqa
+          fi
+        done
       done ;;
     ncu)
       # Nsight Compute of each kernel bench/ncu.py builds (here: python bench/ncu.py build; carry build/ncu): the

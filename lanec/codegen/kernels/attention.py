@@ -43,6 +43,7 @@ from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
+    ATTENTION_STAGED_PAGES,
     LATENT_ENGINE,
     SHARED_LIMIT,
     VECTOR,
@@ -100,6 +101,7 @@ class TileAttention:
     `value_buffer`), `load_queries`, `load_tile` and `write_cache`; `setup` plans the rest."""
 
     quantize = 0  # int8 words a value of `out` in the quantized form (fuse-quant's epilogue; Attention's)
+    page_slots = 0  # page-table entries of a chunk staged in shared memory (Attention's `stage_pages`)
 
     def setup(self, schedule: AttentionSchedule) -> None:
         self.rows = self.batch * self.tokens
@@ -164,7 +166,7 @@ class TileAttention:
         rows = self.padded_rows
         return ([(2 * rows * self.key_pitch(), 16)] + [(stages * b, 16) for b in self.buffer_bytes()]
                 + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)]
-                + self.engine.shared_layout(stages))
+                + self.engine.shared_layout(stages) + [(4 * self.page_slots, 16)] * (self.page_slots > 0))
 
     @property
     def engine(self):
@@ -217,6 +219,8 @@ class TileAttention:
             if s < tiles:
                 self.engine.load(views, buffers, ring, request, g, p0, lo, hi, Int32(s), tid, 1)
             cute.arch.cp_async_commit_group()
+        if cutlass.const_expr(self.page_slots > 0):  # the chunk's page-table entries, for the later tiles' copies
+            views = views + self.stage_pages(smem, views, request, lo, tid)
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
         if (split == 0) & (first_row == 0):  # one CTA a (request, KV head) writes the step's rows
@@ -603,11 +607,44 @@ class Attention(TileAttention):
         self.key_width = self.value_width = head
         self.group = heads // kv_heads
         self.setup(AttentionSchedule.of(schedule or {}))
+        self.page_slots = self.chunk_pages()
         if quantize:
             self.quantize = int(quantize)
             if self.quantize not in (1, 2) or not self.clustered:
                 raise ValueError(f"attention quantize {quantize}: one or two int8 words a value, written where the "
                                  "chunks merge in the launch's cluster (combine 'cluster')")
+
+    def chunk_pages(self) -> int:
+        """Page-table entries a chunk's keys can reach: ceil(chunk / page size) + 1 for a chunk of
+        at most ceil(max_pages x page size / splits) keys starting anywhere in a page; 0 (look each
+        up as it is copied) above ATTENTION_STAGED_PAGES or where they would pass the shared memory."""
+        chunk = -(-self.max_pages * self.page_size // self.splits)
+        slots = min(self.max_pages, -(-chunk // self.page_size) + 1)
+        if slots > ATTENTION_STAGED_PAGES or shared_bytes(self.shared_layout() + [(4 * slots, 16)]) > SHARED_LIMIT:
+            return 0
+        return slots
+
+    @cute.jit
+    def stage_pages(self, smem, views, request: Int32, lo: Int32, tid: Int32):
+        """Request `request`'s page-table entries from the chunk's first page on into shared memory
+        (a plain load and store a thread; visible to the copies after the tile loop's first barrier).
+        Returns the views `page_at` reads them from: the staged entries and the first page's index."""
+        page_s = alloc(smem, Int32, (self.page_slots,))
+        first = lo // self.page_size
+        pages = views[3]
+        for j in cutlass.range_constexpr(-(-self.page_slots // self.threads)):
+            i = tid + j * self.threads
+            if (i < self.page_slots) & (first + i < self.max_pages):
+                page_s[i] = pages[request, first + i]
+        return (page_s, first)
+
+    @cute.jit
+    def page_at(self, views, request: Int32, position: Int32):
+        """The cache page of the request's `position`: from the staged entries where the chunk's are
+        in shared memory (`stage_pages`), else from the page table."""
+        if cutlass.const_expr(len(views) > 6):
+            return views[6][position // self.page_size - views[7]]
+        return views[3][request, position // self.page_size]
 
     def params(self) -> list[TensorParam]:
         rows, heads, kv, d = self.rows, self.heads, self.kv_heads, self.head
@@ -649,7 +686,7 @@ class Attention(TileAttention):
     @cute.jit
     def write_cache(self, views, request: Int32, g: Int32, p0: Int32, tid: Int32):
         """The request's rows of KV head g into the cache at positions p0..p0+tokens-1."""
-        _, k, v, pages, k_cache, v_cache = views
+        _, k, v, pages, k_cache, v_cache = views[:6]
         DV: cutlass.Constexpr = self.head // VECTOR
         copies: cutlass.Constexpr = self.tokens * DV
         sources = (cute.zipped_divide(k, (1, VECTOR)), cute.zipped_divide(v, (1, VECTOR)))
@@ -689,7 +726,7 @@ class Attention(TileAttention):
         """cp.async of the keys and values at positions lo + tile * N + [0, N) into buffer
         tile % stages: earlier positions than p0 from the cache, the step's from k / v, zeros past
         hi. `part` 1: only cache rows (before the wait); 2: only the others; 0: all."""
-        _, k, v, pages, k_cache, v_cache = views
+        _, k, v, _, k_cache, v_cache = views[:6]
         DV: cutlass.Constexpr = self.head // VECTOR
         N: cutlass.Constexpr = self.tile
         P: cutlass.Constexpr = self.page_size
@@ -702,7 +739,7 @@ class Attention(TileAttention):
             if c < N * DV:
                 if position < p0:
                     if cutlass.const_expr(part != 2):
-                        page = pages[request, position // P]
+                        page = self.page_at(views, request, position)
                         copy_g2s(at(k_s, buffer, n, vec * VECTOR), at(k_cache, page, position % P, g, vec * VECTOR))
                         copy_g2s(at(v_s, buffer, n, vec * VECTOR), at(v_cache, page, position % P, g, vec * VECTOR))
                 else:
@@ -720,10 +757,10 @@ class Attention(TileAttention):
     def bulk_rows(self, views, buffers, barrier, buffer: Int32, request: Int32, g: Int32, n: Int32, position: Int32):
         """Key and value rows n of buffer `buffer`: KV head g's at `position` in the cache, a bulk
         copy each (`head` x 2 bytes, 16-byte aligned at both ends) completing on `barrier`."""
-        _, _, _, pages, k_cache, v_cache = views
+        _, _, _, _, k_cache, v_cache = views[:6]
         k_s, v_s = buffers
         P: cutlass.Constexpr = self.page_size
-        page = pages[request, position // P]
+        page = self.page_at(views, request, position)
         copy_g2s(at(k_s, buffer, n, 0), at(k_cache, page, position % P, g, 0), 2 * self.head, barrier)
         copy_g2s(at(v_s, buffer, n, 0), at(v_cache, page, position % P, g, 0), 2 * self.head, barrier)
 

@@ -48,6 +48,11 @@ BULK = ["b8_t1_h32_kv8_d128_p64", "b4_t4_h8_kv2_d128_p32_s3", "b3_t3_h12_kv4_d12
         "b2_t1_h64_kv32_d64_p64_32k_s16", "b1_t1_h32_kv8_d128_p16_s8"]
 CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for name in BULK})
 
+# a chunk reaching more page-table entries than shared memory stages (ATTENTION_STAGED_PAGES): each looked up
+# as it is copied; the other cases stage theirs
+CASES["b2_t1_h8_kv2_d128_p16_pages600"] = dict(batch=2, tokens=1, heads=8, kv_heads=2, head=128, page_size=16,
+                                               max_pages=600, cache_pages=1300)
+
 # the dense example's attention as the lane launches it at batch 1 (CLUSTER_COMBINE_CTAS: 4 blocks x 8 chunks,
 # q and k read from the paired rope's rows at pitch 2560, v in place at 3072)
 CASES["b1_t1_h16_kv4_d128_p16_s8_pitched"] = dict(batch=1, tokens=1, heads=16, kv_heads=4, head=128, page_size=16,
