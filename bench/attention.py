@@ -15,7 +15,8 @@ Shapes (page size 16; every request at the full context: positions = context - q
   16-head shard; context 4096 and 32768, batch 1, 8, 64; and q = 4 at 32768, batch 8.
 Each shape runs with the split count `attention_splits` picks and, where they differ, fixed
 splits 1 and 16 (LANEC_ATTN_SPLITS=4,32,64 adds more; LANEC_ATTN_SWEEP=1 measures every split at
-batch 1 and 8; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel with a schedule of its own;
+batch 1, 3 and 8, with GQA 16/2 x 256 too; LANEC_ATTN_SCHEDULE='{"stages": 4}' builds every GQA kernel
+with a schedule of its own;
 LANEC_ATTN_BULK=1 also builds each shape's chosen split with the bulk-copy load engine, `loads`
 "bulk", and times it beside the default cp.async engine: set it for both steps). LANEC_ATTN_CLUSTER=1
 also builds each shape at its chosen split clamped to 2..8 with the chunks merged in the
@@ -62,7 +63,11 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
 
 PAGE = 16
 HEAD = 128
-GQA = [(32, 8), (8, 2)]  # (query heads, KV heads), head 128
+GQA = [(32, 8, HEAD), (8, 2, HEAD)]  # (query heads, KV heads, head size)
+# the sweep also measures the GQA shapes of the test plans the split rule reaches: Qwen3-Next's 16/2 x 256
+# (qwen-next-b1) and, at batch 3, Llama-3-8B's 32/8 x 128 (llama-3.1-8b-b3)
+SWEEP_GQA = [(16, 2, 256)]
+SWEEP_BATCHES = (1, 3, 8)
 # (label, heads, lora, rope): the latent row is lora + rope wide
 MLA = [("kimi-linear", 32, 512, 0), ("deepseek-v3", 128, 512, 64), ("deepseek-v3 tp8", 16, 512, 64)]
 # LANEC_ATTN_CONTEXTS=1024,4096: these contexts in place of 4k and 32k (into a folder of their own)
@@ -70,7 +75,7 @@ CONTEXTS = [int(c) for c in (os.environ.get("LANEC_ATTN_CONTEXTS") or "4096,3276
 BATCHES = [1, 8, 64]
 VERIFY = (32768, 8, 4)  # (context, batch, q): the speculative-verify rows
 FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})
-# LANEC_ATTN_SWEEP=1: the split sweep `attention_splits` is fitted to: one query row, batch 1 and 8,
+# LANEC_ATTN_SWEEP=1: the split sweep `attention_splits` is fitted to: one query row, batch 1, 3 and 8,
 # splits 1 to 128, ours only (no anchors)
 SWEEP = os.environ.get("LANEC_ATTN_SWEEP") == "1"
 # LANEC_ATTN_SCHEDULE='{"stages": 4}' (JSON, AttentionSchedule's fields): every GQA kernel of the run
@@ -98,14 +103,14 @@ def problems() -> list[dict]:
     from lanec.shim import attention_splits
 
     found = []
-    shapes = [dict(kind="gqa", label=f"GQA {h}/{kv} x {HEAD}", heads=h, kv=kv, width=HEAD, lora=HEAD, rope=0)
-              for h, kv in GQA]
+    shapes = [dict(kind="gqa", label=f"GQA {h}/{kv} x {d}", heads=h, kv=kv, width=d, lora=d, rope=0)
+              for h, kv, d in GQA + (SWEEP_GQA if SWEEP else [])]
     shapes += [dict(kind="mla", label=f"MLA {label}", heads=h, kv=1, width=lora + rope, lora=lora, rope=rope)
                for label, h, lora, rope in MLA]
     for shape in (shape for shape in shapes if shape["kind"] in KINDS.split(",")):
         grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + [VERIFY]
         if SWEEP:
-            grid = [(c, b, 1) for c in CONTEXTS for b in (1, 8)]
+            grid = [(c, b, 1) for c in CONTEXTS for b in SWEEP_BATCHES]
         for context, batch, q in grid:
             chosen = attention_splits(batch, shape["heads"], shape["kv"], context, latent=shape["kind"] == "mla")
             fixed = SWEEP_SPLITS if SWEEP else FIXED_SPLITS
@@ -117,7 +122,7 @@ def problems() -> list[dict]:
 def cache_bytes(p: dict) -> int:
     """Bytes of cache a step reads: K and V of every KV head (GQA), or the latent rows (MLA)."""
     if p["kind"] == "gqa":
-        return 2 * p["batch"] * p["context"] * p["kv"] * HEAD * 2
+        return 2 * p["batch"] * p["context"] * p["kv"] * p["width"] * 2
     return p["batch"] * p["context"] * p["width"] * 2
 
 
@@ -135,7 +140,7 @@ def kernel_spec(p: dict, splits: int, extra: dict | None = None) -> dict:
     extra = extra or {}
     if p["kind"] == "gqa":
         schedule = dict(SCHEDULE, **extra)
-        return dict(common, kv_heads=p["kv"], head=HEAD, **({"schedule": schedule} if schedule else {}))
+        return dict(common, kv_heads=p["kv"], head=p["width"], **({"schedule": schedule} if schedule else {}))
     return dict(common, lora=p["lora"], rope=p["rope"], nope=128, **({"schedule": extra} if extra else {}))
 
 
@@ -264,14 +269,15 @@ def run() -> None:
         out = torch.empty(n, heads * p["lora"], **bf)
         sdpa_us = sgl_us = float("nan")
         if p["kind"] == "gqa":
-            k_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
-            v_store = torch.empty(copies, batch * context * kv * HEAD, **bf).normal_()
-            step = {"q": torch.randn(n, heads * HEAD, **bf), "k": torch.randn(n, kv * HEAD, **bf),
-                    "v": torch.randn(n, kv * HEAD, **bf), "positions": positions, "pages": table, "out": out}
+            d = p["width"]
+            k_store = torch.empty(copies, batch * context * kv * d, **bf).normal_()
+            v_store = torch.empty(copies, batch * context * kv * d, **bf).normal_()
+            step = {"q": torch.randn(n, heads * d, **bf), "k": torch.randn(n, kv * d, **bf),
+                    "v": torch.randn(n, kv * d, **bf), "positions": positions, "pages": table, "out": out}
             timings = time_ours(p, copies, step, {"k_cache": k_store, "v_cache": v_store})
-            q4 = step["q"].reshape(batch, q, heads, HEAD).transpose(1, 2)
-            ks = [k_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
-            vs = [v_store[c].view(batch, kv, context, HEAD) for c in range(copies)]
+            q4 = step["q"].reshape(batch, q, heads, d).transpose(1, 2)
+            ks = [k_store[c].view(batch, kv, context, d) for c in range(copies)]
+            vs = [v_store[c].view(batch, kv, context, d) for c in range(copies)]
             try:
                 if SWEEP:
                     raise RuntimeError("a split sweep: no anchors")
@@ -294,8 +300,8 @@ def run() -> None:
             del k_store, v_store, ks, vs
             torch.cuda.empty_cache()
             if q == 1 and anchors is not None:  # SGLang's decode kernel takes one query row a request
-                sgl_us = anchor_us("make_gqa_case", nbytes, batch, context, heads, kv, HEAD)
-            flops = 4 * n * heads * context * HEAD
+                sgl_us = anchor_us("make_gqa_case", nbytes, batch, context, heads, kv, d)
+            flops = 4 * n * heads * context * d
         else:
             lora, rope = p["lora"], p["rope"]
             store = torch.empty(copies, batch * pages, PAGE, lora + rope, **bf).normal_()

@@ -38,7 +38,7 @@ def problems() -> list[dict]:
                 max_pages = context // PAGE
                 shape = dict(batch=batch, tokens=1, heads=heads, nope=NOPE, rope=ROPE, v=V, page_size=PAGE,
                              max_pages=max_pages, cache_pages=batch * max_pages)
-                splits = attention_splits(batch, heads, heads, context)
+                splits = attention_splits(batch, heads, heads, context, expanded=True)
                 found.append(dict(label=label, context=context, shape=shape, splits=splits,
                                   stem=f"h{heads}_c{context}_b{batch}"))
     return found

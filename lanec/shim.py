@@ -297,11 +297,36 @@ MAX_SPLITS = 128
 # against 19.1).
 LATENT_SHORT_CHUNK = 256
 LATENT_SHORT_BLOCKS = 128
-# A GQA attention whose first split to reach TARGET_BLOCKS still leaves chunks of LONG_CHUNK keys
-# or more, in fewer than 2 x TARGET_BLOCKS blocks, is cut once more: a second wave of blocks each
-# streaming a long chunk (32/8, 32k, b1: 32 chunks 47.4 us against 16 chunks 52.4; 8/2, 32k, b8:
-# 16 chunks 80.7 against 8 chunks 97.2).
+# A GQA attention of fewer head blocks than TARGET_BLOCKS (batch 1 to 8: the shapes the sweep below measured;
+# more blocks keep the rules above) is cut where its chunks cost the fewest waves x keys: each of
+# ceil(blocks x chunks / (SM_COUNT x the CTAs an SM holds)) waves takes a chunk's keys plus
+# GQA_CHUNK_COST_KEYS (the chunk's fixed cost: its prologue, its partial and its share of the combine, in
+# keys' time), over the measured splits and IDLE_SPLITS, with chunks of at least GQA_MIN_CHUNK_KEYS. An SM
+# holds two CTAs of head size 128 (3 stages of 64 keys: 112 KB of shared memory) and one of 256 (2 stages:
+# 135 KB). Fitted to the sweep after a chunk's page-table entries moved to shared memory (bench/attention.py
+# LANEC_ATTN_SWEEP=1, H200, 2026-12-01: GQA 32/8 and 8/2 x 128 and 16/2 x 256, contexts 4k and 32k, batch 1,
+# 3 and 8, splits 1-128): with a fixed cost of 128-384 keys it picks the fastest split or one within 5% on 17
+# of the 18 shapes, 1.5-1.8% over the fastest in total; the rule before it (blocks to TARGET_BLOCKS, chunks of
+# 256 keys and more) on 11, 8/2 at 4k and batch 1 in 16 chunks 7.9 us against 64 chunks 4.8. The one miss:
+# 16/2 x 256 at 32k and batch 8, 8 chunks (one wave) 158.0 us against 16 (two) 145.1. A split that meets in
+# its own cluster (`cluster_combine`) is kept: the combine launch it saves (and, in a q8_0 plan, the quantize
+# launch after it) costs a step more than shorter chunks save (dense-small-q8 in chunks of 64 keys: 99.76 us
+# against 97.01, bench/RESULTS.md 2026-12-01).
+GQA_MIN_CHUNK_KEYS = 64
+GQA_CHUNK_COST_KEYS = 256
+# The expanded latent attention (latent_expanded.py, not the GQA kernel the waves were fitted to) keeps the rule
+# fitted before (2026-11-29): the fewest measured split to reach TARGET_BLOCKS with chunks of MIN_CHUNK_KEYS,
+# head blocks that reach it but not the SMs cut in IDLE_SPLITS, and a split that leaves chunks of LONG_CHUNK keys
+# or more in fewer than 2 x TARGET_BLOCKS blocks cut once more (GQA then: 32/8, 32k, b1: 32 chunks 47.4 us
+# against 16 chunks 52.4; 8/2, 32k, b8: 16 chunks 80.7 against 8 chunks 97.2).
 LONG_CHUNK = 2048
+
+
+def gqa_resident_ctas(head: int) -> int:
+    """GQA attention CTAs an SM holds at once, by their shared memory (see GQA_CHUNK_COST_KEYS)."""
+    return 2 if head <= 128 else 1
+
+
 # query rows a latent attention block holds: the wgmma engine (LATENT_ENGINE) takes up to 64 on two
 # warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
 # (the mma.sync engine's blocks), `attention_splits` cut DeepSeek-V3 at 32k, batch 8 in 4 chunks (64
@@ -350,14 +375,13 @@ def latent_cluster_combine(splits: int, *, batch: int, heads: int, tokens: int) 
 def cluster_combine(splits: int, *, batch: int, heads: int, kv_heads: int) -> bool:
     """Whether a GQA attention cut into `splits` chunks combines them in its own cluster (the schedule's
     combine "cluster") instead of an attention_combine launch."""
-    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
-    return 1 < splits <= ATTENTION_CLUSTER_SPLITS and blocks * splits <= CLUSTER_COMBINE_CTAS
+    return _meets_in_cluster(splits, head_blocks(batch=batch, heads=heads, kv_heads=kv_heads))
 
 
-def gqa_chunks(batch: int, heads: int, kv_heads: int, context: int) -> tuple[int, bool]:
+def gqa_chunks(batch: int, heads: int, kv_heads: int, context: int, head: int = 128) -> tuple[int, bool]:
     """A GQA attention's chunks (`attention_splits`) and whether they meet in its own cluster
     (`cluster_combine`): the lowering's launch, and what hold-quantized-activation asks of it."""
-    splits = attention_splits(batch, heads, kv_heads, context)
+    splits = attention_splits(batch, heads, kv_heads, context, head=head)
     return splits, cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
 
 
@@ -373,53 +397,85 @@ def chunks_apart(splits: int, *, batch: int, heads: int, kv_heads: int, latent: 
     return splits > 1 and (blocks < TARGET_BLOCKS or (not latent and splits == IDLE_SPLITS and blocks < SM_COUNT))
 
 
-def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> int:
-    """The chunks an attention's keys are cut into (the kernel's `splits`): the fewest of
-    MEASURED_SPLITS (up to MAX_SPLITS) whose blocks reach TARGET_BLOCKS, stopping before a chunk of
-    the `context` (the cache positions a request may reach) would be shorter than the minimum chunk,
-    and, for a latent attention, before short chunks meet many blocks (LATENT_SHORT_CHUNK); a GQA
-    split that leaves long chunks in few blocks is cut once more (LONG_CHUNK). Head blocks that
-    reach TARGET_BLOCKS but not the SMs are cut in IDLE_SPLITS (where both halves keep the minimum
-    chunk). On the sweep's 20 shapes (bench/RESULTS.md) it chooses the fastest split on every one
-    (the rule before these three facts: within 5% on 16, 20% at worst, 1.8% over the best in
-    total)."""
-    return split_choice(batch, heads, kv_heads, context, latent)[0]
+def attention_splits(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False,
+                     head: int = 128, expanded: bool = False) -> int:
+    """The chunks an attention's keys are cut into (the kernel's `splits`). A latent attention:
+    the fewest of MEASURED_SPLITS (up to MAX_SPLITS) whose blocks reach TARGET_BLOCKS, stopping
+    before a chunk of the `context` (the cache positions a request may reach) would be shorter than
+    LATENT_MIN_CHUNK_KEYS or short chunks meet many blocks (LATENT_SHORT_CHUNK). A GQA attention of
+    `head`-wide heads whose head blocks reach TARGET_BLOCKS: unsplit, or in IDLE_SPLITS while they leave
+    SMs idle; of fewer blocks: that rule's split (chunks of MIN_CHUNK_KEYS) where it meets in its own
+    cluster, else the split of the fewest waves x keys (GQA_CHUNK_COST_KEYS). The `expanded` latent
+    attention: the rule of TARGET_BLOCKS and LONG_CHUNK."""
+    return split_choice(batch, heads, kv_heads, context, latent, head, expanded)[0]
 
 
-def split_choice(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> tuple[int, str]:
-    """`attention_splits`' choice and the fact that ended it, one of: "idle", "unsplit", "target",
-    "shortest", "short-latent", "most", "long" (`splits_reason` puts it in words)."""
+def split_choice(batch: int, heads: int, kv_heads: int, context: int, latent: bool = False,
+                 head: int = 128, expanded: bool = False) -> tuple[int, str]:
+    """`attention_splits`' choice and the fact that ended it: for a latent attention "unsplit",
+    "target", "shortest", "short-latent" or "most"; for a GQA attention "idle", "unsplit", "cluster" or
+    "waves"; for the expanded attention "idle", "unsplit", "target", "shortest", "most" or "long"
+    (`splits_reason` puts it in words)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
-    shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
-    if not latent and TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, SMs idle: in two if chunks stay long
-        return (IDLE_SPLITS, "idle") if context >= IDLE_SPLITS * shortest else (1, "idle")
+    if latent:
+        return (1, "unsplit") if blocks >= TARGET_BLOCKS else _first_split(blocks, context, True)
+    if TARGET_BLOCKS <= blocks < SM_COUNT:  # enough blocks, SMs idle: in two if chunks stay long
+        return (IDLE_SPLITS, "idle") if context >= IDLE_SPLITS * MIN_CHUNK_KEYS else (1, "idle")
     if blocks >= TARGET_BLOCKS:
         return 1, "unsplit"
-    chosen, why = 1, "shortest"
+    chosen, why = _first_split(blocks, context, False)
+    if expanded:
+        if why == "target" and blocks * chosen < 2 * TARGET_BLOCKS and context // chosen >= LONG_CHUNK \
+                and 2 * chosen <= MAX_SPLITS:
+            return 2 * chosen, "long"
+        return chosen, why
+    if _meets_in_cluster(chosen, blocks):
+        return chosen, "cluster"
+    costs = {splits: _wave_keys(blocks, splits, context, head) for splits in _gqa_candidates(context)}
+    return min(costs, key=lambda splits: (costs[splits], splits)), "waves"
+
+
+def _first_split(blocks: int, context: int, latent: bool) -> tuple[int, str]:
+    """The fewest measured split whose blocks reach TARGET_BLOCKS with chunks of the minimum keys, or
+    the last before a stop: ("target", "shortest", "short-latent" or "most")."""
+    shortest = LATENT_MIN_CHUNK_KEYS if latent else MIN_CHUNK_KEYS
+    chosen = 1
     for splits in MEASURED_SPLITS[1:]:
         if splits > MAX_SPLITS:
-            why = "most"
-            break
+            return chosen, "most"
         if context < splits * shortest:
-            why = "shortest"
-            break
+            return chosen, "shortest"
         if latent and context // splits < LATENT_SHORT_CHUNK and blocks * splits >= LATENT_SHORT_BLOCKS:
-            why = "short-latent"
-            break
+            return chosen, "short-latent"
         chosen = splits
         if blocks * splits >= TARGET_BLOCKS:
-            why = "target"
-            break
-    if (not latent and why == "target" and blocks * chosen < 2 * TARGET_BLOCKS and context // chosen >= LONG_CHUNK
-            and 2 * chosen <= MAX_SPLITS):
-        return 2 * chosen, "long"
-    return chosen, why
+            return chosen, "target"
+    return chosen, "shortest"
 
 
-def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, latent: bool = False) -> str:
+def _gqa_candidates(context: int) -> list[int]:
+    """The GQA splits the wave rule weighs: one chunk, IDLE_SPLITS and the measured splits up to
+    MAX_SPLITS, with chunks of at least GQA_MIN_CHUNK_KEYS."""
+    found = sorted({1, IDLE_SPLITS, *MEASURED_SPLITS})
+    return [s for s in found if s == 1 or (s <= MAX_SPLITS and context >= s * GQA_MIN_CHUNK_KEYS)]
+
+
+def _wave_keys(blocks: int, splits: int, context: int, head: int) -> int:
+    """A GQA split's cost in keys' time: its waves of resident CTAs x (a chunk's keys + its fixed cost)."""
+    resident = SM_COUNT * gqa_resident_ctas(head)
+    return ceil(blocks * splits / resident) * (ceil(context / splits) + GQA_CHUNK_COST_KEYS)
+
+
+def _meets_in_cluster(splits: int, blocks: int) -> bool:
+    """`cluster_combine` on a shape's head blocks."""
+    return 1 < splits <= ATTENTION_CLUSTER_SPLITS and blocks * splits <= CLUSTER_COMBINE_CTAS
+
+
+def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context: int, latent: bool = False,
+                  head: int = 128, expanded: bool = False) -> str:
     """Why `attention_splits` chose `splits` for this shape, in words and numbers (`lanec explain`)."""
     blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)
-    chosen, why = split_choice(batch, heads, kv_heads, context, latent)
+    chosen, why = split_choice(batch, heads, kv_heads, context, latent, head, expanded)
     chunked = f"{blocks} head blocks x {splits} chunks of {ceil(context / splits)} keys"
     if splits != chosen:
         return f"{chunked} (attention_splits chooses {chosen} here)"
@@ -431,12 +487,21 @@ def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context
                 f"{chunked} (measured: bench/attention.py)")
     if why == "unsplit":
         return f"{blocks} head blocks reach {TARGET_BLOCKS} unsplit"
-    if why == "target":
-        return f"{chunked} reach {TARGET_BLOCKS} blocks (measured: bench/attention.py)"
     if why == "long":
         return (f"{chunked}: {splits // 2} chunks reach {TARGET_BLOCKS} blocks but leave chunks of "
                 f"{LONG_CHUNK} keys or more in fewer than {2 * TARGET_BLOCKS} blocks, so cut once more "
                 "(measured: bench/attention.py)")
+    if why == "cluster":
+        return (f"{chunked}: the fewest chunks of {MIN_CHUNK_KEYS} keys or more to reach {TARGET_BLOCKS} blocks, "
+                "kept where they can meet in the launch's cluster (no combine launch; measured: bench/attention.py)")
+    if why == "waves":
+        resident = SM_COUNT * gqa_resident_ctas(head)
+        waves = ceil(blocks * splits / resident)
+        return (f"{chunked}: the fewest waves x keys, {waves} wave(s) of {resident} CTAs x ({ceil(context / splits)} "
+                f"+ {GQA_CHUNK_COST_KEYS} keys), over splits with chunks of {GQA_MIN_CHUNK_KEYS} keys or more "
+                "(fitted: bench/attention.py's sweep)")
+    if why == "target":
+        return f"{chunked} reach {TARGET_BLOCKS} blocks (measured: bench/attention.py)"
     if why == "most":
         return f"{chunked}: at most {MAX_SPLITS} chunks, whose partials the combine merges (measured)"
     if why == "short-latent":

@@ -125,12 +125,6 @@ def test_one_chunk_is_never_apart_and_zero_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits", [
-    (1, 32, 8, 4096, False, 16),  # 8 blocks x 16 = 128 reach 96
-    (8, 32, 8, 4096, False, 4),  # 64 blocks x 4 = 256
-    (1, 8, 2, 32768, False, 64),  # 2 blocks x 64 = 128
-    (1, 8, 2, 4096, False, 16),  # 32 chunks would hold 128 keys each, under 256
-    (1, 16, 4, 300, False, 1),  # no four chunks of 256 keys
-    (33, 32, 8, 32768, False, 1),  # 264 blocks unsplit
     (1, 32, 1, 4096, True, 32),  # a latent attention: one block, chunks down to 128 keys
     (1, 128, 1, 32768, True, 64),  # 128 heads: 2 row blocks of 64 (the wgmma engine's) x 64
     (1, 32, 1, 32768, True, 128),  # one block: 128 chunks of 256 keys (the lanes' combine merges them)
@@ -179,18 +173,12 @@ def test_a_latent_attention_meets_in_its_cluster_only_where_the_fact_allows(monk
 
 
 @pytest.mark.parametrize("batch, heads, kv_heads, context, latent, splits, why", [
-    # GQA: the target reached in 128 blocks with chunks of 2048 keys or more: cut once more
-    (1, 32, 8, 32768, False, 32, "16 chunks reach 96 blocks but leave chunks of 2048 keys or more"),
-    (8, 8, 2, 32768, False, 16, "8 chunks reach 96 blocks but leave chunks of 2048 keys or more"),
-    (8, 32, 8, 32768, False, 4, "reach 96 blocks"),  # 256 blocks: no second cut
-    (8, 8, 2, 4096, False, 8, "reach 96 blocks"),  # chunks of 512 keys: no second cut
     # latent: chunks under 256 keys only while blocks x chunks stay under 128
     (2, 128, 1, 4096, True, 16, "shorter than 256 keys in 128 blocks or more"),
     (1, 128, 1, 4096, True, 32, "shorter than 128 keys"),  # 2 blocks of 64 rows x 32 chunks of 128 keys
     (1, 32, 1, 4096, True, 32, "shorter than 128 keys"),  # one block: 128-key chunks in 32 blocks
     # one block reaches 96 only in 128 chunks (MAX_SPLITS 128 since the combine's lanes)
     (1, 32, 1, 32768, True, 128, "128 chunks of 256 keys reach 96 blocks"),
-    (1, 8, 1, 65536, False, 128, "128 chunks of 512 keys reach 96 blocks"),
 ])
 def test_the_split_rules_measured_limits_each_end_a_choice(batch, heads, kv_heads, context, latent, splits, why):
     """The three facts fitted to the sweep (bench/RESULTS.md: the rule then picks the fastest of
@@ -225,6 +213,76 @@ def test_blocks_that_reach_the_target_but_leave_sms_idle_are_cut_in_two(batch, h
     assert not chunks_apart(4, batch=batch, heads=heads, kv_heads=kv_heads, latent=latent)  # only in two
     why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, latent=latent)
     assert f"{blocks} head blocks" in why and ("SMs idle" in why if splits == 2 else True)
+
+
+# The sweep the wave rule is fitted to (bench/attention.py LANEC_ATTN_SWEEP=1, H200, 2026-12-01, us at the
+# chosen split / the fastest): every shape at its fastest split or within 5%, but the last one.
+SWEEP_CHOICES = [
+    (1, 32, 8, 128, 4096, 32),  # 9.4 / 9.4
+    (3, 32, 8, 128, 4096, 8),  # 19.3 / 19.3 (the rule before: 4 chunks, 23.2)
+    (8, 32, 8, 128, 4096, 4),  # 40.4 / 40.4
+    (1, 32, 8, 128, 32768, 32),  # 40.8 / 40.8
+    (3, 32, 8, 128, 32768, 32),  # 113.2 / 113.2
+    (8, 32, 8, 128, 32768, 4),  # 270.3 / 269.1
+    (1, 8, 2, 128, 4096, 64),  # 4.8 / 4.8 (the rule before: 16 chunks, 7.9)
+    (3, 8, 2, 128, 4096, 32),  # 8.5 / 8.5
+    (8, 8, 2, 128, 4096, 16),  # 13.8 / 13.8
+    (1, 8, 2, 128, 32768, 128),  # 13.4 / 13.4
+    (3, 8, 2, 128, 32768, 32),  # 34.6 / 34.6
+    (8, 8, 2, 128, 32768, 16),  # 76.6 / 76.6
+    (1, 16, 2, 256, 4096, 64),  # 6.4 / 6.4 (one CTA an SM at head size 256)
+    (3, 16, 2, 256, 4096, 16),  # 12.5 / 12.5
+    (8, 16, 2, 256, 4096, 8),  # 25.2 / 25.2
+    (1, 16, 2, 256, 32768, 64),  # 25.0 / 25.0
+    (3, 16, 2, 256, 32768, 16),  # 68.6 / 65.8
+    (8, 16, 2, 256, 32768, 8),  # 158.0 / 145.1 (16 chunks, two waves)
+]
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, head, context, splits", SWEEP_CHOICES)
+def test_gqa_splits_take_the_fewest_waves_of_keys(batch, heads, kv_heads, head, context, splits):
+    """A GQA split that does not meet in its cluster: the candidate of the fewest waves of resident CTAs x
+    (a chunk's keys + GQA_CHUNK_COST_KEYS), chunks of GQA_MIN_CHUNK_KEYS or more; its reason says so."""
+    import lanec.shim as shim
+
+    assert attention_splits(batch, heads, kv_heads, context, head=head) == splits
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    candidates = shim._gqa_candidates(context)
+    assert splits in candidates and all(context // s >= shim.GQA_MIN_CHUNK_KEYS for s in candidates if s > 1)
+    cost = shim._wave_keys(blocks, splits, context, head)
+    assert all(cost <= shim._wave_keys(blocks, s, context, head) for s in candidates)
+    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, head=head)
+    resident = 132 * (2 if head <= 128 else 1)
+    assert f"{blocks} head blocks x {splits} chunks" in why and f"of {resident} CTAs" in why
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, context, splits", [
+    (1, 16, 4, 2048, 8),  # the dense example: 4 blocks x 8 chunks of 256 keys, 32 CTAs in clusters of 8
+    (1, 32, 8, 2048, 8),  # 8 blocks x 8: 64 CTAs
+])
+def test_a_split_that_meets_in_its_cluster_is_kept(batch, heads, kv_heads, context, splits):
+    """The rule of TARGET_BLOCKS and MIN_CHUNK_KEYS gives a split whose chunks meet in the launch's cluster:
+    kept, though the waves would cut on (no combine launch; dense-small-q8 in chunks of 64 keys measured
+    slower)."""
+    import lanec.shim as shim
+
+    assert attention_splits(batch, heads, kv_heads, context) == splits
+    assert cluster_combine(splits, batch=batch, heads=heads, kv_heads=kv_heads)
+    blocks = head_blocks(batch=batch, heads=heads, kv_heads=kv_heads)
+    waves = {s: shim._wave_keys(blocks, s, context, 128) for s in shim._gqa_candidates(context)}
+    assert min(waves, key=waves.get) > splits
+    assert "kept where they can meet in the launch's cluster" in splits_reason(
+        splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+
+
+def test_the_expanded_attention_keeps_the_rule_of_long_chunks():
+    """The expanded latent attention's own kernel keeps the rule fitted before the waves: 32 heads (32 blocks)
+    reach 96 blocks in 4 chunks of 8192 keys, which are cut once more (LONG_CHUNK); 256 keys stay one chunk."""
+    assert attention_splits(1, 32, 32, 32768, expanded=True) == 8
+    assert "cut once more" in splits_reason(8, batch=1, heads=32, kv_heads=32, context=32768, expanded=True)
+    assert attention_splits(1, 2, 2, 256, expanded=True) == 1
+    why = splits_reason(1, batch=1, heads=2, kv_heads=2, context=256, expanded=True)
+    assert "shorter than 256 keys" in why
 
 
 @pytest.mark.parametrize("batch, context", [(64, 4096), (64, 32768), (96, 4096)])

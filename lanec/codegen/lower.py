@@ -1303,8 +1303,8 @@ class Lowering:
         # the split count is the lane's decision from the cache capacity a request may reach; the
         # shape, the count and why go to the tunings `lanec explain` prints
         context = max_pages * page_size
-        splits, clustered = gqa_chunks(batch, heads, kv_heads, context)
-        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context)
+        splits, clustered = gqa_chunks(batch, heads, kv_heads, context, head)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=kv_heads, context=context, head=head)
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {CLUSTER_COMBINE_CTAS} CTAs "
                     "(CLUSTER_COMBINE_CTAS, measured)")
@@ -1435,8 +1435,8 @@ class Lowering:
             args.append(k_rope)
         self.launch("latent_expand", expand, [*args, positions, pages, w, self.window(op.cache), keys, values])
         context = max_pages * page_size
-        splits = attention_splits(batch, heads, heads, context)
-        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=heads, context=context)
+        splits = attention_splits(batch, heads, heads, context, expanded=True)
+        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=heads, context=context, expanded=True)
         self.tunings.append(("expanded_attention", {"batch": batch, "tokens": tokens, "heads": heads,
                                                     "head": spec.key_width, "context": context},
                              {"splits": splits, "why": why}))

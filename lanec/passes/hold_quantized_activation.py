@@ -58,7 +58,7 @@ def epilogue_checks(op: Operation, shim: LaneShim) -> list[tuple[bool, str]]:
     if isinstance(op, AttentionOp):  # the lowering's choice of chunks and where they merge
         batch, max_pages = shape(op.pages)
         heads, kv_heads = op.heads.value.data, op.kv_heads.value.data
-        splits, merged = gqa_chunks(batch, heads, kv_heads, max_pages * shape(op.k_cache)[1])
+        splits, merged = gqa_chunks(batch, heads, kv_heads, max_pages * shape(op.k_cache)[1], shape(op.k_cache)[3])
         where = ("is one chunk, stored from the MMA's fragments" if splits == 1 else
                  f"merges its {splits} chunks in an attention_combine launch")
         return checks + [(merged, f"the attention {where}: only a merge in the attention's own cluster "

@@ -160,13 +160,14 @@ class TileAttention:
 
     def shared_layout(self, stages: int | None = None) -> list[tuple[int, int]]:
         """(bytes, alignment) of each shared allocation, in the kernel's order: the queries, the
-        key / value buffers (`buffer_bytes`), the probabilities and the warps' row maxima / sums,
-        then the load engine's own (`BulkLoads`: an mbarrier a buffer)."""
+        key / value buffers (`buffer_bytes`), the probabilities and the warps' row maxima / sums, the
+        chunk's staged page-table entries (`page_slots`, GQA), then the load engine's own (`BulkLoads`:
+        an mbarrier a buffer)."""
         stages = stages or self.stages
         rows = self.padded_rows
         return ([(2 * rows * self.key_pitch(), 16)] + [(stages * b, 16) for b in self.buffer_bytes()]
                 + [(2 * rows * (self.tile + VECTOR), 16), (4 * 8 * rows, 16)]
-                + self.engine.shared_layout(stages) + [(4 * self.page_slots, 16)] * (self.page_slots > 0))
+                + [(4 * self.page_slots, 16)] * (self.page_slots > 0) + self.engine.shared_layout(stages))
 
     @property
     def engine(self):
@@ -210,6 +211,7 @@ class TileAttention:
         buffers = self.alloc_buffers(smem)
         p_s = alloc(smem, BFloat16, (R, N + VECTOR))
         red_s = alloc(smem, Float32, (8, R))
+        page_s = alloc(smem, Int32, (self.page_slots,)) if cutlass.const_expr(self.page_slots > 0) else None
         ring = self.engine.start(smem, tid)
 
         p0, lo, hi = self.key_range(positions, request, split)
@@ -220,7 +222,7 @@ class TileAttention:
                 self.engine.load(views, buffers, ring, request, g, p0, lo, hi, Int32(s), tid, 1)
             cute.arch.cp_async_commit_group()
         if cutlass.const_expr(self.page_slots > 0):  # the chunk's page-table entries, for the later tiles' copies
-            views = views + self.stage_pages(smem, views, request, lo, tid)
+            views = views + self.stage_pages(page_s, views, request, lo, tid)
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
         if (split == 0) & (first_row == 0):  # one CTA a (request, KV head) writes the step's rows
@@ -616,20 +618,20 @@ class Attention(TileAttention):
 
     def chunk_pages(self) -> int:
         """Page-table entries a chunk's keys can reach: ceil(chunk / page size) + 1 for a chunk of
-        at most ceil(max_pages x page size / splits) keys starting anywhere in a page; 0 (look each
-        up as it is copied) above ATTENTION_STAGED_PAGES or where they would pass the shared memory."""
+        at most ceil(max_pages x page size / splits) keys starting anywhere in a page, rounded up to
+        whole 16-byte vectors (the allocations after them keep their offsets); 0 (look each up as it
+        is copied) above ATTENTION_STAGED_PAGES or where they would pass the shared memory."""
         chunk = -(-self.max_pages * self.page_size // self.splits)
-        slots = min(self.max_pages, -(-chunk // self.page_size) + 1)
+        slots = -(-min(self.max_pages, -(-chunk // self.page_size) + 1) // 4) * 4
         if slots > ATTENTION_STAGED_PAGES or shared_bytes(self.shared_layout() + [(4 * slots, 16)]) > SHARED_LIMIT:
             return 0
         return slots
 
     @cute.jit
-    def stage_pages(self, smem, views, request: Int32, lo: Int32, tid: Int32):
-        """Request `request`'s page-table entries from the chunk's first page on into shared memory
-        (a plain load and store a thread; visible to the copies after the tile loop's first barrier).
-        Returns the views `page_at` reads them from: the staged entries and the first page's index."""
-        page_s = alloc(smem, Int32, (self.page_slots,))
+    def stage_pages(self, page_s, views, request: Int32, lo: Int32, tid: Int32):
+        """Request `request`'s page-table entries from the chunk's first page on into `page_s` (a plain
+        load and store a thread; visible to the copies after the tile loop's first barrier). Returns the
+        views `page_at` reads them from: the staged entries and the first page's index."""
         first = lo // self.page_size
         pages = views[3]
         for j in cutlass.range_constexpr(-(-self.page_slots // self.threads)):

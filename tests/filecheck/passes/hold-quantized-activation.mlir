@@ -189,5 +189,5 @@ builtin.module attributes {lane.shim = {numerics = "quantized"}} {
   }
 }
 
-// CHECK: rule = "hold-quantized-activation", op = "attention %o", taken = false, reason = "quantize epilogue split into a standalone quantize: the attention merges its 32 chunks in an attention_combine launch: only a merge in the attention's own cluster quantizes (at most 64 CTAs)"
+// CHECK: rule = "hold-quantized-activation", op = "attention %o", taken = false, reason = "quantize epilogue split into a standalone quantize: the attention merges its 64 chunks in an attention_combine launch: only a merge in the attention's own cluster quantizes (at most 64 CTAs)"
 // CHECK: form.quantize %o {words = 1 : i64}
