@@ -322,11 +322,6 @@ GQA_CHUNK_COST_KEYS = 256
 LONG_CHUNK = 2048
 
 
-def gqa_resident_ctas(head: int) -> int:
-    """GQA attention CTAs an SM holds at once, by their shared memory (see GQA_CHUNK_COST_KEYS)."""
-    return 2 if head <= 128 else 1
-
-
 # query rows a latent attention block holds: the wgmma engine (LATENT_ENGINE) takes up to 64 on two
 # warpgroups (32 or fewer on one), so DeepSeek-V3's 128 heads are 2 blocks a request. Counted as 32
 # (the mma.sync engine's blocks), `attention_splits` cut DeepSeek-V3 at 32k, batch 8 in 4 chunks (64
@@ -458,6 +453,11 @@ def _gqa_candidates(context: int) -> list[int]:
     MAX_SPLITS, with chunks of at least GQA_MIN_CHUNK_KEYS."""
     found = sorted({1, IDLE_SPLITS, *MEASURED_SPLITS})
     return [s for s in found if s == 1 or (s <= MAX_SPLITS and context >= s * GQA_MIN_CHUNK_KEYS)]
+
+
+def gqa_resident_ctas(head: int) -> int:
+    """GQA attention CTAs an SM holds at once, by their shared memory (see GQA_CHUNK_COST_KEYS)."""
+    return 2 if head <= 128 else 1
 
 
 def _wave_keys(blocks: int, splits: int, context: int, head: int) -> int:

@@ -16,7 +16,9 @@ keys stream through `stages` shared-memory buffers, filled by the schedule's loa
 (`CopyLoads`: every thread's 16-byte `cp.async`; `BulkLoads`: one `cp.async.bulk` a cache row
 on the buffer's mbarrier); rows past the chunk are zero-filled. The cache rows of the first
 tiles are requested before `griddepcontrol.wait` (they do not depend on the predecessor, only
-the step's rows and the queries do). A tile:
+the step's rows and the queries do). GQA stages its chunk's page-table entries in shared memory
+there too (at most ATTENTION_STAGED_PAGES), so the later tiles' copies do not wait on a global
+load for their pages. A tile:
 
 1. S = Q K^T: warp w takes keys [w, w + 1) x tile / warps; K's rows are the MMA's B operand
    as stored (`ldmatrix`), Q's the A operand; scaled into base 2 and masked (past the chunk, or
