@@ -177,9 +177,9 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
-  # `pending`, the last session's queue, is this time bench/ncu.py's first GPU run: the profiles of the kernels
-  # the open targets are about (about 4 minutes; here: python bench/ncu.py build; carry build/ncu)
-  [ "$phase" = pending ] && phase=ncu
+  # `pending`, the last session's queue: nothing of the fifteenth session is left unrun, so it is the attention
+  # phase on main (every attention and combine case, and the attention plans --check)
+  [ "$phase" = pending ] && phase=attention
   echo "== phase $phase"
   case $phase in
     check)
