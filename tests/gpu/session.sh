@@ -134,6 +134,17 @@ sanitize_case() {
       2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$log"
   done
 }
+# run a command on the build without a change: FOLDER-old (built without it) takes FOLDER's place for the command,
+# then both go back (phases attn-diet-ab, pages)
+on_old() {
+  local folder=$1
+  shift
+  mv "$folder" "$folder-new" && mv "$folder-old" "$folder"
+  "$@"
+  local rc=$?
+  mv "$folder" "$folder-old" && mv "$folder-new" "$folder"
+  return $rc
+}
 # the dense step before and after a lowering change (phases rope-pair, cluster-combine): plans NAME --check, then
 # bench/q8_step.py on dense-small and dense-small-q8 built without the change (`-SUFFIX`) and with it
 dense_ab() {
@@ -272,9 +283,8 @@ for phase in "${phases[@]}"; do
       # steps against their -old plans (python tests/gpu/plans.py kimi-full-b1-c16k kimi-full-b8-c16k
       # kimi-full-b1-c1k, once without the change, renamed -old)
       timeout 240 python3 bench/attention.py 2>&1 | tee "$logs/attn-diet-ab.log" || status=1
-      mv build/bench-attention build/bench-attention-new && mv build/bench-attention-old build/bench-attention
-      timeout 240 python3 bench/attention.py 2>&1 | tee -a "$logs/attn-diet-ab.log" || status=1
-      mv build/bench-attention build/bench-attention-old && mv build/bench-attention-new build/bench-attention ;;
+      on_old build/bench-attention bash -o pipefail -c \
+        "timeout 240 python3 bench/attention.py 2>&1 | tee -a $logs/attn-diet-ab.log" || status=1 ;;
     attn-diet-real)
       # the real-size steps (MLA layers at 16k and 1k keys) --check, and against their -old plans, two rounds (here:
       # python tests/gpu/plans.py kimi-full-b1-c16k kimi-full-b8-c16k kimi-full-b1-c1k, once without the change,
@@ -296,20 +306,13 @@ for phase in "${phases[@]}"; do
         continue
       fi
       sanitize_case tests/gpu/test_attention.py "attention-b1_t2_h128_kv8_d128_p32_32k_s32]" pages.log 90
+      gqa_rows="LANEC_ATTN_KINDS=gqa timeout 150 python3 bench/attention.py 2>&1 | grep '^| GQA' \
+        | tee -a $logs/pages.log"
       for round in 1 2; do
-        for build in old new; do
-          if [ "$build" = old ]; then
-            mv build/bench-attention-gqa build/bench-attention-gqa-new
-            mv build/bench-attention-gqa-old build/bench-attention-gqa
-          fi
-          echo "== round $round, $build" | tee -a "$logs/pages.log"
-          LANEC_ATTN_KINDS=gqa timeout 150 python3 bench/attention.py 2>&1 | grep "^| GQA" \
-            | tee -a "$logs/pages.log" || status=1
-          if [ "$build" = old ]; then
-            mv build/bench-attention-gqa build/bench-attention-gqa-old
-            mv build/bench-attention-gqa-new build/bench-attention-gqa
-          fi
-        done
+        echo "== round $round, old" | tee -a "$logs/pages.log"
+        on_old build/bench-attention-gqa bash -o pipefail -c "$gqa_rows" || status=1
+        echo "== round $round, new" | tee -a "$logs/pages.log"
+        bash -o pipefail -c "$gqa_rows" || status=1
       done ;;
     ncu)
       # Nsight Compute of each kernel bench/ncu.py builds (here: python bench/ncu.py build; carry build/ncu): the

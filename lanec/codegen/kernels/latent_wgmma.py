@@ -52,8 +52,9 @@ than 3%:
 - TMA fills of the whole tiles: 12% fewer instructions, the same time (commit 1ba5ff1 keeps the code);
 - Kimi Linear's 32 rows on two warpgroups of 16: 10-14% slower;
 - moving a running max only past a slack: +1-3%, and -3% at DeepSeek-V3's batch 64.
-What is left is two warpgroups on alternate tiles, each copying its own (bench/RESULTS.md: with a producer
-warpgroup the 384 threads spill here).
+Nor did two warpgroups on alternate tiles, each copying its own into a private ring (branch wip/latent-producer:
+0.97-1.30x the time, the private rings halving the copies in flight), and a producer warpgroup's 384 threads
+spill here (bench/RESULTS.md).
 
 A warp copies four whole 128-byte chunk rows at a time (thread tid: vector tid % 8 of keys tid / 8 +
 (threads / 8) x), so every 32-byte sector asked of L2 is whole. (A key a thread, 16 bytes of each
