@@ -30,6 +30,8 @@ all, which --write-table records.
     LANEC_GEMM_STREAM=tiles,132 python bench/gemm.py build   # stream-K over those CTA counts ("tiles":
                                                          # one a tile, no partials: the machinery's own cost)
     LANEC_GEMM_ONLY="kimi qkv;llama down" python bench/gemm.py build   # only those products
+    LANEC_GEMM_TILES=1 python bench/gemm.py build        # only the default, the table's and the wide tiles
+                                                         # (192 and 256 weight rows a CTA, from 128 rows)
 
 Every shape also times the table's schedule and the default with TMA loads (`loads: "tma"`: one
 thread's cp.async.bulk.tensor a box; "producer": a producer warpgroup issues them; the tensor maps
@@ -76,6 +78,7 @@ GATED = [
 ]
 ROWS = [int(r) for r in os.environ.get("LANEC_GEMM_ROWS", "16,33,64,128,256").split(",")]
 BLOCK_ROWS = (64, 128)  # row-block variants, timed where the rows are more than one block of them
+WIDE_TILES = (192, 256)  # weight rows a CTA past the default 128 (wgmma: a consumer warpgroup a 64)
 GEMV_ROWS = 32
 ROTATE_BYTES = 256 * 2**20
 REPEATS = 15
@@ -121,6 +124,20 @@ def variants(make) -> list[dict]:
         by_tma.append(schedule)
     if os.environ.get("LANEC_GEMM_TMA"):
         return table + by_tma
+    tiles = []  # from 128 rows: the wider weight tiles (3 or 4 consumer warpgroups) in blocks of 64 and 128 rows
+    if default.engine == "wgmma" and default.rows >= 128 and not default.gated:
+        for tile_n in WIDE_TILES:
+            for block_rows in BLOCK_ROWS:
+                for stages in (3, 4):
+                    schedule = {"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": "producer"}
+                    try:
+                        make(schedule)
+                    except ValueError:  # the accumulators do not fit the registers
+                        continue
+                    tiles.append(schedule)
+    if os.environ.get("LANEC_GEMM_TILES"):
+        return table + tiles
+    found += tiles
     streams = []
     asked = os.environ.get("LANEC_GEMM_STREAM", "1")
     counts = [SM_COUNT] if asked == "1" else [default.n_tiles * default.row_blocks if c == "tiles" else int(c)
@@ -345,6 +362,7 @@ def run() -> list:
               f"| {default['engine']} / {default['splits']} / {default['stages']} | {ours:.2f} | {100 * share:.0f}% "
               f"| {100 * roof_us / ours:.0f}% | {cublas:.2f} | {cublas / ours:.2f} | {gemv:.2f} | {gemv / ours:.2f} "
               f"| {mma:.2f} | {mma / ours:.2f} | {fastest['engine']} / {fastest['splits']} / {fastest['stages']}"
+              f"{' / tile ' + str(fastest['tile_n']) if fastest.get('tile_n', 128) != 128 else ''}"
               f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
               f"{' / ' + fastest['loads'] if 'loads' in fastest else ''}"
               f"{' x' + str(fastest['multicast']) + ' multicast' if 'multicast' in fastest else ''}"

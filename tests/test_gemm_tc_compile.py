@@ -80,6 +80,32 @@ def test_wgmma_engine_compiles_for_sm90a(case):
     assert "ld.shared.v4.f32" in ptx or split, "the one-split epilogue stores from the staged tile"
 
 
+WIDE = {  # weight tiles of 3 and 4 consumer warpgroups (and 1), in row blocks that their registers hold
+    "t192_r256_merged_b128_producer": lambda: GemmTc(256, 2304, KIMI_MERGED, schedule={
+        "tile_n": 192, "block_rows": 128, "loads": "producer", "stages": 4}),
+    "t256_r256_n4096_b64_producer": lambda: GemmTc(256, 2304, [4096], schedule={
+        "tile_n": 256, "block_rows": 64, "loads": "producer"}),
+    "t192_r100_k1000_n320": lambda: GemmTc(100, 1000, [320], schedule={"tile_n": 192}),
+    "t64_r33_k4096_n2304_k2_tma": lambda: GemmTc(33, 4096, [2304], schedule={"tile_n": 64, "splits": 2, "loads": "tma"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WIDE))
+def test_wgmma_tiles_of_other_widths_compile(case):
+    """A consumer warpgroup a 64 weight rows: the CTA's threads, its grid and the wgmma's N follow
+    the tile (the producer warpgroup past the consumers, its mbarriers counting every consumer)."""
+    kernel = WIDE[case]()
+    consumers = kernel.tile_n // 64
+    producer = 128 if kernel.loads == "producer" else 0
+    assert kernel.launch().block == (128 * consumers + producer, 1, 1)
+    assert kernel.launch().grid[2] == -(-kernel.outputs // kernel.tile_n)
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
+    if producer:  # the empty barriers wait for every consumer warpgroup
+        count = re.search(rf"mov\.b32\s+(%r\d+), {consumers};", ptx)
+        assert count and re.search(rf"mbarrier\.init\.shared\.b64\s+\[[^]]+\], {count.group(1)};", ptx)
+
+
 @pytest.mark.parametrize(("rows", "stages", "splits"), [(160, 3, 1), (256, 3, 1), (8, 3, 1), (256, 4, 2), (33, 3, 4)])
 def test_wgmma_shared_memory_holds_the_staged_tile(rows, stages, splits):
     """The wgmma epilogue always stages its fp32 tile through the stage buffers, split or not (at
@@ -246,12 +272,16 @@ def test_stream_k_refusals_name_the_fact(make, message):
     (lambda: GemmTc(64, 2304, [1000, 3]), "outputs 1003 must be a multiple of 8"),
     (lambda: GemmTc(64, 128, [512], per_head=(8, 192, 64)), "reads no per-head part"),
     (lambda: GemmTc(64, 2304, [4096], x_pitch=2300), "x pitch 2300: at least the row's 2304 values"),
-    (lambda: GemmTc(64, 2304, [4096], schedule={"tile_n": 96}), "GemmTc tile_n is 64 or 128"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"tile_n": 96}), "GemmTc tile_n is 64, 128, 192 or 256"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={**MMA, "tile_n": 192}), "mma tile_n 192: the engine takes 128 or 64"),
+    (lambda: GemmTc(256, 2304, [4096], schedule={"tile_n": 192, "loads": "producer"}),
+     "wgmma tile_n 192: 512 threads get 128 registers each, and a consumer's 128 accumulators (256 rows) need 160"),
+    (lambda: GemmTc(64, 2304, [2048], gated=True, schedule={"tile_n": 192}),
+     "wgmma tile_n 192: a gated pair's tile is 64 gate rows beside their 64 up rows"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"splits": 9}), "GemmTc splits is 1-8"),
     (lambda: GemmTc(64, 128, [4096], schedule={"splits": 4}), "splits 4: K 128 has only 2 stages"),
     (lambda: GemmTc(128, 2304, [4096], schedule={**MMA, "tile_n": 128, "stages": 8}), "above the SM's 232448"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"engine": "tma"}), "GemmTc engine is 'mma' or 'wgmma'"),
-    (lambda: GemmTc(64, 2304, [4096], schedule={**WGMMA, "tile_n": 64}), "wgmma tile_n 64: the engine takes 128"),
     (lambda: GemmTc(256, 2304, [4096], schedule={**WGMMA, "stages": 5}), "above the SM's 232448"),
     (lambda: GemmTc(64, 2304, [2000], gated=True), "hidden width 1000 is not whole pair tiles (64 gate beside 64"),
     (lambda: GemmTc(64, 2304, [1024, 1024], gated=True), "a gated pair is one part of gate and up rows"),

@@ -363,7 +363,8 @@ GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's 
 
 @dataclass(frozen=True)
 class GemmSchedule(Schedule):
-    """gemm_tc's knobs: weight rows (outputs) a CTA `tile_n` (64 or 128), shared-memory `stages`
+    """gemm_tc's knobs: weight rows (outputs) a CTA `tile_n` (64 or 128; on wgmma also 192 and 256,
+    a consumer warpgroup a 64 rows), shared-memory `stages`
     of 64 K values (2-8), `splits` of K over a cluster (1-8), the tensor-core `engine` ("wgmma",
     the default: Hopper's warpgroup MMA from swizzled shared memory, 1.0-2.3x the other on every
     bench/gemm.py shape; "mma": mma.sync from ldmatrix) and `block_rows`, the most activation rows
@@ -395,7 +396,7 @@ class GemmSchedule(Schedule):
         if self.engine is not None:
             _choice("GemmTc", "engine", self.engine, GEMM_ENGINES, "'mma' or 'wgmma'")
         if self.tile_n is not None:
-            _choice("GemmTc", "tile_n", self.tile_n, (64, 128), "64 or 128 weight rows a CTA")
+            _choice("GemmTc", "tile_n", self.tile_n, (64, 128, 192, 256), "64, 128, 192 or 256 weight rows a CTA")
         if self.stages is not None:
             _choice("GemmTc", "stages", self.stages, tuple(range(2, 9)), "2-8 shared-memory buffers")
         if self.splits is not None:

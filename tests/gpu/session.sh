@@ -31,6 +31,8 @@
 #              cluster (DSMEM) against attention + attention_combine (carry build/bench-attention-cluster)
 #   bench-mixture    bench/mixture.py (carry .anchors too for SGLang's fused MoE column)
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
+#   tiles      gemm_tc's weight tiles of 192 and 256 rows (and 64): their GPU cases, compute-sanitizer on one,
+#              bench/gemm.py built with LANEC_GEMM_TILES=1, the fastest written to $OUT/schedules.json
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
 #              without TMA loads, the fastest written to $OUT/schedules.json (adopt, rebuild, run the tuned cases)
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
@@ -603,12 +605,32 @@ for phase in "${phases[@]}"; do
           > "$logs/$plan.profile.txt" 2>&1 || status=1
         tail -25 "$logs/$plan.profile.txt"
       done ;;
+    tiles)
+      # gemm_tc's weight tiles of other widths (tile_n 192 and 256 past the default 128, and 64; issue 12): the
+      # wide cases (stop at a failure or a hang), compute-sanitizer on one, then bench/gemm.py on the wide
+      # tiles, the fastest written to $logs/schedules.json (here: python tests/gpu/build.py --only gemm_wgmma;
+      # LANEC_GEMM_TILES=1 LANEC_GEMM_ROWS=128,256 python bench/gemm.py build; carry build/gpu, build/bench/gemm)
+      timeout 180 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -x -k "wide" 2>&1 | tail -4 \
+        | tee "$logs/tiles.log"
+      if ! grep -q " passed" "$logs/tiles.log" || grep -q "failed\|error" "$logs/tiles.log"; then
+        echo "tiles: the cases failed or hung; stopping" | tee -a "$logs/tiles.log"
+        status=1
+        continue
+      fi
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
+          -k "wide192_r256_k2304_merged_b128" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/tiles.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      done
+      timeout 300 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tiles.log" \
+        || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

@@ -82,7 +82,8 @@ class GemmTc:
     name = "gemm_tc"
     engine = "mma"
     out_dtype = "bfloat16"  # y's; "float32" (the wgmma engine, `out_dtype`): the sums as they are
-    tiles = (128, 64)  # the weight tiles (outputs a CTA) the engine takes; the default grid picks one
+    tiles = (128, 64)  # the weight tiles (outputs a CTA) the default grid picks from
+    tile_choices = tiles  # ... and those a schedule may ask for
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
     row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
     min_stages = 2
@@ -109,9 +110,9 @@ class GemmTc:
         GemmSpec(rows, width, parts, tuple(per_head) if per_head is not None else None, x_pitch, bool(gated),
                  out_dtype).check()
         schedule = GemmSchedule.of(schedule or {})
-        if schedule.tile_n not in (None, *self.tiles):
+        if schedule.tile_n not in (None, *self.tile_choices):
             raise ValueError(f"gemm_tc {self.engine} tile_n {schedule.tile_n}: the engine takes "
-                             f"{' or '.join(map(str, self.tiles))} weight rows a CTA")
+                             f"{' or '.join(map(str, self.tile_choices))} weight rows a CTA")
         if schedule.loads in ("tma", "producer") and self.engine != "wgmma":
             raise ValueError(f"gemm_tc {self.engine} loads {schedule.loads!r}: only the wgmma engine fills its "
                              "stages by TMA")
@@ -149,6 +150,11 @@ class GemmTc:
             raise ValueError(f"gemm_tc: {self.stages} stages of {self.tile_n} weight rows and {self.padded_rows} "
                              f"activation rows take {self.shared_bytes()} bytes of shared memory, above the SM's "
                              f"{SHARED_LIMIT}")
+
+    @property
+    def threads(self) -> int:
+        """The threads that copy, multiply and store a tile: the CTA's 8 warps."""
+        return THREADS
 
     def arrange_warps(self) -> None:
         """The warps' share of the tile: two warp rows where the row tiles pair up (an A fragment
@@ -190,7 +196,7 @@ class GemmTc:
         return max(pipeline, 4 * self.padded_rows * self.partial_pitch())
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.splits, self.row_blocks, self.n_tiles), block=(THREADS, 1, 1),
+        return LaunchShape(grid=(self.splits, self.row_blocks, self.n_tiles), block=(self.threads, 1, 1),
                            cluster=(self.splits, 1, 1), shared_bytes=self.shared_bytes())
 
     def params(self) -> list[TensorParam]:
@@ -274,8 +280,9 @@ class GemmTc:
         """cp.async of weight rows n0 + [0, tile_n) at K stage `k_tile` into `buffer`; zeros past
         N and past K."""
         V: cutlass.Constexpr = TILE_K // VECTOR
-        for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
-            c = tid + j * THREADS
+        T: cutlass.Constexpr = self.threads
+        for j in cutlass.range_constexpr(self.tile_n * V // T):
+            c = tid + j * T
             r, v = c // V, c % V
             n = n0 + r
             col = k_tile * TILE_K + v * VECTOR
@@ -294,8 +301,9 @@ class GemmTc:
         weight rows; zeros past K and in the padding rows."""
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
-        for j in cutlass.range_constexpr(-(-copies // THREADS)):
-            c = tid + j * THREADS
+        T: cutlass.Constexpr = self.threads
+        for j in cutlass.range_constexpr(-(-copies // T)):
+            c = tid + j * T
             i, v = c // V, c % V
             row = first_row + i
             col = k_tile * TILE_K + v * VECTOR
@@ -369,13 +377,14 @@ class GemmTc:
         Q: cutlass.Constexpr = (self.tile_n // 2 if self.gated else self.tile_n) // 4
         vectors: cutlass.Constexpr = self.block_rows * Q
         share: cutlass.Constexpr = -(-vectors // self.splits)
-        for j in cutlass.range_constexpr(-(-share // THREADS)):
-            local = tid + j * THREADS
+        T: cutlass.Constexpr = self.threads
+        for j in cutlass.range_constexpr(-(-share // T)):
+            local = tid + j * T
             v = split * share + local
             i, q = v // Q, v % Q
             row, col = first_row + i, (n0 // 2 if self.gated else n0) + 4 * q
-            # (a producer warpgroup's threads, past THREADS, store nothing)
-            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.y_width) & (tid < THREADS):
+            # (a producer warpgroup's threads, past the consumers, store nothing)
+            if (local < share) & (v < vectors) & (row < self.rows) & (col < self.y_width) & (tid < T):
                 sums = self.tile_vector(partial, i, 4 * q)
                 if cutlass.const_expr(self.gated):
                     ups = self.tile_vector(partial, i, self.tile_n // 2 + 4 * q)

@@ -70,9 +70,17 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass import BFloat16, Float32, Int32
 from cutlass.tensor_utils import LayoutEnum
 
-from lanec.codegen.facts import GEMM_MAX_ROWS, GEMM_PRODUCER_ROWS, GEMM_STREAM_SLOT, SHARED_LIMIT, VECTOR, GemmSchedule
+from lanec.codegen.facts import (
+    GEMM_MAX_ROWS,
+    GEMM_PRODUCER_ROWS,
+    GEMM_STREAM_SLOT,
+    PAIR_TILE,
+    SHARED_LIMIT,
+    VECTOR,
+    GemmSchedule,
+)
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
-from lanec.codegen.kernels.gemm_tc import THREADS, TILE_K, GemmTc, blocks_of
+from lanec.codegen.kernels.gemm_tc import TILE_K, GemmTc, blocks_of
 from lanec.codegen.kernels.primitives import (
     acquire_flag,
     acquire_tensor_map,
@@ -92,7 +100,10 @@ ROW_BYTES = 2 * TILE_K  # a stage's shared row: 64 K values, one 128-byte swizzl
 SWIZZLE_ROWS = 8  # rows of one 1024-byte swizzle atom (chunk c of row r sits at c ^ (r % 8))
 ALIGN = 1024  # the swizzle atom: wgmma's 128-byte swizzle reads absolute address bits
 WARPGROUP = 128  # threads of a warpgroup: wgmma's unit, and the producer's
-PRODUCER_THREADS = WARPGROUP  # loads "producer": a third warpgroup issues the TMA copies
+PRODUCER_THREADS = WARPGROUP  # loads "producer": a warpgroup past the consumers issues the TMA copies
+REGISTER_FILE = 64 * 1024  # 32-bit registers of an SM, shared by a CTA's threads
+MAX_REGISTERS = 255  # a thread's most
+ACCUMULATOR_SLACK = 32  # a consumer's registers beyond its accumulators (155 at 128 of them, measured by ptxas)
 
 
 class GemmWgmma(GemmTc):
@@ -101,7 +112,8 @@ class GemmWgmma(GemmTc):
     block and padding); its knobs are `stages` and `splits` (the tile is 128)."""
 
     engine = "wgmma"
-    tiles = (128,)  # two consumer warpgroups of 64 weight rows
+    tiles = (128,)  # the default grid's: two consumer warpgroups of 64 weight rows
+    tile_choices = (64, 128, 192, 256)  # a schedule's: a consumer warpgroup a 64 weight rows
     block_limit = GEMM_MAX_ROWS  # one block of every row: wgmma's N side takes up to 256, the weight streams once
     row_quantum = SWIZZLE_ROWS  # wgmma's N steps by 8: rows padded to whole swizzle atoms
     min_stages = 3
@@ -121,6 +133,9 @@ class GemmWgmma(GemmTc):
         # multicast: a block's rows padded to M whole 8-row slices, one a CTA of the cluster
         self.row_quantum = SWIZZLE_ROWS * self.multicast
         super().__init__(rows, *args, schedule=schedule, **kwargs)
+        problems = self.tile_problems()
+        if problems:
+            raise ValueError(f"gemm_tc wgmma tile_n {self.tile_n}: " + "; ".join(problems))
         problems = self.multicast_problems()
         if problems:
             raise ValueError(f"gemm_tc multicast {self.multicast}: " + "; ".join(problems))
@@ -129,6 +144,29 @@ class GemmWgmma(GemmTc):
         problems = self.stream_problems()
         if problems:
             raise ValueError(f"gemm_tc stream {self.stream_ctas}: " + "; ".join(problems))
+
+    @property
+    def threads(self) -> int:
+        """The consumer threads: a warpgroup a 64 weight rows of the tile (a producer warpgroup's
+        are past them)."""
+        return self.tile_n // WGMMA_M * WARPGROUP
+
+    def tile_problems(self) -> list[str]:
+        """Why the consumers of a `tile_n`-row tile cannot hold the block's accumulators (none:
+        they can). A consumer thread holds 64 weight rows x the padded rows / 128 fp32 sums; the
+        CTA's threads share the SM's 64K registers (ptxas caps each at 64K / threads, whole 8s),
+        and the rest of the loop takes about ACCUMULATOR_SLACK more. A gated pair's tile is its 64
+        gate rows beside their 64 up rows."""
+        found = []
+        if self.gated and self.tile_n != 2 * PAIR_TILE:
+            found.append(f"a gated pair's tile is {PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
+        threads = self.threads + (PRODUCER_THREADS if self.loads == "producer" else 0)
+        cap = min(MAX_REGISTERS, REGISTER_FILE // threads // 8 * 8)
+        held = WGMMA_M * self.padded_rows // WARPGROUP
+        if held + ACCUMULATOR_SLACK > cap:
+            found.append(f"{threads} threads get {cap} registers each, and a consumer's {held} accumulators "
+                         f"({self.padded_rows} rows) need {held + ACCUMULATOR_SLACK}: fewer block_rows")
+        return found
 
     def stream_problems(self) -> list[str]:
         """Why `stream` CTAs cannot deal out this product's units (none: they can). Each CTA takes
@@ -142,6 +180,9 @@ class GemmWgmma(GemmTc):
         if self.splits > 1 or self.multicast > 1:
             found.append(f"its CTAs are one a run of units, not a cluster's ({self.splits} splits, "
                          f"multicast {self.multicast})")
+        if self.tile_n * self.padded_rows > GEMM_STREAM_SLOT:
+            found.append(f"a tile of {self.tile_n} x {self.padded_rows} sums is larger than a workspace slot "
+                         f"({GEMM_STREAM_SLOT})")
         if not self.work_tiles <= self.stream_ctas <= self.units:
             found.append(f"{self.work_tiles} tiles of {self.k_tiles} K stages take {self.work_tiles}-{self.units} "
                          "CTAs (each a run of at most one tile's stages)")
@@ -212,7 +253,7 @@ class GemmWgmma(GemmTc):
         """gemm_tc's grid; a producer warpgroup adds 128 threads to the two consumer warpgroups."""
         shape = super().launch()
         if self.loads == "producer":
-            shape = replace(shape, block=(THREADS + PRODUCER_THREADS, 1, 1))
+            shape = replace(shape, block=(self.threads + PRODUCER_THREADS, 1, 1))
         if self.stream_ctas:  # one CTA a run of units, one an SM (asking for more than half its shared memory)
             shape = replace(shape, grid=(self.stream_ctas, 1, 1), cluster=(1, 1, 1),
                             shared_bytes=max(shape.shared_bytes, SHARED_LIMIT // 2 + ALIGN))
@@ -278,7 +319,7 @@ class GemmWgmma(GemmTc):
         R: cutlass.Constexpr = self.padded_rows
         partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
         cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
-        if tid < THREADS:  # the consumers' accumulators (not a producer warpgroup's)
+        if tid < self.threads:  # the consumers' accumulators (not a producer warpgroup's)
             for e in cutlass.range(cute.size(acc), unroll_full=True):
                 out, row = tile_coords[e]
                 partial[row, out] = acc[e]
@@ -332,12 +373,14 @@ class GemmWgmma(GemmTc):
     @cute.jit
     def put_partial(self, partials, flags, acc, cta: Int32, tid: Int32):
         """The consumers' accumulators into CTA `cta`'s workspace slot (element e of thread t at
-        4 (e / 4 * THREADS + t) + e % 4: 16-byte stores side by side), then its flag raised."""
-        if tid < THREADS:
+        4 (e / 4 * T + t) + e % 4, T the consumer threads: 16-byte stores side by side), then its
+        flag raised."""
+        T: cutlass.Constexpr = self.threads
+        if tid < T:
             for q in cutlass.range_constexpr(cute.size(acc) // 4):
-                store_f32x4(at(partials, cta, 4 * (q * THREADS + tid)), [acc[4 * q + e] for e in range(4)])
+                store_f32x4(at(partials, cta, 4 * (q * T + tid)), [acc[4 * q + e] for e in range(4)])
             cute.arch.fence_acq_rel_gpu()
-            cute.arch.barrier(barrier_id=1, number_of_threads=THREADS)  # every consumer's share is stored
+            cute.arch.barrier(barrier_id=1, number_of_threads=T)  # every consumer's share is stored
             if tid == 0:
                 release_flag(at(flags, cta), 1)
 
@@ -345,11 +388,12 @@ class GemmWgmma(GemmTc):
     def gather_partials(self, partials, flags, acc, first: Int32, last: Int32, tid: Int32):
         """acc += the partial tiles of CTAs first..last, in order, each once its flag is raised;
         then the flags are lowered (every consumer has read them) for the next launch."""
-        if tid < THREADS:
+        T: cutlass.Constexpr = self.threads
+        if tid < T:
             for cta in range(first, last + 1):
                 acquire_flag(at(flags, cta), 1)
                 for q in cutlass.range_constexpr(cute.size(acc) // 4):
-                    values = load_f32x4(at(partials, cta, 4 * (q * THREADS + tid)), l2_only=True)
+                    values = load_f32x4(at(partials, cta, 4 * (q * T + tid)), l2_only=True)
                     for e in cutlass.range_constexpr(4):
                         acc[4 * q + e] = acc[4 * q + e] + values[e]
         cute.arch.sync_threads()
@@ -409,17 +453,18 @@ class GemmWgmma(GemmTc):
     @cute.jit
     def produce_and_multiply(self, x_map, w_map, full, empty, weights_base, rows_base, mma, acc, fragment_a,
                              fragment_b, tiles: Int32, place, tid: Int32, ends=None):
-        """`tiles` stages with a producer warpgroup (threads THREADS and up; its first thread issues
+        """`tiles` stages with a producer warpgroup (the threads past the consumers; its first issues
         the boxes; stage s is `place(s)`: first weight row, first activation row, K stage): stage
         t's buffer is refilled with stage t + S once both consumer warpgroups have arrived on its
         `empty` barrier (each after its wgmma of the stage retired); the consumers wait on `full`
         alone, and call `ends(t)` after stage t's wgmma is issued (a stream's tile ends)."""
         S: cutlass.Constexpr = self.stages
         M: cutlass.Constexpr = self.multicast
+        T: cutlass.Constexpr = self.threads
         if tid == 0:
             for s in cutlass.range_constexpr(S):
                 cute.arch.mbarrier_init(full + s, 1)
-                cute.arch.mbarrier_init(empty + s, M * (THREADS // WARPGROUP))  # every consumer of the cluster
+                cute.arch.mbarrier_init(empty + s, M * (T // WARPGROUP))  # every consumer of the cluster
             cute.arch.mbarrier_init_fence()
         if cutlass.const_expr(M > 1):
             cute.arch.cluster_arrive()  # every CTA's barriers exist before a peer's multicast lands on them
@@ -427,15 +472,15 @@ class GemmWgmma(GemmTc):
         else:
             cute.arch.sync_threads()  # the barriers are initialised before any thread uses them
         # every stage flies at first: the producer refills one only once it is handed back
-        self.start_boxes(x_map, w_map, full, weights_base, rows_base, place, tiles, S, tid == THREADS)
-        if tid == THREADS:
+        self.start_boxes(x_map, w_map, full, weights_base, rows_base, place, tiles, S, tid == T)
+        if tid == T:
             for tile in range(S, tiles):
                 buffer = tile % S
                 # every consumer (of every CTA of the cluster) handed it back
                 cute.arch.mbarrier_wait(empty + buffer, (tile // S - 1) % 2)
                 n0, first_row, k_tile = place(tile)
                 self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_tile, buffer, True)
-        if tid < THREADS:
+        if tid < T:
             for tile in range(tiles):
                 cute.arch.mbarrier_wait(full + tile % S, (tile // S) % 2)  # the stage's boxes have landed
                 self.multiply_stage(mma, acc, fragment_a, fragment_b, tile % S)
@@ -525,8 +570,9 @@ class GemmWgmma(GemmTc):
         `buffer`, swizzled; zeros past K and in the padding rows."""
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
-        for j in cutlass.range_constexpr(-(-copies // THREADS)):
-            c = tid + j * THREADS
+        T: cutlass.Constexpr = self.threads
+        for j in cutlass.range_constexpr(-(-copies // T)):
+            c = tid + j * T
             i, v = c // V, c % V
             row = first_row + i
             col = k_tile * TILE_K + v * VECTOR

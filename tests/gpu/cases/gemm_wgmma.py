@@ -112,3 +112,26 @@ FLOAT32 = {
 }
 for _name, _spec in FLOAT32.items():
     CASES[_name] = dict(_spec, out_dtype="float32", schedule={"engine": "wgmma"})
+
+# weight tiles of other widths (`tile_n`: a consumer warpgroup a 64 weight rows): 192 rows on Kimi
+# Linear's merged KDA product at 256 rows in blocks of 128 (66 x 2 CTAs, the last tile past N), on 100
+# odd rows over a K tail with thread copies, with a pitched activation by TMA, in a stream-K launch and
+# multicast over a cluster; 256 rows in blocks of 64; 64 rows (one consumer) with a split K
+WIDE = {
+    "wide192_r256_k2304_merged_b128": dict(rows=256, width=2304, parts=[4096, 4096, 4096, 128, 32, 128],
+                                           schedule={"tile_n": 192, "block_rows": 128, "loads": "producer",
+                                                     "stages": 4}),
+    "wide192_r100_k1000_n320": dict(rows=100, width=1000, parts=[320], schedule={"tile_n": 192}),
+    "wide192_r9_k136_n200_pitch_tma": dict(rows=9, width=136, parts=[200], x_pitch=144,
+                                           schedule={"tile_n": 192, "loads": "tma"}),
+    "wide192_stream_r128_k2304_n4096": dict(rows=128, width=2304, parts=[4096], schedule={"tile_n": 192,
+                                                                                          "stream": 132}),
+    "wide192_multicast2_r256_k2304_n4096_b128": dict(rows=256, width=2304, parts=[4096],
+                                                     schedule={"tile_n": 192, "block_rows": 128,
+                                                               "loads": "producer", "multicast": 2}),
+    "wide256_r256_k4096_n2304_b64": dict(rows=256, width=4096, parts=[2304],
+                                         schedule={"tile_n": 256, "block_rows": 64, "loads": "producer"}),
+    "wide64_r33_k4096_n2304_k2": dict(rows=33, width=4096, parts=[2304], schedule={"tile_n": 64, "splits": 2}),
+}
+for _name, _spec in WIDE.items():
+    CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
