@@ -128,13 +128,15 @@ def variants(make) -> list[dict]:
     if default.engine == "wgmma" and default.rows >= 128 and not default.gated:
         for tile_n in WIDE_TILES:
             for block_rows in BLOCK_ROWS:
-                for stages in (3, 4):
-                    schedule = {"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": "producer"}
-                    try:
-                        make(schedule)
-                    except ValueError:  # the accumulators do not fit the registers
-                        continue
-                    tiles.append(schedule)
+                for stages in (3, 4, 5):
+                    for multicast in (1, 2):
+                        schedule = {"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": "producer",
+                                    **({"multicast": multicast} if multicast > 1 else {})}
+                        try:
+                            make(schedule)
+                        except ValueError:  # the accumulators or the stages do not fit
+                            continue
+                        tiles.append(schedule)
     if os.environ.get("LANEC_GEMM_TILES"):
         return table + tiles
     found += tiles

@@ -625,12 +625,28 @@ for phase in "${phases[@]}"; do
       done
       timeout 300 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tiles.log" \
         || status=1 ;;
+    wide-ab)
+      # the wide tiles adopted at 256 rows: the tuned 256-row cases, bench/gemm.py's wide tiles again (5 stages
+      # and multicast; here: LANEC_GEMM_TILES=1 LANEC_GEMM_ROWS=256 python bench/gemm.py build), the KDA-only
+      # batch-256 step against the chain on the table before (build/plans/kimi-kda-b256-old.plan) and after,
+      # three rounds, and the real-size batch-256 step's lanec side before and after (carry build/gpu,
+      # build/bench/gemm, build/plans' kimi-kda-b256(-old), kimi-full-b256-c1k(-old), .snap)
+      timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "tuned and r256" 2>&1 | tail -3 \
+        | tee "$logs/wide-ab.log"
+      timeout 200 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-wide.log" \
+        | tail -12 || status=1
+      timeout 200 python3 bench/step_chain.py --rounds 3 build/plans/kimi-kda-b256-old.plan \
+        build/plans/kimi-kda-b256.plan 2>&1 | tee -a "$logs/wide-ab.log" | tail -12 || status=1
+      for each in kimi-full-b256-c1k-old kimi-full-b256-c1k kimi-full-b256-c1k-old kimi-full-b256-c1k; do
+        echo "$each: $(timeout 100 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 | tail -1)" \
+          | tee -a "$logs/wide-ab.log"
+      done ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
