@@ -30,8 +30,9 @@ all, which --write-table records.
     LANEC_GEMM_STREAM=tiles,132 python bench/gemm.py build   # stream-K over those CTA counts ("tiles":
                                                          # one a tile, no partials: the machinery's own cost)
     LANEC_GEMM_ONLY="kimi qkv;llama down" python bench/gemm.py build   # only those products
-    LANEC_GEMM_TILES=1 python bench/gemm.py build        # only the default, the table's and the wide tiles
-                                                         # (192 and 256 weight rows a CTA, from 128 rows)
+    LANEC_GEMM_TILES=1 python bench/gemm.py build        # only the default, the table's, the wide tiles
+                                                         # (192 and 256 weight rows a CTA, from 128 rows) and
+                                                         # two CTAs an SM (`occupancy` 2)
 
 Every shape also times the table's schedule and the default with TMA loads (`loads: "tma"`: one
 thread's cp.async.bulk.tensor a box; "producer": a producer warpgroup issues them; the tensor maps
@@ -124,19 +125,28 @@ def variants(make) -> list[dict]:
         by_tma.append(schedule)
     if os.environ.get("LANEC_GEMM_TMA"):
         return table + by_tma
-    tiles = []  # from 128 rows: the wider weight tiles (3 or 4 consumer warpgroups) in blocks of 64 and 128 rows
+    tiles = []
+    candidates = []
     if default.engine == "wgmma" and default.rows >= 128 and not default.gated:
-        for tile_n in WIDE_TILES:
-            for block_rows in BLOCK_ROWS:
-                for stages in (3, 4, 5):
-                    for multicast in (1, 2):
-                        schedule = {"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": "producer",
-                                    **({"multicast": multicast} if multicast > 1 else {})}
-                        try:
-                            make(schedule)
-                        except ValueError:  # the accumulators or the stages do not fit
-                            continue
-                        tiles.append(schedule)
+        # from 128 rows: the wider weight tiles (3 or 4 consumer warpgroups) in blocks of 64 and 128 rows; and
+        # two CTAs an SM (each in half the registers and shared memory) at 128 and 192 weight rows
+        candidates += [{"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": "producer",
+                        **({"multicast": multicast} if multicast > 1 else {})}
+                       for tile_n in WIDE_TILES for block_rows in BLOCK_ROWS for stages in (3, 4, 5)
+                       for multicast in (1, 2)]
+        candidates += [{"tile_n": tile_n, "block_rows": block_rows, "stages": stages, "loads": loads, "occupancy": 2}
+                       for tile_n in (128, 192) for block_rows in BLOCK_ROWS for stages in (2, 3, 4)
+                       for loads in ("producer", "copies")]
+    elif default.engine == "wgmma" and not default.gated:  # up to 64 rows: two CTAs an SM over split K
+        candidates += [{"tile_n": tile_n, "splits": splits, "stages": stages, "occupancy": 2}
+                       for tile_n in (64, 128) for splits in (1, 2, 3, 4) for stages in (3, 4, 5)]
+    for schedule in candidates:
+        try:
+            kernel = make(schedule)
+        except ValueError:  # the accumulators or the stages do not fit
+            continue
+        if kernel.splits * kernel.row_blocks * kernel.n_tiles <= 8 * SM_COUNT:
+            tiles.append(schedule)
     if os.environ.get("LANEC_GEMM_TILES"):
         return table + tiles
     found += tiles
@@ -222,6 +232,9 @@ def build() -> None:
                 if getattr(kernel, "multicast", 1) > 1:
                     knobs["multicast"] = kernel.multicast
                     blocks += f"_m{kernel.multicast}"
+                if getattr(kernel, "occupancy", 1) > 1:
+                    knobs["occupancy"] = kernel.occupancy
+                    blocks += f"_occ{kernel.occupancy}"
                 if getattr(kernel, "stream_ctas", 0):
                     knobs["stream"] = kernel.stream_ctas
                     blocks += f"_stream{kernel.stream_ctas}"
@@ -368,6 +381,7 @@ def run() -> list:
               f"{' / ' + str(fastest['block_rows']) + ' rows a CTA' if 'block_rows' in fastest else ''}"
               f"{' / ' + fastest['loads'] if 'loads' in fastest else ''}"
               f"{' x' + str(fastest['multicast']) + ' multicast' if 'multicast' in fastest else ''}"
+              f"{' / ' + str(fastest['occupancy']) + ' CTAs an SM' if 'occupancy' in fastest else ''}"
               f"{' / stream ' + str(fastest['stream']) if 'stream' in fastest else ''} "
               f"| {best[0]:.2f} | {cublas / best[0]:.2f} |")
     return results

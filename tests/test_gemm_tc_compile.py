@@ -87,6 +87,8 @@ WIDE = {  # weight tiles of 3 and 4 consumer warpgroups (and 1), in row blocks t
         "tile_n": 256, "block_rows": 64, "loads": "producer"}),
     "t192_r100_k1000_n320": lambda: GemmTc(100, 1000, [320], schedule={"tile_n": 192}),
     "t64_r33_k4096_n2304_k2_tma": lambda: GemmTc(33, 4096, [2304], schedule={"tile_n": 64, "splits": 2, "loads": "tma"}),
+    "t192_r256_n4096_b64_occupancy2": lambda: GemmTc(256, 2304, [4096], schedule={
+        "tile_n": 192, "block_rows": 64, "loads": "producer", "stages": 3, "occupancy": 2}),
 }
 
 
@@ -101,6 +103,8 @@ def test_wgmma_tiles_of_other_widths_compile(case):
     assert kernel.launch().grid[2] == -(-kernel.outputs // kernel.tile_n)
     ptx = compiled_for_sm90a(kernel).ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{kernel.padded_rows}k16.f32.bf16.bf16" in ptx
+    # two CTAs an SM: ptxas is told so (it caps the registers at half the file)
+    assert (".minnctapersm 2" in ptx) == (kernel.occupancy == 2)
     if producer:  # the empty barriers wait for every consumer warpgroup
         count = re.search(rf"mov\.b32\s+(%r\d+), {consumers};", ptx)
         assert count and re.search(rf"mbarrier\.init\.shared\.b64\s+\[[^]]+\], {count.group(1)};", ptx)
@@ -276,6 +280,12 @@ def test_stream_k_refusals_name_the_fact(make, message):
     (lambda: GemmTc(64, 2304, [4096], schedule={**MMA, "tile_n": 192}), "mma tile_n 192: the engine takes 128 or 64"),
     (lambda: GemmTc(256, 2304, [4096], schedule={"tile_n": 192, "loads": "producer"}),
      "wgmma tile_n 192: 512 threads get 128 registers each, and a consumer's 128 accumulators (256 rows) need 160"),
+    (lambda: GemmTc(256, 2304, [4096], schedule={"tile_n": 192, "block_rows": 64, "stages": 4, "occupancy": 2}),
+     "wgmma tile_n 192: 2 CTAs of 132096 bytes of shared memory (and 1024 reserved each) exceed the SM's 233472"),
+    (lambda: GemmTc(256, 2304, [4096], schedule={"tile_n": 128, "block_rows": 128, "stages": 3,
+                                                        "loads": "producer", "occupancy": 2}),
+     "wgmma tile_n 128: 768 threads get 80 registers each, and a consumer's 64 accumulators (128 rows) need 96"),
+    (lambda: GemmTc(64, 2304, [4096], schedule={"occupancy": 3}), "GemmTc occupancy is 1 or 2 CTAs an SM"),
     (lambda: GemmTc(64, 2304, [2048], gated=True, schedule={"tile_n": 192}),
      "wgmma tile_n 192: a gated pair's tile is 64 gate rows beside their 64 up rows"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"splits": 9}), "GemmTc splits is 1-8"),

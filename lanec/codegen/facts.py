@@ -24,6 +24,7 @@ VECTOR_BYTES = 16  # kernels move values as 16-byte vectors: rows and bases star
 VECTOR = 8  # bf16 values in one 16-byte vector
 SM_COUNT = 132  # streaming multiprocessors of an H100 / H200 SXM: grid heuristics size work for them
 SHARED_LIMIT = 227 * 1024  # shared memory one CTA may use on sm_90 (bytes)
+SM_SHARED = 228 * 1024  # an SM's shared memory, shared by its resident CTAs (each also reserves 1 KB)
 
 
 def vector_width(what: str, width: int, per_vector: int = VECTOR, dtype: str = "bf16") -> str | None:
@@ -381,7 +382,9 @@ class GemmSchedule(Schedule):
     `stream`, the CTAs of a stream-K launch (the weight tiles at most, SM_COUNT at most): the
     (weight tile, row block, K stage) units dealt out evenly over them, a tile's K cut between
     neighbouring CTAs summed through the plan's fp32 workspace (producer loads, no K split, no
-    multicast); None leaves the kernel's choice."""
+    multicast); `occupancy`, the CTAs an SM the wgmma kernel is compiled to keep resident (2: each
+    CTA's registers capped at half the file, its shared memory within half the SM's, so one CTA's
+    prologue and epilogue overlap the other's K loop); None leaves the kernel's choice."""
 
     tile_n: int | None = None
     stages: int | None = None
@@ -391,8 +394,11 @@ class GemmSchedule(Schedule):
     loads: str | None = None
     multicast: int | None = None
     stream: int | None = None
+    occupancy: int | None = None
 
     def __post_init__(self) -> None:
+        if self.occupancy is not None:
+            _choice("GemmTc", "occupancy", self.occupancy, (1, 2), "1 or 2 CTAs an SM")
         if self.engine is not None:
             _choice("GemmTc", "engine", self.engine, GEMM_ENGINES, "'mma' or 'wgmma'")
         if self.tile_n is not None:

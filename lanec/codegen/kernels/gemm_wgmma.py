@@ -76,6 +76,7 @@ from lanec.codegen.facts import (
     GEMM_STREAM_SLOT,
     PAIR_TILE,
     SHARED_LIMIT,
+    SM_SHARED,
     VECTOR,
     GemmSchedule,
 )
@@ -103,6 +104,7 @@ WARPGROUP = 128  # threads of a warpgroup: wgmma's unit, and the producer's
 PRODUCER_THREADS = WARPGROUP  # loads "producer": a warpgroup past the consumers issues the TMA copies
 REGISTER_FILE = 64 * 1024  # 32-bit registers of an SM, shared by a CTA's threads
 MAX_REGISTERS = 255  # a thread's most
+RESERVED_SHARED = 1024  # shared memory the system keeps for each resident CTA
 ACCUMULATOR_SLACK = 32  # a consumer's registers beyond its accumulators (155 at 128 of them, measured by ptxas)
 
 
@@ -128,6 +130,7 @@ class GemmWgmma(GemmTc):
         default_loads = "producer" if block_rows > GEMM_PRODUCER_ROWS or self.stream_ctas else "copies"
         self.loads = knobs.loads or default_loads
         self.multicast = knobs.multicast or 1
+        self.occupancy = knobs.occupancy or 1
         if (self.multicast > 1 or self.stream_ctas) and knobs.splits is None:  # no K split over a cluster
             schedule = knobs.updated({"splits": 1})
         # multicast: a block's rows padded to M whole 8-row slices, one a CTA of the cluster
@@ -161,11 +164,14 @@ class GemmWgmma(GemmTc):
         if self.gated and self.tile_n != 2 * PAIR_TILE:
             found.append(f"a gated pair's tile is {PAIR_TILE} gate rows beside their {PAIR_TILE} up rows")
         threads = self.threads + (PRODUCER_THREADS if self.loads == "producer" else 0)
-        cap = min(MAX_REGISTERS, REGISTER_FILE // threads // 8 * 8)
+        cap = min(MAX_REGISTERS, REGISTER_FILE // (threads * self.occupancy) // 8 * 8)
         held = WGMMA_M * self.padded_rows // WARPGROUP
         if held + ACCUMULATOR_SLACK > cap:
-            found.append(f"{threads} threads get {cap} registers each, and a consumer's {held} accumulators "
-                         f"({self.padded_rows} rows) need {held + ACCUMULATOR_SLACK}: fewer block_rows")
+            found.append(f"{threads * self.occupancy} threads get {cap} registers each, and a consumer's {held} "
+                         f"accumulators ({self.padded_rows} rows) need {held + ACCUMULATOR_SLACK}: fewer block_rows")
+        if self.occupancy * (self.shared_bytes() + RESERVED_SHARED) > SM_SHARED:
+            found.append(f"{self.occupancy} CTAs of {self.shared_bytes()} bytes of shared memory (and "
+                         f"{RESERVED_SHARED} reserved each) exceed the SM's {SM_SHARED}: fewer stages")
         return found
 
     def stream_problems(self) -> list[str]:
@@ -230,7 +236,8 @@ class GemmWgmma(GemmTc):
     @cute.jit
     def __call__(self, *, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, partials: cute.Tensor = None,
                  flags: cute.Tensor = None, x_map: cute.Tensor = None, w_map: cute.Tensor = None):
-        launch(self, x, w, y, partials, flags, x_map, w_map)
+        occupancy = self.occupancy if self.occupancy > 1 else 0  # none asked: ptxas's own registers
+        launch(self, x, w, y, partials, flags, x_map, w_map, min_blocks_per_mp=occupancy)
 
     def arrange_warps(self) -> None:
         """Nothing to arrange: the tiled MMA gives each warpgroup its 64 weight rows (kernel)."""

@@ -135,3 +135,15 @@ WIDE = {
 }
 for _name, _spec in WIDE.items():
     CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
+
+# two CTAs an SM (`occupancy` 2: each compiled for half the registers, its stages in half the shared memory):
+# a producer warpgroup's 192-row tiles in blocks of 64 rows, thread copies with a split K and odd rows
+OCCUPANCY = {
+    "wide_occ2_r256_k2304_n4096_t192_b64": dict(rows=256, width=2304, parts=[4096],
+                                                schedule={"tile_n": 192, "block_rows": 64, "stages": 3,
+                                                          "loads": "producer", "occupancy": 2}),
+    "wide_occ2_r61_k2304_n4096_t64_k3": dict(rows=61, width=2304, parts=[4096],
+                                             schedule={"tile_n": 64, "splits": 3, "stages": 4, "occupancy": 2}),
+}
+for _name, _spec in OCCUPANCY.items():
+    CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
