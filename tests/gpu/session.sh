@@ -619,7 +619,7 @@ for phase in "${phases[@]}"; do
       fi
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
-          -k "wide192_r256_k2304_merged_b128" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          -k "wide192_r256_k2304_merged_b128 or wide_occ2_r256" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
           | tee -a "$logs/tiles.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
       done
