@@ -138,8 +138,10 @@ def variants(make) -> list[dict]:
                        for tile_n in (128, 192) for block_rows in BLOCK_ROWS for stages in (2, 3, 4)
                        for loads in ("producer", "copies")]
     elif default.engine == "wgmma" and not default.gated:  # up to 64 rows: two CTAs an SM over split K
-        candidates += [{"tile_n": tile_n, "splits": splits, "stages": stages, "occupancy": 2}
-                       for tile_n in (64, 128) for splits in (1, 2, 3, 4) for stages in (3, 4, 5)]
+        candidates += [{"tile_n": 64, "splits": splits, "stages": stages, "occupancy": 2}
+                       for splits in range(1, 9) for stages in (4, 5, 6, 7)]
+        candidates += [{"tile_n": 128, "splits": splits, "stages": stages, "occupancy": 2}
+                       for splits in (1, 2, 3, 4) for stages in (4, 5)]
     for schedule in candidates:
         try:
             kernel = make(schedule)

@@ -641,12 +641,27 @@ for phase in "${phases[@]}"; do
         echo "$each: $(timeout 100 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 | tail -1)" \
           | tee -a "$logs/wide-ab.log"
       done ;;
+    occ-ab)
+      # two CTAs an SM adopted up to 64 rows: the tuned cases of 16-64 rows, the KDA-only batch-64 step against the
+      # chain before (build/plans/kimi-kda-b64-old.plan) and after, three rounds, the real-size batch-64 step's lanec
+      # side before and after, two rounds, and its --check (carry build/gpu, build/plans' kimi-kda-b64(-old),
+      # kimi-full-b64-c1k(-old), .snap)
+      timeout 150 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -k "tuned and (r16_ or r33_ or r64_)" 2>&1 \
+        | tail -3 | tee "$logs/occ-ab.log"
+      timeout 150 python3 bench/step_chain.py --rounds 3 build/plans/kimi-kda-b64-old.plan \
+        build/plans/kimi-kda-b64.plan 2>&1 | tee -a "$logs/occ-ab.log" | tail -6 || status=1
+      for each in kimi-full-b64-c1k-old kimi-full-b64-c1k kimi-full-b64-c1k-old kimi-full-b64-c1k; do
+        echo "$each: $(timeout 60 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 | tail -1)" \
+          | tee -a "$logs/occ-ab.log"
+      done
+      echo "kimi-full-b64-c1k: $(timeout 170 python3 -m lanec.runtime build/plans/kimi-full-b64-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/occ-ab.log" ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
