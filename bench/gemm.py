@@ -30,6 +30,7 @@ all, which --write-table records.
     LANEC_GEMM_STREAM=tiles,132 python bench/gemm.py build   # stream-K over those CTA counts ("tiles":
                                                          # one a tile, no partials: the machinery's own cost)
     LANEC_GEMM_ONLY="kimi qkv;llama down" python bench/gemm.py build   # only those products
+    LANEC_GEMM_TABLE=1 python bench/gemm.py build        # only the default and the table's schedule
     LANEC_GEMM_TILES=1 python bench/gemm.py build        # only the default, the table's, the wide tiles
                                                          # (192 and 256 weight rows a CTA, from 128 rows) and
                                                          # two CTAs an SM (`occupancy` 2)
@@ -125,6 +126,8 @@ def variants(make) -> list[dict]:
         by_tma.append(schedule)
     if os.environ.get("LANEC_GEMM_TMA"):
         return table + by_tma
+    if os.environ.get("LANEC_GEMM_TABLE"):
+        return table
     tiles = []
     candidates = []
     if default.engine == "wgmma" and default.rows >= 128 and not default.gated:

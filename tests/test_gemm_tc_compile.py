@@ -77,7 +77,12 @@ def test_wgmma_engine_compiles_for_sm90a(case):
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     split = kernel.splits > 1
     assert ("barrier.cluster.arrive" in ptx) == split and ("ld.shared::cluster.v4.f32" in ptx) == split
-    assert "ld.shared.v4.f32" in ptx or split, "the one-split epilogue stores from the staged tile"
+    if kernel.packed_epilogue():  # one split, bf16 y: the tile staged as bf16 by stmatrix, stored as 16-byte words
+        assert not split and "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
+        assert "st.global.v4.b32" in ptx and "ld.shared.v4.b32" in ptx and "ld.shared.v4.f32" not in ptx
+    else:
+        assert "ld.shared.v4.f32" in ptx or split, "the one-split epilogue stores from the staged tile"
+        assert "stmatrix" not in ptx
 
 
 WIDE = {  # weight tiles of 3 and 4 consumer warpgroups (and 1), in row blocks that their registers hold

@@ -656,12 +656,38 @@ for phase in "${phases[@]}"; do
       done
       echo "kimi-full-b64-c1k: $(timeout 170 python3 -m lanec.runtime build/plans/kimi-full-b64-c1k.plan --check \
         --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/occ-ab.log" ;;
+    epilogue)
+      # gemm_tc's tile staged as bf16 by stmatrix (one split, bf16 y: GemmWgmma.store_packed): the wgmma cases and
+      # the tuned ones of 128 and 256 rows (stop at a failure), compute-sanitizer on an odd block (104 rows: a
+      # 2-matrix tail), then bench/gemm.py on the table's schedules with the build before it
+      # (build/bench/gemm-old) and after, two rounds (here: python tests/gpu/build.py --only gemm_tc gemm_wgmma;
+      # LANEC_GEMM_TABLE=1 LANEC_GEMM_ROWS=64,128,256 LANEC_GEMM_ONLY=... python bench/gemm.py build, once before
+      # the change renamed -old; carry build/gpu and both folders)
+      timeout 240 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -x -k "gemm_wgmma or (tuned and (r256_ or r128_))" \
+        2>&1 | tail -3 | tee "$logs/epilogue.log"
+      if ! grep -q " passed" "$logs/epilogue.log" || grep -q "failed\|error" "$logs/epilogue.log"; then
+        echo "epilogue: the cases failed or hung; stopping" | tee -a "$logs/epilogue.log"
+        status=1
+        continue
+      fi
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
+          -k "r100_k2304_merged_pitch and gemm_wgmma" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
+          | tee -a "$logs/epilogue.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      done
+      for round in 1 2; do
+        echo "== round $round: before" | tee -a "$logs/epilogue.log"
+        on_old build/bench/gemm timeout 60 python3 bench/gemm.py 2>&1 | grep "^| " | tee -a "$logs/epilogue.log"
+        echo "== round $round: after" | tee -a "$logs/epilogue.log"
+        timeout 60 python3 bench/gemm.py 2>&1 | grep "^| " | tee -a "$logs/epilogue.log"
+      done ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

@@ -90,8 +90,12 @@ from lanec.codegen.kernels.primitives import (
     load_f32x4,
     load_tensor_box,
     multicast_tensor_box,
+    pack_bf16,
     release_flag,
+    smem_words,
+    stmatrix_trans,
     store_f32x4,
+    store_global_words,
     wait_stage,
 )
 
@@ -318,19 +322,66 @@ class GemmWgmma(GemmTc):
             cute.arch.cluster_arrive()  # no CTA leaves while a peer may still arrive on its barriers
             cute.arch.cluster_wait()
 
+    def packed_epilogue(self) -> bool:
+        """Whether the tile is staged as bf16 by `stmatrix` (one split, a plain product's bf16 y),
+        not as the fp32 tile a K split's ranks sum, a gated pair's SwiGLU reads or fp32 y stores."""
+        return self.splits == 1 and not self.gated and self.out_dtype == "bfloat16"
+
     @cute.jit
     def store_tile(self, y, region, acc, tile_coords, split: Int32, n0: Int32, first_row: Int32, tid: Int32):
-        """The tile (fp32, row-major by activation row) through the idle stage buffers: y's rows are
-        then stored as whole words; split, the cluster sums the ranks' tiles over DSMEM first."""
-        P: cutlass.Constexpr = self.partial_pitch()
+        """The tile (row-major by activation row) through the idle stage buffers: y's rows are then
+        stored as whole words; split, the cluster sums the ranks' fp32 tiles over DSMEM first. A
+        plain product of one split stages bf16 (`packed_epilogue`, `store_packed`)."""
+        if cutlass.const_expr(self.packed_epilogue()):
+            self.store_packed(y, region, acc, n0, first_row, tid)
+        else:
+            P: cutlass.Constexpr = self.partial_pitch()
+            R: cutlass.Constexpr = self.padded_rows
+            partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32),
+                                       cute.make_layout((R, P), stride=(P, 1)))
+            cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
+            if tid < self.threads:  # the consumers' accumulators (not a producer warpgroup's)
+                for e in cutlass.range(cute.size(acc), unroll_full=True):
+                    out, row = tile_coords[e]
+                    partial[row, out] = acc[e]
+            self.sum_partials(y, partial, split, n0, first_row, tid)
+
+    @cute.jit
+    def store_packed(self, y, region, acc, n0: Int32, first_row: Int32, tid: Int32):
+        """The tile rounded to bf16 and staged transposed by `stmatrix` (row-major by activation
+        row, rows padded by 16 bytes: the 8 rows of a matrix in 8 different bank groups), then y's
+        rows stored as 16-byte words. A consumer thread's accumulators follow wgmma's C fragment:
+        value c + 2 h + 4 j is weight row 16 (warp % 4) + lane / 4 + 8 h (of its warpgroup's 64) and
+        activation row 8 j + 2 (lane % 4) + c, so the pair (c = 0, 1) is one word of an 8x8
+        matrix's fragment; four matrices a `stmatrix.x4` (h = 0, 1 of two row blocks j), lanes 8q to
+        8q + 7 giving the rows of matrix q (a 2-matrix store for an odd last block)."""
         R: cutlass.Constexpr = self.padded_rows
-        partial = cute.make_tensor(cute.recast_ptr(region, dtype=Float32), cute.make_layout((R, P), stride=(P, 1)))
+        PB: cutlass.Constexpr = self.tile_n + SWIZZLE_ROWS  # bf16 pitch: 16 bytes of padding
+        staged = cute.make_tensor(cute.recast_ptr(region, dtype=BFloat16), cute.make_layout((R, PB), stride=(PB, 1)))
         cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
         if tid < self.threads:  # the consumers' accumulators (not a producer warpgroup's)
-            for e in cutlass.range(cute.size(acc), unroll_full=True):
-                out, row = tile_coords[e]
-                partial[row, out] = acc[e]
-        self.sum_partials(y, partial, split, n0, first_row, tid)
+            lane = tid % 32
+            quad = lane // 8
+            first_out = (tid // WARPGROUP) * WGMMA_M + ((tid % WARPGROUP) // 32) * 16 + (quad % 2) * 8
+            for jj in cutlass.range_constexpr(R // 16):
+                j = 2 * jj + quad // 2
+                words = tuple(pack_bf16(acc[4 * (2 * jj + b) + 2 * h], acc[4 * (2 * jj + b) + 2 * h + 1])
+                              for b in range(2) for h in range(2))
+                stmatrix_trans(at(staged, 8 * j + lane % 8, first_out), words)
+            if cutlass.const_expr(R % 16):
+                j = R // 8 - 1
+                words = tuple(pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]) for h in range(2))
+                stmatrix_trans(at(staged, 8 * j + lane % 8, first_out), words)
+        cute.arch.sync_threads()  # the whole tile is staged
+        V: cutlass.Constexpr = self.tile_n // SWIZZLE_ROWS  # 8-value (16-byte) vectors of a row
+        vectors: cutlass.Constexpr = self.block_rows * V
+        T: cutlass.Constexpr = self.threads
+        for k in cutlass.range_constexpr(-(-vectors // T)):
+            v = tid + k * T
+            i, q = v // V, v % V
+            row, col = first_row + i, n0 + SWIZZLE_ROWS * q
+            if (v < vectors) & (row < self.rows) & (col < self.y_width) & (tid < T):
+                store_global_words(at(y, row, col), tuple(smem_words(at(staged, i, SWIZZLE_ROWS * q))))
 
     @cute.jit
     def stream_units(self, x_map, w_map, y, partials, flags, smem, region, weights_base, rows_base, mma, acc,

@@ -615,13 +615,26 @@ def store_global_byte(pointer, value, *, loc=None, ip=None):
 
 @dsl_user_op
 def store_global_words(pointer, words, *, loc=None, ip=None):
-    """One or two 32-bit words to global memory (aligned to their size)."""
+    """One, two or four 32-bit words to global memory (aligned to their size)."""
     words = words if isinstance(words, tuple) else (words,)
     if len(words) == 1:
         _asm(None, [_address(pointer, loc, ip), _u(words[0], loc, ip)], "st.global.b32 [$0], $1;", "l,r", loc, ip)
         return
-    _asm(None, [_address(pointer, loc, ip)] + [_u(w, loc, ip) for w in words], "st.global.v2.b32 [$0], {$1, $2};",
-         "l,r,r", loc, ip)
+    values = ", ".join(f"${i + 1}" for i in range(len(words)))
+    _asm(None, [_address(pointer, loc, ip)] + [_u(w, loc, ip) for w in words],
+         f"st.global.v{len(words)}.b32 [$0], {{{values}}};", ",".join(["l"] + ["r"] * len(words)), loc, ip)
+
+
+@dsl_user_op
+def stmatrix_trans(pointer, words, *, loc=None, ip=None):
+    """Two or four 8x8 bf16 matrices to shared memory, transposed: a thread gives word j of
+    matrix j's fragment (row lane / 4, columns 2 (lane % 4) and the next), and lanes 8j..8j+7
+    give the addresses of the transposed matrix j's rows (16 bytes each: the fragment's columns)."""
+    count = len(words)
+    values = ", ".join(f"${i + 1}" for i in range(count))
+    _asm(None, [_address(pointer, loc, ip)] + [_u(w, loc, ip) for w in words],
+         f"stmatrix.sync.aligned.m8n8.x{count}.trans.shared.b16 [$0], {{{values}}};",
+         ",".join(["r"] * (count + 1)), loc, ip)
 
 
 @dsl_user_op
