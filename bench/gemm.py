@@ -97,9 +97,11 @@ def variants(make) -> list[dict]:
     row box over clusters of 2 and 4 weight tiles; every K split of 1 to 8 the kernel takes
     (odd ones too: 18 tiles in 7 are 126 CTAs, one wave) where the grid stays within 8 waves of the SMs, each
     at the default's stages and
-    at 4 (more CTAs' worth of shared memory); and the mma.sync engine at its default, the engine
-    before wgmma. LANEC_GEMM_TMA keeps the table's and the TMA ones, LANEC_GEMM_BLOCKS all but the
-    splits and mma.sync."""
+    at 4 (more CTAs' worth of shared memory); the wider weight tiles (192 and 256 rows) from 128 rows and
+    two CTAs an SM (`occupancy` 2: 128 or 192 rows from 128 rows, 64 rows over K splits of 1-8 below);
+    and the mma.sync engine at its default, the engine before wgmma. LANEC_GEMM_TMA keeps the table's
+    and the TMA ones, LANEC_GEMM_TABLE the table's, LANEC_GEMM_TILES the table's and the tile and
+    occupancy ones, LANEC_GEMM_BLOCKS all but the splits and mma.sync."""
     from lanec.codegen.facts import SM_COUNT
     from lanec.codegen.schedules import schedule_for
 

@@ -3,8 +3,9 @@ interface as the mma.sync kernel (gemm_tc.py), multiplied by Hopper's warpgroup 
 memory instead of mma.sync from ldmatrix'd registers. The default engine (checked on the H200
 against the interpreter and by compute-sanitizer; faster than mma.sync on every bench shape).
 
-Operands swapped: the weight rows are wgmma's M side (A; two consumer warpgroups of 64 weight rows
-make a CTA's 128-row tile), the activation rows its N side (B; by default all of a launch's rows,
+Operands swapped: the weight rows are wgmma's M side (A; a consumer warpgroup a 64 weight rows: two
+make the default 128-row tile, one to four the `tile_n` of 64-256 a schedule may ask for), the
+activation rows its N side (B; by default all of a launch's rows,
 padded inside the kernel to a multiple of 8: one `wgmma.m64nNk16` with N = 8..256, so the weight is
 read once for every row). A schedule's `block_rows` splits the rows into blocks, a CTA each (the
 grid's middle axis): where one block leaves SMs idle (96 tiles of 128 weight rows on 132 SMs), more
@@ -43,9 +44,11 @@ PDL every way: the first weight stages before `griddepcontrol.wait`, the activat
 One stage's wgmma stays in flight while the next is issued (`wait_group(1)`), so the copies and the
 one-thread TMA run `stages - 2` ahead (at least 3 stages); the producer keeps every stage in flight.
 
-Epilogue: an accumulator is (output, row); the fp32 tile goes transposed, row-major by activation
-row, into the idle stage buffers, and y's rows are stored from there as whole 8-byte words
-(`GemmTc.sum_partials`). Split-K as the mma engine: `splits` CTAs of one cluster take consecutive
+Epilogue: an accumulator is (output, row); the tile goes transposed, row-major by activation row,
+into the idle stage buffers, and y's rows are stored from there. A plain product of one split stages
+it as bf16 by `stmatrix` and stores 16-byte words (`store_packed`); a K split, a gated pair and fp32
+outputs stage the fp32 tile and store 8-byte words (`GemmTc.sum_partials`).
+`occupancy` 2 compiles the kernel for two CTAs an SM (half the registers and shared memory each). Split-K as the mma engine: `splits` CTAs of one cluster take consecutive
 K ranges and the ranks sum their tiles over DSMEM, in rank order, before the store.
 
 Stream-K (`stream`: G CTAs, one an SM, producer loads): the (weight tile, row block, K stage)
@@ -109,13 +112,13 @@ PRODUCER_THREADS = WARPGROUP  # loads "producer": a warpgroup past the consumers
 REGISTER_FILE = 64 * 1024  # 32-bit registers of an SM, shared by a CTA's threads
 MAX_REGISTERS = 255  # a thread's most
 RESERVED_SHARED = 1024  # shared memory the system keeps for each resident CTA
-ACCUMULATOR_SLACK = 32  # a consumer's registers beyond its accumulators (155 at 128 of them, measured by ptxas)
+ACCUMULATOR_SLACK = 32  # a consumer's registers beyond its accumulators (ptxas: 154 at 128 of them)
 
 
 class GemmWgmma(GemmTc):
     """y[b, n] = sum_k x[b, k] w[n, k] on wgmma; see the module docstring. `GemmTc(...)` builds
     it when the schedule's engine is "wgmma" (GemmTc's constructor, with this engine's tile, row
-    block and padding); its knobs are `stages` and `splits` (the tile is 128)."""
+    block and padding); its knobs are the schedule's (`GemmSchedule`)."""
 
     engine = "wgmma"
     tiles = (128,)  # the default grid's: two consumer warpgroups of 64 weight rows
@@ -261,7 +264,7 @@ class GemmWgmma(GemmTc):
         return self.region_bytes() + ALIGN + 8 * barriers * self.stages
 
     def launch(self) -> LaunchShape:
-        """gemm_tc's grid; a producer warpgroup adds 128 threads to the two consumer warpgroups."""
+        """gemm_tc's grid; a producer warpgroup adds 128 threads to the consumer warpgroups."""
         shape = super().launch()
         if self.loads == "producer":
             shape = replace(shape, block=(self.threads + PRODUCER_THREADS, 1, 1))
@@ -513,7 +516,7 @@ class GemmWgmma(GemmTc):
                              fragment_b, tiles: Int32, place, tid: Int32, ends=None):
         """`tiles` stages with a producer warpgroup (the threads past the consumers; its first issues
         the boxes; stage s is `place(s)`: first weight row, first activation row, K stage): stage
-        t's buffer is refilled with stage t + S once both consumer warpgroups have arrived on its
+        t's buffer is refilled with stage t + S once every consumer warpgroup has arrived on its
         `empty` barrier (each after its wgmma of the stage retired); the consumers wait on `full`
         alone, and call `ends(t)` after stage t's wgmma is issued (a stream's tile ends)."""
         S: cutlass.Constexpr = self.stages
