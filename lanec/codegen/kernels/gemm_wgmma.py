@@ -48,8 +48,9 @@ Epilogue: an accumulator is (output, row); the tile goes transposed, row-major b
 into the idle stage buffers, and y's rows are stored from there. A plain product of one split stages
 it as bf16 by `stmatrix` and stores 16-byte words (`store_packed`); a K split, a gated pair and fp32
 outputs stage the fp32 tile and store 8-byte words (`GemmTc.sum_partials`).
-`occupancy` 2 compiles the kernel for two CTAs an SM (half the registers and shared memory each). Split-K as the mma engine: `splits` CTAs of one cluster take consecutive
-K ranges and the ranks sum their tiles over DSMEM, in rank order, before the store.
+Split-K as the mma engine: `splits` CTAs of one cluster take consecutive K ranges and the ranks sum
+their tiles over DSMEM, in rank order, before the store. `occupancy` 2 compiles the kernel for two
+CTAs an SM (half the registers and shared memory each).
 
 Stream-K (`stream`: G CTAs, one an SM, producer loads): the (weight tile, row block, K stage)
 units, K stage fastest, are dealt out evenly, CTA c taking [c U / G, (c + 1) U / G), at most one
