@@ -30,6 +30,11 @@ all, which --write-table records.
     LANEC_GEMM_STREAM=tiles,132 python bench/gemm.py build   # stream-K over those CTA counts ("tiles":
                                                          # one a tile, no partials: the machinery's own cost)
     LANEC_GEMM_ONLY="kimi qkv;llama down" python bench/gemm.py build   # only those products
+    LANEC_GEMM_CHAIN=1 python bench/gemm.py build        # each schedule also timed in a chain: the step of
+                                                         # a copy is an rmsnorm writing x, then the product
+                                                         # (both PDL), less the norms alone; "best" and the
+                                                         # table then follow the chain's time (the gemv and
+                                                         # cuBLAS columns stay alone: compare schedules only)
     LANEC_GEMM_TABLE=1 python bench/gemm.py build        # only the default and the table's schedule
     LANEC_GEMM_TILES=1 python bench/gemm.py build        # only the default, the table's, the wide tiles
                                                          # (192 and 256 weight rows a CTA, from 128 rows) and
@@ -83,6 +88,7 @@ BLOCK_ROWS = (64, 128)  # row-block variants, timed where the rows are more than
 WIDE_TILES = (192, 256)  # weight rows a CTA past the default 128 (wgmma: a consumer warpgroup a 64)
 GEMV_ROWS = 32
 ROTATE_BYTES = 256 * 2**20
+CHAIN_EPS = 1e-6  # the chain's norm (LANEC_GEMM_CHAIN): its weights are ones
 REPEATS = 15
 
 
@@ -203,6 +209,7 @@ def build() -> None:
     from lanec.codegen.kernels.gated_gemv import GatedGemv
     from lanec.codegen.kernels.gemm_tc import GemmTc
     from lanec.codegen.kernels.gemv import Gemv
+    from lanec.codegen.kernels.rmsnorm import RmsNorm
     from lanec.codegen.schedules import schedule_for
 
     entries, built = [], set()
@@ -266,8 +273,13 @@ def build() -> None:
                     add(Gemv(count, k, parts, **schedule_for("gemv", {"rows": count, "width": k, "outputs": n})),
                         chunk)
                 chunks.append({"stem": chunk, "first": first})
-            entries.append({"label": label, "k": k, "n": n, "rows": rows, "gated": gated, "schedules": schedules,
-                            "gemv": chunks})
+            entry = {"label": label, "k": k, "n": n, "rows": rows, "gated": gated, "schedules": schedules,
+                     "gemv": chunks}
+            if os.environ.get("LANEC_GEMM_CHAIN"):  # the predecessor a step gives a product: a norm writing x
+                norm = f"norm_r{rows}_k{k}"
+                add(RmsNorm(rows, k, CHAIN_EPS), norm)
+                entry["norm"] = norm
+            entries.append(entry)
             print(f"{label:20s} r{rows:<4d} default grid {default.launch().grid} tile {default.tile_n} splits "
                   f"{default.splits} stages {default.stages}; {len(schedules) - 1} variants", flush=True)
     (OUT / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
@@ -324,7 +336,15 @@ def run() -> list:
         both = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")  # cuBLAS's gate and up, gated
         torch.cuda.synchronize()
 
-        timed = []  # (us, schedule entry), the default first
+        norms, norms_us = [], 0.0  # LANEC_GEMM_CHAIN: a norm writing x before each product, timed alone too
+        if "norm" in e:
+            h = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+            ones = torch.ones(k, dtype=torch.bfloat16, device="cuda")
+            nfn, nshape = function(e["norm"])
+            norms = [driver.Launch(nfn, nshape, [h.data_ptr(), ones.data_ptr(), x.data_ptr()], ours_stream)
+                     for _ in range(copies)]
+            norms_us = graph_us(norms, copies)
+        timed = []  # (us, schedule entry), the default first; in a chain, its time there less the norms'
         for variant in e["schedules"]:
             fn, shape = function(variant["stem"])
             params = load_artifact(OUT, variant["stem"]).params
@@ -334,7 +354,14 @@ def run() -> list:
             launches = [driver.Launch(fn, shape, maps.pointers(params, {**addresses, "w": weights[c].data_ptr()}),
                                       ours_stream) for c in range(copies)]
             maps.upload()
-            timed.append((graph_us(launches, copies), variant))
+            if norms:
+                alone = graph_us(launches, copies)
+                chained = [launch for pair in zip(norms, launches, strict=True) for launch in pair]
+                us = graph_us(chained, copies) - norms_us
+                variant = {**variant, "alone_us": round(alone, 2)}
+            else:
+                us = graph_us(launches, copies)
+            timed.append((us, variant))
             maps.free()
         ours = timed[0][0]
         best = min(timed, key=lambda item: item[0])
@@ -367,8 +394,12 @@ def run() -> list:
         results.append((e, ours, best, gemv, cublas, roof_us, mma))
         print(f"  {e['label']:20s} r{rows:<4d} ours {ours:9.2f} us (best {best[0]:9.2f} at {best[1]['schedule']})"
               f"  mma {mma:9.2f} us  gemv {gemv:9.2f} us  cublas {cublas:9.2f} us", flush=True)
+        if norms:
+            print(f"      in a chain after a norm ({norms_us:.2f} us a copy, taken out); the default alone "
+                  f"{timed[0][1]['alone_us']:.2f} us", flush=True)
         for us, variant in timed[1:]:  # every variant's time, to compare a knob's effect at one shape
-            print(f"      {us:9.2f} us  {variant['schedule']}", flush=True)
+            alone = f" (alone {variant['alone_us']:.2f})" if "alone_us" in variant else ""
+            print(f"      {us:9.2f} us{alone}  {variant['schedule']}", flush=True)
 
     print()
     print(f"GPU: {device.name}; copy {copy_bw / 1e12:.2f} TB/s; bf16 tensor peak {peak / 1e12:.0f} TFLOP/s")

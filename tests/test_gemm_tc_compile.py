@@ -350,3 +350,22 @@ def test_the_gemm_bench_tunes_a_gated_pair_apart_from_its_product(tmp_path, monk
     monkeypatch.setattr(schedules, "table", lambda: table)
     case = schedules.tuned_cases("gemm_tc")["tuned_r64_k2304_n18432_gated"]
     assert case["gated"] is True and case["parts"] == [18432] and case["schedule"]["splits"] == 2
+
+
+def test_the_gemm_bench_times_wide_tiles_and_two_ctas_an_sm_where_they_fit(monkeypatch):
+    """LANEC_GEMM_TILES: from 128 rows the 192- and 256-row tiles (and two CTAs an SM at 128 and 192), below
+    it 64-row tiles two an SM over K splits; every variant is a kernel the facts accept (the bench skips
+    what they refuse: a 256-row block on 192 rows' registers, 7 stages of 64 rows beside a twin CTA)."""
+    bench = load_bench("gemm", monkeypatch)
+    monkeypatch.setenv("LANEC_GEMM_TILES", "1")
+    for rows, needed in ((256, {"tile_n": 192, "block_rows": 128, "stages": 4, "loads": "producer"}),
+                         (64, {"tile_n": 64, "splits": 6, "stages": 6, "occupancy": 2})):
+        def make(schedule, rows=rows):
+            return GemmTc(rows, 4096, [2304], schedule=schedule)
+
+        found = bench.variants(make)
+        assert needed in found
+        kernels = [make(schedule) for schedule in found]  # each accepted by the facts
+        assert all(k.occupancy * (k.shared_bytes() + 1024) <= 228 * 1024 for k in kernels)
+    assert {"tile_n": 192, "block_rows": 256, "stages": 4, "loads": "producer"} not in bench.variants(
+        lambda s: GemmTc(256, 4096, [2304], schedule=s))

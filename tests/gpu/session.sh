@@ -682,12 +682,18 @@ for phase in "${phases[@]}"; do
         echo "== round $round: after" | tee -a "$logs/epilogue.log"
         timeout 60 python3 bench/gemm.py 2>&1 | grep "^| " | tee -a "$logs/epilogue.log"
       done ;;
+    gemm-chain)
+      # queued (issue 12 / 15): do the schedules that win alone but lose in the step (two CTAs an SM over 5-8 K
+      # splits) lose in a chain after a norm too? bench/gemm.py's chain timing on the batch-64 step's products
+      # (here: LANEC_GEMM_CHAIN=1 LANEC_GEMM_TILES=1 LANEC_GEMM_ROWS=64 LANEC_GEMM_ONLY="kimi o proj;kimi kda
+      # merged;kimi mla q+kv_a" python bench/gemm.py build; carry build/bench/gemm)
+      timeout 300 python3 bench/gemm.py 2>&1 | tee "$logs/gemm-chain.log" | grep -A3 "^  kimi\|^| " || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
