@@ -190,9 +190,9 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
-  # `pending`, the last session's queue: nothing of the fifteenth session is left unrun, so it is the attention
-  # phase on main (every attention and combine case, and the attention plans --check)
-  [ "$phase" = pending ] && phase=attention
+  # `pending`, the last session's queue: the sixteenth session's gemm-chain (bench/gemm.py's chain timing of the
+  # batch-64 step's products; its build recipe is in the phase's comment)
+  [ "$phase" = pending ] && phase=gemm-chain
   echo "== phase $phase"
   case $phase in
     check)
