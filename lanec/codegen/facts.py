@@ -24,7 +24,8 @@ VECTOR_BYTES = 16  # kernels move values as 16-byte vectors: rows and bases star
 VECTOR = 8  # bf16 values in one 16-byte vector
 SM_COUNT = 132  # streaming multiprocessors of an H100 / H200 SXM: grid heuristics size work for them
 SHARED_LIMIT = 227 * 1024  # shared memory one CTA may use on sm_90 (bytes)
-SM_SHARED = 228 * 1024  # an SM's shared memory, shared by its resident CTAs (each also reserves 1 KB)
+SM_SHARED = 228 * 1024  # an SM's shared memory, shared by its resident CTAs
+SM_RESERVED_SHARED = 1024  # ... of which the system keeps this much for each resident CTA
 
 
 def vector_width(what: str, width: int, per_vector: int = VECTOR, dtype: str = "bf16") -> str | None:

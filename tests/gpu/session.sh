@@ -128,13 +128,24 @@ SANITIZE_FILES=(tests/gpu/test_attention.py tests/gpu/test_latent_expanded.py te
                 tests/gpu/test_kernels.py tests/gpu/test_mixture_grouped.py tests/gpu/test_quantize.py
                 tests/gpu/test_q8_gemv.py)
 # compute-sanitizer memcheck and racecheck on the tests of FILE that -k EXPR selects, each within SECONDS,
-# their summaries appended to $logs/LOG
+# their summaries appended to $logs/LOG; returns 1 where a tool failed (callers that care: `|| status=1`)
 sanitize_case() {
-  local file=$1 expr=$2 log=$3 seconds=${4:-60}
+  local file=$1 expr=$2 log=$3 seconds=${4:-60} failed=0
   for tool in memcheck racecheck; do
     timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest "$file" -q -k "$expr" \
       2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tee -a "$logs/$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
   done
+  return $failed
+}
+# whether the cases whose summary is in $logs/NAME.log passed (none failed, none hung); if not it says so there,
+# and the phase stops: `cases_passed NAME || { status=1; continue; }`
+cases_passed() {
+  local name=$1
+  if ! grep -q " passed" "$logs/$name.log" || grep -q "failed\|error" "$logs/$name.log"; then
+    echo "$name: the cases failed or hung; stopping" | tee -a "$logs/$name.log"
+    return 1
+  fi
 }
 # run a command on the build without a change: FOLDER-old (built without it) takes FOLDER's place for the command,
 # then both go back (phases attn-diet-ab, pages)
@@ -302,11 +313,7 @@ for phase in "${phases[@]}"; do
       # bench/attention.py build, once without the change renamed -old; carry build/gpu and both folders)
       timeout 240 python3 -m pytest tests/gpu/test_attention.py -q -rfE -x -k "attention and not latent" 2>&1 \
         | tail -4 | tee "$logs/pages.log"
-      if ! grep -q " passed" "$logs/pages.log" || grep -q "failed\|error" "$logs/pages.log"; then
-        echo "pages: the cases failed or hung; stopping" | tee -a "$logs/pages.log"
-        status=1
-        continue
-      fi
+      cases_passed pages || { status=1; continue; }
       sanitize_case tests/gpu/test_attention.py "attention-b1_t2_h128_kv8_d128_p32_32k_s32]" pages.log 90
       gqa_rows="LANEC_ATTN_KINDS=gqa timeout 150 python3 bench/attention.py 2>&1 | grep '^| GQA' \
         | tee -a $logs/pages.log"
@@ -612,17 +619,9 @@ for phase in "${phases[@]}"; do
       # LANEC_GEMM_TILES=1 LANEC_GEMM_ROWS=128,256 python bench/gemm.py build; carry build/gpu, build/bench/gemm)
       timeout 180 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -x -k "wide" 2>&1 | tail -4 \
         | tee "$logs/tiles.log"
-      if ! grep -q " passed" "$logs/tiles.log" || grep -q "failed\|error" "$logs/tiles.log"; then
-        echo "tiles: the cases failed or hung; stopping" | tee -a "$logs/tiles.log"
-        status=1
-        continue
-      fi
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
-          -k "wide192_r256_k2304_merged_b128 or wide_occ2_r256" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/tiles.log"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-      done
+      cases_passed tiles || { status=1; continue; }
+      sanitize_case tests/gpu/test_gemm_tc.py "wide192_r256_k2304_merged_b128 or wide_occ2_r256" tiles.log 180 \
+        || status=1
       timeout 300 python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm-tiles.log" \
         || status=1 ;;
     wide-ab)
@@ -665,17 +664,8 @@ for phase in "${phases[@]}"; do
       # the change renamed -old; carry build/gpu and both folders)
       timeout 240 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE -x -k "gemm_wgmma or (tuned and (r256_ or r128_))" \
         2>&1 | tail -3 | tee "$logs/epilogue.log"
-      if ! grep -q " passed" "$logs/epilogue.log" || grep -q "failed\|error" "$logs/epilogue.log"; then
-        echo "epilogue: the cases failed or hung; stopping" | tee -a "$logs/epilogue.log"
-        status=1
-        continue
-      fi
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m pytest tests/gpu/test_gemm_tc.py -q \
-          -k "r100_k2304_merged_pitch and gemm_wgmma" 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
-          | tee -a "$logs/epilogue.log"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-      done
+      cases_passed epilogue || { status=1; continue; }
+      sanitize_case tests/gpu/test_gemm_tc.py "r100_k2304_merged_pitch and gemm_wgmma" epilogue.log 180 || status=1
       for round in 1 2; do
         echo "== round $round: before" | tee -a "$logs/epilogue.log"
         on_old build/bench/gemm timeout 60 python3 bench/gemm.py 2>&1 | grep "^| " | tee -a "$logs/epilogue.log"

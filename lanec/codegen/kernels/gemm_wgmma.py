@@ -80,6 +80,7 @@ from lanec.codegen.facts import (
     GEMM_STREAM_SLOT,
     PAIR_TILE,
     SHARED_LIMIT,
+    SM_RESERVED_SHARED,
     SM_SHARED,
     VECTOR,
     GemmSchedule,
@@ -112,7 +113,6 @@ WARPGROUP = 128  # threads of a warpgroup: wgmma's unit, and the producer's
 PRODUCER_THREADS = WARPGROUP  # loads "producer": a warpgroup past the consumers issues the TMA copies
 REGISTER_FILE = 64 * 1024  # 32-bit registers of an SM, shared by a CTA's threads
 MAX_REGISTERS = 255  # a thread's most
-RESERVED_SHARED = 1024  # shared memory the system keeps for each resident CTA
 ACCUMULATOR_SLACK = 32  # a consumer's registers beyond its accumulators (ptxas: 154 at 128 of them)
 
 
@@ -177,9 +177,9 @@ class GemmWgmma(GemmTc):
         if held + ACCUMULATOR_SLACK > cap:
             found.append(f"{threads * self.occupancy} threads get {cap} registers each, and a consumer's {held} "
                          f"accumulators ({self.padded_rows} rows) need {held + ACCUMULATOR_SLACK}: fewer block_rows")
-        if self.occupancy * (self.shared_bytes() + RESERVED_SHARED) > SM_SHARED:
+        if self.occupancy * (self.shared_bytes() + SM_RESERVED_SHARED) > SM_SHARED:
             found.append(f"{self.occupancy} CTAs of {self.shared_bytes()} bytes of shared memory (and "
-                         f"{RESERVED_SHARED} reserved each) exceed the SM's {SM_SHARED}: fewer stages")
+                         f"{SM_RESERVED_SHARED} reserved each) exceed the SM's {SM_SHARED}: fewer stages")
         return found
 
     def stream_problems(self) -> list[str]:
@@ -360,7 +360,7 @@ class GemmWgmma(GemmTc):
         matrix's fragment; four matrices a `stmatrix.x4` (h = 0, 1 of two row blocks j), lanes 8q to
         8q + 7 giving the rows of matrix q (a 2-matrix store for an odd last block)."""
         R: cutlass.Constexpr = self.padded_rows
-        PB: cutlass.Constexpr = self.tile_n + SWIZZLE_ROWS  # bf16 pitch: 16 bytes of padding
+        PB: cutlass.Constexpr = self.tile_n + VECTOR  # bf16 pitch: 16 bytes of padding
         staged = cute.make_tensor(cute.recast_ptr(region, dtype=BFloat16), cute.make_layout((R, PB), stride=(PB, 1)))
         cute.arch.sync_threads()  # every warpgroup is done with the stage buffers the tile reuses
         if tid < self.threads:  # the consumers' accumulators (not a producer warpgroup's)
@@ -377,15 +377,15 @@ class GemmWgmma(GemmTc):
                 words = tuple(pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]) for h in range(2))
                 stmatrix_trans(at(staged, 8 * j + lane % 8, first_out), words)
         cute.arch.sync_threads()  # the whole tile is staged
-        V: cutlass.Constexpr = self.tile_n // SWIZZLE_ROWS  # 8-value (16-byte) vectors of a row
+        V: cutlass.Constexpr = self.tile_n // VECTOR  # 16-byte vectors of a row
         vectors: cutlass.Constexpr = self.block_rows * V
         T: cutlass.Constexpr = self.threads
         for k in cutlass.range_constexpr(-(-vectors // T)):
             v = tid + k * T
             i, q = v // V, v % V
-            row, col = first_row + i, n0 + SWIZZLE_ROWS * q
+            row, col = first_row + i, n0 + VECTOR * q
             if (v < vectors) & (row < self.rows) & (col < self.y_width) & (tid < T):
-                store_global_words(at(y, row, col), tuple(smem_words(at(staged, i, SWIZZLE_ROWS * q))))
+                store_global_words(at(y, row, col), tuple(smem_words(at(staged, i, VECTOR * q))))
 
     @cute.jit
     def stream_units(self, x_map, w_map, y, partials, flags, smem, region, weights_base, rows_base, mma, acc,
