@@ -8,6 +8,7 @@ form lowers to quantize + q8 launches under both word counts, with `explain`'s r
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,10 @@ def test_quantize_compiles_with_exact_rounding(rows, width, words, pitch):
     _, after = ptx.split("griddepcontrol.wait;")
     # per value: x / s, then (two words) s / 254 and the residual's division: all rounded once
     assert after.count("div.rn.f32") >= 8 * words + 1 and after.count("cvt.rni.s32.f32") == 8 * words
+    # two words: each remainder is divided only where it is not zero (step / step stands in for 0 / step,
+    # which div.rn's check sends down its slow path), so every residual division divides a select
+    guarded = re.findall(r"selp\.f32\s+(%r\d+),[^\n]*\n(?:[^\n]*\n){0,2}?\s*div\.rn\.f32 %r\d+, \1,", after)
+    assert len(guarded) == (8 if words == 2 else 0)
     assert "fma" not in ptx  # x - q1 s is a multiply and a subtraction, each rounded: numpy's
     assert "shfl.sync.bfly" in after  # the block's max over its four lanes
 

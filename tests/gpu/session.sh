@@ -678,12 +678,43 @@ for phase in "${phases[@]}"; do
       # (here: LANEC_GEMM_CHAIN=1 LANEC_GEMM_TILES=1 LANEC_GEMM_ROWS=64 LANEC_GEMM_ONLY="kimi o proj;kimi kda
       # merged;kimi mla q+kv_a" python bench/gemm.py build; carry build/bench/gemm)
       timeout 300 python3 bench/gemm.py 2>&1 | tee "$logs/gemm-chain.log" | grep -A3 "^  kimi\|^| " || status=1 ;;
+    quotient)
+      # issue 14: two-word quantize with its zero remainders (a block's peak's) divided as step / step, since
+      # div.rn's check sends a zero dividend down its slow path: the quantize cases and every quantize
+      # epilogue's (norm, elementwise, head norm, GEMVs, the attention's merge) against the interpreter,
+      # compute-sanitizer on one, the SASS of the two-word quantize before, bench/q8.py before (q8-old) and after,
+      # the two-word q8_0 plan --check and its step before (-div) and after (here: python tests/gpu/build.py --only
+      # quantize rmsnorm elementwise head_norm gemv gated_gemv q8_gemv q8_gated_gemv q8_gemm_tc attention;
+      # LANEC_Q8_PRODUCTS="small o proj,kimi o proj" python bench/q8.py build, built before the change into
+      # build/bench/q8-old; python tests/gpu/plans.py dense-small dense-small-q8-w2-fused kimi-b3-q8, the q8 one
+      # before the change as -div; carry build/gpu, build/bench/q8, build/bench/q8-old, build/plans)
+      timeout 150 python3 -m pytest tests/gpu/test_quantize.py tests/gpu/test_q8_gemv.py -q -rfE -x 2>&1 \
+        | tee "$logs/quotient-cases.log" | tail -3 | tee "$logs/quotient.log"
+      timeout 120 python3 -m pytest tests/gpu/test_attention.py -q -rfE -x -k "_q1 or _q2" 2>&1 \
+        | tee -a "$logs/quotient-cases.log" | tail -3 | tee -a "$logs/quotient.log"
+      cases_passed quotient || { status=1; continue; }
+      sanitize_case tests/gpu/test_quantize.py "quantize_matches and r1_k4096_w2" quotient.log 90 || status=1
+      echo "kimi-b3-q8: $(timeout 120 python3 -m lanec.runtime build/plans/kimi-b3-q8.plan --check 2>&1 | tail -1)" \
+        | tee -a "$logs/quotient.log"
+      for words in 1 2; do
+        nvdisasm -c "build/bench/q8-old/quantize_k4096_r1_w$words.cubin" > "$logs/quantize-w$words-before.sass" 2>&1
+      done
+      for round in 1 2; do
+        on_old build/bench/q8 timeout 100 python3 bench/q8.py > "$logs/q8-old-$round.log" 2>&1
+        timeout 100 python3 bench/q8.py > "$logs/q8-new-$round.log" 2>&1
+      done
+      grep -h -A22 "^| launch" "$logs"/q8-old-1.log "$logs"/q8-new-1.log
+      grep -h "quantize_k4096" "$logs"/q8-old-*.log "$logs"/q8-new-*.log
+      echo "dense-small-q8-w2-fused: $(timeout 120 python3 -m lanec.runtime build/plans/dense-small-q8-w2-fused.plan \
+        --check 2>&1 | tail -1)" | tee -a "$logs/quotient.log"
+      timeout 150 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-w2-fused-div.plan \
+        build/plans/dense-small-q8-w2-fused.plan --steps 100 2>&1 | tee -a "$logs/quotient.log" || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, quotient, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
