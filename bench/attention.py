@@ -23,7 +23,9 @@ also builds each shape at its chosen split clamped to 2..8 with the chunks merge
 attention's own cluster over DSMEM (`combine` "cluster"), timed beside the same split's attention +
 attention_combine launches. The MLA rows run the latent attention's default engine (LATENT_ENGINE:
 wgmma, latent_wgmma.py); LANEC_ATTN_MMA=1 also builds each MLA shape's chosen split on the mma.sync
-engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
+engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_PARTIALS=1 also builds each split
+MLA shape's chosen split with its chunks' rows in bf16 (`partials` "bfloat16", LATENT_PARTIALS) and a combine
+reading them, timed beside the fp32 pair (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
 only that kind's shapes; LANEC_ATTN_CONTEXTS=1024,4096 measures those contexts in place of 4k and 32k.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
@@ -57,6 +59,7 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
                         + ("-bulk" if os.environ.get("LANEC_ATTN_BULK") == "1" else "")
                         + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else "")
                         + ("-mma" if os.environ.get("LANEC_ATTN_MMA") == "1" else "")
+                        + ("-partials" if os.environ.get("LANEC_ATTN_PARTIALS") == "1" else "")
                         + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else "")
                         + (f"-c{os.environ['LANEC_ATTN_CONTEXTS'].replace(',', '-')}"
                            if os.environ.get("LANEC_ATTN_CONTEXTS") else ""))
@@ -90,6 +93,9 @@ BULK = os.environ.get("LANEC_ATTN_BULK") == "1"
 CLUSTER = os.environ.get("LANEC_ATTN_CLUSTER") == "1"
 # LANEC_ATTN_MMA=1: each MLA shape's chosen split also on the mma.sync engine (stem + "_mma"), timed beside it
 MMA = os.environ.get("LANEC_ATTN_MMA") == "1"
+# LANEC_ATTN_PARTIALS=1: each split MLA shape's chosen split also with bf16 partial rows (stem + "_bf16"), and its
+# combine reading them (the combine's stem + "_bf16"), timed beside the fp32 pair
+PARTIALS = os.environ.get("LANEC_ATTN_PARTIALS") == "1"
 # LANEC_ATTN_KINDS=mla or gqa: only that kind's shapes (a shorter run)
 KINDS = os.environ.get("LANEC_ATTN_KINDS") or "gqa,mla"
 CLUSTER_SPLITS = 8  # lanec.codegen.facts.ATTENTION_CLUSTER_SPLITS (not imported: the GPU side has no CuTe DSL)
@@ -154,6 +160,8 @@ def variants(p: dict) -> list[tuple[str, int, str, dict]]:
         found.append(("cluster", splits, stem(p, splits) + "_cluster", {"combine": "cluster"}))
     if MMA and p["kind"] == "mla":
         found.append(("mma", p["chosen"], stem(p, p["chosen"]) + "_mma", {"engine": "mma"}))
+    if PARTIALS and p["kind"] == "mla" and p["chosen"] > 1:
+        found.append(("bf16", p["chosen"], stem(p, p["chosen"]) + "_bf16", {"partials": "bfloat16"}))
     return found
 
 
@@ -175,6 +183,9 @@ def build() -> None:
     jobs, listing = [], problems()
     for p in listing:
         jobs += [(p["kind"], kernel_spec(p, splits, extra), name) for _, splits, name, extra in variants(p)]
+        jobs += [("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"], splits=splits,
+                                  partials="bfloat16"), stem(p, splits, "combine") + "_bf16")
+                 for key, splits, _, _ in variants(p) if key == "bf16"]
         for splits in sorted({*p["splits"], *(v[1] for v in variants(p) if v[0] == "cluster")}):
             jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
             if splits > 1:
@@ -224,14 +235,15 @@ def run() -> None:
         if clustered is not None and clustered not in p["splits"]:
             builds.append(("launched", clustered, stem(p, clustered)))
         for key, splits, built in builds:
-            partial = torch.empty(splits, rows, p["heads"], p["lora"], dtype=torch.float32, device="cuda")
+            partial = torch.empty(splits, rows, p["heads"], p["lora"], device="cuda",
+                                  dtype=torch.bfloat16 if key == "bf16" else torch.float32)
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
             launches = []
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
                 launches.append(kernels.launch(built, tensors))
                 if splits > 1 and key != "cluster":
-                    launches.append(kernels.launch(stem(p, splits, "combine"), tensors))
+                    launches.append(kernels.launch(stem(p, splits, "combine") + "_bf16" * (key == "bf16"), tensors))
             torch.cuda.synchronize()
             timings[key] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
             del partial, lse
@@ -328,9 +340,10 @@ def run() -> None:
           "(1 or 16) us | SGLang us | SGLang / ours | SDPA us | SDPA / ours |"
           + (" bulk loads us | ours / bulk |" if BULK else "")
           + (" cluster splits | two launches us | cluster combine us | launches / cluster |" if CLUSTER else "")
-          + (" mma.sync us | mma.sync / ours |" if MMA else ""))
+          + (" mma.sync us | mma.sync / ours |" if MMA else "")
+          + (" bf16 partials us | ours / bf16 partials |" if PARTIALS else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BULK else "")
-          + ("---|---|---|---|" if CLUSTER else "") + ("---|---|" if MMA else ""))
+          + ("---|---|---|---|" if CLUSTER else "") + ("---|---|" if MMA else "") + ("---|---|" if PARTIALS else ""))
     for p, nbytes, timings, sdpa_us, sgl_us, roofline_us in rows:
         ours = timings[p["chosen"]]
         fixed = min(timings[1], timings[16])
@@ -339,7 +352,9 @@ def run() -> None:
               f"| {sdpa_us:.1f} | {sdpa_us / ours:.2f} |"
               + (f" {timings['bulk']:.1f} | {ours / timings['bulk']:.2f} |" if BULK else "")
               + (cluster_cells(p, timings) if CLUSTER else "")
-              + (mma_cells(timings, ours) if MMA else ""))
+              + (mma_cells(timings, ours) if MMA else "")
+              + ((f" {timings['bf16']:.1f} | {ours / timings['bf16']:.2f} |" if "bf16" in timings else " | |")
+                 if PARTIALS else ""))
 
 
 def mma_cells(timings: dict, ours: float) -> str:

@@ -280,6 +280,46 @@ def test_latent_wgmma_refusals_say_why(make, message):
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("heads", [32, 128])
+def test_bf16_partials_halve_the_rows_the_latent_attention_stores_and_the_combine_reads(heads):
+    """`partials` "bfloat16" (LATENT_PARTIALS, queued): the wgmma latent attention stores each chunk's 4-value
+    quarter of a row as two packed words (8 bytes, not a 16-byte fp32 vector) and attention_combine reads a
+    16-byte slice as one vector of 8 bf16, not two of 4 floats; both params say bf16, the lse stays fp32."""
+    split = LatentAttention(1, 1, heads, 512, 64 if heads > 32 else 0, 16, 2048, 2048, splits=64, nope=128,
+                            schedule={"partials": "bfloat16"})
+    plain = LatentAttention(1, 1, heads, 512, 64 if heads > 32 else 0, 16, 2048, 2048, splits=64, nope=128)
+    ptx, plain_ptx = compiled_for_sm90a(split).ptx, compiled_for_sm90a(plain).ptx
+    stores = plain_ptx.count("st.global.v4.f32")
+    assert stores > 0 and "st.global.v4.f32" not in ptx and ptx.count("st.global.v2.b32") == stores
+    assert ".local" not in ptx
+    assert [(p.name, p.dtype) for p in split.params()][-2:] == [("partial", "bfloat16"), ("lse", "float32")]
+    combine = AttentionCombine(1, heads, 512, 64, partials="bfloat16")
+    loads = compiled_for_sm90a(combine).ptx
+    assert "ld.global.v4.f32" not in loads and loads.count("ld.global.v4.b32") == combine.per_lane
+    assert combine.params()[0].dtype == "bfloat16" and combine.params()[1].dtype == "float32"
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"engine": "mma", "partials": "bfloat16"}),
+     "latent_attention: partials 'bfloat16' are the wgmma latent attention's; this kernel stores its chunks' rows "
+     "in fp32"),
+    (lambda: Attention(1, 1, 8, 2, 128, 16, 4, 4, splits=2, schedule={"partials": "bfloat16"}),
+     "attention: partials 'bfloat16' are the wgmma latent attention's"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"partials": "bfloat16"}),
+     "partials 'bfloat16' are the rows of chunks attention_combine merges (splits above 1, combine 'launch')"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2,
+                             schedule={"engine": "wgmma", "combine": "cluster", "partials": "bfloat16"}),
+     "partials 'bfloat16' are the rows of chunks attention_combine merges"),
+    (lambda: LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, splits=2, schedule={"partials": "float16"}),
+     "Attention partials is 'float32' or 'bfloat16'; got 'float16'"),
+    (lambda: AttentionCombine(1, 32, 512, 4, partials="float16"), "partials 'float16': one of float32, bfloat16"),
+])
+def test_partials_other_than_fp32_are_refused_where_no_kernel_writes_them(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)
+
+
 def test_expanded_keys_are_whole_mma_steps():
     """A head's key (nope + rope) is padded with zeros to whole 32-value steps; the expand writes
     the padded rows, the attention reads them; one CTA a (chunk, head, request)."""

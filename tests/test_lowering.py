@@ -224,6 +224,35 @@ def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluste
     assert "the chunks meet in the launch's cluster: at most 8 CTAs" in why
 
 
+def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tmp_path, monkeypatch):
+    """LATENT_PARTIALS is fp32 (bf16 is queued for a measurement): the example's split latent attention keeps
+    no partials knob. Set to bf16, the attention's schedule, the combine's spec, their shared buffer and
+    `explain`'s reason carry it, and the plan compiles (the kernels' params agree on the element)."""
+    from click.testing import CliRunner
+
+    import lanec.codegen.facts as facts
+    from lanec.cli import main
+
+    source = ROOT / "examples" / "kimi-linear-small.mlir"
+    ops = launches(source)
+    kinds = [op.kernel.data for op in ops]
+    assert "schedule" not in spec_of(ops[kinds.index("latent_attention")])
+    assert "partials" not in spec_of(ops[kinds.index("attention_combine")])
+    monkeypatch.setattr(facts, "LATENT_PARTIALS", "bfloat16")
+    tunings: list = []
+    ops = launches(source, tunings)
+    kinds = [op.kernel.data for op in ops]
+    attend, combine = ops[kinds.index("latent_attention")], ops[kinds.index("attention_combine")]
+    assert spec_of(attend)["schedule"] == {"partials": "bfloat16"} and spec_of(combine)["partials"] == "bfloat16"
+    assert attend.args[-2] == combine.args[0]  # the partial rows the attention writes, the combine reads
+    why = next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
+    assert why.endswith("its chunks' rows bfloat16 (LATENT_PARTIALS)")
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "bf16.plan")])
+    assert result.exit_code == 0, result.output
+    buffers = {b.name: b for b in Plan.read(tmp_path / "bf16.plan").buffers}
+    assert buffers["latent_attention.partial"].dtype == "bfloat16"
+
+
 @pytest.mark.parametrize("folded", [True, False])
 def test_the_norm_after_a_grouped_mixture_sums_its_slots(tmp_path, monkeypatch, folded):
     """MIXTURE_SUM_IN_NORM: the grouped path's mixture_sum is folded into the rmsnorm after it, which reads

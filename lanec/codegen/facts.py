@@ -852,6 +852,13 @@ ATTENTION_LOADS = ("copy", "bulk")  # 16-byte cp.async a thread (the default) or
 # own launch, its chunks one cluster whose CTAs read each other's partial rows from shared memory
 ATTENTION_COMBINES = ("launch", "cluster")
 ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluster size attribute
+# the element of a split attention's normalized partial rows, which attention_combine reads back: fp32 (the
+# default), or bf16 (the wgmma latent attention only), which halves their bytes: at Kimi Linear's batch 1 and
+# 32k keys, 128 chunks x 32 heads x 512 values are 8.4 MB written and read beside a 34 MB cache
+ATTENTION_PARTIALS = ("float32", "bfloat16")
+# what the lowering gives a split wgmma latent attention: fp32 until bf16 is measured on the H200 against it
+# (queued: session.sh partials)
+LATENT_PARTIALS = "float32"
 # GQA's page-table entries a chunk reads, staged in shared memory once (at most this many: 1 KB, so two CTAs
 # still share an SM) instead of one global load a copy on every tile, which ncu found the batch-1 kernel's
 # top stall (bench/RESULTS.md, 2026-12-01); a chunk of more pages looks each up as it copies
@@ -943,7 +950,9 @@ class AttentionSchedule(Schedule):
     shared memory, and each combines a share of the output from every chunk's, over DSMEM).
     `engine` (latent_attention only): "mma" or "wgmma" (`LatentWgmma`: one or two warpgroups, a
     ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own); None:
-    LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs."""
+    LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs. `partials`
+    (the wgmma engine, split and combined by a launch): the element its chunks' normalized rows are
+    stored in for attention_combine, "float32" (None) or "bfloat16" (ATTENTION_PARTIALS)."""
 
     tile: int | None = None
     stages: int | None = None
@@ -951,10 +960,13 @@ class AttentionSchedule(Schedule):
     loads: str | None = None
     combine: str | None = None
     engine: str | None = None
+    partials: str | None = None
 
     def __post_init__(self) -> None:
         if self.loads is not None:
             _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
+        if self.partials is not None:
+            _choice("Attention", "partials", self.partials, ATTENTION_PARTIALS, "'float32' or 'bfloat16'")
         if self.combine is not None:
             _choice("Attention", "combine", self.combine, ATTENTION_COMBINES, "'launch' or 'cluster'")
         if self.engine is not None:
@@ -1145,9 +1157,12 @@ class AttentionCombineSpec(Spec):
     heads: int
     head: int
     splits: int
+    partials: str = "float32"
 
     def problems(self) -> list[str]:
         found = []
+        if self.partials not in ATTENTION_PARTIALS:
+            found.append(f"partials {self.partials!r}: one of {', '.join(ATTENTION_PARTIALS)}")
         if self.rows < 1 or self.heads < 1:
             found.append(f"needs at least one row and one head; got rows {self.rows}, heads {self.heads}")
         if self.head not in ATTENTION_HEADS + LATENT_WIDTHS:

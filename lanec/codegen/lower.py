@@ -33,6 +33,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec import shim as lane_facts
+from lanec.codegen import facts as codegen_facts
 from lanec.codegen.facts import (
     ARGMAX_GROUPS,
     ARGMAX_SLOT,
@@ -1335,14 +1336,19 @@ class Lowering:
         result and log-sum-exp (`name`.partial / .lse), merged by attention_combine, or by the
         attention's own cluster where its schedule says combine 'cluster'."""
         rows = out.shape[0]
-        if splits == 1 or (spec.get("schedule") or {}).get("combine") == "cluster":
+        schedule = spec.get("schedule") or {}
+        if splits == 1 or schedule.get("combine") == "cluster":
             self.launch(kernel, spec, [*args, out])
             return
-        partial = self.activation(f"{name}.partial", (splits, rows, heads, width), Float32Type())
+        partials = schedule.get("partials", "float32")  # the chunks' rows: fp32, or bf16 (LATENT_PARTIALS)
+        partial = self.activation(f"{name}.partial", (splits, rows, heads, width),
+                                  BFloat16Type() if partials == "bfloat16" else Float32Type())
         lse = self.activation(f"{name}.lse", (splits, rows, heads), Float32Type())
         self.launch(kernel, spec, [*args, partial, lse])
-        self.launch("attention_combine", {"rows": rows, "heads": heads, "head": width, "splits": splits},
-                    [partial, lse, out])
+        combine = {"rows": rows, "heads": heads, "head": width, "splits": splits}
+        if partials != "float32":
+            combine["partials"] = partials
+        self.launch("attention_combine", combine, [partial, lse, out])
 
     @lower.register
     def lower_latent_attention(self, op: form.LatentAttentionOp) -> None:
@@ -1390,6 +1396,9 @@ class Lowering:
                       "nope": nope, "scale": op.scale.value.data}
         if clustered:
             spec["schedule"] = {"engine": "wgmma", "combine": "cluster"}
+        elif splits > 1 and codegen_facts.LATENT_PARTIALS != "float32" and codegen_facts.LATENT_ENGINE == "wgmma":
+            spec["schedule"] = {"partials": codegen_facts.LATENT_PARTIALS}
+            self.tunings[-1][2]["why"] += f"; its chunks' rows {codegen_facts.LATENT_PARTIALS} (LATENT_PARTIALS)"
         latent_in, k_rope = self.window(op.latent), self.window(op.k_rope)
         spec.update(pitch_of(latent_in, "latent"))
         args = [absorbed]

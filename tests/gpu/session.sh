@@ -33,6 +33,10 @@
 #   bench-gemm       bench/gemm.py against cuBLAS, writing its fastest schedules to $OUT/schedules.json
 #   tiles      gemm_tc's weight tiles of 192 and 256 rows (and 64): their GPU cases, compute-sanitizer on one,
 #              bench/gemm.py built with LANEC_GEMM_TILES=1, the fastest written to $OUT/schedules.json
+#   quotient   two-word quantize without dividing its zero remainders: the quantize and epilogue cases, sanitizer,
+#              bench/q8.py before and after, the two-word q8_0 plan's step (carry build/bench/q8-old too)
+#   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
+#              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
 #              without TMA loads, the fastest written to $OUT/schedules.json (adopt, rebuild, run the tuned cases)
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
@@ -201,9 +205,9 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
-  # `pending`, the last session's queue: the sixteenth session's gemm-chain (bench/gemm.py's chain timing of the
-  # batch-64 step's products; its build recipe is in the phase's comment)
-  [ "$phase" = pending ] && phase=gemm-chain
+  # `pending`, the last session's queue: the seventeenth session's partials (the latent attention's chunks' rows in
+  # bf16; its build recipe is in the phase's comment)
+  [ "$phase" = pending ] && phase=partials
   echo "== phase $phase"
   case $phase in
     check)
@@ -709,12 +713,32 @@ for phase in "${phases[@]}"; do
         --check 2>&1 | tail -1)" | tee -a "$logs/quotient.log"
       timeout 150 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-w2-fused-div.plan \
         build/plans/dense-small-q8-w2-fused.plan --steps 100 2>&1 | tee -a "$logs/quotient.log" || status=1 ;;
+    partials)
+      # queued (issue 10, MLA at batch 1 and 32k): the wgmma latent attention's chunks' rows in bf16 for
+      # attention_combine (`partials`, LATENT_PARTIALS still fp32), half the 8.4 MB Kimi Linear writes and reads
+      # back beside its 34 MB cache at batch 1 and 32k. The bf16 cases against the interpreter (and the fp32 ones
+      # of the same shapes), compute-sanitizer on one, a whole plan with them --check, then bench/attention.py's MLA
+      # rows with a bf16 column (here: python tests/gpu/build.py --only latent_wgmma attention_combine;
+      # LANEC_ATTN_KINDS=mla LANEC_ATTN_PARTIALS=1 python bench/attention.py build; python -c "import
+      # lanec.codegen.facts as f; f.LATENT_PARTIALS = 'bfloat16'; from lanec.cli import main; main(['compile',
+      # 'examples/kimi-linear-small.mlir', '-o', 'build/plans/kimi-linear-small-bf16partials.plan'])"; carry build/gpu,
+      # build/bench-attention-partials-mla, build/plans, .snap). Adopt (LATENT_PARTIALS = "bfloat16") if the rows
+      # with many chunks are faster and none slower.
+      timeout 240 python3 -m pytest tests/gpu/test_attention.py -q -rfE \
+        -k "s128 or h128_l512_r64_p64_s8 or h12_l256_r32_p32_s2 or bf16" 2>&1 | tail -3 | tee "$logs/partials.log"
+      cases_passed partials || { status=1; continue; }
+      sanitize_case tests/gpu/test_attention.py "attention_matches_interpreter and b1_t1_h32_l512_nope_p16_32k_s128_bf16" \
+        partials.log 120 || status=1
+      echo "kimi-linear-small-bf16partials: $(timeout 120 python3 -m lanec.runtime \
+        build/plans/kimi-linear-small-bf16partials.plan --check 2>&1 | tail -1)" | tee -a "$logs/partials.log"
+      LANEC_ATTN_KINDS=mla LANEC_ATTN_PARTIALS=1 timeout 300 python3 bench/attention.py 2>&1 \
+        | tee "$logs/bench-partials.log" | grep "^| " || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, quotient, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, quotient, partials, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done

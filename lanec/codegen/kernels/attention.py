@@ -65,6 +65,7 @@ from lanec.codegen.kernels.primitives import (
     copy_g2s_zfill,
     float_bits,
     ldmatrix_x4,
+    load_activation_bf16x8,
     load_dsmem_f32,
     load_dsmem_f32x4,
     load_f32x4,
@@ -73,6 +74,7 @@ from lanec.codegen.kernels.primitives import (
     shared_bytes,
     store_global_words,
     store_shared_word,
+    unpack_bf16,
     wait_stage,
     warp_reduce,
 )
@@ -103,6 +105,7 @@ class TileAttention:
     `value_buffer`), `load_queries`, `load_tile` and `write_cache`; `setup` plans the rest."""
 
     quantize = 0  # int8 words a value of `out` in the quantized form (fuse-quant's epilogue; Attention's)
+    partials = "float32"  # the element of each chunk's normalized rows for attention_combine (LatentWgmma's knob)
     page_slots = 0  # page-table entries of a chunk staged in shared memory (Attention's `stage_pages`)
 
     def setup(self, schedule: AttentionSchedule) -> None:
@@ -110,6 +113,9 @@ class TileAttention:
         if (schedule.engine or "mma") != "mma":
             raise ValueError(f"{self.name}: engine {schedule.engine!r} is latent_attention's (LatentWgmma); this "
                              "kernel multiplies on mma.sync")
+        if (schedule.partials or "float32") != "float32":
+            raise ValueError(f"{self.name}: partials {schedule.partials!r} are the wgmma latent attention's; this "
+                             "kernel stores its chunks' rows in fp32")
         self.loads = schedule.loads or "copy"
         if self.loads == "bulk" and not hasattr(self, "bulk_rows"):
             raise ValueError(f"{self.name}: loads 'bulk' is for a cache the step's rows are written into; this "
@@ -194,7 +200,7 @@ class TileAttention:
             return [TensorParam("out", (rows, quantized_pitch(heads * width, self.quantize)), "int8", written=True)]
         if self.writes_out():
             return [TensorParam("out", (rows, heads * width), "bfloat16", written=True)]
-        return [TensorParam("partial", (self.splits, rows, heads, width), "float32", written=True),
+        return [TensorParam("partial", (self.splits, rows, heads, width), self.partials, written=True),
                 TensorParam("lse", (self.splits, rows, heads), "float32", written=True)]
 
     @cute.jit
@@ -945,8 +951,8 @@ class LatentAttention(TileAttention):
 
 class AttentionCombine:
     """out = sum_s exp(lse_s - max) partial_s / sum_s exp(lse_s - max) over `splits` chunks of
-    `rows` x `heads` heads of `head` values (a chunk with lse = -inf adds nothing). Params:
-    partial, lse, out.
+    `rows` x `heads` heads of `head` values (a chunk with lse = -inf adds nothing), the partial rows
+    in fp32 or (`partials` "bfloat16") bf16. Params: partial, lse, out.
 
     A group of `lanes` lanes (the splits rounded up to a power of two, at most a warp) merges one
     16-byte slice of the output: lane i of the group reads chunks i, i + lanes, ... , every load of
@@ -958,16 +964,16 @@ class AttentionCombine:
 
     name = "attention_combine"
 
-    def __init__(self, rows, heads, head, splits):
-        AttentionCombineSpec(rows, heads, head, splits).check()
-        self.rows, self.heads, self.head, self.splits = rows, heads, head, splits
+    def __init__(self, rows, heads, head, splits, partials="float32"):
+        AttentionCombineSpec(rows, heads, head, splits, partials).check()
+        self.rows, self.heads, self.head, self.splits, self.partials = rows, heads, head, splits, partials
         self.slices = heads * head // VECTOR
         self.lanes = min(WARP, 1 << (splits - 1).bit_length())  # a slice's lanes: one chunk each, or more
         self.per_lane = -(-splits // self.lanes)  # chunks a lane reads
         self.slices_a_block = COMBINE_THREADS // self.lanes
 
     def params(self) -> list[TensorParam]:
-        return [TensorParam("partial", (self.splits, self.rows, self.heads, self.head), "float32"),
+        return [TensorParam("partial", (self.splits, self.rows, self.heads, self.head), self.partials),
                 TensorParam("lse", (self.splits, self.rows, self.heads), "float32"),
                 TensorParam("out", (self.rows, self.heads * self.head), "bfloat16", written=True)]
 
@@ -1000,8 +1006,12 @@ class AttentionCombine:
             if cutlass.const_expr((k + 1) * L > self.splits):  # lanes past the last chunk add nothing
                 value = cutlass.select_(chunk < self.splits, value, Float32(NEG_INF))
             lses.append(value)
-            slices.append(load_f32x4(at(partial, read, row, head, dv * VECTOR))
-                          + load_f32x4(at(partial, read, row, head, dv * VECTOR + 4)))
+            if cutlass.const_expr(self.partials == "bfloat16"):  # the slice in one 16-byte load
+                slices.append(sum((unpack_bf16(word) for word in
+                                   load_activation_bf16x8(at(partial, read, row, head, dv * VECTOR))), ()))
+            else:
+                slices.append(load_f32x4(at(partial, read, row, head, dv * VECTOR))
+                              + load_f32x4(at(partial, read, row, head, dv * VECTOR + 4)))
         top = lses[0]
         for k in cutlass.range_constexpr(1, self.per_lane):
             top = cute.arch.fmax(top, lses[k])

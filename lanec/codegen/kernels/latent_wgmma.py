@@ -126,6 +126,10 @@ class LatentWgmma(LatentAttention):
             raise ValueError(f"{self.name}: engine 'wgmma' takes whole 64-value chunks of the latent; got "
                              f"{self.value_width}")
         self.loads, self.clustered = "copy", schedule.combine == "cluster"
+        self.partials = schedule.partials or "float32"
+        if self.partials != "float32" and (self.clustered or self.splits == 1):
+            raise ValueError(f"{self.name}: partials {self.partials!r} are the rows of chunks attention_combine "
+                             "merges (splits above 1, combine 'launch')")
         if self.clustered and not 2 <= self.splits <= ATTENTION_CLUSTER_SPLITS:
             raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
                              f"{ATTENTION_CLUSTER_SPLITS} chunks")
@@ -492,8 +496,8 @@ class LatentWgmma(LatentAttention):
                     request: Int32, first_row: Int32, wg: Int32, warp: Int32, lane: Int32, tid: Int32):
         """Each row's sum over its warpgroup's warps; the normalized rows (fp32; warpgroup w's row n
         at staged row w R + n) staged in the slots, then stored as whole vectors: out (one chunk,
-        bf16) or partial (fp32) and lse (natural log of the sum times e^max, -inf where the chunk
-        holds none of the row's keys)."""
+        bf16) or partial (fp32, or bf16 by `partials`) and lse (natural log of the sum times e^max,
+        -inf where the chunk holds none of the row's keys)."""
         T: cutlass.Constexpr = self.tokens
         R: cutlass.Constexpr = self.padded_rows
         DV: cutlass.Constexpr = self.value_width
@@ -546,6 +550,9 @@ class LatentWgmma(LatentAttention):
                 values = load_f32x4(at(staged, i, 4 * q), shared=True)
                 if cutlass.const_expr(self.splits == 1):
                     store_global_words(at(out, r, head * DV + 4 * q),
+                                       (pack_bf16(values[0], values[1]), pack_bf16(values[2], values[3])))
+                elif cutlass.const_expr(self.partials == "bfloat16"):
+                    store_global_words(at(partial, split, r, head, 4 * q),
                                        (pack_bf16(values[0], values[1]), pack_bf16(values[2], values[3])))
                 else:
                     store_f32x4(at(partial, split, r, head, 4 * q), values)

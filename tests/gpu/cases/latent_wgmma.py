@@ -6,7 +6,8 @@ chunks and not (288: 256 + 32, its ring capped at three tiles), one chunk and se
 attention_combine case of the same name), and split shapes again with their chunks merged in the launch's
 own cluster (`combine` "cluster", `<case>_cluster`): 2 to 8 chunks, one warpgroup and two (DeepSeek-V3's 128
 heads: 2 blocks of 64 rows), 4 and 8 tokens, a 288-wide key, and Kimi Linear's batch-1 step at 1k keys (8
-chunks of one block: the shape LATENT_CLUSTER_COMBINE_CTAS was measured on, whole and in its cluster)."""
+chunks of one block: the shape LATENT_CLUSTER_COMBINE_CTAS was measured on, whole and in its cluster), and
+three split shapes with their chunks' rows in bf16 (`partials`, `<case>_bf16`)."""
 
 from pathlib import Path
 
@@ -26,6 +27,11 @@ CLUSTER = ["b2_t4_h32_l512_nope_p16_s3", "b1_t1_h128_l512_r64_p64_s8", "b3_t3_h1
            "b2_t8_h16_l512_r64_p16_s4", "b1_t1_h32_l512_nope_p16_1k_s8"]
 CASES.update({f"{name}_cluster": dict(CASES[name], schedule={"engine": "wgmma", "combine": "cluster"})
               for name in CLUSTER})
+# each chunk's rows stored bf16 for attention_combine (`partials`, LATENT_PARTIALS): Kimi Linear at 32k keys in
+# 128 chunks, DeepSeek-V3's two blocks of 64 rows, and 12 heads x 3 tokens over a 288-wide key
+PARTIALS = ["b1_t1_h32_l512_nope_p16_32k_s128", "b1_t1_h128_l512_r64_p64_s8", "b3_t3_h12_l256_r32_p32_s2"]
+CASES.update({f"{name}_bf16": dict(CASES[name], schedule={"engine": "wgmma", "partials": "bfloat16"})
+              for name in PARTIALS})
 
 
 def make(spec: dict):
