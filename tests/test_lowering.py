@@ -230,7 +230,7 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
     `explain`'s reason carry it, and the plan compiles (the kernels' params agree on the element)."""
     from click.testing import CliRunner
 
-    import lanec.codegen.facts as facts
+    import lanec.codegen.lower as lowering
     from lanec.cli import main
 
     source = ROOT / "examples" / "kimi-linear-small.mlir"
@@ -238,7 +238,7 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
     kinds = [op.kernel.data for op in ops]
     assert "schedule" not in spec_of(ops[kinds.index("latent_attention")])
     assert "partials" not in spec_of(ops[kinds.index("attention_combine")])
-    monkeypatch.setattr(facts, "LATENT_PARTIALS", "bfloat16")
+    monkeypatch.setattr(lowering, "LATENT_PARTIALS", "bfloat16")
     tunings: list = []
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]

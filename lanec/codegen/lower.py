@@ -33,7 +33,6 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from lanec import shim as lane_facts
-from lanec.codegen import facts as codegen_facts
 from lanec.codegen.facts import (
     ARGMAX_GROUPS,
     ARGMAX_SLOT,
@@ -41,6 +40,8 @@ from lanec.codegen.facts import (
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
     GEMV_ROWS,
+    LATENT_ENGINE,
+    LATENT_PARTIALS,
     MIXTURE_DOWN_EARLY_ROWS,
     MIXTURE_GROUPED_ROWS,
     MIXTURE_SUM_IN_NORM,
@@ -1389,6 +1390,10 @@ class Lowering:
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {lane_facts.LATENT_CLUSTER_COMBINE_CTAS} "
                     "CTAs (LATENT_CLUSTER_COMBINE_CTAS)")
+        # the chunks' rows for attention_combine: fp32, or bf16 on the wgmma engine (LATENT_PARTIALS)
+        partials = LATENT_PARTIALS if splits > 1 and not clustered and LATENT_ENGINE == "wgmma" else "float32"
+        if partials != "float32":
+            why += f"; its chunks' rows {partials} (LATENT_PARTIALS)"
         self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
                                                   "rope": rope, "context": context}, {"splits": splits, "why": why}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,
@@ -1396,9 +1401,8 @@ class Lowering:
                       "nope": nope, "scale": op.scale.value.data}
         if clustered:
             spec["schedule"] = {"engine": "wgmma", "combine": "cluster"}
-        elif splits > 1 and codegen_facts.LATENT_PARTIALS != "float32" and codegen_facts.LATENT_ENGINE == "wgmma":
-            spec["schedule"] = {"partials": codegen_facts.LATENT_PARTIALS}
-            self.tunings[-1][2]["why"] += f"; its chunks' rows {codegen_facts.LATENT_PARTIALS} (LATENT_PARTIALS)"
+        elif partials != "float32":
+            spec["schedule"] = {"partials": partials}
         latent_in, k_rope = self.window(op.latent), self.window(op.k_rope)
         spec.update(pitch_of(latent_in, "latent"))
         args = [absorbed]

@@ -720,7 +720,7 @@ for phase in "${phases[@]}"; do
       # of the same shapes), compute-sanitizer on one, a whole plan with them --check, then bench/attention.py's MLA
       # rows with a bf16 column (here: python tests/gpu/build.py --only latent_wgmma attention_combine;
       # LANEC_ATTN_KINDS=mla LANEC_ATTN_PARTIALS=1 python bench/attention.py build; python -c "import
-      # lanec.codegen.facts as f; f.LATENT_PARTIALS = 'bfloat16'; from lanec.cli import main; main(['compile',
+      # lanec.codegen.lower as f; f.LATENT_PARTIALS = 'bfloat16'; from lanec.cli import main; main(['compile',
       # 'examples/kimi-linear-small.mlir', '-o', 'build/plans/kimi-linear-small-bf16partials.plan'])"; carry build/gpu,
       # build/bench-attention-partials-mla, build/plans, .snap). Adopt (LATENT_PARTIALS = "bfloat16") if the rows
       # with many chunks are faster and none slower.
