@@ -732,7 +732,13 @@ for phase in "${phases[@]}"; do
       echo "kimi-linear-small-bf16partials: $(timeout 120 python3 -m lanec.runtime \
         build/plans/kimi-linear-small-bf16partials.plan --check 2>&1 | tail -1)" | tee -a "$logs/partials.log"
       LANEC_ATTN_KINDS=mla LANEC_ATTN_PARTIALS=1 timeout 300 python3 bench/attention.py 2>&1 \
-        | tee "$logs/bench-partials.log" | grep "^| " || status=1 ;;
+        | tee "$logs/bench-partials.log" | grep "^| " || status=1
+      # and where the q8_0 dense step's 98 us go beside its bf16 plan's 127 (issue 14's 1.6x): each launch's time
+      # (carry build/plans' dense-small and dense-small-q8)
+      for plan in dense-small dense-small-q8; do
+        timeout 60 python3 -m lanec.runtime "build/plans/$plan.plan" --profile 2>&1 | tee "$logs/profile-$plan.log" \
+          | tail -25
+      done ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
