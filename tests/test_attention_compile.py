@@ -282,15 +282,15 @@ def test_latent_wgmma_refusals_say_why(make, message):
 
 @pytest.mark.parametrize("heads", [32, 128])
 def test_bf16_partials_halve_the_rows_the_latent_attention_stores_and_the_combine_reads(heads):
-    """`partials` "bfloat16" (LATENT_PARTIALS, queued): the wgmma latent attention stores each chunk's 4-value
-    quarter of a row as two packed words (8 bytes, not a 16-byte fp32 vector) and attention_combine reads a
-    16-byte slice as one vector of 8 bf16, not two of 4 floats; both params say bf16, the lse stays fp32."""
+    """`partials` "bfloat16" (LATENT_PARTIALS, queued): the wgmma latent attention stores a chunk's row 8 values
+    a 16-byte vector of packed bf16 (half the stores of 4-float vectors) and attention_combine reads a 16-byte
+    slice as one vector of 8 bf16, not two of 4 floats; both params say bf16, the lse stays fp32."""
     split = LatentAttention(1, 1, heads, 512, 64 if heads > 32 else 0, 16, 2048, 2048, splits=64, nope=128,
                             schedule={"partials": "bfloat16"})
     plain = LatentAttention(1, 1, heads, 512, 64 if heads > 32 else 0, 16, 2048, 2048, splits=64, nope=128)
     ptx, plain_ptx = compiled_for_sm90a(split).ptx, compiled_for_sm90a(plain).ptx
-    stores = plain_ptx.count("st.global.v4.f32")
-    assert stores > 0 and "st.global.v4.f32" not in ptx and ptx.count("st.global.v2.b32") == stores
+    stores, packed = plain_ptx.count("st.global.v4.f32"), ptx.count("st.global.v4.b32") - plain_ptx.count("st.global.v4.b32")
+    assert stores > 0 and "st.global.v4.f32" not in ptx and packed == stores // 2
     assert ".local" not in ptx
     assert [(p.name, p.dtype) for p in split.params()][-2:] == [("partial", "bfloat16"), ("lse", "float32")]
     combine = AttentionCombine(1, heads, 512, 64, partials="bfloat16")

@@ -537,23 +537,27 @@ class LatentWgmma(LatentAttention):
         if cutlass.const_expr(self.clustered):
             self.merge_in_cluster(out, staged, split, request, first_row, tid)
             return
-        quads: cutlass.Constexpr = DV // 4
+        # values a thread stores at a time: 4 (a 16-byte fp32 vector, or 8 bytes of bf16 out), or 8 for bf16
+        # partial rows (one 16-byte vector)
+        unit: cutlass.Constexpr = 8 if self.splits > 1 and self.partials == "bfloat16" else 4
+        units: cutlass.Constexpr = DV // unit
         rows: cutlass.Constexpr = self.groups * R
-        for k in cutlass.range_constexpr(-(-(rows * quads) // self.threads)):
+        for k in cutlass.range_constexpr(-(-(rows * units) // self.threads)):
             index = tid + k * self.threads
-            i, q = index // quads, index % quads
+            i, q = index // units, index % units
             at_block = (i // R) * self.share + i % R
             row = first_row + at_block
-            if (index < rows * quads) & (i % R < self.share) & (at_block < self.block_rows) & (row < self.group * T):
+            if (index < rows * units) & (i % R < self.share) & (at_block < self.block_rows) & (row < self.group * T):
                 head = row // T
                 r = request * T + row % T
-                values = load_f32x4(at(staged, i, 4 * q), shared=True)
+                values = load_f32x4(at(staged, i, unit * q), shared=True)
                 if cutlass.const_expr(self.splits == 1):
                     store_global_words(at(out, r, head * DV + 4 * q),
                                        (pack_bf16(values[0], values[1]), pack_bf16(values[2], values[3])))
-                elif cutlass.const_expr(self.partials == "bfloat16"):
-                    store_global_words(at(partial, split, r, head, 4 * q),
-                                       (pack_bf16(values[0], values[1]), pack_bf16(values[2], values[3])))
+                elif cutlass.const_expr(unit == 8):
+                    values = values + load_f32x4(at(staged, i, unit * q + 4), shared=True)
+                    store_global_words(at(partial, split, r, head, unit * q),
+                                       tuple(pack_bf16(values[2 * e], values[2 * e + 1]) for e in range(4)))
                 else:
                     store_f32x4(at(partial, split, r, head, 4 * q), values)
 
