@@ -35,6 +35,7 @@
 #              bench/gemm.py built with LANEC_GEMM_TILES=1, the fastest written to $OUT/schedules.json
 #   quotient   two-word quantize without dividing its zero remainders: the quantize and epilogue cases, sanitizer,
 #              bench/q8.py before and after, the two-word q8_0 plan's step (carry build/bench/q8-old too)
+#   occ-split  the real batch-64 step with gemm_tc's two-CTAs-an-SM entry on o_proj only, on the merged product only
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
@@ -180,10 +181,11 @@ dense_ab() {
 # the log is $logs/NAME.log
 real_ab() {
   local name=$1 plan=$2 without=$3
+  shift 3  # more plans after WITHOUT: timed in the same rounds, not checked
   echo "$plan: $(timeout 200 python3 -m lanec.runtime "build/plans/$plan.plan" --check --gpu-seeding 2>&1 \
     | tail -1)" | tee -a "$logs/$name.log"
   for round in 1 2; do
-    for each in "$without" "$plan"; do
+    for each in "$without" "$plan" "$@"; do
       echo "round $round $each: $(timeout 150 python3 bench/model.py --side lanec "build/plans/$each.plan" 2>&1 \
         | tail -1)" | tee -a "$logs/$name.log"
     done
@@ -713,6 +715,17 @@ for phase in "${phases[@]}"; do
         --check 2>&1 | tail -1)" | tee -a "$logs/quotient.log"
       timeout 150 python3 bench/q8_step.py build/plans/dense-small.plan build/plans/dense-small-q8-w2-fused-div.plan \
         build/plans/dense-small-q8-w2-fused.plan --steps 100 2>&1 | tee -a "$logs/quotient.log" || status=1 ;;
+    occ-split)
+      # queued (issues 12 and 15): which successors pay for gemm_tc's two-CTAs-an-SM schedules in the real batch-64
+      # step (faster alone and in a chain after a norm, 0.5% slower in the step with all of them): the step with only
+      # o_proj's entry at occupancy 2 (its successor a norm) and with only the merged KDA product's (its successor
+      # kda_split), against the table's, two rounds interleaved; the first --check (here: python tests/gpu/plans.py
+      # kimi-full-b64-c1k; python tests/gpu/variant_plan.py build/plans/kimi-full-b64-c1k.mlir
+      # build/plans/kimi-full-b64-c1k-occ-oproj.plan gemm_tc 'outputs=2304,rows=64,width=4096' '{"engine": "wgmma",
+      # "splits": 3, "stages": 7, "tile_n": 64, "occupancy": 2}', and -occ-merged.plan with gemm_tc
+      # 'outputs=12576,rows=64,width=2304' '{"engine": "wgmma", "splits": 1, "stages": 6, "tile_n": 64,
+      # "occupancy": 2}'; carry build/plans, .snap; about 5 minutes)
+      real_ab occ-split kimi-full-b64-c1k-occ-oproj kimi-full-b64-c1k kimi-full-b64-c1k-occ-merged ;;
     partials)
       # queued (issue 10, MLA at batch 1 and 32k): the wgmma latent attention's chunks' rows in bf16 for
       # attention_combine (`partials`, LATENT_PARTIALS still fp32), half the 8.4 MB Kimi Linear writes and reads
@@ -744,7 +757,7 @@ for phase in "${phases[@]}"; do
     gemv)
       python3 bench/gemv.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/gemv.log" ;;
     *)
-      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, quotient, partials, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
+      echo "unknown phase $phase: check, plans, fold-gate, rope-pair, cluster-combine, embed-norm, q8-rows, grid1, grid2, grid3, time, kda, gemv, attention, sanitize, real, tp, tp-model, pending, bench-attention, bench-cluster, bench-mixture, bench-gemm, tiles, wide-ab, occ-ab, epilogue, gemm-chain, quotient, partials, occ-split, tma-table, bench-linear, bench-model, bench-q8, bench-rope or bench-seeded"
       status=2 ;;
   esac
 done
