@@ -460,10 +460,14 @@ def gqa_resident_ctas(head: int) -> int:
     return 2 if head <= 128 else 1
 
 
+def _waves(blocks: int, splits: int, head: int) -> int:
+    """The waves of resident CTAs (SM_COUNT x `gqa_resident_ctas`) a GQA split's blocks x chunks take."""
+    return ceil(blocks * splits / (SM_COUNT * gqa_resident_ctas(head)))
+
+
 def _wave_keys(blocks: int, splits: int, context: int, head: int) -> int:
     """A GQA split's cost in keys' time: its waves of resident CTAs x (a chunk's keys + its fixed cost)."""
-    resident = SM_COUNT * gqa_resident_ctas(head)
-    return ceil(blocks * splits / resident) * (ceil(context / splits) + GQA_CHUNK_COST_KEYS)
+    return _waves(blocks, splits, head) * (ceil(context / splits) + GQA_CHUNK_COST_KEYS)
 
 
 def _meets_in_cluster(splits: int, blocks: int) -> bool:
@@ -495,8 +499,7 @@ def splits_reason(splits: int, *, batch: int, heads: int, kv_heads: int, context
         return (f"{chunked}: the fewest chunks of {MIN_CHUNK_KEYS} keys or more to reach {TARGET_BLOCKS} blocks, "
                 "kept where they can meet in the launch's cluster (no combine launch; measured: bench/attention.py)")
     if why == "waves":
-        resident = SM_COUNT * gqa_resident_ctas(head)
-        waves = ceil(blocks * splits / resident)
+        resident, waves = SM_COUNT * gqa_resident_ctas(head), _waves(blocks, splits, head)
         return (f"{chunked}: the fewest waves x keys, {waves} wave(s) of {resident} CTAs x ({ceil(context / splits)} "
                 f"+ {GQA_CHUNK_COST_KEYS} keys), over splits with chunks of {GQA_MIN_CHUNK_KEYS} keys or more "
                 "(fitted: bench/attention.py's sweep)")
