@@ -282,7 +282,7 @@ def test_latent_wgmma_refusals_say_why(make, message):
 
 @pytest.mark.parametrize("heads", [32, 128])
 def test_bf16_partials_halve_the_rows_the_latent_attention_stores_and_the_combine_reads(heads):
-    """`partials` "bfloat16" (LATENT_PARTIALS, queued): the wgmma latent attention stores a chunk's row 8 values
+    """`partials` "bfloat16" (LATENT_PARTIALS, the default): the wgmma latent attention stores a chunk's row 8 values
     a 16-byte vector of packed bf16 (half the stores of 4-float vectors) and attention_combine reads a 16-byte
     slice as one vector of 8 bf16, not two of 4 floats; both params say bf16, the lse stays fp32."""
     split = LatentAttention(1, 1, heads, 512, 64 if heads > 32 else 0, 16, 2048, 2048, splits=64, nope=128,

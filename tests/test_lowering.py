@@ -225,20 +225,15 @@ def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluste
 
 
 def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tmp_path, monkeypatch):
-    """LATENT_PARTIALS is fp32 (bf16 is queued for a measurement): the example's split latent attention keeps
-    no partials knob. Set to bf16, the attention's schedule, the combine's spec, their shared buffer and
-    `explain`'s reason carry it, and the plan compiles (the kernels' params agree on the element)."""
+    """LATENT_PARTIALS is bf16 (measured faster on every split MLA row): the example's split latent attention,
+    the combine's spec, their shared buffer and `explain`'s reason carry it, and the plan compiles (the kernels'
+    params agree on the element). Set to fp32, neither launch has the knob."""
     from click.testing import CliRunner
 
     import lanec.codegen.lower as lowering
     from lanec.cli import main
 
     source = ROOT / "examples" / "kimi-linear-small.mlir"
-    ops = launches(source)
-    kinds = [op.kernel.data for op in ops]
-    assert "schedule" not in spec_of(ops[kinds.index("latent_attention")])
-    assert "partials" not in spec_of(ops[kinds.index("attention_combine")])
-    monkeypatch.setattr(lowering, "LATENT_PARTIALS", "bfloat16")
     tunings: list = []
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]
@@ -251,6 +246,11 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
     assert result.exit_code == 0, result.output
     buffers = {b.name: b for b in Plan.read(tmp_path / "bf16.plan").buffers}
     assert buffers["latent_attention.partial"].dtype == "bfloat16"
+    monkeypatch.setattr(lowering, "LATENT_PARTIALS", "float32")
+    ops = launches(source)
+    kinds = [op.kernel.data for op in ops]
+    assert "schedule" not in spec_of(ops[kinds.index("latent_attention")])
+    assert "partials" not in spec_of(ops[kinds.index("attention_combine")])
 
 
 @pytest.mark.parametrize("folded", [True, False])

@@ -856,9 +856,10 @@ ATTENTION_CLUSTER_SPLITS = 8  # a cluster's CTAs without the non-portable cluste
 # default), or bf16 (the wgmma latent attention only), which halves their bytes: at Kimi Linear's batch 1 and
 # 32k keys, 128 chunks x 32 heads x 512 values are 8.4 MB written and read beside a 34 MB cache
 ATTENTION_PARTIALS = ("float32", "bfloat16")
-# what the lowering gives a split wgmma latent attention: fp32 until bf16 is measured on the H200 against it
-# (queued: session.sh partials)
-LATENT_PARTIALS = "float32"
+# what the lowering gives a split wgmma latent attention: bf16, measured on the H200 against fp32 in one run
+# (bench/RESULTS.md, 2026-12-01, eighteenth session): 1.00-1.15x on all 19 split MLA rows, none slower (Kimi
+# Linear 32k batch 1: 25.3 -> 24.4 us; DeepSeek-V3 32k batch 1: 44.3 -> 40.9 us)
+LATENT_PARTIALS = "bfloat16"
 # GQA's page-table entries a chunk reads, staged in shared memory once (at most this many: 1 KB, so two CTAs
 # still share an SM) instead of one global load a copy on every tile, which ncu found the batch-1 kernel's
 # top stall (bench/RESULTS.md, 2026-12-01); a chunk of more pages looks each up as it copies
