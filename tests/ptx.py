@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from lanec.codegen.compile import compile_kernel, entry_signature
+from lanec.codegen.facts import DEPENDENTS_AT_ENTRY
 
 
 def compiled_for_sm90a(kernel):
@@ -18,6 +19,8 @@ def compiled_for_sm90a(kernel):
     assert re.search(r"^\.target sm_90a", ptx, re.M)
     pdl = kernel.launch().pdl
     assert ("griddepcontrol.wait;" in ptx) == pdl and ("griddepcontrol.launch_dependents;" in ptx) == pdl
+    if pdl and kernel.name in DEPENDENTS_AT_ENTRY:  # released before anything else, the wait included
+        assert ptx.index("griddepcontrol.launch_dependents;") < ptx.index("griddepcontrol.wait;")
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
     _, sizes = entry_signature(ptx)
     assert sizes == [8] * len(kernel.params())

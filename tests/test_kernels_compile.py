@@ -227,3 +227,22 @@ def test_argmax_takes_a_cluster_only_where_one_cta_needs_rounds():
     assert Argmax(1, one_round // 2 + 4, "float32").cluster == ARGMAX_CLUSTER  # fp32: half the values a vector
     # the rows' clusters in one wave of the SMs, or a CTA a row
     assert Argmax(16, 163840).cluster == ARGMAX_CLUSTER and Argmax(17, 163840).cluster == 1
+
+
+@pytest.mark.parametrize("make", [lambda: Gemv(1, 2304, [4096]), lambda: RmsNorm(1, 2304, 1e-6),
+                                  lambda: Rope(1, 32, 128, 128, 5e5)])
+def test_a_kernel_named_in_dependents_at_entry_releases_them_before_its_wait(make, monkeypatch):
+    """DEPENDENTS_AT_ENTRY (facts.py, empty by default): a kernel it names releases its PDL dependents as its
+    body's first statement, before its own wait and before any global load; one it does not name releases them
+    where it always has, after its wait. Once either way."""
+    import lanec.codegen.facts as facts
+
+    kernel = make()
+    for named in (False, True):
+        monkeypatch.setattr(facts, "DEPENDENTS_AT_ENTRY", frozenset({kernel.name} if named else ()))
+        ptx = compile_kernel(kernel, cache_dir=None, use_cache=False).ptx
+        assert ptx.count("griddepcontrol.launch_dependents;") == 1 and ptx.count("griddepcontrol.wait;") == 1
+        release, wait = ptx.index("griddepcontrol.launch_dependents;"), ptx.index("griddepcontrol.wait;")
+        assert (release < wait) == named
+        if named:
+            assert "ld.global" not in ptx[:release]

@@ -176,6 +176,17 @@ class KdaSchedule(Schedule):
 GEMV_ROWS = 32
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
+# The kernels that release their PDL dependents at their entry (`griddepcontrol.launch_dependents` as the body's
+# first statement, kernels/base.py); the others release them where they always have: after their own PDL wait, or
+# once their inputs are read (KdaSplit at its entry where its schedule says `release_at_entry`). A dependent reads
+# nothing of its predecessor's before its own wait, which waits for the predecessor's end; released at entry it
+# launches once every CTA of the predecessor has started, so its pre-wait work (weights, cache rows, page tables)
+# overlaps more of the chain. Measured on the H200 (bench/RESULTS.md, 2026-12-01, eighteenth session), it is a
+# matter of what follows a launch, not of its kernel: every kernel at its entry took 15-20 us off the real-size
+# Kimi Linear batch-1 step and put 3-7 us on dense-small; all but gemv at entry left dense-small as before,
+# the real-size step 4-6 us faster and the KDA-only step 2-3 us slower. None is kept until the lowering picks the
+# release per launch by its successor.
+DEPENDENTS_AT_ENTRY: frozenset[str] = frozenset()
 # What a launch in a chain of PDL launches costs beyond its bytes (us): our bf16 gemv's time at one row
 # against 2304-wide weights of 4.7 to 755 MB fitted to t = floor + bytes / rate gave 2.04 us + 4.43 TB/s
 # (q8_gemv 2.06 us, torch's matmul in a graph 5.74 us; bench/gemv.py and bench/q8.py's floor sets, H200,

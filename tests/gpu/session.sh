@@ -36,6 +36,7 @@
 #   quotient   two-word quantize without dividing its zero remainders: the quantize and epilogue cases, sanitizer,
 #              bench/q8.py before and after, the two-word q8_0 plan's step (carry build/bench/q8-old too)
 #   occ-split  the real batch-64 step with gemm_tc's two-CTAs-an-SM entry on o_proj only, on the merged product only
+#   entry      every kernel releasing its PDL dependents at its entry: plans --check, steps before and after
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
@@ -207,9 +208,10 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
-  # `pending`, the last session's queue: the seventeenth session's partials (the latent attention's chunks' rows in
-  # bf16; its build recipe is in the phase's comment)
-  [ "$phase" = pending ] && phase=partials
+  # `pending`, the last session's queue: the eighteenth session's `entry` (dependents released at a kernel's entry,
+  # DEPENDENTS_AT_ENTRY: the plans --check and the steps against build/plans-old; its build recipe is in the
+  # phase's comment)
+  [ "$phase" = pending ] && phase=entry
   echo "== phase $phase"
   case $phase in
     check)
@@ -726,6 +728,28 @@ for phase in "${phases[@]}"; do
       # 'outputs=12576,rows=64,width=2304' '{"engine": "wgmma", "splits": 1, "stages": 6, "tile_n": 64,
       # "occupancy": 2}'; carry build/plans, .snap; about 5 minutes)
       real_ab occ-split kimi-full-b64-c1k-occ-oproj kimi-full-b64-c1k kimi-full-b64-c1k-occ-merged ;;
+    entry)
+      # every kernel releases its PDL dependents at its entry (DEPENDENTS_AT_ENTRY, issue 15's launch floor): the
+      # plans of every kernel kind --check (the real-size batch-1 step too), then each step before (build/plans-old,
+      # built before the change) and after, three rounds (here: python tests/gpu/plans.py dense-small
+      # dense-small-q8 kimi-linear-small kimi-kda-b1 kimi-full-b1-c1k, once before the change copied to
+      # build/plans-old; carry build/plans, build/plans-old, .snap; about 6 minutes)
+      for plan in dense-small dense-small-q8 kimi-linear-small kimi-kda-b1; do
+        echo "$plan: $(timeout 120 python3 -m lanec.runtime "build/plans/$plan.plan" --check 2>&1 | tail -1)" \
+          | tee -a "$logs/entry.log"
+      done
+      echo "kimi-full-b1-c1k: $(timeout 200 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/entry.log"
+      for round in 1 2 3; do
+        for plan in dense-small dense-small-q8 kimi-kda-b1; do
+          timeout 60 python3 bench/plan_step.py "build/plans-old/$plan.plan" "build/plans/$plan.plan" 2>&1 | tail -2 \
+            | tee -a "$logs/entry.log"
+        done
+      done
+      for each in plans-old plans plans-old plans; do
+        echo "$each kimi-full-b1-c1k: $(timeout 100 python3 bench/model.py --side lanec \
+          "build/$each/kimi-full-b1-c1k.plan" 2>&1 | tail -1)" | tee -a "$logs/entry.log"
+      done ;;
     partials)
       # queued (issue 10, MLA at batch 1 and 32k): the wgmma latent attention's chunks' rows in bf16 for
       # attention_combine (`partials`, LATENT_PARTIALS still fp32), half the 8.4 MB Kimi Linear writes and reads

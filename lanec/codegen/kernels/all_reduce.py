@@ -24,7 +24,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint64
 
 from lanec.codegen.facts import VECTOR
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     acquire_flag_sys,
     add_residual,
@@ -70,6 +70,7 @@ class OneShotAllReduce:
 
     @cute.kernel
     def kernel(self, source: cute.Tensor, target: cute.Tensor, peers: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         cta, _, _ = cute.arch.block_idx()
         cute.arch.griddepcontrol_wait()  # the partial sums are a predecessor's output
@@ -88,7 +89,7 @@ class OneShotAllReduce:
                     store_words_at(totals + at, [pack_bf16(sums[2 * w], sums[2 * w + 1]) for w in range(4)])
                 else:
                     store_words_at(totals + at, [float_bits(sums[w]) for w in range(4)])
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         exchange.done()
 
 
@@ -120,6 +121,7 @@ class AllReduceNorm(RmsNorm):
     @cute.kernel
     def kernel(self, source: cute.Tensor, residual: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
                h_out: cute.Tensor, peers: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
         threads: cutlass.Constexpr = 32 * self.warps
@@ -144,7 +146,7 @@ class AllReduceNorm(RmsNorm):
                 h = add_residual(x, residual if cutlass.const_expr(self.residual) else None, h_out, row, vector, True)
                 values[None, s].store(h)
                 squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        release_dependents(self)  # every input of this CTA is read
         exchange.done()
         self.normalize(values, squares, scale, y, row, thread)
 

@@ -11,7 +11,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import ARGMAX_CLUSTER, SM_COUNT, VECTOR_BYTES, WARP, ArgmaxSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import float_bits, load_dsmem_f32, warp_reduce
 from lanec.runtime.dtypes import cute_type, storage
 
@@ -59,6 +59,7 @@ class Argmax:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         rank, row, _ = cute.arch.block_idx()
         if cutlass.const_expr(self.cluster == 1):
@@ -85,7 +86,7 @@ class Argmax:
                         # value is always taken, so an all -inf row still names index 0)
                         if (value > best) | (where == self.vocab):
                             best, where = value, vector * V + e
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         best, where = warp_reduce((best, where), first_largest)
         smem = cutlass.memory.SmemAllocator()
         values = smem.allocate_tensor(Float32, cute.make_layout(WARPS), 16)

@@ -56,7 +56,7 @@ from lanec.codegen.facts import (
     LatentAttentionSpec,
     quantized_pitch,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     LOG2E,
     alloc,
@@ -232,7 +232,7 @@ class TileAttention:
         if cutlass.const_expr(self.page_slots > 0):  # the chunk's page-table entries, for the later tiles' copies
             views = views + self.stage_pages(page_s, views, request, lo, tid)
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
+        release_dependents(self)  # dependents wait for this grid's end to read its outputs
         if (split == 0) & (first_row == 0):  # one CTA a (request, KV head) writes the step's rows
             self.write_cache(views, request, g, p0, tid)
         self.load_queries(views, q_s, request, g, first_row, tid)
@@ -691,6 +691,7 @@ class Attention(TileAttention):
     @cute.kernel
     def kernel(self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor,
                k_cache: cute.Tensor, v_cache: cute.Tensor, out: cute.Tensor, partial: cute.Tensor, lse: cute.Tensor):
+        release_dependents_at_entry(self)
         self.attend((q, k, v, pages, k_cache, v_cache), positions, out, partial, lse)
 
     @cute.jit
@@ -851,6 +852,7 @@ class LatentAttention(TileAttention):
     def kernel(self, q: cute.Tensor, qr: cute.Tensor, latent: cute.Tensor, k_rope: cute.Tensor,
                positions: cute.Tensor, pages: cute.Tensor, cache: cute.Tensor, out: cute.Tensor,
                partial: cute.Tensor, lse: cute.Tensor):
+        release_dependents_at_entry(self)
         self.attend((q, qr, latent, k_rope, pages, cache), positions, out, partial, lse)
 
     @cute.jit
@@ -987,12 +989,13 @@ class AttentionCombine:
 
     @cute.kernel
     def kernel(self, partial: cute.Tensor, lse: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         row, block, _ = cute.arch.block_idx()
         DV: cutlass.Constexpr = self.head // VECTOR
         L: cutlass.Constexpr = self.lanes
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read out
+        release_dependents(self)  # dependents wait for this grid's end to read out
         index = block * self.slices_a_block + tid // L
         lane = tid % L
         # every lane takes part in the shuffles: a slice past the output reads slice 0 and stores nothing

@@ -42,6 +42,29 @@ def launch(kernel: Kernel, *tensors: Any, min_blocks_per_mp: int = 0) -> None:
                                    **carveout)
 
 
+def release_dependents_at_entry(kernel: Kernel) -> None:
+    """The first statement of every kernel body: where DEPENDENTS_AT_ENTRY (facts.py) names the kernel,
+    its PDL dependents may launch as soon as every CTA of this grid has started (they read nothing of
+    its outputs before their own PDL wait, which waits for this grid's end)."""
+    from lanec.codegen import facts
+
+    if kernel.name in facts.DEPENDENTS_AT_ENTRY:
+        import cutlass.cute as cute
+
+        cute.arch.griddepcontrol_launch_dependents()
+
+
+def release_dependents(kernel: Kernel) -> None:
+    """Where a kernel releases its PDL dependents after its entry (after its wait, or once its inputs
+    are read): a no-op where DEPENDENTS_AT_ENTRY released them at its entry."""
+    from lanec.codegen import facts
+
+    if kernel.name not in facts.DEPENDENTS_AT_ENTRY:
+        import cutlass.cute as cute
+
+        cute.arch.griddepcontrol_launch_dependents()
+
+
 CACHES = ("k_cache", "v_cache", "cache")  # params a kernel writes a few rows of and reads
 STATES = ("state", "conv_state")  # params a kernel reads and writes back (a request's recurrent state)
 

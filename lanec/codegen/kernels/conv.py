@@ -16,7 +16,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import WARP, ConvSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import alloc, shared_bytes, sigmoid, warp_reduce, zeros
 
 CHANNELS_A_CTA = 128  # without the norm: channels a CTA of one request
@@ -88,6 +88,7 @@ class Conv:
     @cute.kernel
     def kernel(self, x: cute.Tensor, weight: cute.Tensor, bias: cute.Tensor, slots: cute.Tensor,
                accepted: cute.Tensor, state: cute.Tensor, y: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, request, _ = cute.arch.block_idx()
         T: cutlass.Constexpr = self.tokens
@@ -120,7 +121,7 @@ class Conv:
         if inside & active:
             for t in cutlass.range_constexpr(T):
                 sequence[W - 1 + t] = x[request * T + t, channel].to(Float32)
-        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        release_dependents(self)  # every input of this CTA is read
         outputs = zeros(T, Float32)
         for t in cutlass.range_constexpr(T):
             total = Float32(0.0)

@@ -17,7 +17,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int64
 
 from lanec.codegen.facts import DELTA_THREADS, SM_COUNT, WARP, DeltaRuleSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import load_f32x4, store_f32x4, warp_reduce, zeros
 
 SPLITS = (1, 2, 4, 8, 16)  # CTAs a request's head, the fewest that fill the chip (and fit the registers)
@@ -120,6 +120,7 @@ class DeltaRule:
     @cute.kernel
     def kernel(self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, decay: cute.Tensor, beta: cute.Tensor,
                slots: cute.Tensor, accepted: cute.Tensor, state: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, head, request = cute.arch.block_idx()
         T: cutlass.Constexpr = self.tokens
@@ -143,7 +144,7 @@ class DeltaRule:
                             S[p, 4 * c + e] = values[e]
         cute.arch.griddepcontrol_wait()  # q, k, v, the decay and beta are predecessors' outputs
         if read <= 0:
-            cute.arch.griddepcontrol_launch_dependents()
+            release_dependents(self)
             for p in cutlass.range_constexpr(P):
                 row = p * self.rows_a_pass + group
                 if row < self.rows and thread % L == 0:
@@ -184,7 +185,7 @@ class DeltaRule:
                 if row < self.rows:
                     values[p] = v[r, head * self.value + first_row + row].to(Float32)
             if cutlass.const_expr(t == T - 1):
-                cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+                release_dependents(self)  # every input of this CTA is read
             for p in cutlass.range_constexpr(P):
                 row = p * self.rows_a_pass + group
                 projected = Float32(0.0)

@@ -15,7 +15,7 @@ from cutlass import BFloat16, Float32
 
 from lanec.codegen.facts import ELEMENTWISE_OPERANDS as OPERANDS
 from lanec.codegen.facts import SM_COUNT, VECTOR, ElementwiseSpec, quantized_pitch
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import float_bits, sigmoid, store_global_words
 from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
 
@@ -81,6 +81,7 @@ class Elementwise:
 
     @cute.kernel
     def kernel(self, a: cute.Tensor, b: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         count: cutlass.Constexpr = OPERANDS[self.op]
@@ -95,7 +96,7 @@ class Elementwise:
             if vector < self.vectors:
                 for j in cutlass.range_constexpr(count):
                     cute.autovec_copy(inputs[j][None, vector], loaded[None, i * count + j])
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         for i in cutlass.range_constexpr(self.per_thread):
             vector = first + i * THREADS
             if cutlass.const_expr(self.quantize):

@@ -9,7 +9,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16
 
 from lanec.codegen.facts import VECTOR, EmbedSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 
 MAX_THREADS = 256
 
@@ -42,6 +42,7 @@ class Embed:
 
     @cute.kernel
     def kernel(self, tokens: cute.Tensor, table: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         chunk, row, _ = cute.arch.block_idx()
         vector = chunk * self.threads + thread
@@ -52,7 +53,7 @@ class Embed:
         values.fill(0)
         if vector < vectors:
             table_vector(table, token, vector, self.vocab, values)
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if vector < vectors:
             cute.autovec_copy(values, cute.zipped_divide(out, (1, VECTOR))[None, (row, vector)])
 

@@ -14,7 +14,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
-from lanec.codegen.kernels.base import TensorParam, launch
+from lanec.codegen.kernels.base import TensorParam, launch, release_dependents_at_entry
 from lanec.codegen.kernels.gemv import RowProducts
 
 
@@ -44,6 +44,7 @@ class GatedGemv(RowProducts):
     @cute.kernel
     def kernel(self, x: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, out: cute.Tensor, staged: cute.Tensor,
                block_tickets: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         first = block * self.rows_per_cta

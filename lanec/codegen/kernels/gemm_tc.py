@@ -43,7 +43,7 @@ from lanec.codegen.facts import (
     GemmSchedule,
     GemmSpec,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     at,
     copy_g2s_zfill,
@@ -210,6 +210,7 @@ class GemmTc:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        release_dependents_at_entry(self)
         S: cutlass.Constexpr = self.stages
         smem = cutlass.memory.SmemAllocator()
         # a stage's buffer: the tile's weight rows, then the block's activation rows
@@ -268,7 +269,7 @@ class GemmTc:
                 self.load_weights(w, weights, n0, k_first + s, s, tid)
             cute.arch.cp_async_commit_group()
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        release_dependents(self)  # dependents wait for this grid's end to read y
         for s in cutlass.range_constexpr(A):
             if s < tiles:
                 self.load_rows(x, rows, first_row, k_first + s, s, tid)

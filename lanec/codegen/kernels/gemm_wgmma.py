@@ -85,7 +85,7 @@ from lanec.codegen.facts import (
     VECTOR,
     GemmSchedule,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.gemm_tc import TILE_K, GemmTc, blocks_of
 from lanec.codegen.kernels.primitives import (
     acquire_flag,
@@ -280,6 +280,7 @@ class GemmWgmma(GemmTc):
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor, partials: cute.Tensor, flags: cute.Tensor,
                x_map: cute.Tensor, w_map: cute.Tensor):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         split, block, n_tile = cute.arch.block_idx()
         S: cutlass.Constexpr = self.stages
@@ -589,7 +590,7 @@ class GemmWgmma(GemmTc):
                     n0, first_row, k_tile = place(s)
                     self.load_stage(x_map, w_map, full, weights_base, rows_base, n0, first_row, k_tile, s, False)
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read y
+        release_dependents(self)  # dependents wait for this grid's end to read y
         if issuer:
             for s in cutlass.range_constexpr(count):
                 if s < tiles:

@@ -52,7 +52,7 @@ from lanec.codegen.facts import (
     quantized_pitch,
     quantized_problems,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     alloc,
     argmax_key,
@@ -305,7 +305,7 @@ class RowProducts:
         if cutlass.const_expr(self.norm):
             scales = self.load_norm_weight(norm[1], thread)  # a weight: ready at launch
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents may prefetch their weights now
+        release_dependents(self)  # dependents may prefetch their weights now
         normed = None
         if cutlass.const_expr(self.norm):
             normed = self.norm_rows(x, norm[0], scales, norm[2], first, thread)
@@ -413,7 +413,7 @@ class RowProducts:
         groups: cutlass.Constexpr = -(-self.per_warp // self.group)
         held = self.load_tiles(weights, first, warp, g, t, 0)
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents may prefetch their weights now
+        release_dependents(self)  # dependents may prefetch their weights now
         base = self.activation_base(first)
         for j in cutlass.range_constexpr(groups):
             # this group's activation fragments first (their loads overlap), then the next group's
@@ -534,6 +534,7 @@ class Gemv(RowProducts):
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, norm_w: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
                h: cute.Tensor, best: cute.Tensor, tickets: cute.Tensor, chosen: cute.Tensor, staged: cute.Tensor,
                block_tickets: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         first = block * self.rows_per_cta

@@ -19,7 +19,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
 from lanec.codegen.facts import WARP, HeadNormSpec, quantized_pitch
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     sigmoid,
     warp_reduce,
@@ -72,6 +72,7 @@ class HeadNorm:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, gate: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         N: cutlass.Constexpr = self.per_lane
@@ -95,7 +96,7 @@ class HeadNorm:
                     values[i] = x[row, column].to(Float32)
                     if cutlass.const_expr(self.gate is not None):
                         gates[i] = gate[row, column].to(Float32)
-        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        release_dependents(self)  # every input of this CTA is read
         squares = Float32(0.0)
         for i in cutlass.range_constexpr(N):
             squares += values[i] * values[i]

@@ -10,7 +10,7 @@ import cutlass.cute as cute
 from cutlass import Float32
 
 from lanec.codegen.facts import WARP, KdaGateSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import sigmoid, softplus
 
 THREADS = 256
@@ -47,6 +47,7 @@ class KdaGate:
 
     @cute.kernel
     def kernel(self, g: cute.Tensor, a_log: cute.Tensor, dt_bias: cute.Tensor, decay: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         item = block * self.threads + thread
@@ -60,7 +61,7 @@ class KdaGate:
         raw = Float32(0.0)
         if busy:
             raw = g[row, column].to(Float32) + bias
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if busy:
             if cutlass.const_expr(self.form == "lower_bound"):
                 decay[row, column] = cute.math.exp(Float32(self.lower_bound) * sigmoid(rate * raw))

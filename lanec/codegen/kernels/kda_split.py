@@ -22,7 +22,7 @@ from lanec.codegen.facts import (
     quantized_pitch,
     quantized_problems,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     advance,
     alloc,
@@ -255,6 +255,7 @@ class KdaSplit:
     @cute.kernel
     def kernel(self, x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state, output,
                output_gate, norm_weight, f_b_weight, accepted, gate_weight):
+        release_dependents_at_entry(self)
         tensors = KdaTensors(x, conv_weight, conv_bias, conv_state, raw_gate, beta, a_log, dt_bias, slots, state,
                              output, output_gate, norm_weight, f_b_weight, accepted, gate_weight)
         T: cutlass.Constexpr = self.tokens
@@ -275,7 +276,7 @@ class KdaSplit:
             if (partition == 0) & (thread < 128):
                 for t in cutlass.range_constexpr(T):
                     self.write_output(output, advance(token, t), head * 128 + thread, Float32(0.0))
-            cute.arch.griddepcontrol_launch_dependents()
+            release_dependents(self)
         else:
             self.active(tensors, thread, partition, head, request, token, slot, conv_slot, offset)
 
@@ -293,7 +294,7 @@ class KdaSplit:
         shared_decay, barrier, gate_barrier = space["decay"], space["barrier"], space["gate_barrier"]
         gate_rows = space.get("gate_rows")
         if cutlass.const_expr(self.trigger_at_entry):
-            cute.arch.griddepcontrol_launch_dependents()
+            release_dependents(self)
         if cutlass.const_expr(self.local):  # thread 0 arms the CTA's own barriers
             self.setup(barrier, gate_barrier, partition, thread)
             cute.arch.sync_threads()
@@ -383,7 +384,7 @@ class KdaSplit:
             raw_betas[t] = beta[row, head]
             if cutlass.const_expr(not self.gate_folded):
                 raw_gates[t] = gate[row, qk_channel]
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         for t in cutlass.range_constexpr(T):  # window: 3 taps, then the inputs
             for s in cutlass.range_constexpr(3):
                 for i in cutlass.range_constexpr(4):

@@ -28,7 +28,7 @@ from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import EXPANDED_POSITIONS, VECTOR, AttentionSchedule, ExpandedLatentSpec
 from lanec.codegen.kernels.attention import TileAttention
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import alloc, at, copy_g2s_zfill
 
 EXPAND_THREADS = 256
@@ -86,6 +86,7 @@ class LatentExpand:
     @cute.kernel
     def kernel(self, latent: cute.Tensor, k_rope: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor,
                w: cute.Tensor, cache: cute.Tensor, keys: cute.Tensor, values: cute.Tensor):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         tile, head, request = cute.arch.block_idx()
         T: cutlass.Constexpr = self.tokens
@@ -96,7 +97,7 @@ class LatentExpand:
         smem = cutlass.memory.SmemAllocator()
         c_s = alloc(smem, Float32, (N, W))
         cute.arch.griddepcontrol_wait()  # the step's latent rows come from the predecessor
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its rows
+        release_dependents(self)  # dependents wait for this grid's end to read its rows
         p0 = positions[request * T]
         count = p0 + T  # positions 0..p0+T-1 are the request's keys this step
         first = tile * N
@@ -206,6 +207,7 @@ class ExpandedLatentAttention(TileAttention):
     @cute.kernel
     def kernel(self, q: cute.Tensor, positions: cute.Tensor, pages: cute.Tensor, keys: cute.Tensor,
                values: cute.Tensor, out: cute.Tensor, partial: cute.Tensor, lse: cute.Tensor):
+        release_dependents_at_entry(self)
         self.attend((q, pages, keys, values), positions, out, partial, lse)
 
     @cute.jit

@@ -86,7 +86,7 @@ from lanec.codegen.facts import (
     latent_wgmma_blocks,
 )
 from lanec.codegen.kernels.attention import LN2, NEG_INF, LatentAttention
-from lanec.codegen.kernels.base import LaunchShape
+from lanec.codegen.kernels.base import LaunchShape, release_dependents
 from lanec.codegen.kernels.gemm_wgmma import ALIGN, SWIZZLE_ROWS, WARPGROUP, WGMMA_K, swizzled
 from lanec.codegen.kernels.primitives import (
     LOG2E,
@@ -232,7 +232,7 @@ class LatentWgmma(LatentAttention):
         self.load_chunks(views, slots, request, p0, lo, hi, Int32(KC), spare, total, tid, 1, first_pages[1])
         cute.arch.cp_async_commit_group()
         cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()  # dependents wait for this grid's end to read its outputs
+        release_dependents(self)  # dependents wait for this grid's end to read its outputs
         if (split == 0) & (first_row == 0):  # one CTA a request writes the step's rows
             self.write_cache(views, request, 0, p0, tid)
         self.load_block_queries(views, queries, request, first_row, tid)

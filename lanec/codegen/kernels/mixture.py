@@ -47,7 +47,7 @@ from lanec.codegen.facts import (
     router_warps,
 )
 from lanec.codegen.kernels.argmax import first_largest
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     alloc,
     at,
@@ -170,10 +170,11 @@ class MixtureGroups:
 
     @cute.kernel
     def kernel(self, ids: cute.Tensor, starts: cute.Tensor, order: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         counts, firsts = self.tables(cutlass.memory.SmemAllocator())
         cute.arch.griddepcontrol_wait()  # the ids are the router's
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         self.segment(ids, starts, order, counts, firsts, thread, False)
 
     @staticmethod
@@ -377,6 +378,7 @@ class MixtureRouter:
     @cute.kernel
     def kernel(self, logits, x, residual, norm_w, router, correction, ids: cute.Tensor, weights: cute.Tensor, y,
                h, starts, order, tickets):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
         lane, warp = thread % WARP, thread // WARP
@@ -419,7 +421,7 @@ class MixtureRouter:
         if cutlass.const_expr(self.norm):  # a weight: ready at launch
             scales = norm_weight_vectors(norm[1], self.width, WARP * self.warps, self.norm_steps, thread)
         cute.arch.griddepcontrol_wait()  # x is the predecessor's output
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         act, act_rows = x, rows
         if cutlass.const_expr(self.norm):
             act, act_rows = self.norm_block(x, norm, scales, rows, rank, block, thread), list(range(R))
@@ -474,7 +476,7 @@ class MixtureRouter:
         the last row's, never chosen from)."""
         E: cutlass.Constexpr = self.experts
         cute.arch.griddepcontrol_wait()  # the logits are the predecessor's output
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         row = cutlass.min(block * self.rows_a_cta + warp, self.rows - 1)
         for i in cutlass.range_constexpr(self.held):
             e = lane + WARP * i
@@ -658,6 +660,7 @@ class MixtureGated(KeptExperts):
     @cute.kernel
     def kernel(self, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate, shared_up,
                hidden: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
@@ -668,7 +671,7 @@ class MixtureGated(KeptExperts):
                 prefetch_l2(at(shared_gate, first, 0), nbytes)
                 prefetch_l2(at(shared_up, first, 0), nbytes)
         cute.arch.griddepcontrol_wait()  # every routed weight row read depends on the router's ids
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if slot < self.top_k:
             expert = ids[row, slot]
             pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
@@ -735,6 +738,7 @@ class MixtureDown(KeptExperts):
     @cute.kernel
     def kernel(self, x, hidden: cute.Tensor, ids: cute.Tensor, weights: cute.Tensor, down: cute.Tensor, shared_down,
                shared_gate_row, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
@@ -753,7 +757,7 @@ class MixtureDown(KeptExperts):
                 prefetch_l2(at(expert_rows(down, expert, self.width, self.hidden), first, 0),
                             cutlass.min(self.units, self.width - first) * (2 * self.hidden))
         cute.arch.griddepcontrol_wait()  # the hidden values, ids and weights are predecessors' outputs
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if slot < self.top_k:
             rows = expert_rows(down, ids[row, slot], self.width, self.hidden)
             sums = row_dots([rows], first, self.width, self.units, hidden, row, slot * self.hidden, self.hidden, lane)

@@ -43,7 +43,7 @@ from lanec.codegen.facts import (
     mixture_group_rows,
     mixture_group_stages,
 )
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.gemm_tc import MAX_STAGES, MMA_M, MMA_N, PITCH, STAGE_BUDGET, THREADS, TILE_K, GemmTc
 from lanec.codegen.kernels.mixture import expert_rows, row_dots
 from lanec.codegen.kernels.primitives import (
@@ -230,6 +230,7 @@ class MixtureGroupedGated(GroupedProduct):
     @cute.kernel
     def kernel(self, x: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, gate: cute.Tensor, up: cute.Tensor,
                shared_gate, shared_up, hidden: cute.Tensor, shared):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         n_tile, expert, _ = cute.arch.block_idx()
         warp, lane = tid // WARP, tid % WARP
@@ -238,7 +239,7 @@ class MixtureGroupedGated(GroupedProduct):
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         n0 = n_tile * PAIR_UNITS
         cute.arch.griddepcontrol_wait()  # the segments are mixture_groups'
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if expert < self.experts:
             if n0 < self.hidden:
                 pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
@@ -335,6 +336,7 @@ class MixtureGroupedDown(GroupedProduct):
     @cute.kernel
     def kernel(self, hidden: cute.Tensor, starts: cute.Tensor, order: cute.Tensor, weights: cute.Tensor,
                down: cute.Tensor, shared, shared_down, partial: cute.Tensor):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         n_tile, expert, _ = cute.arch.block_idx()
         warp, lane = tid // WARP, tid % WARP
@@ -343,7 +345,7 @@ class MixtureGroupedDown(GroupedProduct):
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         n0 = n_tile * DOWN_OUTPUTS
         cute.arch.griddepcontrol_wait()  # the hidden values, segments and routing weights are predecessors'
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if expert < self.experts:
             rows = expert_rows(down, expert, self.width, self.hidden)
             first = starts[expert]
@@ -435,10 +437,11 @@ class MixtureSum:
 
     @cute.kernel
     def kernel(self, x, partial: cute.Tensor, shared_gate_row, out: cute.Tensor):
+        release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
         block, row, _ = cute.arch.block_idx()
         cute.arch.griddepcontrol_wait()  # the partial sums are mixture_grouped_down's
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         scale = Float32(1.0)
         if cutlass.const_expr(self.shared_gate):  # every warp dots the gate row itself: no barrier
             gate = row_dots([shared_gate_row], Int32(0), 1, 1, x, row, Int32(0), self.width, tid % WARP)

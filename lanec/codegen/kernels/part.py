@@ -10,7 +10,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16
 
 from lanec.codegen.facts import WARP, PartSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 
 THREADS = 256
 
@@ -42,6 +42,7 @@ class Part:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, y: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
         N: cutlass.Constexpr = self.per_vector
@@ -58,6 +59,6 @@ class Part:
         if item < self.vectors:
             source = (head * self.unit + self.offset) // N + vector
             cute.autovec_copy(x_tiles[None, (row, source)], held)
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         if item < self.vectors:
             cute.autovec_copy(held, y_tiles[None, (row, rest)])

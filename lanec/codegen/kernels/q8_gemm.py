@@ -26,7 +26,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint8, Uint16, Uint32
 
 from lanec.codegen.facts import GEMM_BLOCK_ROWS, SHARED_LIMIT, GemmSchedule, Q8GemmSpec, quantized_pitch
-from lanec.codegen.kernels.base import TensorParam
+from lanec.codegen.kernels.base import TensorParam, release_dependents_at_entry
 from lanec.codegen.kernels.gemm_tc import MMA_M, MMA_N, STAGE_BUDGET, THREADS, GemmTc, blocks_of
 from lanec.codegen.kernels.primitives import at, bits_float, copy_g2s_zfill, half_to_float, ldmatrix_x4, mma_s8
 
@@ -114,6 +114,7 @@ class Q8GemmTc(GemmTc):
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, y: cute.Tensor):
+        release_dependents_at_entry(self)
         S: cutlass.Constexpr = self.stages
         smem = cutlass.memory.SmemAllocator()
         R: cutlass.Constexpr = self.stage_rows()

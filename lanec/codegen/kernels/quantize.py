@@ -20,7 +20,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint32
 
 from lanec.codegen.facts import VECTOR, quantized_pitch, quantized_problems, row_pitch
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     at,
     float_bits,
@@ -151,6 +151,7 @@ class Quantize:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, q: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         part, row, _ = cute.arch.block_idx()
         lane = part * self.threads + thread
@@ -158,7 +159,7 @@ class Quantize:
         unit = cutlass.min(lane, self.units - 1)
         cute.arch.griddepcontrol_wait()  # x is the predecessor's output
         packed = load_activation_bf16x8(at(x, row, unit * VECTOR))
-        cute.arch.griddepcontrol_launch_dependents()
+        release_dependents(self)
         values = []
         for word in packed:
             low, high = unpack_bf16(word)

@@ -21,7 +21,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 
 from lanec.codegen.facts import RMSNORM_MAX_THREADS, VECTOR, WARP, RmsNormSpec, quantized_pitch
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.embed import table_vector
 from lanec.codegen.kernels.primitives import (
     add_residual,
@@ -93,6 +93,7 @@ class RmsNorm:
     @cute.kernel
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, tokens: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
                h_out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         row, _, _ = cute.arch.block_idx()
         threads: cutlass.Constexpr = 32 * self.warps
@@ -116,7 +117,7 @@ class RmsNorm:
                                    True)
                 values[None, s].store(h)
                 squares += (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        release_dependents(self)  # every input of this CTA is read
         self.normalize(values, squares, scale, y, row, thread)
 
     @cute.jit

@@ -22,7 +22,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Float64, Int32
 
 from lanec.codegen.facts import VECTOR, WARP, RopeSpec
-from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch
+from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 
 MAX_THREADS = 256
 # pi/2 as two fp64 parts (the second the first's remainder): an fp32 angle of tens of thousands
@@ -129,6 +129,7 @@ class Rope:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, positions: cute.Tensor, out: cute.Tensor):
+        release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         row, group, _ = cute.arch.block_idx()
         N: cutlass.Constexpr = self.per_vector
@@ -164,7 +165,7 @@ class Rope:
                 vector = head * vectors_a_head + self.copied_vector(item % self.copies)
                 cute.autovec_copy(x_tiles[None, (row, vector)], kept[None, s])
         position = Float32(positions[row])
-        cute.arch.griddepcontrol_launch_dependents()  # every input of this CTA is read
+        release_dependents(self)  # every input of this CTA is read
         for s in cutlass.range_constexpr(self.copy_steps):
             item = thread + s * self.threads
             head = first_head + item // self.copies
