@@ -3,8 +3,10 @@ runtime adds: PDL (programmatic stream serialization between launches) and the C
 
     python tests/gpu/plans.py dense-small            # CPU machine: build/plans/dense-small.plan
     PYTHONPATH=. python3 bench/plan_step.py build/plans/dense-small.plan     # GPU machine
+    PYTHONPATH=. python3 bench/plan_step.py ANCHOR.plan OTHER.plan [...]    # each against the anchor
 
-Prints the median step time of each setting and what PDL and the graph each save."""
+Prints the median step time of each setting and what PDL and the graph each save; or, given several
+plans, each one's step (graph + PDL) against the first's, in the same run."""
 
 from __future__ import annotations
 
@@ -44,17 +46,19 @@ def main(path: str) -> None:
           f"{times['no graph, PDL'] - best:.2f} us")
 
 
-def compare(anchor: str, other: str) -> None:
-    """The step (graph + PDL) of `other` against `anchor` measured in the same run: e.g. a plan
+def compare(anchor: str, *others: str) -> None:
+    """The step (graph + PDL) of each of `others` against `anchor` measured in the same run: e.g. a plan
     compiled with a knob (`--fold-norms`) against the same form compiled without it."""
-    first, second = step_us(Path(anchor), True, True), step_us(Path(other), True, True)
+    first = step_us(Path(anchor), True, True)
     print(f"{anchor}: {first:.2f} us a step (anchor)")
-    print(f"{other}: {second:.2f} us a step, {first / second:.3f}x the anchor's speed "
-          f"({first - second:+.2f} us saved)")
+    for other in others:
+        second = step_us(Path(other), True, True)
+        print(f"{other}: {second:.2f} us a step, {first / second:.3f}x the anchor's speed "
+              f"({first - second:+.2f} us saved)")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2:  # plan_step.py ANCHOR.plan OTHER.plan
-        compare(sys.argv[1], sys.argv[2])
+    if len(sys.argv) > 2:  # plan_step.py ANCHOR.plan OTHER.plan [OTHER.plan ...]
+        compare(*sys.argv[1:])
     else:
         main(sys.argv[1] if len(sys.argv) > 1 else "build/plans/dense-small.plan")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from lanec.codegen.compile import compile_kernel, entry_signature
-from lanec.codegen.facts import DEPENDENTS_AT_ENTRY
+from lanec.codegen.kernels.base import releases_at_entry
 
 
 def compiled_for_sm90a(kernel):
@@ -19,7 +19,7 @@ def compiled_for_sm90a(kernel):
     assert re.search(r"^\.target sm_90a", ptx, re.M)
     pdl = kernel.launch().pdl
     assert ("griddepcontrol.wait;" in ptx) == pdl and ("griddepcontrol.launch_dependents;" in ptx) == pdl
-    if pdl and kernel.name in DEPENDENTS_AT_ENTRY:  # released before anything else, the wait included
+    if pdl and releases_at_entry(kernel):  # released before anything else, the wait included
         assert ptx.index("griddepcontrol.launch_dependents;") < ptx.index("griddepcontrol.wait;")
     assert ".local" not in ptx, "registers spilled to local memory (a run-time register index?)"
     _, sizes = entry_signature(ptx)

@@ -231,18 +231,23 @@ def test_argmax_takes_a_cluster_only_where_one_cta_needs_rounds():
 
 @pytest.mark.parametrize("make", [lambda: Gemv(1, 2304, [4096]), lambda: RmsNorm(1, 2304, 1e-6),
                                   lambda: Rope(1, 32, 128, 128, 5e5)])
-def test_a_kernel_named_in_dependents_at_entry_releases_them_before_its_wait(make, monkeypatch):
-    """DEPENDENTS_AT_ENTRY (facts.py, empty by default): a kernel it names releases its PDL dependents as its
-    body's first statement, before its own wait and before any global load; one it does not name releases them
-    where it always has, after its wait. Once either way."""
-    import lanec.codegen.facts as facts
+def test_a_launch_released_at_entry_releases_its_dependents_before_its_wait(make):
+    """A launch the lowering releases at its entry (base.py's `released`) releases its PDL dependents as its
+    body's first statement, before its own wait and before any global load; at "wait" where its kernel always
+    has, after its wait. Once either way; the two are cached apart, and a bad point is refused by name."""
+    from lanec.codegen.compile import cache_key
+    from lanec.codegen.kernels.base import released
 
-    kernel = make()
-    for named in (False, True):
-        monkeypatch.setattr(facts, "DEPENDENTS_AT_ENTRY", frozenset({kernel.name} if named else ()))
+    keys = set()
+    for point in ("wait", "entry"):
+        kernel = released(make(), point)
+        keys.add(cache_key(kernel))
         ptx = compile_kernel(kernel, cache_dir=None, use_cache=False).ptx
         assert ptx.count("griddepcontrol.launch_dependents;") == 1 and ptx.count("griddepcontrol.wait;") == 1
         release, wait = ptx.index("griddepcontrol.launch_dependents;"), ptx.index("griddepcontrol.wait;")
-        assert (release < wait) == named
-        if named:
+        assert (release < wait) == (point == "entry")
+        if point == "entry":
             assert "ld.global" not in ptx[:release]
+    assert len(keys) == 2
+    with pytest.raises(ValueError, match="release 'early': 'wait' or 'entry'"):
+        released(make(), "early")

@@ -578,3 +578,49 @@ def test_a_table_entry_for_a_short_per_head_product_reaches_its_launch(tmp_path,
     assert len(absorbed) == 1  # the one MLA layer of the four
     assert absorbed[0]["per_head"] == (32, 192, 0) and absorbed[0]["parts"] == (16384,)
     assert absorbed[0]["schedule"] == {"warps": 1, "rows_per_cta": 16, "tensor_cores": False}
+
+
+@pytest.mark.parametrize("rule", ["wait", "entry", "successor", "pass-through"])
+def test_each_launch_releases_its_dependents_where_the_rule_puts_it_by_what_follows(tmp_path, monkeypatch, rule):
+    """RELEASE_RULE decides a launch's release point from the next launch (`release_point`): "successor" puts it
+    at the entry of every launch followed by one that streams before its wait (a product, an attention), and
+    "pass-through" only of those that stream nothing early themselves (the norms, the ropes). The point reaches
+    the launch's spec (and so its kernel: test_kernels_compile.py checks the PTX), the plan and `explain`; "wait"
+    leaves every spec as it was."""
+    from click.testing import CliRunner
+
+    import lanec.codegen.lower as lowering
+    from lanec.cli import main
+    from lanec.codegen.facts import EARLY_STREAMS
+
+    monkeypatch.setattr(lowering, "RELEASE_RULE", rule)
+    source = ROOT / "examples" / "dense-small.mlir"
+    tunings: list = []
+    ops = launches(source, tunings)
+    kinds = [op.kernel.data for op in ops]
+    at_entry = [spec_of(op).get("release") == "entry" for op in ops]
+    expected = {"wait": [False] * len(ops), "entry": [True] * len(ops),
+                "successor": [after in EARLY_STREAMS for after in [*kinds[1:], None]],
+                "pass-through": [after in EARLY_STREAMS and kind not in EARLY_STREAMS
+                                 for kind, after in zip(kinds, [*kinds[1:], None], strict=True)]}[rule]
+    assert at_entry == expected
+    if rule in ("successor", "pass-through"):
+        assert at_entry[kinds.index("rmsnorm", 1)] and at_entry[kinds.index("rope")]  # each before a product / attention
+        assert not at_entry[-1] and not at_entry[kinds.index("gemv")]  # argmax ends the step; rope streams nothing
+        assert at_entry[kinds.index("gated_gemv")] == (rule == "successor")
+    points = [(shape["kernel"], shape["next"], o["point"]) for kernel, shape, o in tunings if kernel == "release"]
+    assert [p for _, _, p in points] == ["entry" if e else "wait" for e in at_entry]
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "step.plan")])
+    assert result.exit_code == 0, result.output
+    if rule == "successor":
+        result = CliRunner().invoke(main, ["explain", str(source)])
+        assert ("release     kernel=rmsnorm next=gemv" in result.output
+                and "point entry: the next launch (gemv) streams before its wait" in result.output)
+        assert "point wait: the next launch (rope) streams nothing before its wait" in result.output
+
+
+def test_an_unknown_release_rule_is_named():
+    from lanec.codegen.lower import LoweringError, release_point
+
+    with pytest.raises(LoweringError, match="release rule 'early': one of wait, entry, successor, pass-through"):
+        release_point("gemv", "rmsnorm", "early")

@@ -69,6 +69,8 @@ class CuteDslPrinter:
                      if op.kernel.data in SCHEDULES and isinstance(spec_of(op).get("schedule"), dict)}
         if schedules:
             self.line(f"from lanec.codegen.facts import {', '.join(sorted(schedules))}")
+        if any("release" in spec_of(op) for op in launches):
+            self.line("from lanec.codegen.kernels.base import released")
         self.line()
         self.line("LAUNCHES = [")
         for op in steps[0].body.block.ops:
@@ -85,7 +87,7 @@ class CuteDslPrinter:
             raise CuteDslError(f"lane.launch of unknown kernel '{op.kernel.data}'")
         class_name = KERNELS[op.kernel.data].split(":")[1]
         spec = spec_of(op)
-        args = ", ".join(f"{k}={python_value(op.kernel.data, k, v)}" for k, v in spec.items())
+        args = ", ".join(f"{k}={python_value(op.kernel.data, k, v)}" for k, v in spec.items() if k != "release")
         grid, block, cluster = (tuple(a.get_values()) for a in (op.grid, op.block, op.cluster))
         try:
             params = make_kernel(op.kernel.data, spec).params()
@@ -98,7 +100,9 @@ class CuteDslPrinter:
         self.line(f"    # {self.launches}: {op.kernel.data}({operands})")
         self.line(f"    #    grid {grid} block {block} cluster {cluster} shared {op.shared_bytes.value.data} B"
                   f"{' pdl' if op.pdl.value.data else ''}")
-        self.line(f"    {class_name}({args}),")
+        made = f"{class_name}({args})"
+        # the launch's release point (the lowering's `release_point`), where it is not the kernel's own
+        self.line(f"    {made}," if "release" not in spec else f"    released({made}, {spec['release']!r}),")
         self.launches += 1
 
     @print_op.register

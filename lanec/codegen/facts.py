@@ -176,17 +176,28 @@ class KdaSchedule(Schedule):
 GEMV_ROWS = 32
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
-# The kernels that release their PDL dependents at their entry (`griddepcontrol.launch_dependents` as the body's
-# first statement, kernels/base.py); the others release them where they always have: after their own PDL wait, or
-# once their inputs are read (KdaSplit at its entry where its schedule says `release_at_entry`). A dependent reads
-# nothing of its predecessor's before its own wait, which waits for the predecessor's end; released at entry it
-# launches once every CTA of the predecessor has started, so its pre-wait work (weights, cache rows, page tables)
-# overlaps more of the chain. Measured on the H200 (bench/RESULTS.md, 2026-12-01, eighteenth session), it is a
-# matter of what follows a launch, not of its kernel: every kernel at its entry took 15-20 us off the real-size
-# Kimi Linear batch-1 step and put 3-7 us on dense-small; all but gemv at entry left dense-small as before,
-# the real-size step 4-6 us faster and the KDA-only step 2-3 us slower. None is kept until the lowering picks the
-# release per launch by its successor.
-DEPENDENTS_AT_ENTRY: frozenset[str] = frozenset()
+# Where each launch releases its PDL dependents (`griddepcontrol.launch_dependents`): at its entry (the body's first
+# statement: the next launch starts once every CTA of this one has started) or where its kernel always has, after its
+# own PDL wait or once its inputs are read (KdaSplit at its entry where its schedule says `release_at_entry`). A
+# dependent reads nothing of its predecessor's before its own wait, which waits for the predecessor's end, so the
+# point moves no data: only when the next launch's early work starts. The lowering picks it a launch
+# (`release_point`, lower.py) by RELEASE_RULE:
+# - "wait": every launch after its wait;
+# - "entry": every launch at its entry;
+# - "successor": at its entry where the next launch streams bytes before its own wait (EARLY_STREAMS);
+# - "pass-through": as "successor", and only where this launch streams nothing early itself (a norm, a rope, an
+#   elementwise op, a quantize, ...: its launch and its run hidden under the next launch's stream).
+# Measured on the H200 as kernel kinds first (bench/RESULTS.md, 2026-12-01, eighteenth session): every kernel at its
+# entry took 15-20 us off the real-size Kimi Linear batch-1 step and put 3-7 us on dense-small; either its norms or
+# its GEMVs kept after their wait gave dense-small back its time, and the Kimi step kept its gain only with both at
+# entry. So it is a matter of what follows a launch, not of its kernel.
+RELEASE_RULE = "wait"
+RELEASE_RULES = ("wait", "entry", "successor", "pass-through")
+# The kernels whose work before their PDL wait is a stream of bytes that need none of the predecessor's outputs:
+# the products' weight rows, the attentions' cache rows and page tables, KdaSplit's states and gate weights, the
+# per-row mixture's router weights, shared expert and chosen down rows (L2 prefetches).
+EARLY_STREAMS = frozenset({"gemv", "gated_gemv", "gemm_tc", "q8_gemv", "q8_gated_gemv", "q8_gemm_tc", "attention",
+                           "latent_attention", "kda_split", "mixture_router", "mixture_gated", "mixture_down"})
 # What a launch in a chain of PDL launches costs beyond its bytes (us): our bf16 gemv's time at one row
 # against 2304-wide weights of 4.7 to 755 MB fitted to t = floor + bytes / rate gave 2.04 us + 4.43 TB/s
 # (q8_gemv 2.06 us, torch's matmul in a graph 5.74 us; bench/gemv.py and bench/q8.py's floor sets, H200,

@@ -20,6 +20,7 @@ from functools import singledispatchmethod
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    DictionaryAttr,
     Float32Type,
     IntegerType,
     MemRefType,
@@ -36,6 +37,7 @@ from lanec import shim as lane_facts
 from lanec.codegen.facts import (
     ARGMAX_GROUPS,
     ARGMAX_SLOT,
+    EARLY_STREAMS,
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
@@ -50,6 +52,8 @@ from lanec.codegen.facts import (
     Q8_0_BLOCK_BYTES,
     Q8_GATED_ROWS,
     QUANTIZE_EPILOGUE_SHARED_COST,
+    RELEASE_RULE,
+    RELEASE_RULES,
     ROUTER_GEMM_ROWS,
     ROUTER_SEGMENTS,
     SM_COUNT,
@@ -451,8 +455,23 @@ class Lowering:
             buffer.role = StringAttr("output")
             buffer.source = StringAttr(str(index))
             outputs.append(window.buffer)
+        self.place_releases()
         self.block.add_op(lane.ReturnOp(outputs))
         return lane.StepOp(self.step.batch.value.data, self.step.tokens.value.data, Region(self.block))
+
+    def place_releases(self) -> None:
+        """Each PDL launch's release point (`release_point`, by what follows it), recorded in its
+        specialization where it is "entry" and in the tunings `lanec explain` prints."""
+        order = [op for op in self.block.ops if isinstance(op, (lane.LaunchOp, lane.AllReduceOp))]
+        for op, after in zip(order, [*order[1:], None], strict=True):
+            if not isinstance(op, lane.LaunchOp) or not op.pdl.value.data:
+                continue
+            successor = after.kernel.data if isinstance(after, lane.LaunchOp) and after.pdl.value.data else None
+            point, why = release_point(op.kernel.data, successor)
+            if point == "entry":
+                op.properties["spec"] = DictionaryAttr({**op.spec.data, "release": StringAttr("entry")})
+            self.tunings.append(("release", {"kernel": op.kernel.data, "next": successor or "none"},
+                                 {"point": point, "why": why}))
 
     @singledispatchmethod
     def lower(self, op: Operation) -> None:
@@ -1458,6 +1477,24 @@ class Lowering:
         out = self.activation("latent_attention", (rows, heads * v))
         self.attend("expanded_attention", attend, args, out, "latent_attention", heads, v, splits)
         self.windows[op.result] = out
+
+
+def release_point(kernel: str, successor: str | None, rule: str | None = None) -> tuple[str, str]:
+    """Where a launch of `kernel` releases its PDL dependents, "entry" or "wait", and why, under
+    RELEASE_RULE (facts.py; `rule` in its place); `successor`: the next launch's kernel (None where
+    none follows under PDL)."""
+    rule = rule or RELEASE_RULE
+    if rule not in RELEASE_RULES:
+        raise LoweringError(f"release rule {rule!r}: one of {', '.join(RELEASE_RULES)}")
+    if rule in ("wait", "entry"):
+        return rule, f"every launch at its {rule} (RELEASE_RULE {rule!r})"
+    if successor is None:
+        return "wait", "no launch follows under PDL"
+    if successor not in EARLY_STREAMS:
+        return "wait", f"the next launch ({successor}) streams nothing before its wait"
+    if rule == "pass-through" and kernel in EARLY_STREAMS:
+        return "wait", f"it streams before its own wait: {successor}'s stream would share the memory with it"
+    return "entry", f"the next launch ({successor}) streams before its wait: it starts under this one"
 
 
 def lower_module(module: ModuleOp, tunings: list | None = None, grouped_experts: bool = False) -> ModuleOp:

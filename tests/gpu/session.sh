@@ -37,6 +37,8 @@
 #              bench/q8.py before and after, the two-word q8_0 plan's step (carry build/bench/q8-old too)
 #   occ-split  the real batch-64 step with gemm_tc's two-CTAs-an-SM entry on o_proj only, on the merged product only
 #   entry      every kernel releasing its PDL dependents at its entry: plans --check, steps before and after
+#   release    each launch's release point by what follows it (RELEASE_RULE): plans --check, every rule's step
+#   odd-splits GQA's split counts that fill the resident CTAs' slots (33, 66, 132) beside the chosen (bench/attention.py)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
@@ -208,10 +210,9 @@ status=0
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
-  # `pending`, the last session's queue: the eighteenth session's `entry` (dependents released at a kernel's entry,
-  # DEPENDENTS_AT_ENTRY: the plans --check and the steps against build/plans-old; its build recipe is in the
-  # phase's comment)
-  [ "$phase" = pending ] && phase=entry
+  # `pending`, the last session's queue: the nineteenth session's `release` (each launch's release point by what
+  # follows it, RELEASE_RULE; its build recipe is in the phase's comment)
+  [ "$phase" = pending ] && phase=release
   echo "== phase $phase"
   case $phase in
     check)
@@ -750,6 +751,48 @@ for phase in "${phases[@]}"; do
         echo "$each kimi-full-b1-c1k: $(timeout 100 python3 bench/model.py --side lanec \
           "build/$each/kimi-full-b1-c1k.plan" 2>&1 | tail -1)" | tee -a "$logs/entry.log"
       done ;;
+    release)
+      # each launch's PDL release point by what follows it (RELEASE_RULE, lower.py's `release_point`; issue 15's launch
+      # floor): the plans built under "successor" and "pass-through" --check (the real-size batch-1 step too), then
+      # every rule's step against the "wait" plans (build/plans), three rounds, and the real-size step's rules
+      # interleaved, two rounds (here: python tests/gpu/plans.py dense-small dense-small-q8 kimi-kda-b1
+      # kimi-linear-small kimi-full-b1-c1k; then for each rule in entry successor pass-through and each of those
+      # plans, python -c "import lanec.codegen.lower as l; l.RELEASE_RULE = 'RULE'; from lanec.cli import main;
+      # main(['compile', FORM, '-o', 'build/release/PLAN-RULE.plan'])" with FORM examples/PLAN.mlir or
+      # build/plans/PLAN.mlir; carry build/plans, build/release, .whl; about 7 minutes)
+      for rule in successor pass-through; do
+        for plan in dense-small dense-small-q8 kimi-linear-small kimi-kda-b1; do
+          echo "$plan-$rule: $(timeout 120 python3 -m lanec.runtime "build/release/$plan-$rule.plan" --check 2>&1 \
+            | tail -1)" | tee -a "$logs/release.log"
+        done
+      done
+      for tool in memcheck racecheck; do
+        timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m lanec.runtime \
+          build/release/dense-small-successor.plan --steps 3 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" \
+          | tee -a "$logs/release.log"
+      done
+      echo "kimi-full-b1-c1k-successor: $(timeout 200 python3 -m lanec.runtime \
+        build/release/kimi-full-b1-c1k-successor.plan --check --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/release.log"
+      for round in 1 2 3; do
+        for plan in dense-small dense-small-q8 kimi-kda-b1; do
+          timeout 90 python3 bench/plan_step.py "build/plans/$plan.plan" "build/release/$plan-entry.plan" \
+            "build/release/$plan-successor.plan" "build/release/$plan-pass-through.plan" 2>&1 | tail -4 \
+            | tee -a "$logs/release.log"
+        done
+      done
+      for round in 1 2; do
+        for each in plans/kimi-full-b1-c1k release/kimi-full-b1-c1k-entry release/kimi-full-b1-c1k-successor \
+            release/kimi-full-b1-c1k-pass-through; do
+          echo "round $round $each: $(timeout 100 python3 bench/model.py --side lanec "build/$each.plan" 2>&1 \
+            | tail -1)" | tee -a "$logs/release.log"
+        done
+      done ;;
+    odd-splits)
+      # GQA split counts that fill the resident CTAs' slots (33 x 8 and 132 x 2 blocks = 264 = 2 an SM) against the
+      # chosen split, the powers of two beside them (issue 10's 85% at batch 1 and 32k; here: LANEC_ATTN_KINDS=gqa
+      # LANEC_ATTN_SPLITS=33,66,132 python bench/attention.py build; carry build/bench-attention-gqa)
+      LANEC_ATTN_KINDS=gqa LANEC_ATTN_SPLITS=33,66,132 timeout 300 python3 bench/attention.py 2>&1 \
+        | tee "$logs/odd-splits.log" | grep -E "^\| |^ *GQA" || status=1 ;;
     partials)
       # queued (issue 10, MLA at batch 1 and 32k): the wgmma latent attention's chunks' rows in bf16 for
       # attention_combine (`partials`, LATENT_PARTIALS still fp32), half the 8.4 MB Kimi Linear writes and reads

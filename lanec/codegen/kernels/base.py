@@ -42,13 +42,30 @@ def launch(kernel: Kernel, *tensors: Any, min_blocks_per_mp: int = 0) -> None:
                                    **carveout)
 
 
+RELEASES = ("wait", "entry")  # where a launch releases its PDL dependents (the lowering's `release_point`)
+
+
+def released(kernel: Kernel, release: str = "wait") -> Kernel:
+    """`kernel` releasing its PDL dependents at `release`: "wait" (the kernel's own place, after its
+    wait or once its inputs are read) or "entry" (its body's first statement). The point is a
+    launch's, chosen by the lowering from what follows it; an "entry" kernel carries it as an
+    attribute, so its cubin is cached apart and a "wait" kernel's is the one it always was."""
+    if release not in RELEASES:
+        raise ValueError(f"{kernel.name}: release {release!r}: 'wait' or 'entry'")
+    if release == "entry":
+        kernel.release = "entry"
+    return kernel
+
+
+def releases_at_entry(kernel: Kernel) -> bool:
+    return getattr(kernel, "release", "wait") == "entry"
+
+
 def release_dependents_at_entry(kernel: Kernel) -> None:
-    """The first statement of every kernel body: where DEPENDENTS_AT_ENTRY (facts.py) names the kernel,
+    """The first statement of every kernel body: where the launch releases at its entry (`released`),
     its PDL dependents may launch as soon as every CTA of this grid has started (they read nothing of
     its outputs before their own PDL wait, which waits for this grid's end)."""
-    from lanec.codegen import facts
-
-    if kernel.name in facts.DEPENDENTS_AT_ENTRY:
+    if releases_at_entry(kernel):
         import cutlass.cute as cute
 
         cute.arch.griddepcontrol_launch_dependents()
@@ -56,10 +73,8 @@ def release_dependents_at_entry(kernel: Kernel) -> None:
 
 def release_dependents(kernel: Kernel) -> None:
     """Where a kernel releases its PDL dependents after its entry (after its wait, or once its inputs
-    are read): a no-op where DEPENDENTS_AT_ENTRY released them at its entry."""
-    from lanec.codegen import facts
-
-    if kernel.name not in facts.DEPENDENTS_AT_ENTRY:
+    are read): a no-op where the launch released them at its entry."""
+    if not releases_at_entry(kernel):
         import cutlass.cute as cute
 
         cute.arch.griddepcontrol_launch_dependents()
