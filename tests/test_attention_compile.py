@@ -404,11 +404,16 @@ def _loops(ptx: str) -> list[str]:
 @pytest.mark.parametrize(("case", "slots"), [((1, 1, 32, 8, 128, 16, 2048, 2100, 32), 68),  # 65, whole vectors
                                              ((2, 4, 8, 2, 128, 64, 64, 128, 4), 20),  # 17
                                              ((8, 1, 32, 8, 128, 16, 2048, 2100, 4), 0),
-                                             ((2, 1, 8, 2, 128, 16, 600, 1300, 1), 0)])
+                                             ((2, 1, 8, 2, 128, 16, 600, 1300, 1), 0),
+                                             # chunks of 993 and 124 keys: their whole tiles reach 1024 and 128
+                                             ((1, 1, 32, 8, 128, 16, 2048, 2100, 33), 68),  # 65, not 64
+                                             ((2, 1, 8, 2, 128, 16, 100, 260, 13), 12)])  # 9, not 8
 def test_gqa_stages_its_chunk_pages(case, slots):
     """A GQA chunk's page-table entries (at most ATTENTION_STAGED_PAGES) go to shared memory once, so the
     tile loop's copies find their pages there: no global load in the loop. Past that many, each copy
-    looks its page up in the table (a global load in the loop), and no shared memory is taken for them."""
+    looks its page up in the table (a global load in the loop), and no shared memory is taken for them.
+    The entries are those the chunk's whole tiles reach from anywhere in a page: a tile past a chunk that is
+    not whole tiles reads the next chunk's rows (masked)."""
     *shape, splits = case
     kernel = Attention(*shape, splits=splits)
     assert kernel.page_slots == slots

@@ -4,6 +4,7 @@ GEMV's split into launches."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -591,23 +592,25 @@ def test_each_launch_releases_its_dependents_where_the_rule_puts_it_by_what_foll
 
     import lanec.codegen.lower as lowering
     from lanec.cli import main
-    from lanec.codegen.facts import EARLY_STREAMS
+    from lanec.codegen.facts import EARLY_STREAM_CTAS, EARLY_STREAMS
 
     monkeypatch.setattr(lowering, "RELEASE_RULE", rule)
     source = ROOT / "examples" / "dense-small.mlir"
     tunings: list = []
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]
+    ctas = [math.prod(op.grid.get_values()) for op in ops]
     at_entry = [spec_of(op).get("release") == "entry" for op in ops]
-    expected = {"wait": [False] * len(ops), "entry": [True] * len(ops),
-                "successor": [after in EARLY_STREAMS for after in [*kinds[1:], None]],
-                "pass-through": [after in EARLY_STREAMS and kind not in EARLY_STREAMS
-                                 for kind, after in zip(kinds, [*kinds[1:], None], strict=True)]}[rule]
+    early = [after in EARLY_STREAMS and n <= EARLY_STREAM_CTAS
+             for after, n in zip([*kinds[1:], None], [*ctas[1:], 0], strict=True)]
+    expected = {"wait": [False] * len(ops), "entry": [True] * len(ops), "successor": early,
+                "pass-through": [e and kind not in EARLY_STREAMS for e, kind in zip(early, kinds, strict=True)]}[rule]
     assert at_entry == expected
     if rule in ("successor", "pass-through"):
         assert at_entry[kinds.index("rmsnorm", 1)] and at_entry[kinds.index("rope")]  # each before a product / attention
         assert not at_entry[-1] and not at_entry[kinds.index("gemv")]  # argmax ends the step; rope streams nothing
         assert at_entry[kinds.index("gated_gemv")] == (rule == "successor")
+        assert ctas[-2] > EARLY_STREAM_CTAS and not at_entry[-3]  # the norm before the lm head's 16000 CTAs
     points = [(shape["kernel"], shape["next"], o["point"]) for kernel, shape, o in tunings if kernel == "release"]
     assert [p for _, _, p in points] == ["entry" if e else "wait" for e in at_entry]
     result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "step.plan")])
@@ -623,4 +626,4 @@ def test_an_unknown_release_rule_is_named():
     from lanec.codegen.lower import LoweringError, release_point
 
     with pytest.raises(LoweringError, match="release rule 'early': one of wait, entry, successor, pass-through"):
-        release_point("gemv", "rmsnorm", "early")
+        release_point("gemv", "rmsnorm", rule="early")

@@ -222,9 +222,9 @@ def test_a_mixture_is_router_gated_and_down_with_the_shared_expert_folded(tmp_pa
     router, gated, down = (spec_of(op) for op in launched[1:])
     assert router == {"rows": 3, "width": 256, "experts": 16, "top_k": 4, "scoring": "sigmoid", "renormalize": True,
                       "routed_scaling": 2.5, "correction": True, "groups": 4, "topk_groups": 2,
-                      "rows_a_cta": 1}
+                      "rows_a_cta": 1, "release": "entry"}  # mixture_gated streams early (RELEASE_RULE)
     experts = {"rows": 3, "width": 256, "hidden": 128, "experts": 16, "top_k": 4, "shared_hidden": 64}
-    assert gated == experts and down == {**experts, "shared_gate": False}
+    assert gated == {**experts, "release": "entry"} and down == {**experts, "shared_gate": False}
     assert tuple(launched[2].block.get_values()) == (5 * 32, 1, 1)  # 4 routed + the shared expert, a warp each
     buffers = {op.buffer_name.data: op for op in ops if isinstance(op, lane.BufferOp)}
     assert str(buffers["model.layers.1.moe.gate.weight.ids"].result.type) == "memref<3x4xi32>"  # routing_buffer
@@ -247,7 +247,8 @@ def test_from_router_gemm_rows_the_logits_are_a_gemm_tc_launch_and_the_router_ch
     launched = [op for op in ops if isinstance(op, lane.LaunchOp)]
     assert [op.kernel.data for op in launched][:4] == ["embed", "gemm_tc", "mixture_router", "mixture_gated"]
     gemm, router = spec_of(launched[1]), spec_of(launched[2])
-    assert gemm == {"rows": 3, "width": 256, "parts": (16,), "out_dtype": "float32"}
+    # released at its entry: the router after it streams its weights early (RELEASE_RULE)
+    assert gemm == {"rows": 3, "width": 256, "parts": (16,), "out_dtype": "float32", "release": "entry"}
     assert router["logits"] is True and "rows_a_cta" not in router and router["groups"] == 4
     buffers = {op.buffer_name.data: op for op in ops if isinstance(op, lane.BufferOp)}
     assert str(buffers["model.layers.1.moe.logits"].result.type) == "memref<3x16xf32>"

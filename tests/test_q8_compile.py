@@ -456,7 +456,8 @@ def test_an_elementwise_op_read_quantized_quantizes_in_its_epilogue(words):
     quantized rows q8_gemv reads, no quantize launch between them, and the tunings say so."""
     launches, buffers, tunings = lowered(SILU_Q8.replace("WORDS", str(words)))
     assert [op.kernel.data for op in launches] == ["embed", "elementwise", "q8_gemv"]
-    assert spec_of(launches[1]) == {"op": "silu", "rows": 3, "width": 64, "quantize": words}
+    # released at its entry: q8_gemv streams its rows before its wait (RELEASE_RULE)
+    assert spec_of(launches[1]) == {"op": "silu", "rows": 3, "width": 64, "quantize": words, "release": "entry"}
     assert spec_of(launches[2])["words"] == words
     (quantized,) = [(shape, o) for kernel, shape, o in tunings if kernel == "quantize"]
     assert quantized[0]["after"] == "elementwise" and quantized[1]["launch"] == "epilogue"

@@ -190,12 +190,21 @@ GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwis
 # Measured on the H200 as kernel kinds first (bench/RESULTS.md, 2026-12-01, eighteenth session): every kernel at its
 # entry took 15-20 us off the real-size Kimi Linear batch-1 step and put 3-7 us on dense-small; either its norms or
 # its GEMVs kept after their wait gave dense-small back its time, and the Kimi step kept its gain only with both at
-# entry. So it is a matter of what follows a launch, not of its kernel.
-RELEASE_RULE = "wait"
+# entry. So it is a matter of what follows a launch, not of its kernel. By launch (nineteenth session, three H200s,
+# us a step saved against "wait"): "successor" with EARLY_STREAM_CTAS 22.1 on the real-size batch-1 step (2068.5 ->
+# 2046.4), 2.3 on dense-small-q8, 0.4 on dense-small, -0.6 on the KDA-only step (noise); "entry" 17.9, -5.1 on
+# dense-small; "pass-through" 17.3, 2.0, 2.1, -1.5. The default:
+RELEASE_RULE = "successor"
 RELEASE_RULES = ("wait", "entry", "successor", "pass-through")
 # The kernels whose work before their PDL wait is a stream of bytes that need none of the predecessor's outputs:
 # the products' weight rows, the attentions' cache rows and page tables, KdaSplit's states and gate weights, the
 # per-row mixture's router weights, shared expert and chosen down rows (L2 prefetches).
+# A next launch of more CTAs than this (the lm heads: 16000 CTAs at one row of a 32000 vocabulary, 81920 at
+# 163840) is not started early: only its first wave of CTAs streams before its wait, a sliver of its bytes, and
+# that sliver competes with the predecessors' tail (dense-small's final norm released before its lm head alone:
+# -0.3 to -1.5 us a step; every other norm but that one +1.9 to +3.3 us; bench/RESULTS.md, nineteenth session).
+# The products of 4096-6288 CTAs (the gated pairs, Kimi Linear's merged KDA product) are started early.
+EARLY_STREAM_CTAS = 8192
 EARLY_STREAMS = frozenset({"gemv", "gated_gemv", "gemm_tc", "q8_gemv", "q8_gated_gemv", "q8_gemm_tc", "attention",
                            "latent_attention", "kda_split", "mixture_router", "mixture_gated", "mixture_down"})
 # What a launch in a chain of PDL launches costs beyond its bytes (us): our bf16 gemv's time at one row

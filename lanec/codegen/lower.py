@@ -13,6 +13,7 @@ the `lane.launch` carries. An op the lane has no kernel for is an error that nam
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
@@ -37,6 +38,7 @@ from lanec import shim as lane_facts
 from lanec.codegen.facts import (
     ARGMAX_GROUPS,
     ARGMAX_SLOT,
+    EARLY_STREAM_CTAS,
     EARLY_STREAMS,
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
@@ -466,8 +468,10 @@ class Lowering:
         for op, after in zip(order, [*order[1:], None], strict=True):
             if not isinstance(op, lane.LaunchOp) or not op.pdl.value.data:
                 continue
-            successor = after.kernel.data if isinstance(after, lane.LaunchOp) and after.pdl.value.data else None
-            point, why = release_point(op.kernel.data, successor)
+            followed = isinstance(after, lane.LaunchOp) and after.pdl.value.data
+            successor = after.kernel.data if followed else None
+            ctas = math.prod(after.grid.get_values()) if followed else 0
+            point, why = release_point(op.kernel.data, successor, ctas)
             if point == "entry":
                 op.properties["spec"] = DictionaryAttr({**op.spec.data, "release": StringAttr("entry")})
             self.tunings.append(("release", {"kernel": op.kernel.data, "next": successor or "none"},
@@ -1479,10 +1483,11 @@ class Lowering:
         self.windows[op.result] = out
 
 
-def release_point(kernel: str, successor: str | None, rule: str | None = None) -> tuple[str, str]:
+def release_point(kernel: str, successor: str | None, successor_ctas: int = 0,
+                  rule: str | None = None) -> tuple[str, str]:
     """Where a launch of `kernel` releases its PDL dependents, "entry" or "wait", and why, under
     RELEASE_RULE (facts.py; `rule` in its place); `successor`: the next launch's kernel (None where
-    none follows under PDL)."""
+    none follows under PDL), `successor_ctas` its grid's CTAs."""
     rule = rule or RELEASE_RULE
     if rule not in RELEASE_RULES:
         raise LoweringError(f"release rule {rule!r}: one of {', '.join(RELEASE_RULES)}")
@@ -1492,6 +1497,9 @@ def release_point(kernel: str, successor: str | None, rule: str | None = None) -
         return "wait", "no launch follows under PDL"
     if successor not in EARLY_STREAMS:
         return "wait", f"the next launch ({successor}) streams nothing before its wait"
+    if successor_ctas > EARLY_STREAM_CTAS:
+        return "wait", (f"the next launch ({successor}) is {successor_ctas} CTAs, above {EARLY_STREAM_CTAS}: "
+                        "its first CTAs' early stream is a sliver of its bytes (EARLY_STREAM_CTAS)")
     if rule == "pass-through" and kernel in EARLY_STREAMS:
         return "wait", f"it streams before its own wait: {successor}'s stream would share the memory with it"
     return "entry", f"the next launch ({successor}) streams before its wait: it starts under this one"

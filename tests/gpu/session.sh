@@ -38,6 +38,7 @@
 #   occ-split  the real batch-64 step with gemm_tc's two-CTAs-an-SM entry on o_proj only, on the merged product only
 #   entry      every kernel releasing its PDL dependents at its entry: plans --check, steps before and after
 #   release    each launch's release point by what follows it (RELEASE_RULE): plans --check, every rule's step
+#   release-real  the same on the real-size batch-1 step (its --check under "successor", every rule's step)
 #   odd-splits GQA's split counts that fill the resident CTAs' slots (33, 66, 132) beside the chosen (bench/attention.py)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
@@ -211,7 +212,7 @@ phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(check)
 for phase in "${phases[@]}"; do
   # `pending`, the last session's queue: the nineteenth session's `release` (each launch's release point by what
-  # follows it, RELEASE_RULE; its build recipe is in the phase's comment)
+  # follows it, RELEASE_RULE; its build recipe is in the phase's comment; `release-real` after it)
   [ "$phase" = pending ] && phase=release
   echo "== phase $phase"
   case $phase in
@@ -730,7 +731,7 @@ for phase in "${phases[@]}"; do
       # "occupancy": 2}'; carry build/plans, .snap; about 5 minutes)
       real_ab occ-split kimi-full-b64-c1k-occ-oproj kimi-full-b64-c1k kimi-full-b64-c1k-occ-merged ;;
     entry)
-      # every kernel releases its PDL dependents at its entry (DEPENDENTS_AT_ENTRY, issue 15's launch floor): the
+      # every kernel releases its PDL dependents at its entry (then DEPENDENTS_AT_ENTRY; now RELEASE_RULE "entry"): the
       # plans of every kernel kind --check (the real-size batch-1 step too), then each step before (build/plans-old,
       # built before the change) and after, three rounds (here: python tests/gpu/plans.py dense-small
       # dense-small-q8 kimi-linear-small kimi-kda-b1 kimi-full-b1-c1k, once before the change copied to
@@ -771,15 +772,18 @@ for phase in "${phases[@]}"; do
           build/release/dense-small-successor.plan --steps 3 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" \
           | tee -a "$logs/release.log"
       done
-      echo "kimi-full-b1-c1k-successor: $(timeout 200 python3 -m lanec.runtime \
-        build/release/kimi-full-b1-c1k-successor.plan --check --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/release.log"
       for round in 1 2 3; do
         for plan in dense-small dense-small-q8 kimi-kda-b1; do
           timeout 90 python3 bench/plan_step.py "build/plans/$plan.plan" "build/release/$plan-entry.plan" \
             "build/release/$plan-successor.plan" "build/release/$plan-pass-through.plan" 2>&1 | tail -4 \
             | tee -a "$logs/release.log"
         done
-      done
+      done ;;
+    release-real)
+      # `release`'s real-size batch-1 step: the "successor" plan --check, then every rule's step interleaved, two
+      # rounds (about 6 minutes)
+      echo "kimi-full-b1-c1k-successor: $(timeout 200 python3 -m lanec.runtime \
+        build/release/kimi-full-b1-c1k-successor.plan --check --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/release.log"
       for round in 1 2; do
         for each in plans/kimi-full-b1-c1k release/kimi-full-b1-c1k-entry release/kimi-full-b1-c1k-successor \
             release/kimi-full-b1-c1k-pass-through; do

@@ -625,12 +625,14 @@ class Attention(TileAttention):
                                  "chunks merge in the launch's cluster (combine 'cluster')")
 
     def chunk_pages(self) -> int:
-        """Page-table entries a chunk's keys can reach: ceil(chunk / page size) + 1 for a chunk of
-        at most ceil(max_pages x page size / splits) keys starting anywhere in a page, rounded up to
+        """Page-table entries a chunk's tile loop can reach: its whole tiles of a chunk of at most
+        ceil(max_pages x page size / splits) keys, starting anywhere in a page (a tile past the
+        chunk's end reads the next chunk's cache rows, masked, as `load_tile` says), rounded up to
         whole 16-byte vectors (the allocations after them keep their offsets); 0 (look each up as it
         is copied) above ATTENTION_STAGED_PAGES or where they would pass the shared memory."""
         chunk = -(-self.max_pages * self.page_size // self.splits)
-        slots = -(-min(self.max_pages, -(-chunk // self.page_size) + 1) // 4) * 4
+        reach = -(-chunk // self.tile) * self.tile  # keys from the chunk's first: whole tiles
+        slots = -(-min(self.max_pages, (self.page_size - 1 + reach - 1) // self.page_size + 1) // 4) * 4
         if slots > ATTENTION_STAGED_PAGES or shared_bytes(self.shared_layout() + [(4 * slots, 16)]) > SHARED_LIMIT:
             return 0
         return slots

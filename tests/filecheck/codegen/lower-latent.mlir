@@ -25,8 +25,9 @@ builtin.module {
 
 // CHECK:      lane.buffer {name = "kv_b", role = "weight", sources = ["kv_b"], transforms = [{kind = "reshape", shape = array<i64: 2, 64, 256>}, {kind = "slice", axis = 1 : i64, start = 0 : i64, stop = 32 : i64}, {kind = "transpose", axes = array<i64: 0, 2, 1>}, {kind = "reshape", shape = array<i64: 512, 32>}]} : memref<512x32xbf16>
 // CHECK-NEXT: lane.buffer {name = "kv_b.2", role = "weight", sources = ["kv_b"], transforms = [{kind = "reshape", shape = array<i64: 2, 64, 256>}, {kind = "slice", axis = 1 : i64, start = 32 : i64, stop = 64 : i64}, {kind = "reshape", shape = array<i64: 64, 256>}]} : memref<64x256xbf16>
-// CHECK:      lane.launch "gemv"({{.*}}) {spec = {rows = 1 : i64, width = 32 : i64, parts = array<i64: 512>, per_head = array<i64: 2, 64, 0>}
-// CHECK:      lane.launch "latent_attention"({{.*}}) {spec = {batch = 1 : i64, tokens = 1 : i64, heads = 2 : i64, lora = 256 : i64, rope = 32 : i64, page_size = 64 : i64, max_pages = 4 : i64, cache_pages = 4 : i64, splits = 1 : i64, nope = 32 : i64, scale = 1.250000e-01 : f64}
+// the absorption and the attention release their dependents at their entry: each next launch streams early
+// CHECK:      lane.launch "gemv"({{.*}}) {spec = {rows = 1 : i64, width = 32 : i64, parts = array<i64: 512>, per_head = array<i64: 2, 64, 0>, release = "entry"}
+// CHECK:      lane.launch "latent_attention"({{.*}}) {spec = {batch = 1 : i64, tokens = 1 : i64, heads = 2 : i64, lora = 256 : i64, rope = 32 : i64, page_size = 64 : i64, max_pages = 4 : i64, cache_pages = 4 : i64, splits = 1 : i64, nope = 32 : i64, scale = 1.250000e-01 : f64, release = "entry"}
 // CHECK-NOT:  attention_combine
 // CHECK:      lane.launch "gemv"({{.*}}) {spec = {rows = 1 : i64, width = 256 : i64, parts = array<i64: 64>, per_head = array<i64: 2, 256, 0>}
 

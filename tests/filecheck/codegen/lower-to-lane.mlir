@@ -25,19 +25,22 @@ builtin.module {
 
 // CHECK:      lane.step batch 2 tokens 1 {
 // CHECK:        %[[TOK:.*]] = lane.buffer {name = "input.tokens", role = "input", source = "tokens"} : memref<2xi32>
-// CHECK:        lane.launch "embed"(%[[TOK]], %{{.*}}, %[[H:.*]]) {spec = {rows = 2 : i64, vocab = 64 : i64, width = 256 : i64}
+// Each launch followed by one that streams before its PDL wait (a product) releases its dependents at its entry
+// (release_point): the embed and the gated pair; the down product, followed by a norm, after its wait.
+// CHECK:        lane.launch "embed"(%[[TOK]], %{{.*}}, %[[H:.*]]) {spec = {rows = 2 : i64, vocab = 64 : i64, width = 256 : i64, release = "entry"}
 // CHECK-SAME:     pdl = true
-// CHECK:        lane.launch "gated_gemv"(%[[H]], %{{.*}}, %{{.*}}, %[[S:.*]]) {spec = {rows = 2 : i64, width = 256 : i64, hidden = 512 : i64}
-// CHECK:        lane.launch "gemv"(%[[S]], %{{.*}}, %[[D:.*]]) {spec = {rows = 2 : i64, width = 512 : i64, parts = array<i64: 256>}
+// CHECK:        lane.launch "gated_gemv"(%[[H]], %{{.*}}, %{{.*}}, %[[S:.*]]) {spec = {rows = 2 : i64, width = 256 : i64, hidden = 512 : i64, release = "entry"}
+// CHECK:        lane.launch "gemv"(%[[S]], %{{.*}}, %[[D:.*]]) {spec = {rows = 2 : i64, width = 512 : i64, parts = array<i64: 256>}, grid
 // CHECK:        lane.launch "rmsnorm"(%[[H]], %[[D]], %{{.*}}, %[[N:[0-9]+]], %{{.*}}) {spec = {rows = 2 : i64, width = 256 : i64, eps = 1.000000e-05 : f64, residual = true}
 // CHECK:        %[[OUT:.*]] = lane.buffer {name = "argmax", role = "output", source = "0"} : memref<2xi32>
 // CHECK:        lane.launch "argmax"(%[[N]], %[[OUT]])
 // CHECK:        lane.return %[[OUT]] : memref<2xi32>
 
 // PY:      from lanec.codegen.kernels.embed import Embed
+// PY:      from lanec.codegen.kernels.base import released
 // PY:      LAUNCHES = [
-// PY:        Embed(rows=2, vocab=64, width=256),
-// PY:        GatedGemv(rows=2, width=256, hidden=512),
+// PY:        released(Embed(rows=2, vocab=64, width=256), 'entry'),
+// PY:        released(GatedGemv(rows=2, width=256, hidden=512), 'entry'),
 // PY:        Gemv(rows=2, width=512, parts=(256,)),
 // PY:        RmsNorm(rows=2, width=256, eps=1e-05, residual=True),
 // PY:        Argmax(rows=2, vocab=256),

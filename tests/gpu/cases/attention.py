@@ -53,6 +53,14 @@ CASES.update({f"{name}_bulk": dict(CASES[name], schedule={"loads": "bulk"}) for 
 CASES["b2_t1_h8_kv2_d128_p16_pages600"] = dict(batch=2, tokens=1, heads=8, kv_heads=2, head=128, page_size=16,
                                                max_pages=600, cache_pages=1300)
 
+# chunks that are not whole tiles, whose last tile reads the next chunk's cache rows (masked) through the staged
+# page-table entries: 33 chunks of 32k keys (993 a chunk: 264 CTAs, two an SM; it read one entry past the staged
+# ones, an illegal address, until chunk_pages counted whole tiles) and 13 chunks of 1600 (124 a chunk)
+CASES["b1_t1_h32_kv8_d128_p16_32k_s33"] = dict(batch=1, tokens=1, heads=32, kv_heads=8, head=128, page_size=16,
+                                               max_pages=2048, cache_pages=2100, splits=33)
+CASES["b2_t1_h8_kv2_d128_p16_s13"] = dict(batch=2, tokens=1, heads=8, kv_heads=2, head=128, page_size=16,
+                                          max_pages=100, cache_pages=260, splits=13)
+
 # the dense example's attention as the lane launches it at batch 1 (CLUSTER_COMBINE_CTAS: 4 blocks x 8 chunks,
 # q and k read from the paired rope's rows at pitch 2560, v in place at 3072)
 CASES["b1_t1_h16_kv4_d128_p16_s8_pitched"] = dict(batch=1, tokens=1, heads=16, kv_heads=4, head=128, page_size=16,
