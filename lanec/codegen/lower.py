@@ -474,8 +474,9 @@ class Lowering:
             point, why = release_point(op.kernel.data, successor, ctas)
             if point == "entry":
                 op.properties["spec"] = DictionaryAttr({**op.spec.data, "release": StringAttr("entry")})
-            self.tunings.append(("release", {"kernel": op.kernel.data, "next": successor or "none"},
-                                 {"point": point, "why": why}))
+            # the point is part of the key: one (kernel, next kernel) pair may be started early or not (the lm head)
+            self.tunings.append(("release", {"kernel": op.kernel.data, "next": successor or "none", "point": point},
+                                 {"why": why}))
 
     @singledispatchmethod
     def lower(self, op: Operation) -> None:

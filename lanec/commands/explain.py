@@ -57,7 +57,7 @@ class Tuning:
 
         if "why" in self.overrides:  # a decision the lowering makes itself (an attention's split count)
             made = " ".join(f"{k} {v}" for k, v in self.overrides.items() if k != "why")
-            chosen = f"{made}: {self.overrides['why']}"
+            chosen = f"{made}: {self.overrides['why']}" if made else self.overrides["why"]
         elif not self.overrides:
             chosen = "not in the table: the kernel's defaults"
         else:
