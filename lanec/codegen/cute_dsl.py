@@ -19,6 +19,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from lanec.codegen.kernels import KERNELS, make_kernel
+from lanec.codegen.kernels.base import split_release
 from lanec.codegen.schedules import SCHEDULES
 from lanec.codegen.spec import spec_of
 from lanec.dialects import lane
@@ -69,7 +70,7 @@ class CuteDslPrinter:
                      if op.kernel.data in SCHEDULES and isinstance(spec_of(op).get("schedule"), dict)}
         if schedules:
             self.line(f"from lanec.codegen.facts import {', '.join(sorted(schedules))}")
-        if any("release" in spec_of(op) for op in launches):
+        if any(split_release(spec_of(op))[1] != "wait" for op in launches):
             self.line("from lanec.codegen.kernels.base import released")
         self.line()
         self.line("LAUNCHES = [")
@@ -87,7 +88,8 @@ class CuteDslPrinter:
             raise CuteDslError(f"lane.launch of unknown kernel '{op.kernel.data}'")
         class_name = KERNELS[op.kernel.data].split(":")[1]
         spec = spec_of(op)
-        args = ", ".join(f"{k}={python_value(op.kernel.data, k, v)}" for k, v in spec.items() if k != "release")
+        static, release = split_release(spec)
+        args = ", ".join(f"{k}={python_value(op.kernel.data, k, v)}" for k, v in static.items())
         grid, block, cluster = (tuple(a.get_values()) for a in (op.grid, op.block, op.cluster))
         try:
             params = make_kernel(op.kernel.data, spec).params()
@@ -102,7 +104,7 @@ class CuteDslPrinter:
                   f"{' pdl' if op.pdl.value.data else ''}")
         made = f"{class_name}({args})"
         # the launch's release point (the lowering's `release_point`), where it is not the kernel's own
-        self.line(f"    {made}," if "release" not in spec else f"    released({made}, {spec['release']!r}),")
+        self.line(f"    {made}," if release == "wait" else f"    released({made}, {release!r}),")
         self.launches += 1
 
     @print_op.register

@@ -199,14 +199,14 @@ RELEASE_RULES = ("wait", "entry", "successor", "pass-through")
 # The kernels whose work before their PDL wait is a stream of bytes that need none of the predecessor's outputs:
 # the products' weight rows, the attentions' cache rows and page tables, KdaSplit's states and gate weights, the
 # per-row mixture's router weights, shared expert and chosen down rows (L2 prefetches).
+EARLY_STREAMS = frozenset({"gemv", "gated_gemv", "gemm_tc", "q8_gemv", "q8_gated_gemv", "q8_gemm_tc", "attention",
+                           "latent_attention", "kda_split", "mixture_router", "mixture_gated", "mixture_down"})
 # A next launch of more CTAs than this (the lm heads: 16000 CTAs at one row of a 32000 vocabulary, 81920 at
 # 163840) is not started early: only its first wave of CTAs streams before its wait, a sliver of its bytes, and
 # that sliver competes with the predecessors' tail (dense-small's final norm released before its lm head alone:
 # -0.3 to -1.5 us a step; every other norm but that one +1.9 to +3.3 us; bench/RESULTS.md, nineteenth session).
 # The products of 4096-6288 CTAs (the gated pairs, Kimi Linear's merged KDA product) are started early.
 EARLY_STREAM_CTAS = 8192
-EARLY_STREAMS = frozenset({"gemv", "gated_gemv", "gemm_tc", "q8_gemv", "q8_gated_gemv", "q8_gemm_tc", "attention",
-                           "latent_attention", "kda_split", "mixture_router", "mixture_gated", "mixture_down"})
 # What a launch in a chain of PDL launches costs beyond its bytes (us): our bf16 gemv's time at one row
 # against 2304-wide weights of 4.7 to 755 MB fitted to t = floor + bytes / rate gave 2.04 us + 4.43 TB/s
 # (q8_gemv 2.06 us, torch's matmul in a graph 5.74 us; bench/gemv.py and bench/q8.py's floor sets, H200,

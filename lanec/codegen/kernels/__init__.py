@@ -55,7 +55,7 @@ def kernel_class(name: str) -> type:
 def make_kernel(name: str, spec: dict):
     """The kernel object of a launch: its class built from the launch's static specialization
     (`release`, where the launch has one, is the launch's release point: base.py's `released`)."""
-    from lanec.codegen.kernels.base import released
+    from lanec.codegen.kernels.base import released, split_release
 
-    rest = {k: v for k, v in spec.items() if k != "release"}
-    return released(kernel_class(name)(**rest), spec.get("release", "wait"))
+    static, release = split_release(spec)
+    return released(kernel_class(name)(**static), release)

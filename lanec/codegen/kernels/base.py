@@ -57,6 +57,12 @@ def released(kernel: Kernel, release: str = "wait") -> Kernel:
     return kernel
 
 
+def split_release(spec: dict) -> tuple[dict, str]:
+    """A launch's specialization as its kernel class takes it, and the launch's release point (its
+    `release`, "wait" where it has none): the lowering records the point in the spec beside the rest."""
+    return {k: v for k, v in spec.items() if k != "release"}, spec.get("release", "wait")
+
+
 def releases_at_entry(kernel: Kernel) -> bool:
     return getattr(kernel, "release", "wait") == "entry"
 
