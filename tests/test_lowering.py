@@ -581,6 +581,49 @@ def test_a_table_entry_for_a_short_per_head_product_reaches_its_launch(tmp_path,
     assert absorbed[0]["schedule"] == {"warps": 1, "rows_per_cta": 16, "tensor_cores": False}
 
 
+def test_the_table_gives_kimi_linears_one_row_mixture_down_its_units_a_warp(tmp_path):
+    """schedules.json's "mixture_down" entry (measured in the real-size step: 6 outputs a warp) reaches the
+    batch-1 launches of Kimi Linear's mixture, which then take 384 CTAs for the 2304-wide row instead of
+    576; at two rows the shape has no entry and keeps the kernel's 4 (UNITS_DOWN); `explain` lists both."""
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen.kernels.mixture import UNITS_DOWN, MixtureDown
+
+    config = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
+    grids = {}
+    for batch in (1, 2):
+        out = tmp_path / f"kimi-b{batch}.mlir"
+        result = CliRunner().invoke(main, ["import", str(config), "--layers", "2", "--batch", str(batch), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        tunings: list = []
+        downs = [op for op in launches(out, tunings) if op.kernel.data == "mixture_down"]
+        assert downs, batch
+        spec = spec_of(downs[0])
+        assert all(spec_of(op) == spec for op in downs)
+        grids[batch] = (MixtureDown(**spec).launch().grid, [tuple(op.grid.get_values()) for op in downs])
+        looked_up = [overrides for kernel, shape, overrides in tunings if kernel == "mixture_down"]
+        assert len(looked_up) == len(downs)
+        if batch == 1:
+            assert spec["schedule"] == {"units": 6} and looked_up[0] == {"schedule": {"units": 6}}
+        else:
+            assert "schedule" not in spec and looked_up[0] == {}
+    assert grids[1][0] == (2304 // 6, 1, 1) and all(g == (384, 1, 1) for g in grids[1][1])
+    assert grids[2][0] == (2304 // UNITS_DOWN, 2, 1)
+    explained = CliRunner().invoke(main, ["explain", str(tmp_path / "kimi-b1.mlir")])
+    assert explained.exit_code == 0, explained.output
+    line = next(line for line in explained.output.splitlines() if line.strip().startswith("mixture_down"))
+    assert "table: schedule=(units=6)" in line, line
+
+
+@pytest.mark.parametrize("units", [0, 33, 2.0, True])
+def test_mixture_down_refuses_units_a_warp_cannot_hold(units):
+    from lanec.codegen.kernels.mixture import MixtureDown
+
+    with pytest.raises(ValueError, match="MixtureSchedule units is 1-32"):
+        MixtureDown(1, 512, 256, 8, 2, schedule={"units": units})
+
+
 @pytest.mark.parametrize("rule", ["wait", "entry", "successor", "pass-through"])
 def test_each_launch_releases_its_dependents_where_the_rule_puts_it_by_what_follows(tmp_path, monkeypatch, rule):
     """RELEASE_RULE decides a launch's release point from the next launch (`release_point`): "successor" puts it

@@ -1399,6 +1399,21 @@ class MixtureExpertsSpec(Spec):
         return found
 
 
+@dataclass(frozen=True)
+class MixtureSchedule(Schedule):
+    """mixture_down's knob (the per-row path): the `units` a warp dots of its kept expert, the outputs a
+    CTA; None: the kernel's UNITS_DOWN (4). More units a warp make fewer, longer CTAs of the same
+    block. What a shape takes is measured in the whole step (schedules.json's "mixture_down" entries:
+    bench/RESULTS.md, 2026-12-02), not alone: the launch's grid decides when its PDL successors start."""
+
+    units: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.units is not None and not (type(self.units) is int and 1 <= self.units <= WARP):
+            raise ValueError(f"MixtureSchedule units is 1-{WARP} (every lane of a warp ends holding each of its "
+                             f"sums); got {self.units!r}")
+
+
 # The grouped path (mixture_grouped.py): rows grouped by expert on the device, tensor cores for an
 # expert's rows; mixtures of more rows than this take it. Measured on the H200 (bench/mixture.py,
 # 2026-11-29, 256 experts top 8 with the shared expert): the per-row kernels are faster at 16 rows

@@ -1189,7 +1189,7 @@ class Lowering:
                     [x, ids, self.window(op.gate), self.window(op.up), *shared[:2], between])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
-        self.launch("mixture_down", {**experts_spec, "shared_gate": gated},
+        self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape)},
                     [*([x] if gated else []), between, ids, routing, self.window(op.down), *shared[2:3],
                      *shared[3:], out])
         self.windows[op.result] = out

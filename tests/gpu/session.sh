@@ -40,6 +40,12 @@
 #   release    each launch's release point by what follows it (RELEASE_RULE): plans --check, every rule's step
 #   release-real  the same on the real-size batch-1 step (its --check under "successor", every rule's step)
 #   odd-splits GQA's split counts that fill the resident CTAs' slots (33, 66, 132) beside the chosen (bench/attention.py)
+#   launch-floor  bench/launch_floor.py: chains of launches that only hand a row on (the PDL hop by grid size, with
+#              and without PDL), and the layer's norm as a launch against the last CTA's work (carry
+#              build/bench/launch_floor; about 10 s)
+#   units      mixture_down's units a warp (MixtureSchedule) in the real-size batch-1 step: the plans --check, then
+#              each units' plan interleaved, two rounds (build/units/kimi-u*.plan, written here by
+#              tests/gpu/variant_plan.py with the table's mixture_down entry replaced; about 3 minutes)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
@@ -797,6 +803,20 @@ for phase in "${phases[@]}"; do
       # LANEC_ATTN_SPLITS=33,66,132 python bench/attention.py build; carry build/bench-attention-gqa)
       LANEC_ATTN_KINDS=gqa LANEC_ATTN_SPLITS=33,66,132 timeout 300 python3 bench/attention.py 2>&1 \
         | tee "$logs/odd-splits.log" | grep -E "^\| |^ *GQA" || status=1 ;;
+    launch-floor)
+      timeout 120 python3 bench/launch_floor.py 2>&1 | tee "$logs/launch-floor.log" || status=1 ;;
+    units)
+      # here: for u in 4 5 6 8 18; do python tests/gpu/variant_plan.py build/plans/kimi-full-b1-c1k.mlir \
+      #   build/units/kimi-u$u.plan mixture_down experts=256,hidden=1024,rows=1,shared_hidden=1024,top_k=8,width=2304 \
+      #   "{\"units\": $u}"; done   (then carry build/units and .whl)
+      echo "kimi-u6: $(timeout 200 python3 -m lanec.runtime build/units/kimi-u6.plan --check --gpu-seeding 2>&1 \
+        | tail -1)" | tee -a "$logs/units.log"
+      for round in 1 2; do
+        for plan in build/units/kimi-u*.plan; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
+            | tee -a "$logs/units.log"
+        done
+      done ;;
     partials)
       # queued (issue 10, MLA at batch 1 and 32k): the wgmma latent attention's chunks' rows in bf16 for
       # attention_combine (`partials`, LATENT_PARTIALS still fp32), half the 8.4 MB Kimi Linear writes and reads

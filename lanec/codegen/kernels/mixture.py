@@ -42,6 +42,7 @@ from lanec.codegen.facts import (
     MixtureExpertsSpec,
     MixtureGroupedSpec,
     MixtureRouterSpec,
+    MixtureSchedule,
     router_rows_a_cta,
     router_split,
     router_warps,
@@ -66,7 +67,7 @@ from lanec.codegen.kernels.primitives import (
 from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
 
 UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
-UNITS_DOWN = 4  # outputs a warp of mixture_down
+UNITS_DOWN = 4  # outputs a warp of mixture_down where its schedule names none (MixtureSchedule)
 VECTORS_IN_FLIGHT = 16  # weight vectors a lane issues before it multiplies any (4 registers each)
 
 
@@ -700,17 +701,21 @@ class MixtureDown(KeptExperts):
     """Params: x [rows, width] (only with the shared expert's gate row), hidden [rows, top_k *
     hidden + shared_hidden], ids [rows, top_k] int32, weights [rows, top_k] fp32, down [experts,
     width, hidden], shared_down [width, shared_hidden] (where folded), shared_gate_row [1, width]
-    (where `shared_gate`), out [rows, width] bf16."""
+    (where `shared_gate`), out [rows, width] bf16. ``schedule`` (`MixtureSchedule`): the `units`
+    (outputs) a warp, the CTA's share of the row; the schedule table's, where it has the shape."""
 
     name = "mixture_down"
     units = UNITS_DOWN
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 shared_gate: bool = False, x_pitch: int | None = None, early: bool = False):
+                 shared_gate: bool = False, x_pitch: int | None = None, early: bool = False, schedule=None):
         super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch, early)
         if shared_gate and not shared_hidden:
             raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
         self.shared_gate = shared_gate
+        units = MixtureSchedule.of(schedule or {}).units
+        if units is not None:  # a schedule's units a warp (the default's kernel, and its cache key, unchanged)
+            self.units = units
 
     def params(self) -> list[TensorParam]:
         params = [self.x_param()] if self.shared_gate else []

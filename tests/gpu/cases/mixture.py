@@ -3,7 +3,8 @@ mixture_router.py, mixture_gated.py and mixture_down.py build every shape's rout
 down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..2048 (one x read in
 place from a wider row), batch 1, 2, 7, 64 and 256, sigmoid and softmax scores, with and without the
 correction bias, grouped and flat top-k, the router scoring 1, 2, 4 or 8 rows a cluster, the shared expert folded (with and without its sigmoid
-gate row, narrower and wider than a routed expert) and apart (a routed-only mixture). `inputs`
+gate row, narrower and wider than a routed expert) and apart (a routed-only mixture), mixture_down at 5, 6 and
+32 units a warp (`down_schedule`). `inputs`
 says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
 in fp32 and each router row repeated four times: equal scores at every boundary, broken by the
 lowest index); "same" (one expert scores far above the rest for every row)."""
@@ -61,6 +62,17 @@ SHAPES = {
     "b2_e64_k6_g8_softmax_apart_early": dict(
         rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
         routed_scaling=1.0, groups=8, topk_groups=3, early=True),
+    # mixture_down's units a warp (MixtureSchedule, the schedule table's "mixture_down"): the table's 6 at Kimi
+    # Linear's widths (fewer experts), 5 with a short last CTA, and the most a warp holds (32)
+    "b1_e16_k8_sigmoid_correction_shared_w2304_u6": dict(
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, down_schedule={"units": 6}),
+    "b2_e64_k6_softmax_apart_u5": dict(
+        rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, down_schedule={"units": 5}),
+    "b1_e8_k1_sigmoid_apart_u32": dict(
+        rows=1, width=512, hidden=2048, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0, down_schedule={"units": 32}),
     "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
@@ -80,5 +92,6 @@ def gated_spec(shape: dict) -> dict:
 
 
 def down_spec(shape: dict) -> dict:
-    return {**gated_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {})}
+    return {**gated_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {}),
+            **({"schedule": shape["down_schedule"]} if "down_schedule" in shape else {})}
 
