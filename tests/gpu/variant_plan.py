@@ -4,8 +4,9 @@ alone but may lose in the step (tests/gpu/session.sh occ-split):
     python tests/gpu/variant_plan.py FORM.mlir OUT.plan KERNEL 'SHAPE KEY' '{"knob": value, ...}' [...]
 
 e.g. gemm_tc 'outputs=2304,rows=64,width=4096' '{"engine": "wgmma", "splits": 3, "stages": 7, "tile_n": 64,
-"occupancy": 2}'. The replaced entries must be specializations the GPU tests have checked (each kernel's tuned
-cases); the plan is compiled in this process, from the table with those entries in place."""
+"occupancy": 2}'. A shape the table has no entry for gets one. The replaced entries must be specializations the
+GPU tests have checked (each kernel's tuned cases) before a table keeps them; the plan is compiled in this process,
+from the table with those entries in place."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def main(argv: list[str]) -> None:
     table = schedules.table()  # cached: the lowering reads this dict
     for kernel, key, schedule in zip(rest[::3], rest[1::3], rest[2::3], strict=True):
         if key not in table.get(kernel, {}):
-            sys.exit(f"variant_plan: the table has no {kernel} entry {key!r} to replace")
-        table[kernel][key] = {"schedule": json.loads(schedule), "us": 0.0}
+            print(f"variant_plan: adding {kernel} {key!r} (the table has no entry for it)")
+        table.setdefault(kernel, {})[key] = {"schedule": json.loads(schedule), "us": 0.0}
     lanec(["compile", form, "-o", plan], standalone_mode=False)
 
 
