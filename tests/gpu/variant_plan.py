@@ -1,10 +1,11 @@
 """A plan compiled with some of the schedule table's entries replaced, for a step A/B of schedules that won
 alone but may lose in the step (tests/gpu/session.sh occ-split):
 
-    python tests/gpu/variant_plan.py FORM.mlir OUT.plan KERNEL 'SHAPE KEY' '{"knob": value, ...}' [...]
+    python tests/gpu/variant_plan.py [--add] FORM.mlir OUT.plan KERNEL 'SHAPE KEY' '{"knob": value, ...}' [...]
 
 e.g. gemm_tc 'outputs=2304,rows=64,width=4096' '{"engine": "wgmma", "splits": 3, "stages": 7, "tile_n": 64,
-"occupancy": 2}'. A shape the table has no entry for gets one. The replaced entries must be specializations the
+"occupancy": 2}'. With --add first, a shape the table has no entry for gets one (without it, such a key is refused: a typo would
+otherwise compile the table's own plan). The replaced entries must be specializations the
 GPU tests have checked (each kernel's tuned cases) before a table keeps them; the plan is compiled in this process,
 from the table with those entries in place."""
 
@@ -15,6 +16,8 @@ import sys
 
 
 def main(argv: list[str]) -> None:
+    add = argv[:1] == ["--add"]  # a shape the table lacks gets an entry (else a mistyped key is refused)
+    argv = argv[1:] if add else argv
     if len(argv) < 5 or (len(argv) - 2) % 3:
         sys.exit(__doc__)
     from lanec.cli import main as lanec
@@ -23,8 +26,8 @@ def main(argv: list[str]) -> None:
     form, plan, rest = argv[0], argv[1], argv[2:]
     table = schedules.table()  # cached: the lowering reads this dict
     for kernel, key, schedule in zip(rest[::3], rest[1::3], rest[2::3], strict=True):
-        if key not in table.get(kernel, {}):
-            print(f"variant_plan: adding {kernel} {key!r} (the table has no entry for it)")
+        if key not in table.get(kernel, {}) and not add:
+            sys.exit(f"variant_plan: the table has no {kernel} entry {key!r} to replace")
         table.setdefault(kernel, {})[key] = {"schedule": json.loads(schedule), "us": 0.0}
     lanec(["compile", form, "-o", plan], standalone_mode=False)
 
