@@ -584,7 +584,8 @@ def test_a_table_entry_for_a_short_per_head_product_reaches_its_launch(tmp_path,
 def test_the_table_gives_kimi_linears_one_row_mixture_down_its_units_a_warp(tmp_path):
     """schedules.json's "mixture_down" entry (measured in the real-size step: 6 outputs a warp) reaches the
     batch-1 launches of Kimi Linear's mixture, which then take 384 CTAs for the 2304-wide row instead of
-    576; at two rows the shape has no entry and keeps the kernel's 4 (UNITS_DOWN); `explain` lists both."""
+    576 (the table holds 1, 2 and 4 rows); at three rows the shape has no entry and keeps the kernel's 4
+    (UNITS_DOWN); `explain` lists both."""
     from click.testing import CliRunner
 
     from lanec.cli import main
@@ -592,7 +593,7 @@ def test_the_table_gives_kimi_linears_one_row_mixture_down_its_units_a_warp(tmp_
 
     config = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
     grids = {}
-    for batch in (1, 2):
+    for batch in (1, 3):
         out = tmp_path / f"kimi-b{batch}.mlir"
         result = CliRunner().invoke(main, ["import", str(config), "--layers", "2", "--batch", str(batch), "-o", str(out)])
         assert result.exit_code == 0, result.output
@@ -609,7 +610,7 @@ def test_the_table_gives_kimi_linears_one_row_mixture_down_its_units_a_warp(tmp_
         else:
             assert "schedule" not in spec and looked_up[0] == {}
     assert grids[1][0] == (2304 // 6, 1, 1) and all(g == (384, 1, 1) for g in grids[1][1])
-    assert grids[2][0] == (2304 // UNITS_DOWN, 2, 1)
+    assert grids[3][0] == (2304 // UNITS_DOWN, 3, 1)
     explained = CliRunner().invoke(main, ["explain", str(tmp_path / "kimi-b1.mlir")])
     assert explained.exit_code == 0, explained.output
     line = next(line for line in explained.output.splitlines() if line.strip().startswith("mixture_down"))
