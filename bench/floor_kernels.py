@@ -7,6 +7,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Uint32
+from launch_floor import EPS, WIDTH  # the chains' row (bench/ is on the path where this is imported)
 
 from lanec.codegen.facts import VECTOR
 from lanec.codegen.kernels.base import (
@@ -19,8 +20,6 @@ from lanec.codegen.kernels.base import (
 from lanec.codegen.kernels.primitives import at, ticket
 from lanec.codegen.kernels.rmsnorm import RmsNorm
 
-WIDTH = 2304  # Kimi Linear's hidden width
-EPS = 1e-6
 SPREAD_VALUES = 4  # values a Spread CTA writes: 576 CTAs cover the row
 SPREAD_THREADS = 288  # mixture_down's block, and a 2304-wide norm's 288 vectors of 8
 NORM = RmsNorm(1, WIDTH, EPS)  # the tail's arithmetic (its weights and normalize), and the launch it replaces

@@ -41,16 +41,17 @@ def test_an_entry_the_table_lacks_is_refused_in_one_line(tmp_path):
     assert done.stderr.strip() == "variant_plan: the table has no gemv entry 'outputs=7,rows=1,width=9' to replace"
 
 
-def test_add_gives_a_shape_the_table_lacks_its_entry(tmp_path):
+def test_add_gives_a_shape_the_table_lacks_its_entry(tmp_path, monkeypatch):
+    import importlib.util
+
+    from lanec.codegen import schedules
+
     wanted = {"warps": 8, "rows_per_cta": 4, "tensor_cores": False}
-    table = json.loads(TABLE.read_text())
-    del table["gemv"][O_PROJ]  # the same shape, as if the table had no entry for it
-    lacking = tmp_path / "schedules.json"
-    lacking.write_text(json.dumps(table))
-    script = (f"import json, sys; from lanec.codegen import schedules; schedules.TABLE = __import__('pathlib').Path("
-              f"{str(lacking)!r}); sys.argv = ['variant_plan'] + json.loads(sys.argv[1]); "
-              f"exec(open({str(TOOL)!r}).read())")
-    args = ["--add", str(FORM), str(tmp_path / "v.plan"), "gemv", O_PROJ, json.dumps(wanted)]
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(args)], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
+    held = schedules.table()
+    lacking = {**held, "gemv": {k: v for k, v in held["gemv"].items() if k != O_PROJ}}  # as if it had no entry
+    monkeypatch.setattr(schedules, "table", lambda: lacking)
+    spec = importlib.util.spec_from_file_location("variant_plan", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main(["--add", str(FORM), str(tmp_path / "v.plan"), "gemv", O_PROJ, json.dumps(wanted)])
     assert o_proj_schedules(tmp_path / "v.plan") == {json.dumps(wanted, sort_keys=True)}
