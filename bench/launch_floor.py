@@ -68,15 +68,7 @@ def run() -> None:
 
     from lanec.runtime import driver
 
-    device = driver.Device(0)
-    torch.cuda.init()
-    stream = driver.Stream()
-    kernels_ = measure.Kernels(driver, OUT, stream)
-    held = torch.empty(2**28, dtype=torch.uint8, device="cuda")  # warm the clocks (the card idles low)
-    for _ in range(100):
-        held.add_(1)
-    torch.cuda.synchronize()
-    del held
+    device, stream, kernels_ = measure.warm_kernels(driver, OUT)
 
     a = torch.randn(WIDTH, device="cuda")
     b = torch.randn(WIDTH, device="cuda")
@@ -126,9 +118,6 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["build"]:
-        build()
-    elif not sys.argv[1:]:
-        run()
-    else:
-        sys.exit("usage: python bench/launch_floor.py [build]")
+    import measure
+
+    measure.main(build, run, "launch_floor.py")

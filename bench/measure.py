@@ -106,6 +106,22 @@ class Kernels:
         return self.driver.Launch(function, art.launch, [tensors[p.name].data_ptr() for p in art.params], self.stream)
 
 
+def warm_kernels(driver, folder: Path, rounds: int = 100):
+    """(the device, a stream, `folder`'s Kernels on it) after `rounds` passes over 256 MB warm the
+    clocks (the card idles low): what a bench of our own launches starts with."""
+    import torch
+
+    device = driver.Device(0)
+    torch.cuda.init()
+    stream = driver.Stream()
+    held = torch.empty(2**28, dtype=torch.uint8, device="cuda")
+    for _ in range(rounds):
+        held.add_(1)
+    torch.cuda.synchronize()
+    del held
+    return device, stream, Kernels(driver, folder, stream)
+
+
 def main(build, run, script: str, write_table=None) -> None:
     """A bench script's command line: `build` (the CPU machine) or nothing (the GPU machine); with
     `write_table(path, results)`, also `--write-table PATH` (run, then write run()'s results there)."""

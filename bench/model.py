@@ -196,11 +196,9 @@ def unrouted_bytes(program: Program, chosen: dict[str, np.ndarray]) -> int:
     return extra
 
 
-def lanec_us(path: Path, repeats: int) -> tuple[float, int]:
-    """lanec's step: the plan's graph with PDL, seeded weights made on the GPU, states zeroed;
-    and the expert bytes its traffic record counts beyond what the timed step routed."""
-    from plan_step import session_step_us
-
+def seeded_session(path: Path) -> tuple[Plan, Program, ZeroStates]:
+    """The plan's session as bench/model.py times it: weights seeded on the GPU by the plan's
+    seeders, states zeroed, served inputs (seed SEED), PDL on."""
     from lanec.interp.environment import Environment
     from lanec.runtime.runner import Options, load_plan, seeded_on_gpu, served_inputs, validate_inputs
 
@@ -212,7 +210,15 @@ def lanec_us(path: Path, repeats: int) -> tuple[float, int]:
                          "(recompile it with this lanec)")
     inputs = served_inputs(program, plan_context(program), SEED)
     validate_inputs(program, inputs)
-    session = ZeroStates(plan, Environment(inputs, {}, {}), sources, pdl=True, seed=seed)
+    return plan, program, ZeroStates(plan, Environment(inputs, {}, {}), sources, pdl=True, seed=seed)
+
+
+def lanec_us(path: Path, repeats: int) -> tuple[float, int]:
+    """lanec's step: the plan's graph with PDL, seeded weights made on the GPU, states zeroed;
+    and the expert bytes its traffic record counts beyond what the timed step routed."""
+    from plan_step import session_step_us
+
+    plan, program, session = seeded_session(path)
     us = session_step_us(session, graph=True, repeats=repeats)
     held = {spec.name for spec in plan.buffers}
     chosen = {w.name: session.read(routing_buffer(w.name)) for w in program.weights

@@ -4,6 +4,7 @@ tests directory is on the path: `from bench_scripts import load_bench`)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -15,5 +16,6 @@ def load_bench(name: str, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up as they build
     spec.loader.exec_module(module)
     return module

@@ -122,6 +122,35 @@ def test_the_router_norms_its_rows_in_its_prologue():
         MixtureRouter(16, 7168, 64, 8, rows_a_cta=8, norm=True)
 
 
+@pytest.mark.parametrize("n", range(1, 17))
+def test_the_sorting_network_sorts_every_input_of_zeros_and_ones(n):
+    """A comparator network sorts everything iff it sorts every 0/1 input (the 0-1 principle)."""
+    import itertools
+
+    from lanec.codegen.kernels.mixture import sorting_network
+
+    pairs = sorting_network(n)
+    assert all(0 <= a < b < n for a, b in pairs)
+    for bits in itertools.product((0, 1), repeat=n):
+        placed = list(bits)
+        for a, b in pairs:
+            if placed[b] > placed[a]:
+                placed[a], placed[b] = placed[b], placed[a]
+        assert placed == sorted(bits, reverse=True), (n, bits)
+
+
+def test_the_router_chooses_by_integer_reductions_with_its_correction_read_before_the_wait():
+    """The top-k rounds: two `redux.sync` a round (the largest key, then its lowest expert) and no
+    shuffles outside the dots' sums; the correction's loads (8 a lane at 256 experts) sit before the
+    PDL wait with the norm weight's."""
+    router = MixtureRouter(1, 2304, 256, 8, correction=True, norm=True, eps=1e-5, residual=True)
+    ptx = compiled_for_sm90a(router).ptx
+    before, after = ptx.split("griddepcontrol.wait")
+    assert after.count("redux.sync.max.s32") == 8 and after.count("redux.sync.min.s32") == 8
+    assert before.count("ld.global.b32") == 8 and "ld.global.b32" not in after
+    assert after.count("shfl.sync") == 2 * 5  # the norm's and the dot's sums: 5 butterfly steps each
+
+
 @pytest.mark.parametrize(("make", "grid", "block"), [
     # a cluster of CTAs a row, each dotting a share of the router rows, a warp a row (or two)
     (lambda: MixtureRouter(5, 2304, 256, 8), (8, 5, 1), 1024),

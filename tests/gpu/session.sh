@@ -46,6 +46,10 @@
 #   units      mixture_down's units a warp (MixtureSchedule) in the real-size batch-1 step: the plans --check, then
 #              each units' plan interleaved, two rounds (build/units/kimi-u*.plan, written here by
 #              tests/gpu/variant_plan.py with the table's mixture_down entry replaced; about 3 minutes)
+#   graph-profile  bench/graph_profile.py: each launch's increment in the real-size step's graph (CUPTI's kernel
+#              records through torch.profiler) at batch 1, 8 and 64, traces in $OUT (carry build/plans; about 50 s)
+#   router-chain  bench/router_chain.py: the batch-1 router in a PDL chain, whole and with a stage taken out
+#              (carry build/bench/router_chain; about 5 s)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
@@ -805,6 +809,13 @@ for phase in "${phases[@]}"; do
         | tee "$logs/odd-splits.log" | grep -E "^\| |^ *GQA" || status=1 ;;
     launch-floor)
       timeout 120 python3 bench/launch_floor.py 2>&1 | tee "$logs/launch-floor.log" || status=1 ;;
+    graph-profile)
+      for plan in kimi-full-b1-c1k kimi-full-b8-c1k kimi-full-b64-c1k; do
+        timeout 170 python3 bench/graph_profile.py "build/plans/$plan.plan" --trace "$OUT/$plan.graph.json" 2>&1 \
+          | tee "$logs/graph-profile-$plan.log" | tail -1 || status=1
+      done ;;
+    router-chain)
+      timeout 120 python3 bench/router_chain.py 2>&1 | tee "$logs/router-chain.log" || status=1 ;;
     units)
       # here: for u in 4 5 6 8 18; do python tests/gpu/variant_plan.py build/plans/kimi-full-b1-c1k.mlir \
       #   build/units/kimi-u$u.plan mixture_down experts=256,hidden=1024,rows=1,shared_hidden=1024,top_k=8,width=2304 \

@@ -56,6 +56,7 @@ from lanec.codegen.kernels.primitives import (
     load_activation_bf16x8,
     load_dsmem_f32,
     load_weight_bf16x8,
+    ordered_key,
     prefetch_l2,
     shared_bytes,
     sigmoid,
@@ -69,6 +70,7 @@ from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
 UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
 UNITS_DOWN = 4  # outputs a warp of mixture_down where its schedule names none (MixtureSchedule)
 VECTORS_IN_FLIGHT = 16  # weight vectors a lane issues before it multiplies any (4 registers each)
+NO_KEY = -(2**31)  # below every `ordered_key` of a number: a lane whose experts are all taken
 
 
 def expert_rows(weights, expert, rows: int, width: int):
@@ -133,6 +135,25 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
 
 
 GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
+
+
+def sorting_network(n: int) -> list[tuple[int, int]]:
+    """Batcher's odd-even merge sort on n places: the (lower, higher) place pairs to compare, in
+    order (each pair's first place takes the larger). Pairs reaching past n are dropped: the places
+    past n would hold the smallest values, which no such pair moves."""
+    size = 1 << max(0, (n - 1).bit_length())
+    pairs = []
+    p = 1
+    while p < size:
+        k = p
+        while k >= 1:
+            for j in range(k % p, size - k, 2 * k):
+                for i in range(min(k, size - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return [(a, b) for a, b in pairs if b < n]
 
 
 class MixtureGroups:
@@ -392,6 +413,7 @@ class MixtureRouter:
         tables = None
         if cutlass.const_expr(self.segments):
             tables = (*self.grouper().tables(smem), alloc(smem, Int32, 4))  # counts, firsts, the last flag
+        corrections = self.corrected(correction, lane)  # a weight: read before the PDL wait
         if cutlass.const_expr(self.logits):
             self.load_logits(logits, scores, block, warp, lane)
         else:
@@ -400,11 +422,23 @@ class MixtureRouter:
             if block * R + warp < self.rows:  # warp r chooses row r of the block
                 self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
-                            cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), correction, ids,
-                            weights, block * R + warp, lane)
+                            cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), corrections,
+                            ids, weights, block * R + warp, lane)
         if cutlass.const_expr(self.segments):
             if rank == 0:  # a cluster's choosing CTA
                 self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def corrected(self, correction, lane: Int32):
+        """The correction of the experts a lane of a choosing warp holds (lane + 32 i; past the
+        experts, the last one's), or None without one. Every thread loads them (1 KB a warp, from
+        L2) at the kernel's start, so the choosing warps never wait on it after the scores."""
+        if cutlass.const_expr(correction is None):
+            return None
+        held = cute.make_rmem_tensor(self.held, Float32)
+        for i in cutlass.range_constexpr(self.held):
+            held[i] = correction[cutlass.min(lane + WARP * i, self.experts - 1)]
+        return held
 
     @cute.jit
     def score(self, x, norm, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32):
@@ -442,8 +476,14 @@ class MixtureRouter:
                     place = thread + i * WARP * self.warps  # row place // E's logit of expert place % E
                     if place < R * E:
                         scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
-            cute.arch.cluster_arrive()  # the first CTA has read them: no CTA leaves before its logits are read
-            cute.arch.cluster_wait()
+            # the first CTA has read them: no other CTA leaves before it arrives. It does not wait for the
+            # others (nothing reads its shared memory); its own barrier orders its gathered logits
+            # before the choosing warps read them
+            cute.arch.cluster_arrive()
+            if rank != 0:
+                cute.arch.cluster_wait()
+            else:
+                cute.arch.sync_threads()
 
     @cute.jit
     def norm_block(self, x, norm, scales, rows, rank: Int32, block: Int32, thread: Int32):
@@ -504,9 +544,10 @@ class MixtureRouter:
             self.grouper().segment(ids, starts, order, counts, firsts, thread, True)
 
     @cute.jit
-    def choose(self, scores, choice, kept, correction, ids, weights, row: Int32, lane: Int32):
+    def choose(self, scores, choice, kept, corrections, ids, weights, row: Int32, lane: Int32):
         """Warp r of the first CTA, for row r of the block (`scores`, `choice` and `kept` its
-        row's): scores, the choice values, the kept groups, the top_k, the weights."""
+        row's; `corrections` the lane's experts' correction, `corrected`): scores, the choice
+        values, the kept groups, the top_k, the weights."""
         E: cutlass.Constexpr = self.experts
         value = cute.make_rmem_tensor(self.held, Float32)
         taken = cute.make_rmem_tensor(self.held, Int32)  # 1: chosen already, or no expert
@@ -534,31 +575,43 @@ class MixtureRouter:
             e = lane + WARP * i
             if e < E:
                 scores[e] = value[i]  # the weights are the uncorrected scores
-        if cutlass.const_expr(correction is not None):
+        if cutlass.const_expr(corrections is not None):
             for i in cutlass.range_constexpr(self.held):
-                value[i] = value[i] + correction[cutlass.min(lane + WARP * i, E - 1)]
+                value[i] = value[i] + corrections[i]
         if cutlass.const_expr(self.groups is not None):
             self.keep_groups(value, choice, kept, lane)
+        # the top_k in rounds. Each lane first sorts its experts by (key, then the lower expert; `ordered_key`)
+        # with a sorting network; then a round's largest value is one integer `redux.sync` over the lanes'
+        # first keys, its expert (the lowest of equal values) a second, and the lane holding it shifts its list
+        keys = cute.make_rmem_tensor(self.held, Int32)
+        held = cute.make_rmem_tensor(self.held, Int32)
+        for i in cutlass.range_constexpr(self.held):
+            keys[i] = cutlass.select_(taken[i] == 0, ordered_key(value[i]), Int32(NO_KEY))
+            held[i] = lane + WARP * i
+        for a, b in sorting_network(self.held):
+            swap = (keys[b] > keys[a]) | ((keys[b] == keys[a]) & (held[b] < held[a]))
+            ka, kb, ha, hb = keys[a], keys[b], held[a], held[b]
+            keys[a], keys[b] = cutlass.select_(swap, kb, ka), cutlass.select_(swap, ka, kb)
+            held[a], held[b] = cutlass.select_(swap, hb, ha), cutlass.select_(swap, ha, hb)
         chosen = cute.make_rmem_tensor(self.top_k, Int32)
         for k in cutlass.range_constexpr(self.top_k):
-            best, where = -Float32.inf, Int32(E)
-            for i in cutlass.range_constexpr(self.held):
-                # strict: a lane's experts ascend, so its first of equal values stays
-                take = (taken[i] == 0) & ((value[i] > best) | (where == E))
-                best = cutlass.select_(take, value[i], best)
-                where = cutlass.select_(take, lane + WARP * i, where)
-            best, where = warp_reduce((best, where), first_largest)
-            for i in cutlass.range_constexpr(self.held):
-                taken[i] = cutlass.select_(lane + WARP * i == where, Int32(1), taken[i])
+            top = cute.arch.warp_redux_sync(keys[0], "max")
+            where = cute.arch.warp_redux_sync(cutlass.select_(keys[0] == top, held[0], Int32(E)), "min")
+            won = held[0] == where
+            for i in cutlass.range_constexpr(self.held - 1):
+                keys[i] = cutlass.select_(won, keys[i + 1], keys[i])
+                held[i] = cutlass.select_(won, held[i + 1], held[i])
+            keys[self.held - 1] = cutlass.select_(won, Int32(NO_KEY), keys[self.held - 1])
             chosen[k] = where
         cute.arch.sync_warp()  # every lane's scores are in shared memory
-        if lane == 0:
-            picked = cute.make_rmem_tensor(self.top_k, Float32)
-            total = Float32(0.0)
-            for k in cutlass.range_constexpr(self.top_k):
-                picked[k] = scores[chosen[k]]
-                total += picked[k]
-            for k in cutlass.range_constexpr(self.top_k):
+        # every lane sums the chosen scores in order (the same total), lane k writes choice k
+        picked = cute.make_rmem_tensor(self.top_k, Float32)
+        total = Float32(0.0)
+        for k in cutlass.range_constexpr(self.top_k):
+            picked[k] = scores[chosen[k]]
+            total += picked[k]
+        for k in cutlass.range_constexpr(self.top_k):
+            if lane == k:
                 weight = picked[k]
                 if cutlass.const_expr(self.renormalize):
                     weight = weight / total

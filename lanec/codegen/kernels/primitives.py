@@ -364,6 +364,15 @@ def float_bits(value, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def ordered_key(value, *, loc=None, ip=None):
+    """An Int32 whose signed order is the float's order (finite values and infinities; -0 and +0 one
+    key): the float's bits, the magnitude bits flipped where negative, so a warp's `redux.sync`
+    integer max finds the largest float in one instruction."""
+    bits = float_bits(Float32(value) + Float32(0.0), loc=loc, ip=ip)  # -0 + 0 = +0
+    return cutlass.select_(bits < Int32(0), bits ^ Int32(0x7FFFFFFF), bits)
+
+
+@dsl_user_op
 def bits_float(word, *, loc=None, ip=None):
     """The float whose bits are `word`."""
     return Float32(llvm.bitcast(T.f32(), Uint32(word).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))

@@ -1,0 +1,141 @@
+"""Where the batch-1 router's time goes: mixture_router at Kimi Linear's shape (one row of 2304, the
+layer's norm folded in, 256 experts, top 8, sigmoid with the correction), in a PDL chain as the step
+runs it, whole and with one stage taken out at a time. Two steps:
+
+    python bench/router_chain.py build         # CPU machine: compile into build/bench/router_chain/
+    PYTHONPATH=.:bench python3 bench/router_chain.py   # GPU machine: the table
+
+bench/graph_profile.py put each of the real-size step's 26 routers at 6.4-6.9 us in the graph for
+0.3 us of bytes (2026-12-02): 170 us of the batch-1 step. Each chain here is 32 layers of a `Spread`
+launch (576 CTAs writing the row, mixture_down's grid; bench/floor_kernels.py) and then the router on
+that row, in one CUDA graph; the router's cost is the chain's time a layer less the Spread-alone
+chain's. The variants (bench-only: those with a stage taken out choose wrong experts, and are
+timing probes, not routers):
+- `whole`: the router as the plan has it (split over a cluster of 8 CTAs of 32 warps, released at
+  its entry);
+- `no-choose`: lane 0 writes the first 8 experts in place of the top-8 rounds;
+- `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
+- `no-norm`: the router on a normed row (fold-norm-into-router off: no residual sum, no norm);
+- `split 4`, `split 2`: the router rows over fewer CTAs (2 and 4 rows a warp)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+OUT = ROOT / "build" / "bench" / "router_chain"
+WIDTH, EXPERTS, TOP_K, EPS = 2304, 256, 8, 1e-5
+LAYERS = 32
+VARIANTS = ("whole", "no-choose", "no-exchange", "no-norm", "split 4", "split 2")  # kernels() beside spread
+KIMI = {"rows": 1, "width": WIDTH, "experts": EXPERTS, "top_k": TOP_K, "scoring": "sigmoid", "renormalize": True,
+        "routed_scaling": 2.446, "correction": True, "norm": True, "eps": EPS, "residual": True}
+
+
+def probe_class():
+    """The timing probe's class (CuTe DSL: imported on the CPU machine only)."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from lanec.codegen.kernels.mixture import MixtureRouter
+
+    class Probe(MixtureRouter):
+        """mixture_router with one stage taken out (`skip`: "choose" or "exchange"), for timing only."""
+
+        def __init__(self, skip: str, **spec):
+            super().__init__(**spec)
+            self.skip = skip
+
+        @cute.jit
+        def choose(self, scores, choice, kept, correction, ids, weights, row, lane):
+            if cutlass.const_expr(self.skip == "choose"):
+                if lane < self.top_k:
+                    ids[row, lane] = lane
+                    weights[row, lane] = scores[lane]
+            else:
+                MixtureRouter.choose(self, scores, choice, kept, correction, ids, weights, row, lane)
+
+        @cute.jit
+        def score(self, x, norm, router, scores, rank, block, warp, lane, thread):
+            if cutlass.const_expr(self.skip == "exchange"):
+                split, self.split = self.split, 1  # the same CTAs and rows, no cluster barrier or gather
+                MixtureRouter.score(self, x, norm, router, scores, rank, block, warp, lane, thread)
+                self.split = split
+            else:
+                MixtureRouter.score(self, x, norm, router, scores, rank, block, warp, lane, thread)
+
+    return Probe
+
+
+def kernels() -> dict:
+    """Every launch the chains take, by stem (CuTe DSL: the CPU machine only)."""
+    from floor_kernels import Spread
+
+    from lanec.codegen.kernels.base import released
+    from lanec.codegen.kernels.mixture import MixtureRouter
+
+    Probe = probe_class()
+    return {"spread": Spread(False),
+            "whole": released(MixtureRouter(**KIMI), "entry"),
+            "no-choose": released(Probe("choose", **KIMI), "entry"),
+            "no-exchange": released(Probe("exchange", **KIMI), "entry"),
+            "no-norm": released(MixtureRouter(**{**KIMI, "norm": False, "residual": False}), "entry"),
+            "split 4": released(MixtureRouter(**KIMI, split=4), "entry"),
+            "split 2": released(MixtureRouter(**KIMI, split=2), "entry")}
+
+
+def build() -> None:
+    from lanec.codegen.compile import compile_kernel
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    for stem, kernel in kernels().items():
+        compile_kernel(kernel).save(OUT, stem.replace(" ", "_"))
+        shape = kernel.launch()
+        print(f"{stem:12s} grid {shape.grid} block {shape.block[0]}")
+    (OUT / "manifest.json").write_text(json.dumps(sorted(kernels())) + "\n")
+
+
+def run() -> None:
+    import measure
+    import torch
+
+    from lanec.runtime import driver
+
+    device, stream, kernels_ = measure.warm_kernels(driver, OUT, 200)
+
+    def bf16(*shape):
+        return torch.randn(*shape, device="cuda").to(torch.bfloat16)
+
+    t = {"a": bf16(1, WIDTH), "row": bf16(1, WIDTH), "w": bf16(WIDTH), "residual": bf16(1, WIDTH),
+         "norm_w": bf16(WIDTH), "router": bf16(EXPERTS, WIDTH) * 0.05,
+         "correction": torch.randn(EXPERTS, device="cuda") * 0.01,
+         "ids": torch.zeros(1, TOP_K, dtype=torch.int32, device="cuda"),
+         "weights": torch.zeros(1, TOP_K, device="cuda"), "y": bf16(1, WIDTH), "h": bf16(1, WIDTH)}
+    spread = {"x": t["a"], "w": t["w"], "out": t["row"]}
+    router = {**t, "x": t["row"]}
+    alone = measure.graph_us(driver, stream, [kernels_.launch("spread", spread) for _ in range(LAYERS)], 25) / LAYERS
+    print(f"{device.name}: {LAYERS} layers a chain, one CUDA graph, PDL; us a layer (median of 25 replays)")
+    print(f"Spread alone: {alone:.2f} us a layer\n")
+    print("| router | CTAs x threads | us a layer | router us (over Spread alone) |")
+    print("|---|---|---|---|")
+    # a cubin saved as before_<stem> (a copy from an earlier build) is timed beside the current one
+    before = sorted(p.stem for p in OUT.glob("before_*.cubin"))
+    for stem in (*before, *VARIANTS):
+        chain = [kernels_.launch(s, tensors) for _ in range(LAYERS)
+                 for s, tensors in (("spread", spread), (stem.replace(" ", "_"), router))]
+        us = measure.graph_us(driver, stream, chain, 25) / LAYERS
+        shape = kernels_.loaded[stem.replace(" ", "_")][0].launch
+        print(f"| {stem} | {shape.grid[0]} x {shape.block[0]} | {us:.2f} | {us - alone:.2f} |", flush=True)
+    ids = t["ids"].cpu().tolist()[0]
+    print(f"\nthe last chain's ids (split 2, a whole router): {ids}")
+
+
+if __name__ == "__main__":
+    import measure
+
+    measure.main(build, run, "router_chain.py")

@@ -1,0 +1,34 @@
+"""bench/router_chain.py's launches (CPU): each variant compiles at Kimi Linear's batch-1 router shape with the
+grid its row names, and each probe takes out only its stage: what the table's differences measure."""
+
+from __future__ import annotations
+
+import pytest
+from bench_scripts import load_bench
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        bench = load_bench("router_chain", monkeypatch)
+        from lanec.codegen.compile import compile_kernel
+
+        yield {stem: compile_kernel(kernel) for stem, kernel in bench.kernels().items()}
+    finally:
+        monkeypatch.undo()
+
+
+def test_every_variant_compiles_with_its_cluster(compiled):
+    assert compiled["whole"].launch.grid == (8, 1, 1) and compiled["whole"].launch.cluster == (8, 1, 1)
+    assert compiled["split 4"].launch.grid == (4, 1, 1) and compiled["split 2"].launch.cluster == (2, 1, 1)
+    assert compiled["spread"].launch.grid == (576, 1, 1)
+    assert all(".local" not in c.ptx for c in compiled.values())
+
+
+def test_each_probe_takes_out_its_stage_only(compiled):
+    whole, no_choose, no_exchange = (compiled[s].ptx for s in ("whole", "no-choose", "no-exchange"))
+    assert whole.count("redux.sync.max.s32") == 8 and "redux.sync" not in no_choose
+    assert "ld.shared::cluster" in whole and "ld.shared::cluster" not in no_exchange
+    assert no_exchange.count("redux.sync.max.s32") == 8 and "ld.shared::cluster" in no_choose
+    assert "rsqrt" in whole and "rsqrt" not in compiled["no-norm"].ptx
