@@ -13,7 +13,9 @@ chain's. The variants (bench-only: those with a stage taken out choose wrong exp
 timing probes, not routers):
 - `whole`: the router as the plan has it (split over a cluster of 8 CTAs of 32 warps, released at
   its entry);
-- `no-choose`: lane 0 writes the first 8 experts in place of the top-8 rounds;
+- `no-choose`: lane 0 writes the first 8 experts in place of the whole choice;
+- `no-sigmoid`: the choice on the logits themselves (no sigmoid); `no-rounds`: the first 8 experts taken in
+  place of the sort and the top-8 rounds (the sigmoids, the correction and the weights kept);
 - `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
 - `no-norm`: the router on a normed row (fold-norm-into-router off: no residual sum, no norm);
 - `split 4`, `split 2`: the router rows over fewer CTAs (2 and 4 rows a warp)."""
@@ -32,7 +34,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 OUT = ROOT / "build" / "bench" / "router_chain"
 WIDTH, EXPERTS, TOP_K, EPS = 2304, 256, 8, 1e-5
 LAYERS = 32
-VARIANTS = ("whole", "no-choose", "no-exchange", "no-norm", "split 4", "split 2")  # kernels() beside spread
+# kernels() beside spread
+VARIANTS = ("whole", "no-choose", "no-sigmoid", "no-rounds", "no-exchange", "no-norm", "split 4", "split 2")
 KIMI = {"rows": 1, "width": WIDTH, "experts": EXPERTS, "top_k": TOP_K, "scoring": "sigmoid", "renormalize": True,
         "routed_scaling": 2.446, "correction": True, "norm": True, "eps": EPS, "residual": True}
 
@@ -45,7 +48,8 @@ def probe_class():
     from lanec.codegen.kernels.mixture import MixtureRouter
 
     class Probe(MixtureRouter):
-        """mixture_router with one stage taken out (`skip`: "choose" or "exchange"), for timing only."""
+        """mixture_router with one stage taken out (`skip`: "choose", "sigmoid", "rounds" or "exchange"), for
+        timing only."""
 
         def __init__(self, skip: str, **spec):
             super().__init__(**spec)
@@ -59,6 +63,20 @@ def probe_class():
                     weights[row, lane] = scores[lane]
             else:
                 MixtureRouter.choose(self, scores, choice, kept, correction, ids, weights, row, lane)
+
+        @cute.jit
+        def scored(self, value, taken):
+            if cutlass.const_expr(self.skip != "sigmoid"):
+                MixtureRouter.scored(self, value, taken)
+
+        @cute.jit
+        def top_k_of(self, value, taken, lane):
+            if cutlass.const_expr(self.skip == "rounds"):  # the first top_k experts, the values unread
+                chosen = cute.make_rmem_tensor(self.top_k, cutlass.Int32)
+                for k in cutlass.range_constexpr(self.top_k):
+                    chosen[k] = cutlass.Int32(k)
+                return chosen
+            return MixtureRouter.top_k_of(self, value, taken, lane)
 
         @cute.jit
         def score(self, x, norm, router, scores, rank, block, warp, lane, thread):
@@ -83,6 +101,8 @@ def kernels() -> dict:
     return {"spread": Spread(False),
             "whole": released(MixtureRouter(**KIMI), "entry"),
             "no-choose": released(Probe("choose", **KIMI), "entry"),
+            "no-sigmoid": released(Probe("sigmoid", **KIMI), "entry"),
+            "no-rounds": released(Probe("rounds", **KIMI), "entry"),
             "no-exchange": released(Probe("exchange", **KIMI), "entry"),
             "no-norm": released(MixtureRouter(**{**KIMI, "norm": False, "residual": False}), "entry"),
             "split 4": released(MixtureRouter(**KIMI, split=4), "entry"),
@@ -131,8 +151,7 @@ def run() -> None:
         us = measure.graph_us(driver, stream, chain, 25) / LAYERS
         shape = kernels_.loaded[stem.replace(" ", "_")][0].launch
         print(f"| {stem} | {shape.grid[0]} x {shape.block[0]} | {us:.2f} | {us - alone:.2f} |", flush=True)
-    ids = t["ids"].cpu().tolist()[0]
-    print(f"\nthe last chain's ids (split 2, a whole router): {ids}")
+
 
 
 if __name__ == "__main__":

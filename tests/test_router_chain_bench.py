@@ -32,3 +32,6 @@ def test_each_probe_takes_out_its_stage_only(compiled):
     assert "ld.shared::cluster" in whole and "ld.shared::cluster" not in no_exchange
     assert no_exchange.count("redux.sync.max.s32") == 8 and "ld.shared::cluster" in no_choose
     assert "rsqrt" in whole and "rsqrt" not in compiled["no-norm"].ptx
+    assert "redux.sync" not in compiled["no-rounds"].ptx and "ex2.approx" in compiled["no-rounds"].ptx
+    assert compiled["no-sigmoid"].ptx.count("ex2.approx") < whole.count("ex2.approx")
+    assert compiled["no-sigmoid"].ptx.count("redux.sync.max.s32") == 8

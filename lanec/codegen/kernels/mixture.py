@@ -555,6 +555,37 @@ class MixtureRouter:
             e = lane + WARP * i
             taken[i] = cutlass.select_(e < E, Int32(0), Int32(1))
             value[i] = scores[cutlass.min(e, E - 1)]
+        self.scored(value, taken)
+        cute.arch.sync_warp()  # every lane has read its logits (lanes past E read expert E - 1's)
+        for i in cutlass.range_constexpr(self.held):
+            e = lane + WARP * i
+            if e < E:
+                scores[e] = value[i]  # the weights are the uncorrected scores
+        if cutlass.const_expr(corrections is not None):
+            for i in cutlass.range_constexpr(self.held):
+                value[i] = value[i] + corrections[i]
+        if cutlass.const_expr(self.groups is not None):
+            self.keep_groups(value, choice, kept, lane)
+        chosen = self.top_k_of(value, taken, lane)
+        cute.arch.sync_warp()  # every lane's scores are in shared memory
+        # every lane sums the chosen scores in order (the same total), lane k writes choice k
+        picked = cute.make_rmem_tensor(self.top_k, Float32)
+        total = Float32(0.0)
+        for k in cutlass.range_constexpr(self.top_k):
+            picked[k] = scores[chosen[k]]
+            total += picked[k]
+        for k in cutlass.range_constexpr(self.top_k):
+            if lane == k:
+                weight = picked[k]
+                if cutlass.const_expr(self.renormalize):
+                    weight = weight / total
+                ids[row, k] = chosen[k]
+                weights[row, k] = weight * Float32(self.routed_scaling)
+
+    @cute.jit
+    def scored(self, value, taken):
+        """A choosing lane's logits made scores in place: the softmax over the row (the warp's lanes),
+        or each one's sigmoid."""
         if cutlass.const_expr(self.scoring == "softmax"):
             top = -Float32.inf
             for i in cutlass.range_constexpr(self.held):
@@ -570,19 +601,11 @@ class MixtureRouter:
         else:
             for i in cutlass.range_constexpr(self.held):
                 value[i] = sigmoid(value[i])
-        cute.arch.sync_warp()  # every lane has read its logits (lanes past E read expert E - 1's)
-        for i in cutlass.range_constexpr(self.held):
-            e = lane + WARP * i
-            if e < E:
-                scores[e] = value[i]  # the weights are the uncorrected scores
-        if cutlass.const_expr(corrections is not None):
-            for i in cutlass.range_constexpr(self.held):
-                value[i] = value[i] + corrections[i]
-        if cutlass.const_expr(self.groups is not None):
-            self.keep_groups(value, choice, kept, lane)
-        # the top_k in rounds. Each lane first sorts its experts by (key, then the lower expert; `ordered_key`)
-        # with a sorting network; then a round's largest value is one integer `redux.sync` over the lanes'
-        # first keys, its expert (the lowest of equal values) a second, and the lane holding it shifts its list
+
+    @cute.jit
+    def sorted_keys(self, value, taken, lane: Int32):
+        """A lane's experts (lane + 32 i) and their `ordered_key`s, sorted by key, then the lower
+        expert, with Batcher's network (`sorting_network`); places without an expert last (NO_KEY)."""
         keys = cute.make_rmem_tensor(self.held, Int32)
         held = cute.make_rmem_tensor(self.held, Int32)
         for i in cutlass.range_constexpr(self.held):
@@ -593,30 +616,32 @@ class MixtureRouter:
             ka, kb, ha, hb = keys[a], keys[b], held[a], held[b]
             keys[a], keys[b] = cutlass.select_(swap, kb, ka), cutlass.select_(swap, ka, kb)
             held[a], held[b] = cutlass.select_(swap, hb, ha), cutlass.select_(swap, ha, hb)
+        return keys, held
+
+    @cute.jit
+    def top_k_of(self, value, taken, lane: Int32):
+        """The row's top_k experts, largest value first (the lower expert among equal values), every
+        lane holding them all (`taken`: 1 where a lane's place holds no expert)."""
+        E: cutlass.Constexpr = self.experts
+        # the top_k in rounds over the lanes' sorted lists (`sorted_keys`): a round's largest value is one
+        # integer `redux.sync` over the lanes' first keys, its expert (the lowest of equal values) a second,
+        # and the lane holding it shifts its list
+        keys, held = self.sorted_keys(value, taken, lane)
         chosen = cute.make_rmem_tensor(self.top_k, Int32)
         for k in cutlass.range_constexpr(self.top_k):
             top = cute.arch.warp_redux_sync(keys[0], "max")
             where = cute.arch.warp_redux_sync(cutlass.select_(keys[0] == top, held[0], Int32(E)), "min")
-            won = held[0] == where
-            for i in cutlass.range_constexpr(self.held - 1):
-                keys[i] = cutlass.select_(won, keys[i + 1], keys[i])
-                held[i] = cutlass.select_(won, held[i + 1], held[i])
-            keys[self.held - 1] = cutlass.select_(won, Int32(NO_KEY), keys[self.held - 1])
+            self.pop_first(keys, held, held[0] == where)
             chosen[k] = where
-        cute.arch.sync_warp()  # every lane's scores are in shared memory
-        # every lane sums the chosen scores in order (the same total), lane k writes choice k
-        picked = cute.make_rmem_tensor(self.top_k, Float32)
-        total = Float32(0.0)
-        for k in cutlass.range_constexpr(self.top_k):
-            picked[k] = scores[chosen[k]]
-            total += picked[k]
-        for k in cutlass.range_constexpr(self.top_k):
-            if lane == k:
-                weight = picked[k]
-                if cutlass.const_expr(self.renormalize):
-                    weight = weight / total
-                ids[row, k] = chosen[k]
-                weights[row, k] = weight * Float32(self.routed_scaling)
+        return chosen
+
+    @cute.jit
+    def pop_first(self, keys, held, won):
+        """Where `won`, the lane's sorted list without its first expert (NO_KEY at its end)."""
+        for i in cutlass.range_constexpr(self.held - 1):
+            keys[i] = cutlass.select_(won, keys[i + 1], keys[i])
+            held[i] = cutlass.select_(won, held[i + 1], held[i])
+        keys[self.held - 1] = cutlass.select_(won, Int32(NO_KEY), keys[self.held - 1])
 
     @cute.jit
     def keep_groups(self, value, choice, kept, lane: Int32):
