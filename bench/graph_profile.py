@@ -30,9 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lanec.runtime.plan import Plan  # noqa: E402
 from lanec.runtime.profile import kernel_of, layer_kinds, layers  # noqa: E402

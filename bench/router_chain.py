@@ -28,14 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
 
 OUT = ROOT / "build" / "bench" / "router_chain"
 WIDTH, EXPERTS, TOP_K, EPS = 2304, 256, 8, 1e-5
 LAYERS = 32
-# kernels() beside spread
-VARIANTS = ("whole", "no-choose", "no-sigmoid", "no-rounds", "no-exchange", "no-norm", "split 4", "split 2")
 KIMI = {"rows": 1, "width": WIDTH, "experts": EXPERTS, "top_k": TOP_K, "scoring": "sigmoid", "renormalize": True,
         "routed_scaling": 2.446, "correction": True, "norm": True, "eps": EPS, "residual": True}
 
@@ -109,15 +105,20 @@ def kernels() -> dict:
             "split 2": released(MixtureRouter(**KIMI, split=2), "entry")}
 
 
+def file_stem(name: str) -> str:
+    return name.replace(" ", "_")
+
+
 def build() -> None:
     from lanec.codegen.compile import compile_kernel
 
     OUT.mkdir(parents=True, exist_ok=True)
-    for stem, kernel in kernels().items():
-        compile_kernel(kernel).save(OUT, stem.replace(" ", "_"))
+    built = kernels()
+    for name, kernel in built.items():
+        compile_kernel(kernel).save(OUT, file_stem(name))
         shape = kernel.launch()
-        print(f"{stem:12s} grid {shape.grid} block {shape.block[0]}")
-    (OUT / "manifest.json").write_text(json.dumps(sorted(kernels())) + "\n")
+        print(f"{name:12s} grid {shape.grid} block {shape.block[0]}")
+    (OUT / "manifest.json").write_text(json.dumps(list(built)) + "\n")  # the table's rows, in this order
 
 
 def run() -> None:
@@ -145,13 +146,13 @@ def run() -> None:
     print("|---|---|---|---|")
     # a cubin saved as before_<stem> (a copy from an earlier build) is timed beside the current one
     before = sorted(p.stem for p in OUT.glob("before_*.cubin"))
-    for stem in (*before, *VARIANTS):
-        chain = [kernels_.launch(s, tensors) for _ in range(LAYERS)
-                 for s, tensors in (("spread", spread), (stem.replace(" ", "_"), router))]
+    routers = [name for name in json.loads((OUT / "manifest.json").read_text()) if name != "spread"]
+    for name in (*before, *routers):
+        chain = [kernels_.launch(stem, tensors) for _ in range(LAYERS)
+                 for stem, tensors in (("spread", spread), (file_stem(name), router))]
         us = measure.graph_us(driver, stream, chain, 25) / LAYERS
-        shape = kernels_.loaded[stem.replace(" ", "_")][0].launch
-        print(f"| {stem} | {shape.grid[0]} x {shape.block[0]} | {us:.2f} | {us - alone:.2f} |", flush=True)
-
+        shape = kernels_.loaded[file_stem(name)][0].launch
+        print(f"| {name} | {shape.grid[0]} x {shape.block[0]} | {us:.2f} | {us - alone:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

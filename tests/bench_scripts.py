@@ -19,3 +19,18 @@ def load_bench(name: str, monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up as they build
     spec.loader.exec_module(module)
     return module
+
+
+def compiled_bench(name: str):
+    """A module fixture's body (`yield from compiled_bench(NAME)`): bench/<name>.py's kernels() compiled
+    for sm_90a, by stem; the path and modules the load changed are restored afterwards."""
+    import pytest
+
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        bench = load_bench(name, monkeypatch)
+        from lanec.codegen.compile import compile_kernel
+
+        yield {stem: compile_kernel(kernel) for stem, kernel in bench.kernels().items()}
+    finally:
+        monkeypatch.undo()

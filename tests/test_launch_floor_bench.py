@@ -5,19 +5,12 @@ between fences before its norm, and a hop released at its entry calls launch_dep
 from __future__ import annotations
 
 import pytest
-from bench_scripts import load_bench
+from bench_scripts import compiled_bench
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    monkeypatch = pytest.MonkeyPatch()
-    try:
-        bench = load_bench("launch_floor", monkeypatch)
-        from lanec.codegen.compile import compile_kernel
-
-        yield {stem: compile_kernel(kernel) for stem, kernel in bench.kernels().items()}
-    finally:
-        monkeypatch.undo()
+    yield from compiled_bench("launch_floor")
 
 
 def test_every_chain_launch_compiles_with_the_grid_it_names(compiled):

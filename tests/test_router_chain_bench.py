@@ -4,19 +4,12 @@ grid its row names, and each probe takes out only its stage: what the table's di
 from __future__ import annotations
 
 import pytest
-from bench_scripts import load_bench
+from bench_scripts import compiled_bench
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    monkeypatch = pytest.MonkeyPatch()
-    try:
-        bench = load_bench("router_chain", monkeypatch)
-        from lanec.codegen.compile import compile_kernel
-
-        yield {stem: compile_kernel(kernel) for stem, kernel in bench.kernels().items()}
-    finally:
-        monkeypatch.undo()
+    yield from compiled_bench("router_chain")
 
 
 def test_every_variant_compiles_with_its_cluster(compiled):
