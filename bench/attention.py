@@ -26,7 +26,11 @@ wgmma, latent_wgmma.py); LANEC_ATTN_MMA=1 also builds each MLA shape's chosen sp
 engine (`engine` "mma"), timed beside it (set it for both steps); LANEC_ATTN_PARTIALS=1 also builds each split
 MLA shape's chosen split with its chunks' rows in bf16 (`partials` "bfloat16", LATENT_PARTIALS) and a combine
 reading them, timed beside the fp32 pair (set it for both steps); LANEC_ATTN_KINDS=mla (or gqa) keeps
-only that kind's shapes; LANEC_ATTN_CONTEXTS=1024,4096 measures those contexts in place of 4k and 32k.
+only that kind's shapes; LANEC_ATTN_CONTEXTS=1024,4096 measures those contexts in place of 4k and 32k,
+LANEC_ATTN_BATCHES=1,8 those batches (and no verify rows), LANEC_ATTN_PAGE=64 another page size;
+LANEC_ATTN_MLA=kimi-linear-576 keeps only the named MLA shapes (kimi-linear-576: the imported plans' 512 + 64
+row); LANEC_ATTN_ROWS=8,16 also builds each MLA split of 4 and more in blocks of at most that many query rows
+(`block_rows`), timed beside it.
 
 Method: clocks warmed by a few seconds of matmuls, then torch's 1 GiB copy_ (read + write
 counted) and the bf16 tensor peak (an 8192^3 matmul). Each shape's cache rotates over enough
@@ -60,11 +64,19 @@ OUT = ROOT / "build" / ("bench-attention" + ("-sweep" if os.environ.get("LANEC_A
                         + ("-cluster" if os.environ.get("LANEC_ATTN_CLUSTER") == "1" else "")
                         + ("-mma" if os.environ.get("LANEC_ATTN_MMA") == "1" else "")
                         + ("-partials" if os.environ.get("LANEC_ATTN_PARTIALS") == "1" else "")
+                        + (f"-rows{os.environ['LANEC_ATTN_ROWS'].replace(',', '-')}"
+                           if os.environ.get("LANEC_ATTN_ROWS") else "")
+                        + (f"-{os.environ['LANEC_ATTN_MLA'].replace(',', '-').replace(' ', '_')}"
+                           if os.environ.get("LANEC_ATTN_MLA") else "")
+                        + (f"-p{os.environ['LANEC_ATTN_PAGE']}" if os.environ.get("LANEC_ATTN_PAGE") else "")
+                        + (f"-b{os.environ['LANEC_ATTN_BATCHES'].replace(',', '-')}"
+                           if os.environ.get("LANEC_ATTN_BATCHES") else "")
                         + (f"-{os.environ['LANEC_ATTN_KINDS']}" if os.environ.get("LANEC_ATTN_KINDS") else "")
                         + (f"-c{os.environ['LANEC_ATTN_CONTEXTS'].replace(',', '-')}"
                            if os.environ.get("LANEC_ATTN_CONTEXTS") else ""))
 
-PAGE = 16
+# LANEC_ATTN_PAGE=64: another page size (the imported plans' is 64)
+PAGE = int(os.environ.get("LANEC_ATTN_PAGE") or 16)
 HEAD = 128
 GQA = [(32, 8, HEAD), (8, 2, HEAD)]  # (query heads, KV heads, head size)
 # the sweep also measures the GQA shapes of the test plans the split rule reaches: Qwen3-Next's 16/2 x 256
@@ -73,10 +85,19 @@ SWEEP_GQA = [(16, 2, 256)]
 SWEEP_BATCHES = (1, 3, 8)
 # (label, heads, lora, rope): the latent row is lora + rope wide
 MLA = [("kimi-linear", 32, 512, 0), ("deepseek-v3", 128, 512, 64), ("deepseek-v3 tp8", 16, 512, 64)]
+# the row of the imported Kimi Linear plans (its config's qk_rope_head_dim, 64, in the cache row): timed only where
+# LANEC_ATTN_MLA names it
+MLA_NAMED = [("kimi-linear-576", 32, 512, 64)]
+# LANEC_ATTN_MLA=kimi-linear-576,deepseek-v3: only these MLA shapes
+MLA_ONLY = [label for label in (os.environ.get("LANEC_ATTN_MLA") or "").split(",") if label]
+if MLA_ONLY:
+    MLA = [shape for shape in MLA + MLA_NAMED if shape[0] in MLA_ONLY]
 # LANEC_ATTN_CONTEXTS=1024,4096: these contexts in place of 4k and 32k (into a folder of their own)
 CONTEXTS = [int(c) for c in (os.environ.get("LANEC_ATTN_CONTEXTS") or "4096,32768").split(",")]
-BATCHES = [1, 8, 64]
+# LANEC_ATTN_BATCHES=1,8: only these batches, and no speculative-verify rows
+BATCHES = [int(b) for b in (os.environ.get("LANEC_ATTN_BATCHES") or "1,8,64").split(",")]
 VERIFY = (32768, 8, 4)  # (context, batch, q): the speculative-verify rows
+VERIFIES = [] if os.environ.get("LANEC_ATTN_BATCHES") else [VERIFY]
 FIXED_SPLITS = sorted({1, 16, *(int(n) for n in os.environ.get("LANEC_ATTN_SPLITS", "").split(",") if n)})
 # LANEC_ATTN_SWEEP=1: the split sweep `attention_splits` is fitted to: one query row, batch 1, 3 and 8,
 # splits 1 to 128, ours only (no anchors)
@@ -96,6 +117,9 @@ MMA = os.environ.get("LANEC_ATTN_MMA") == "1"
 # LANEC_ATTN_PARTIALS=1: each split MLA shape's chosen split also with bf16 partial rows (stem + "_bf16"), and its
 # combine reading them (the combine's stem + "_bf16"), timed beside the fp32 pair
 PARTIALS = os.environ.get("LANEC_ATTN_PARTIALS") == "1"
+# LANEC_ATTN_ROWS=8,16: each MLA shape's splits also with blocks of at most that many query rows (the wgmma engine's
+# `block_rows`: more CTAs, each with fewer rows, reading the same chunks; stem + "_r8"), timed beside them
+BLOCK_ROWS = [int(n) for n in (os.environ.get("LANEC_ATTN_ROWS") or "").split(",") if n]
 # LANEC_ATTN_KINDS=mla or gqa: only that kind's shapes (a shorter run)
 KINDS = os.environ.get("LANEC_ATTN_KINDS") or "gqa,mla"
 CLUSTER_SPLITS = 8  # lanec.codegen.facts.ATTENTION_CLUSTER_SPLITS (not imported: the GPU side has no CuTe DSL)
@@ -114,7 +138,7 @@ def problems() -> list[dict]:
     shapes += [dict(kind="mla", label=f"MLA {label}", heads=h, kv=1, width=lora + rope, lora=lora, rope=rope)
                for label, h, lora, rope in MLA]
     for shape in (shape for shape in shapes if shape["kind"] in KINDS.split(",")):
-        grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + [VERIFY]
+        grid = [(c, b, 1) for c in CONTEXTS for b in BATCHES] + VERIFIES
         if SWEEP:
             grid = [(c, b, 1) for c in CONTEXTS for b in SWEEP_BATCHES]
         for context, batch, q in grid:
@@ -162,6 +186,11 @@ def variants(p: dict) -> list[tuple[str, int, str, dict]]:
         found.append(("mma", p["chosen"], stem(p, p["chosen"]) + "_mma", {"engine": "mma"}))
     if PARTIALS and p["kind"] == "mla" and p["chosen"] > 1:
         found.append(("bf16", p["chosen"], stem(p, p["chosen"]) + "_bf16", {"partials": "bfloat16"}))
+    if p["kind"] == "mla":
+        bf16 = {"partials": "bfloat16"} if PARTIALS else {}  # with LANEC_ATTN_PARTIALS, as the plans store them
+        found += [(f"r{rows}s{splits}" + "_bf16" * PARTIALS, splits, stem(p, splits) + f"_r{rows}" + "_bf16" * PARTIALS,
+                   {"block_rows": rows, **bf16})
+                  for rows in BLOCK_ROWS for splits in p["splits"] if rows < p["heads"] * p["q"] and splits >= 4]
     return found
 
 
@@ -185,7 +214,7 @@ def build() -> None:
         jobs += [(p["kind"], kernel_spec(p, splits, extra), name) for _, splits, name, extra in variants(p)]
         jobs += [("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"], splits=splits,
                                   partials="bfloat16"), stem(p, splits, "combine") + "_bf16")
-                 for key, splits, _, _ in variants(p) if key == "bf16"]
+                 for splits in sorted({splits for key, splits, _, _ in variants(p) if key.endswith("bf16")})]
         for splits in sorted({*p["splits"], *(v[1] for v in variants(p) if v[0] == "cluster")}):
             jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
             if splits > 1:
@@ -236,14 +265,15 @@ def run() -> None:
             builds.append(("launched", clustered, stem(p, clustered)))
         for key, splits, built in builds:
             partial = torch.empty(splits, rows, p["heads"], p["lora"], device="cuda",
-                                  dtype=torch.bfloat16 if key == "bf16" else torch.float32)
+                                  dtype=torch.bfloat16 if str(key).endswith("bf16") else torch.float32)
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
             launches = []
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
                 launches.append(kernels.launch(built, tensors))
                 if splits > 1 and key != "cluster":
-                    launches.append(kernels.launch(stem(p, splits, "combine") + "_bf16" * (key == "bf16"), tensors))
+                    launches.append(kernels.launch(stem(p, splits, "combine") + "_bf16" * str(key).endswith("bf16"),
+                                                   tensors))
             torch.cuda.synchronize()
             timings[key] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
             del partial, lse

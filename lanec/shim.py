@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from math import ceil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr, i64
 
@@ -18,6 +18,7 @@ from lanec.codegen.facts import (
     ATTENTION_CLUSTER_SPLITS,
     GEMV_ROWS,
     LATENT_ENGINE,
+    LATENT_TILE_KEYS,
     LATENT_WARPGROUP_ROWS,
     LATENT_WARPGROUPS,
     ROWS_A_BLOCK,
@@ -357,6 +358,78 @@ CLUSTER_COMBINE_CTAS = 64
 # 6-13 us slower), as the mma engine's cluster combine was at batch 1 (0.94x, 2026-11-29). Off (0) until a
 # shape measures faster; the schedule's combine "cluster" with engine "wgmma" still builds it.
 LATENT_CLUSTER_COMBINE_CTAS = 0
+
+
+# A latent attention whose chunks stop at their shortest (`split_choice`'s "shortest" or "short-latent": a short
+# context) in fewer CTAs than the SMs can take more CTAs in blocks of fewer query rows (the wgmma engine's
+# `block_rows`, one of LATENT_CUT_ROWS), each block reading the same chunks. `latent_cut` weighs each such cut of
+# one wave (requests x blocks x chunks <= SM_COUNT, chunks of a tile or more) against the rule's own by
+# `latent_block_cost`: a CTA's fixed part (the queries' load, the epilogue, its share of the launch and the
+# combine) by the block's padded query rows (64: two warpgroups of 32), its tiles each a time by those rows and
+# LATENT_TILE_CONTENTION_US more for every 100 CTAs streaming beside it, and the chunks' rows written and read
+# back. Fitted by least squares to the 118 one-wave rows of bench/attention.py's MLA sweep with
+# LANEC_ATTN_ROWS=8,16 (H200, 2026-12-02: Kimi Linear's 32 heads, DeepSeek-V3's 128 and its 16-head shard, 576-wide
+# rows, 1k and 4k keys, batch 1 and 8, 1 to 64 chunks): median error 3%, at most 20%. It picks the sweep's
+# fastest cut, or one within 11% of it, on the 12 shapes, each 1.05-1.80x the rule's (Kimi Linear at 1k keys and
+# batch 1: 16 chunks of 8-row blocks, 6.7 against 11.8 us); blocks of 32 rows in place of two warpgroups' 64
+# were not measured and are not a candidate.
+LATENT_CUT_ROWS = (8, 16)
+LATENT_BLOCK_US = {8: 5.46, 16: 6.04, 32: 7.98, 64: 7.74}  # a CTA's fixed part, by its padded rows
+LATENT_TILE_US = {8: 1.52, 16: 1.93, 32: 2.18, 64: 3.07}  # a tile of LATENT_TILE_KEYS keys, by the same rows
+LATENT_TILE_CONTENTION_US = 0.14  # more a tile for every 100 CTAs of the wave
+LATENT_PARTIAL_US_A_MB = 0.309  # a MB of the chunks' rows (written, then read by attention_combine)
+
+
+class LatentCut(NamedTuple):
+    """A latent attention's cut: its chunks of the keys, the most query rows a block (None: all of a
+    request's on one or two warpgroups, `latent_wgmma_blocks`), and why (`lanec explain`)."""
+
+    splits: int
+    block_rows: int | None
+    why: str
+
+
+def latent_block_cost(batch: int, rows: int, context: int, splits: int, most: int | None, lora: int = 512,
+                      partial_bytes: int = 2) -> float:
+    """`latent_cut`'s time (us) of a latent attention over `rows` query rows a request in blocks of at most
+    `most` rows (None: `latent_wgmma_blocks`' own), `splits` chunks of `context` keys, in one wave: a CTA's
+    fixed part and its tiles (LATENT_BLOCK_US, LATENT_TILE_US, LATENT_TILE_CONTENTION_US), and the chunks'
+    `lora`-wide rows of `partial_bytes` a value (LATENT_PARTIAL_US_A_MB)."""
+    groups, blocks, block_rows = latent_wgmma_blocks(rows, most)
+    padded = groups * -(-block_rows // groups // 8) * 8
+    padded = next(r for r in sorted(LATENT_BLOCK_US) if r >= padded)
+    tiles = ceil(ceil(context / splits) / LATENT_TILE_KEYS)
+    ctas = batch * blocks * splits
+    partials = 2 * partial_bytes * batch * rows * lora * splits if splits > 1 else 0
+    return (LATENT_BLOCK_US[padded] + tiles * (LATENT_TILE_US[padded] + LATENT_TILE_CONTENTION_US * ctas / 100)
+            + LATENT_PARTIAL_US_A_MB * partials / 1e6)
+
+
+def latent_cut(batch: int, heads: int, tokens: int, context: int, lora: int = 512) -> LatentCut:
+    """A latent attention's chunks (`attention_splits`) and the most query rows a block: the rule's chunks
+    in blocks of all a request's rows, or, where those chunks stop at their shortest in fewer CTAs than
+    the SMs, the cut in blocks of LATENT_CUT_ROWS rows that `latent_block_cost` finds faster."""
+    splits, stop = split_choice(batch, heads, 1, context, latent=True)
+    rows = heads * tokens
+    why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
+    _, blocks, own = latent_wgmma_blocks(rows)
+    if LATENT_ENGINE != "wgmma" or stop not in ("shortest", "short-latent") or batch * blocks * splits >= SM_COUNT:
+        return LatentCut(splits, None, why)
+    ours = latent_block_cost(batch, rows, context, splits, None, lora)
+    cost, chunks, most = min(
+        [(ours, splits, None)]
+        + [(latent_block_cost(batch, rows, context, chunks, most, lora), chunks, most)
+           for most in LATENT_CUT_ROWS if most < own for chunks in MEASURED_SPLITS
+           if chunks <= MAX_SPLITS and context >= chunks * LATENT_TILE_KEYS
+           and batch * latent_wgmma_blocks(rows, most)[1] * chunks <= SM_COUNT],
+        key=lambda option: (option[0], option[2] is not None, option[1]))
+    if most is None:
+        return LatentCut(splits, None, why)
+    _, blocks, block_rows = latent_wgmma_blocks(rows, most)
+    return LatentCut(chunks, most, (
+        f"{batch * blocks} blocks of {block_rows} query rows (block_rows {most}) x {chunks} chunks of "
+        f"{ceil(context / chunks)} keys, {batch * blocks * chunks} CTAs: {cost:.1f} us by LATENT_BLOCK_US (fitted: "
+        f"bench/attention.py) against {ours:.1f} for the rule's {why}"))
 
 
 def latent_cluster_combine(splits: int, *, batch: int, heads: int, tokens: int) -> bool:

@@ -191,6 +191,11 @@ WGMMA = {
                                                            schedule={"engine": "wgmma"}),
     "odd_h12_l256_r32_t3_s2": lambda: LatentAttention(3, 3, 12, 256, 32, 32, 64, 250, splits=2, nope=64,
                                                         schedule={"engine": "wgmma"}),
+    # blocks of fewer query rows (`block_rows`): the real-size Kimi Linear step's at 1k keys, DeepSeek-V3's heads
+    "kimi_h32_l512_r64_p64_1k_s16_rows8": lambda: LatentAttention(1, 1, 32, 512, 64, 64, 16, 16, splits=16, nope=128,
+                                                                  schedule={"block_rows": 8, "partials": "bfloat16"}),
+    "deepseek_h128_l512_r64_s8_rows16": lambda: LatentAttention(1, 1, 128, 512, 64, 64, 64, 80, splits=8, nope=128,
+                                                                schedule={"block_rows": 16}),
 }
 
 
@@ -239,6 +244,23 @@ def test_latent_wgmma_blocks_of_32_rows_a_warpgroup():
     assert odd.launch().grid == (2, 1, 3) and (odd.block_rows, odd.share, odd.padded_rows) == (36, 18, 24)
     assert (odd.key_chunks, odd.value_chunks) == (5, 4)
     assert (kimi.groups, kimi.slots, kimi.spare) == (1, 23, 7) and kimi.launch().block == (128, 1, 1)
+
+
+def test_block_rows_cut_the_heads_into_more_blocks_of_one_warpgroup():
+    """`block_rows` r: blocks of one warpgroup and at most r query rows, the rows spread evenly (a block's
+    rows padded to whole 8-row wgmma steps), each block a grid row reading the same chunks; 36 rows in blocks
+    of 16 are 3 blocks of 12 (padded to 16); the mma.sync engine and a row count off the list are refused."""
+    kimi, deepseek = WGMMA["kimi_h32_l512_r64_p64_1k_s16_rows8"](), WGMMA["deepseek_h128_l512_r64_s8_rows16"]()
+    assert kimi.launch().grid == (16, 4, 1) and kimi.launch().block == (128, 1, 1)
+    assert (kimi.groups, kimi.block_rows, kimi.padded_rows) == (1, 8, 8)
+    assert deepseek.launch().grid == (8, 8, 1) and (deepseek.groups, deepseek.block_rows) == (1, 16)
+    odd = LatentAttention(3, 3, 12, 256, 32, 32, 64, 250, splits=2, nope=64, schedule={"block_rows": 16})
+    assert odd.launch().grid == (2, 3, 3) and (odd.block_rows, odd.padded_rows) == (12, 16)
+    with pytest.raises(ValueError, match="block_rows 8 is the wgmma latent attention's") as raised:
+        LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"engine": "mma", "block_rows": 8})
+    assert "\n" not in str(raised.value)
+    with pytest.raises(ValueError, match=re.escape("block_rows is 8, 16 or 32 query rows a wgmma latent block")):
+        LatentAttention(1, 1, 32, 512, 0, 16, 4, 4, schedule={"block_rows": 12})
 
 
 def test_latent_wgmma_compiles_the_unchecked_path_only_for_long_chunks():

@@ -341,3 +341,46 @@ def test_a_wide_chunk_is_cheaper_expanded() -> None:
     assert not latent_of(32).wide()
     wide = latent_of(64)
     assert wide.wide() and wide.expanded_cost() < wide.absorbed_cost()
+
+
+@pytest.mark.parametrize(("batch", "heads", "tokens", "context", "cut"), [
+    (1, 32, 1, 1024, (16, 8)),     # the real-size Kimi Linear step: 16 chunks of 8-row blocks (6.7 against 11.8 us)
+    (8, 32, 1, 1024, (8, 16)),     # its batch 8: 8 chunks of 16-row blocks (12.4 against 14.1)
+    (1, 128, 1, 1024, (16, 16)),   # DeepSeek-V3's 128 heads in 8 blocks of 16 (9.3 against 14.4)
+    (1, 16, 1, 4096, (64, 8)),     # its 16-head shard at 4k keys (8.4 against 10.2)
+    (8, 128, 1, 1024, (4, None)),  # the rule's own: fewer rows a block would pass one wave or stream longer chunks
+    (8, 32, 1, 4096, (16, None)),  # the rule's chunks reach its target blocks: not cut further
+    (1, 32, 1, 32768, (128, None)),
+])
+def test_latent_cut_takes_blocks_of_fewer_rows_where_short_chunks_leave_sms_idle(batch, heads, tokens, context, cut):
+    """`latent_cut` (fitted to bench/attention.py's MLA sweep with blocks of 8 and 16 rows, H200 2026-12-02): the
+    measured fastest cut, or the rule's own where its chunks are not at their shortest or fill the SMs."""
+    from lanec.shim import latent_cut
+
+    assert latent_cut(batch, heads, tokens, context)[:2] == cut
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5, 8, 13, 64])
+@pytest.mark.parametrize(("heads", "tokens"), [(32, 1), (128, 1), (16, 1), (32, 3), (12, 3)])
+@pytest.mark.parametrize("context", [256, 1024, 2048, 4096, 32768])
+def test_a_latent_cut_fits_one_wave_of_whole_tiles_and_costs_no_more_than_the_rule(batch, heads, tokens, context):
+    """Wherever `latent_cut` takes smaller blocks: the rule's chunks had stopped at their shortest in fewer CTAs
+    than the SMs; the cut fits one wave of CTAs, its chunks are a tile or more, its blocks one of LATENT_CUT_ROWS
+    and fewer rows than the rule's, and its fitted time is below the rule's. Elsewhere it is the rule's split."""
+    from lanec.codegen.facts import LATENT_TILE_KEYS, SM_COUNT, latent_wgmma_blocks
+    from lanec.shim import LATENT_CUT_ROWS, attention_splits, latent_block_cost, latent_cut, split_choice
+
+    splits, block_rows, why = latent_cut(batch, heads, tokens, context)
+    rule, stop = split_choice(batch, heads, 1, context, latent=True)
+    rows = heads * tokens
+    if block_rows is None:
+        assert splits == rule == attention_splits(batch, heads, 1, context, latent=True)
+        return
+    _, own_blocks, own = latent_wgmma_blocks(rows)
+    _, blocks, _ = latent_wgmma_blocks(rows, block_rows)
+    assert stop in ("shortest", "short-latent") and batch * own_blocks * rule < SM_COUNT
+    assert block_rows in LATENT_CUT_ROWS and block_rows < own and batch * blocks * splits <= SM_COUNT
+    assert context >= splits * LATENT_TILE_KEYS
+    assert latent_block_cost(batch, rows, context, splits, block_rows) < latent_block_cost(batch, rows, context, rule,
+                                                                                          None)
+    assert f"(block_rows {block_rows})" in why and "\n" not in why

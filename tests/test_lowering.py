@@ -205,9 +205,12 @@ def test_the_whole_kimi_example_lowers_its_latent_attention_absorbed():
 
 def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluster(tmp_path, monkeypatch):
     """LATENT_CLUSTER_COMBINE_CTAS is 0 (measured slower at batch 1); raised, the example's latent attention
-    over 1k keys (16 pages of 64: 8 chunks of one block) runs on the wgmma engine with combine "cluster" and
-    no attention_combine launch, and `explain`'s reason says so."""
+    over 1k keys (16 pages of 64: 8 chunks of one block, where blocks of fewer rows cost more: `latent_cut`'s
+    fitted times raised) runs on the wgmma engine with combine "cluster" and no attention_combine launch, and
+    `explain`'s reason says so."""
     import lanec.shim as shim
+
+    monkeypatch.setattr(shim, "LATENT_BLOCK_US", {**shim.LATENT_BLOCK_US, 8: 1e3, 16: 1e3})
 
     source = tmp_path / "kimi-1k.mlir"
     source.write_text((ROOT / "examples" / "kimi-linear-small.mlir").read_text()
@@ -239,7 +242,7 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]
     attend, combine = ops[kinds.index("latent_attention")], ops[kinds.index("attention_combine")]
-    assert spec_of(attend)["schedule"] == {"partials": "bfloat16"} and spec_of(combine)["partials"] == "bfloat16"
+    assert spec_of(attend)["schedule"]["partials"] == "bfloat16" and spec_of(combine)["partials"] == "bfloat16"
     assert attend.args[-2] == combine.args[0]  # the partial rows the attention writes, the combine reads
     why = next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
     assert why.endswith("its chunks' rows bfloat16 (LATENT_PARTIALS)")
@@ -250,8 +253,43 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
     monkeypatch.setattr(lowering, "LATENT_PARTIALS", "float32")
     ops = launches(source)
     kinds = [op.kernel.data for op in ops]
-    assert "schedule" not in spec_of(ops[kinds.index("latent_attention")])
+    assert "partials" not in spec_of(ops[kinds.index("latent_attention")]).get("schedule", {})
     assert "partials" not in spec_of(ops[kinds.index("attention_combine")])
+
+
+def test_a_short_latent_attention_is_cut_into_blocks_of_fewer_rows(tmp_path, monkeypatch):
+    """`latent_cut` at the real-size Kimi Linear step's 1k keys (the example's 32 heads, 16 pages of 64): 16 chunks
+    of 8-row blocks, a launch of 16 x 4 CTAs whose schedule names block_rows 8 and whose combine merges 16 chunks,
+    `explain` saying why with the fitted times; at 32k keys the rule's chunks of one block stay; a schedule table
+    entry for the shape replaces the cut."""
+    source = tmp_path / "kimi-1k.mlir"
+    source.write_text((ROOT / "examples" / "kimi-linear-small.mlir").read_text()
+                      .replace("tensor<1x64xi32>", "tensor<1x16xi32>"))
+    tunings: list = []
+    ops = launches(source, tunings)
+    kinds = [op.kernel.data for op in ops]
+    attend, combine = ops[kinds.index("latent_attention")], ops[kinds.index("attention_combine")]
+    assert spec_of(attend)["splits"] == 16 and spec_of(attend)["schedule"]["block_rows"] == 8
+    assert tuple(attend.grid.get_values()) == (16, 4, 1) and spec_of(combine)["splits"] == 16
+    why = next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
+    assert why.startswith("4 blocks of 8 query rows (block_rows 8) x 16 chunks of 64 keys, 64 CTAs")
+    assert "head blocks" in why
+    longer = tmp_path / "kimi-32k.mlir"
+    longer.write_text((ROOT / "examples" / "kimi-linear-small.mlir").read_text()
+                      .replace("tensor<1x64xi32>", "tensor<1x512xi32>"))  # 32k keys
+    long = launches(longer)
+    assert "block_rows" not in spec_of(long[[op.kernel.data for op in long].index("latent_attention")]).get(
+        "schedule", {})
+    from lanec.codegen import schedules
+
+    shape = {"batch": 1, "context": 1024, "heads": 32, "lora": 512, "rope": 64, "tokens": 1}
+    monkeypatch.setitem(schedules.table(), "latent_attention",
+                        {schedules.key(shape): {"schedule": {"block_rows": 16}, "splits": 4, "us": 0.0}})
+    tunings = []
+    ops = launches(source, tunings)
+    attend = ops[[op.kernel.data for op in ops].index("latent_attention")]
+    assert spec_of(attend)["splits"] == 4 and spec_of(attend)["schedule"]["block_rows"] == 16
+    assert "the schedule table's entry" in next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
 
 
 @pytest.mark.parametrize("folded", [True, False])
@@ -523,7 +561,8 @@ def test_explain_shows_each_attentions_split_count_and_why():
 
 def test_explain_shows_the_latent_attentions_engine_and_blocks():
     """The latent attention's line names its split count and why, then its engine (LATENT_ENGINE) and the
-    blocks of query rows it runs: Kimi Linear's 32 heads one block of 32 rows on one warpgroup."""
+    blocks of query rows it runs: at the example's 4k keys `latent_cut` runs Kimi Linear's 32 heads in 2 blocks
+    of 16 rows, on one warpgroup each."""
     from click.testing import CliRunner
 
     from lanec.cli import main
@@ -532,8 +571,8 @@ def test_explain_shows_the_latent_attentions_engine_and_blocks():
     assert result.exit_code == 0, result.output
     (line,) = [line for line in result.output.splitlines() if line.strip().startswith("latent_attention ")]
     assert "splits" in line and "head blocks" in line
-    assert "engine wgmma (LATENT_ENGINE, measured: bench/attention.py): 1 block of 32 query rows a request, " \
-           "1 warpgroup a block" in line
+    assert "engine wgmma (LATENT_ENGINE, measured: bench/attention.py): 2 blocks of 16 query rows a request, " \
+           "1 warpgroup a block (block_rows 16)" in line
 
 
 @pytest.mark.parametrize(("rows", "blocks"), [(32, (1, 1, 32)), (16, (1, 1, 16)), (36, (2, 1, 36)),

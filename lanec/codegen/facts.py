@@ -910,14 +910,16 @@ LATENT_ENGINE = "wgmma"
 # speculative tokens at 32k batch 8 419.2 -> 282.4 us
 LATENT_WARPGROUPS = 2
 LATENT_WARPGROUP_ROWS = 32  # query rows a wgmma latent warpgroup holds (its 512 x 32 output in registers)
+LATENT_BLOCK_ROWS = (8, 16, 32)  # the rows a block the schedule's `block_rows` may name (whole 8-row wgmma N steps)
 
 
-def latent_wgmma_blocks(rows: int) -> tuple[int, int, int]:
+def latent_wgmma_blocks(rows: int, most: int | None = None) -> tuple[int, int, int]:
     """(warpgroups, blocks, rows a block) of a wgmma latent attention over `rows` query rows a
     request (heads x tokens): one warpgroup up to LATENT_WARPGROUP_ROWS rows, else blocks of
-    LATENT_WARPGROUPS warpgroups, the rows spread evenly over the fewest blocks."""
-    groups = 1 if rows <= LATENT_WARPGROUP_ROWS else LATENT_WARPGROUPS
-    blocks = -(-rows // (LATENT_WARPGROUP_ROWS * groups))
+    LATENT_WARPGROUPS warpgroups, the rows spread evenly over the fewest blocks; with `most` (the
+    schedule's `block_rows`), blocks of one warpgroup and at most `most` rows."""
+    groups = 1 if most is not None or rows <= LATENT_WARPGROUP_ROWS else LATENT_WARPGROUPS
+    blocks = -(-rows // (most or LATENT_WARPGROUP_ROWS * groups))
     return groups, blocks, -(-rows // blocks)
 
 
@@ -936,13 +938,15 @@ def latent_unchecked(context: int, splits: int) -> bool:
     return -(-context // splits) >= LATENT_UNCHECKED_TILES * LATENT_TILE_KEYS
 
 
-def latent_engine_reason(rows: int, context: int | None = None, splits: int = 1) -> str:
-    """The latent attention's engine for `rows` query rows a request, and its blocks (`lanec explain`)."""
+def latent_engine_reason(rows: int, context: int | None = None, splits: int = 1, most: int | None = None) -> str:
+    """The latent attention's engine for `rows` query rows a request, and its blocks (of at most `most`
+    rows: the schedule's `block_rows`) (`lanec explain`)."""
     if LATENT_ENGINE != "wgmma":
         return f"engine {LATENT_ENGINE} (LATENT_ENGINE)"
-    groups, blocks, block_rows = latent_wgmma_blocks(rows)
+    groups, blocks, block_rows = latent_wgmma_blocks(rows, most)
     why = (f"engine wgmma (LATENT_ENGINE, measured: bench/attention.py): {blocks} block{'s' * (blocks > 1)} of "
-           f"{block_rows} query rows a request, {groups} warpgroup{'s' * (groups > 1)} a block")
+           f"{block_rows} query rows a request, {groups} warpgroup{'s' * (groups > 1)} a block"
+           + (f" (block_rows {most})" if most else ""))
     if context is None:
         return why
     keys = -(-context // splits)
@@ -984,7 +988,9 @@ class AttentionSchedule(Schedule):
     ring of 64-key chunks sized by the shared memory; its tile, stages and warps are its own); None:
     LATENT_ENGINE, or "mma" where the schedule asks for one of the mma engine's knobs. `partials`
     (the wgmma engine, split and combined by a launch): the element its chunks' normalized rows are
-    stored in for attention_combine, "float32" (None) or "bfloat16" (ATTENTION_PARTIALS)."""
+    stored in for attention_combine, "float32" (None) or "bfloat16" (ATTENTION_PARTIALS). `block_rows` (the
+    wgmma engine): the most query rows a CTA holds (8, 16 or 32, on one warpgroup; None: `latent_wgmma_blocks`),
+    the rest in more row blocks that read the same chunks."""
 
     tile: int | None = None
     stages: int | None = None
@@ -993,8 +999,12 @@ class AttentionSchedule(Schedule):
     combine: str | None = None
     engine: str | None = None
     partials: str | None = None
+    block_rows: int | None = None
 
     def __post_init__(self) -> None:
+        if self.block_rows is not None:
+            _choice("Attention", "block_rows", self.block_rows, LATENT_BLOCK_ROWS,
+                    "8, 16 or 32 query rows a wgmma latent block")
         if self.loads is not None:
             _choice("Attention", "loads", self.loads, ATTENTION_LOADS, "'copy' or 'bulk'")
         if self.partials is not None:

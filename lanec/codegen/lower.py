@@ -83,6 +83,7 @@ from lanec.shim import (
     attention_splits,
     gqa_chunks,
     latent_cluster_combine,
+    latent_cut,
     splits_reason,
 )
 
@@ -1407,9 +1408,16 @@ class Lowering:
         absorbed = self.activation("latent_attention.query", (rows, heads * lora))
         self.gemv(qr, key, absorbed, {"width": nope, "parts": (heads * lora,), "per_head": (heads, nope + rope, 0)})
         context = max_pages * page_size
-        splits = attention_splits(batch, heads, 1, context, latent=True)
-        why = splits_reason(splits, batch=batch, heads=heads, kv_heads=1, context=context, latent=True)
-        why = f"{why}; {latent_engine_reason(heads * tokens, context, splits)}"
+        shape = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope, "context": context}
+        # the cut (chunks, rows a block) `latent_cut` fits, or a measured table entry's splits and knobs
+        splits, block_rows, why = latent_cut(batch, heads, tokens, context, lora)
+        knobs = {"block_rows": block_rows} if block_rows else {}
+        tuned = self.schedules("latent_attention", shape)
+        if tuned:
+            knobs = dict(tuned.get("schedule", {}))
+            splits = tuned.get("splits", splits)
+            why = f"{splits} chunks, {knobs or 'no knobs'}: the schedule table's entry for the shape"
+        why = f"{why}; {latent_engine_reason(heads * tokens, context, splits, knobs.get('block_rows'))}"
         clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens)
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {lane_facts.LATENT_CLUSTER_COMBINE_CTAS} "
@@ -1418,15 +1426,16 @@ class Lowering:
         partials = LATENT_PARTIALS if splits > 1 and not clustered and LATENT_ENGINE == "wgmma" else "float32"
         if partials != "float32":
             why += f"; its chunks' rows {partials} (LATENT_PARTIALS)"
-        self.tunings.append(("latent_attention", {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora,
-                                                  "rope": rope, "context": context}, {"splits": splits, "why": why}))
+        self.tunings.append(("latent_attention", shape, {"splits": splits, "why": why, **tuned}))
         spec: dict = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope,
                       "page_size": page_size, "max_pages": max_pages, "cache_pages": cache_pages, "splits": splits,
                       "nope": nope, "scale": op.scale.value.data}
         if clustered:
-            spec["schedule"] = {"engine": "wgmma", "combine": "cluster"}
+            knobs.update(engine="wgmma", combine="cluster")
         elif partials != "float32":
-            spec["schedule"] = {"partials": partials}
+            knobs["partials"] = partials
+        if knobs:
+            spec["schedule"] = knobs
         latent_in, k_rope = self.window(op.latent), self.window(op.k_rope)
         spec.update(pitch_of(latent_in, "latent"))
         args = [absorbed]

@@ -19,12 +19,12 @@ import json
 from functools import cache
 from pathlib import Path
 
-from lanec.codegen.facts import GemmSchedule, KdaSchedule, MixtureSchedule, RowSchedule
+from lanec.codegen.facts import AttentionSchedule, GemmSchedule, KdaSchedule, MixtureSchedule, RowSchedule
 
 TABLE = Path(__file__).with_name("schedules.json")
 SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule,
              "q8_gemm_tc": GemmSchedule, "q8_gemv": RowSchedule, "q8_gated_gemv": RowSchedule,
-             "mixture_down": MixtureSchedule}
+             "mixture_down": MixtureSchedule, "latent_attention": AttentionSchedule}
 
 
 @cache

@@ -4,7 +4,8 @@ alone but may lose in the step (tests/gpu/session.sh occ-split):
     python tests/gpu/variant_plan.py [--add] FORM.mlir OUT.plan KERNEL 'SHAPE KEY' '{"knob": value, ...}' [...]
 
 e.g. gemm_tc 'outputs=2304,rows=64,width=4096' '{"engine": "wgmma", "splits": 3, "stages": 7, "tile_n": 64,
-"occupancy": 2}'. With --add first, a shape the table has no entry for gets one (without it, such a key is refused: a typo would
+"occupancy": 2}', or a whole entry: latent_attention 'batch=1,context=1024,heads=32,lora=512,rope=64,tokens=1'
+'{"schedule": {"block_rows": 8}, "splits": 16}'. With --add first, a shape the table has no entry for gets one (without it, such a key is refused: a typo would
 otherwise compile the table's own plan). The replaced entries must be specializations the
 GPU tests have checked (each kernel's tuned cases) before a table keeps them; the plan is compiled in this process,
 from the table with those entries in place."""
@@ -28,7 +29,8 @@ def main(argv: list[str]) -> None:
     for kernel, key, schedule in zip(rest[::3], rest[1::3], rest[2::3], strict=True):
         if key not in table.get(kernel, {}) and not add:
             sys.exit(f"variant_plan: the table has no {kernel} entry {key!r} to replace")
-        table.setdefault(kernel, {})[key] = {"schedule": json.loads(schedule), "us": 0.0}
+        knobs = json.loads(schedule)  # the schedule, or a whole entry ({"schedule": ..., "splits": ...})
+        table.setdefault(kernel, {})[key] = {**(knobs if "schedule" in knobs else {"schedule": knobs}), "us": 0.0}
     lanec(["compile", form, "-o", plan], standalone_mode=False)
 
 

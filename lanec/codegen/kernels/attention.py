@@ -116,6 +116,9 @@ class TileAttention:
         if (schedule.partials or "float32") != "float32":
             raise ValueError(f"{self.name}: partials {schedule.partials!r} are the wgmma latent attention's; this "
                              "kernel stores its chunks' rows in fp32")
+        if schedule.block_rows is not None:
+            raise ValueError(f"{self.name}: block_rows {schedule.block_rows} is the wgmma latent attention's; this "
+                             "kernel sizes its own row blocks")
         self.loads = schedule.loads or "copy"
         if self.loads == "bulk" and not hasattr(self, "bulk_rows"):
             raise ValueError(f"{self.name}: loads 'bulk' is for a cache the step's rows are written into; this "

@@ -28,6 +28,12 @@ once for 64 rows; each has its own queries, P^T and softmax state, and all sync 
    same swizzled chunks the scores read K-major (the value is the row's latent part), B is P^T. The
    accumulators are (value, row): `value_width x rows / 128` floats a thread (128 at 512 x 32).
 
+With the schedule's `block_rows` (8 or 16; shim.py's `latent_cut` names it where a short context leaves SMs idle) a
+block holds at most that many rows on one warpgroup (wgmma's N 8 or 16), and more blocks read the same chunks: at
+Kimi Linear's 1k keys and batch 1, 16 chunks of 4 blocks of 8 rows take 6.7 us where 8 chunks of one 32-row block took
+11.8 (bench/RESULTS.md, 2026-12-02): a CTA's fixed part (the queries' load, the epilogue's staged rows) and its
+tiles' softmax shrink with its rows, while its cache reads, shared by the blocks in L2, barely cost more.
+
 The cache streams through a ring of `slots` chunk slots, as many as the shared memory holds beside the
 queries, up to three tiles (23 of 8 KB at Kimi Linear's 512-wide row and 32 rows: 2.9 tiles), not
 whole tiles: chunk g of the CTA (tile g // KC, chunk g % KC) lives in slot g % slots. At the top of
@@ -134,7 +140,8 @@ class LatentWgmma(LatentAttention):
             raise ValueError(f"{self.name}: combine 'cluster' makes the {self.splits} chunks one cluster: 2 to "
                              f"{ATTENTION_CLUSTER_SPLITS} chunks")
         # a warpgroup a 32-row share of the block: two where the rows pass 32 (the cache read once for 64)
-        self.groups, self.row_blocks, self.block_rows = latent_wgmma_blocks(self.group * self.tokens)
+        self.groups, self.row_blocks, self.block_rows = latent_wgmma_blocks(self.group * self.tokens,
+                                                                            schedule.block_rows)
         self.threads, self.warps, self.tile = WARPGROUP * self.groups, WARPS * self.groups, KEYS
         self.key_chunks = -(-self.key_width // CHUNK)
         self.value_chunks = self.value_width // CHUNK
