@@ -11,14 +11,15 @@ launch (576 CTAs writing the row, mixture_down's grid; bench/floor_kernels.py) a
 that row, in one CUDA graph; the router's cost is the chain's time a layer less the Spread-alone
 chain's. The variants (bench-only: those with a stage taken out choose wrong experts, and are
 timing probes, not routers):
-- `whole`: the router as the plan has it (split over a cluster of 8 CTAs of 32 warps, released at
+- `whole`: the router as the plan has it (split over a cluster of 16 CTAs of 16 warps, released at
   its entry);
 - `no-choose`: lane 0 writes the first 8 experts in place of the whole choice;
 - `no-sigmoid`: the choice on the logits themselves (no sigmoid); `no-rounds`: the first 8 experts taken in
   place of the sort and the top-8 rounds (the sigmoids, the correction and the weights kept);
 - `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
 - `no-norm`: the router on a normed row (fold-norm-into-router off: no residual sum, no norm);
-- `split 4`, `split 2`: the router rows over fewer CTAs (2 and 4 rows a warp)."""
+- `split 8`, `split 4`, `split 2`: the router rows over fewer CTAs (a portable cluster of 8 CTAs of 32 warps, the
+  split before ROUTER_CTA_ROWS; 2 and 4 rows a warp)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ def kernels() -> dict:
             "no-exchange": released(Probe("exchange", **KIMI), "entry"),
             "no-norm": released(MixtureRouter(**{**KIMI, "norm": False, "residual": False}), "entry"),
             "split 4": released(MixtureRouter(**KIMI, split=4), "entry"),
-            "split 2": released(MixtureRouter(**KIMI, split=2), "entry")}
+            "split 2": released(MixtureRouter(**KIMI, split=2), "entry"),
+            "split 8": released(MixtureRouter(**KIMI, split=8), "entry")}
 
 
 def file_stem(name: str) -> str:

@@ -105,7 +105,7 @@ def test_the_router_norms_its_rows_in_its_prologue():
                                                  "y", "h"]
     assert [p.name for p in router.params() if p.written] == ["ids", "weights", "y", "h"]
     plain = MixtureRouter(1, 2304, 256, 8, correction=True)
-    assert router.launch().shared_bytes == plain.launch().shared_bytes + 2 * 2304 + 4 * 32  # the row, the sums
+    assert router.launch().shared_bytes == plain.launch().shared_bytes + 2 * 2304 + 4 * router.warps  # row, sums
     assert [p.name for p in MixtureRouter(4, 512, 64, 4, norm=True).params()] == [
         "x", "norm_w", "router", "ids", "weights", "y"]
     ptx = compiled_for_sm90a(router).ptx
@@ -119,7 +119,7 @@ def test_the_router_norms_its_rows_in_its_prologue():
     with pytest.raises(ValueError, match=f"4 rows of 7168 hold 16 vectors a thread, above the {NORM_HELD_VECTORS}"):
         MixtureRouter(16, 7168, 8, 2, rows_a_cta=4, norm=True)  # 8 warps: 4 rows x 4 vectors a thread
     with pytest.raises(ValueError, match="8 normed rows of 7168 pass the 64 KiB of shared memory"):
-        MixtureRouter(16, 7168, 64, 8, rows_a_cta=8, norm=True)
+        MixtureRouter(16, 7168, 64, 8, rows_a_cta=8, norm=True, split=2)  # 32 warps: 7 vectors a thread
 
 
 @pytest.mark.parametrize("n", range(1, 17))
@@ -153,13 +153,14 @@ def test_the_router_chooses_by_integer_reductions_with_its_correction_read_befor
 
 @pytest.mark.parametrize(("make", "grid", "block"), [
     # a cluster of CTAs a row, each dotting a share of the router rows, a warp a row (or two)
-    (lambda: MixtureRouter(5, 2304, 256, 8), (8, 5, 1), 1024),
-    (lambda: MixtureRouter(1, 2048, 512, 10), (8, 1, 1), 1024),
-    (lambda: MixtureRouter(1, 2304, 72, 8), (2, 1, 1), 576),
+    (lambda: MixtureRouter(5, 2304, 256, 8), (16, 5, 1), 512),  # 16 CTAs (not portable) of 16 rows
+    (lambda: MixtureRouter(1, 2048, 512, 10), (16, 1, 1), 1024),
+    (lambda: MixtureRouter(1, 2304, 72, 8), (4, 1, 1), 576),
     (lambda: MixtureRouter(1, 2304, 8, 2), (1, 1, 1), 256),
     (lambda: MixtureRouter(3, 2304, 256, 8, split=1), (1, 3, 1), 1024),  # one CTA: 8 rows a warp
-    (lambda: MixtureRouter(13, 2304, 256, 8, rows_a_cta=4), (8, 4, 1), 1024),  # 4 rows a cluster, the last 1
-    (lambda: MixtureRouter(256, 2304, 256, 8, rows_a_cta=8), (8, 32, 1), 1024),
+    (lambda: MixtureRouter(13, 2304, 256, 8, rows_a_cta=4), (16, 4, 1), 512),  # 4 rows a cluster, the last 1
+    (lambda: MixtureRouter(256, 2304, 256, 8, rows_a_cta=8), (16, 32, 1), 512),
+    (lambda: MixtureRouter(5, 2304, 256, 8, split=8), (8, 5, 1), 1024),  # a portable cluster of 8
     # a block of kept experts a warp each (the folded shared expert the last), 2 units / 4 outputs a warp
     (lambda: MixtureGated(7, 2304, 1024, 256, 8, shared_hidden=1024), (512, 7, 1), 288),
     (lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=2048), (1024, 1, 1), 288),
@@ -182,7 +183,9 @@ def test_launch_is_a_block_of_kept_experts_a_row(make, grid, block):
     (lambda: MixtureRouter(1, 512, 128, 4, groups=64, topk_groups=4), "groups 64: 1-32 (a lane ranks a group)"),
     (lambda: MixtureRouter(1, 512, 64, 9, groups=8, topk_groups=1), "topk_groups 1: 1-8 groups, holding the top_k 9"),
     (lambda: MixtureRouter(1, 512, 64, 8, groups=8), "grouped top-k needs both groups and topk_groups"),
-    (lambda: MixtureRouter(1, 512, 72, 8, split=16), "split 16: 1, 2, 4 or 8 CTAs (a portable cluster)"),
+    (lambda: MixtureRouter(1, 512, 72, 8, split=16), "split 16: 1, 2, 4, 8 or 16 CTAs (a cluster; 16 is not "
+     "portable) sharing the 72 router rows evenly"),
+    (lambda: MixtureRouter(1, 512, 256, 8, split=32), "split 32: 1, 2, 4, 8 or 16 CTAs"),
     (lambda: MixtureRouter(9, 512, 64, 4, rows_a_cta=3), "rows_a_cta 3: 1, 2, 4, 8 rows a cluster"),
     (lambda: MixtureRouter(9, 512, 4, 1, rows_a_cta=8), "rows_a_cta 8: a warp chooses a row, and a CTA has 4 warps"),
     (lambda: MixtureGated(1, 512, 256, 64, 32, shared_hidden=256),

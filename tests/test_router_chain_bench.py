@@ -13,7 +13,8 @@ def compiled():
 
 
 def test_every_variant_compiles_with_its_cluster(compiled):
-    assert compiled["whole"].launch.grid == (8, 1, 1) and compiled["whole"].launch.cluster == (8, 1, 1)
+    assert compiled["whole"].launch.grid == (16, 1, 1) and compiled["whole"].launch.cluster == (16, 1, 1)
+    assert compiled["split 8"].launch.cluster == (8, 1, 1) and compiled["split 8"].launch.block == (1024, 1, 1)
     assert compiled["split 4"].launch.grid == (4, 1, 1) and compiled["split 2"].launch.cluster == (2, 1, 1)
     assert compiled["spread"].launch.grid == (576, 1, 1)
     assert all(".local" not in c.ptx for c in compiled.values())

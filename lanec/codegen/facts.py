@@ -1267,18 +1267,28 @@ ROUTER_GEMM_ROWS: int | None = 64
 ROUTER_LOGIT_ROWS = 8
 
 
+ROUTER_SPLITS = (1, 2, 4, 8, 16)  # CTAs a cluster the router rows may be split over (16: a non-portable cluster)
+
+
+# The router rows a CTA keeps at least when its cluster is split further (a row a warp). Measured on the H200
+# (bench/router_chain.py, 2026-12-02: Kimi Linear's 256 experts over 2304-wide rows, the norm folded in, a PDL
+# chain): 2 CTAs of 128 rows 12.46 us, 4 of 64 10.07, 8 of 32 6.05, 16 of 16 (a non-portable cluster) 5.06. Each
+# CTA streams its rows at about 40 GB/s after the PDL wait, so more CTAs of fewer rows read them sooner.
+ROUTER_CTA_ROWS = 16
+
+
 def router_split(experts: int) -> int:
-    """CTAs a row's router rows are split over: up to 8 (a portable cluster), each at least 32 rows
-    (a row a warp), dividing the experts."""
+    """CTAs a row's router rows are split over: up to 16 (a cluster; past 8 not portable), each at least
+    ROUTER_CTA_ROWS rows (a row a warp), dividing the experts."""
     split = 1
-    while split < 8 and experts % (2 * split) == 0 and experts // (2 * split) >= WARP:
+    while split < max(ROUTER_SPLITS) and experts % (2 * split) == 0 and experts // (2 * split) >= ROUTER_CTA_ROWS:
         split *= 2
     return split
 
 
 def router_warps(experts: int, split: int) -> tuple[int, int, int]:
     """The fused router's (router rows a CTA, a warp, warps a CTA) at `split` CTAs a cluster."""
-    per_cta = experts // split if split in (1, 2, 4, 8) and experts >= split else 1
+    per_cta = experts // split if split in ROUTER_SPLITS and experts >= split else 1
     per_warp = -(-per_cta // WARP)
     return per_cta, per_warp, -(-per_cta // per_warp)
 
@@ -1339,9 +1349,9 @@ class MixtureRouterSpec(Spec):
         if self.rows_a_cta not in ROUTER_ROWS_A_CTA:
             found.append(f"rows_a_cta {self.rows_a_cta}: {', '.join(map(str, ROUTER_ROWS_A_CTA))} rows a cluster "
                          "(each warp's router rows read once for all of them)")
-        if self.split not in (1, 2, 4, 8) or self.experts % self.split:
-            found.append(f"split {self.split}: 1, 2, 4 or 8 CTAs (a portable cluster) sharing the {self.experts} "
-                         "router rows evenly")
+        if self.split not in ROUTER_SPLITS or self.experts % self.split:
+            found.append(f"split {self.split}: 1, 2, 4, 8 or 16 CTAs (a cluster; 16 is not portable) sharing the "
+                         f"{self.experts} router rows evenly")
         if not 1 <= self.experts <= MIXTURE_MAX_EXPERTS:
             found.append(f"experts {self.experts}: 1-{MIXTURE_MAX_EXPERTS} (the choosing warp holds "
                          f"{MIXTURE_MAX_EXPERTS // WARP} a lane)")

@@ -300,7 +300,8 @@ class MixtureGroups:
 class MixtureRouter:
     """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
     [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
-    ``split``: the CTAs (a cluster) that share a row's router rows; None: `router_split(experts)`.
+    ``split``: the CTAs (a cluster) that share a row's router rows; None: `router_split(experts)`, halved
+    while its CTAs have fewer warps than the segments' (`segments`) walk takes.
     ``rows_a_cta``: the rows a cluster scores (1, 2, 4 or 8; None: `router_rows_a_cta(rows)`): each
     warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r.
     ``segments``: the router also writes mixture_groups' starts [experts + 1] and order [pairs]
@@ -332,7 +333,12 @@ class MixtureRouter:
             rows_a_cta = ROUTER_LOGIT_ROWS if rows_a_cta is None else rows_a_cta
             per_cta, per_warp, warps = experts, 0, rows_a_cta
         else:
-            split = router_split(experts) if split is None else split
+            if split is None:
+                split = router_split(experts)
+                # writing the segments, a CTA's warps also walk mixture_groups' pairs: fewer CTAs of more warps
+                least = MixtureGroups(rows, experts, top_k).warps if segments else 0
+                while split > 1 and router_warps(experts, split)[2] < least:
+                    split //= 2
             per_cta, per_warp, warps = router_warps(experts, split)  # router rows a CTA dots, a warp; its warps
             rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
         MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,

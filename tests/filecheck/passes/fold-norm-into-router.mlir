@@ -17,7 +17,7 @@ builtin.module attributes {lane.shim = {fold_router_norms = true}} {
   }
 }
 
-// CHECK: rule = "fold-norm-into-router", op = "norm %y (post_attention_layernorm)", taken = true, reason = "runs in the prologue of its one reader's router, mixture %m (moe.gate, moe.experts.w1, moe.experts.w3, +1 more): 1 row(s) of 64, 2 CTA(s) a cluster, each norming its 1 row(s) itself (one launch fewer)"
+// CHECK: rule = "fold-norm-into-router", op = "norm %y (post_attention_layernorm)", taken = true, reason = "runs in the prologue of its one reader's router, mixture %m (moe.gate, moe.experts.w1, moe.experts.w3, +1 more): 1 row(s) of 64, 4 CTA(s) a cluster, each norming its 1 row(s) itself (one launch fewer)"
 // CHECK: %y = form.norm %a, %w {eps = 1.000000e-05 : f64, prologue = "router"}
 
 // -----
