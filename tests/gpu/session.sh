@@ -52,6 +52,11 @@
 #              (carry build/bench/router_chain; about 5 s)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
+#   latent-rows  the wgmma latent attention in blocks of fewer query rows (`block_rows`, `latent_cut`): its cases,
+#              sanitizer on the real step's cut, the real-size batch-1 plan --check, bench/attention.py's 1k and 4k
+#              MLA rows with blocks of 8 and 16 rows (here: python tests/gpu/build.py --only latent_wgmma
+#              attention_combine; the bench built with the phase's LANEC_ATTN_* settings; python tests/gpu/plans.py
+#              kimi-full-b1-c1k; carry build/gpu, build/plans and the bench's folder; about 2 minutes)
 #   tma-table  bench/gemm.py built with LANEC_GEMM_TMA=1: the table's schedules and the defaults with and
 #              without TMA loads, the fastest written to $OUT/schedules.json (adopt, rebuild, run the tuned cases)
 #   bench-rope       bench/rope.py against transformers' rotate-half in torch
@@ -854,6 +859,18 @@ for phase in "${phases[@]}"; do
         timeout 60 python3 -m lanec.runtime "build/plans/$plan.plan" --profile 2>&1 | tee "$logs/profile-$plan.log" \
           | tail -25
       done ;;
+    latent-rows)
+      timeout 200 python3 -m pytest tests/gpu/test_attention.py -q -rfE -k "r8 or r16 or 1k_s" 2>&1 | tail -3 \
+        | tee "$logs/latent-rows.log"
+      cases_passed latent-rows || { status=1; continue; }
+      sanitize_case tests/gpu/test_attention.py "latent_wgmma and b1_t1_h32_l512_r64_p64_1k_s16_bf16_r8" \
+        latent-rows.log 120 || status=1
+      echo "kimi-full-b1-c1k: $(timeout 120 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/latent-rows.log"
+      LANEC_ATTN_KINDS=mla LANEC_ATTN_CONTEXTS=1024,4096 LANEC_ATTN_MLA="kimi-linear-576,deepseek-v3,deepseek-v3 tp8" \
+        LANEC_ATTN_PAGE=64 LANEC_ATTN_ROWS=8,16 LANEC_ATTN_SPLITS=4,8,32,64 LANEC_ATTN_BATCHES=1,8 \
+        LANEC_ATTN_PARTIALS=1 timeout 300 python3 bench/attention.py 2>&1 | tee "$logs/bench-latent-rows.log" \
+        | grep -v "^| " || status=1 ;;
     bench-gemm)
       python3 bench/gemm.py --write-table "$logs/schedules.json" 2>&1 | tee "$logs/bench-gemm.log" || status=1 ;;
     gemv)
