@@ -194,6 +194,12 @@ def variants(p: dict) -> list[tuple[str, int, str, dict]]:
     return found
 
 
+def bf16_partials(key) -> bool:
+    """Whether a timing's build (its key: a split count, or a variant's name) stores its chunks' rows in bf16
+    for a combine reading them ("bf16", and the block-rows variants under LANEC_ATTN_PARTIALS)."""
+    return str(key).endswith("bf16")
+
+
 def _build_one(job: tuple) -> str:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
@@ -214,7 +220,7 @@ def build() -> None:
         jobs += [(p["kind"], kernel_spec(p, splits, extra), name) for _, splits, name, extra in variants(p)]
         jobs += [("combine", dict(rows=p["batch"] * p["q"], heads=p["heads"], head=p["lora"], splits=splits,
                                   partials="bfloat16"), stem(p, splits, "combine") + "_bf16")
-                 for splits in sorted({splits for key, splits, _, _ in variants(p) if key.endswith("bf16")})]
+                 for splits in sorted({splits for key, splits, _, _ in variants(p) if bf16_partials(key)})]
         for splits in sorted({*p["splits"], *(v[1] for v in variants(p) if v[0] == "cluster")}):
             jobs.append((p["kind"], kernel_spec(p, splits), stem(p, splits)))
             if splits > 1:
@@ -265,15 +271,14 @@ def run() -> None:
             builds.append(("launched", clustered, stem(p, clustered)))
         for key, splits, built in builds:
             partial = torch.empty(splits, rows, p["heads"], p["lora"], device="cuda",
-                                  dtype=torch.bfloat16 if str(key).endswith("bf16") else torch.float32)
+                                  dtype=torch.bfloat16 if bf16_partials(key) else torch.float32)
             lse = torch.empty(splits, rows, p["heads"], dtype=torch.float32, device="cuda")
             launches = []
             for c in range(copies):
                 tensors = dict(step, partial=partial, lse=lse, **{name: x[c] for name, x in stores.items()})
                 launches.append(kernels.launch(built, tensors))
                 if splits > 1 and key != "cluster":
-                    launches.append(kernels.launch(stem(p, splits, "combine") + "_bf16" * str(key).endswith("bf16"),
-                                                   tensors))
+                    launches.append(kernels.launch(stem(p, splits, "combine") + "_bf16" * bf16_partials(key), tensors))
             torch.cuda.synchronize()
             timings[key] = measure.graph_us(driver, ours_stream, launches, REPEATS) / copies
             del partial, lse

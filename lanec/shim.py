@@ -396,8 +396,8 @@ def latent_block_cost(batch: int, rows: int, context: int, splits: int, most: in
     fixed part and its tiles (LATENT_BLOCK_US, LATENT_TILE_US, LATENT_TILE_CONTENTION_US), and the chunks'
     `lora`-wide rows of `partial_bytes` a value (LATENT_PARTIAL_US_A_MB)."""
     groups, blocks, block_rows = latent_wgmma_blocks(rows, most)
-    padded = groups * -(-block_rows // groups // 8) * 8
-    padded = next(r for r in sorted(LATENT_BLOCK_US) if r >= padded)
+    share = ceil(block_rows / groups)  # a warpgroup's rows, padded as the kernel pads them: whole 8-row steps
+    padded = next(r for r in sorted(LATENT_BLOCK_US) if r >= groups * ceil(share / 8) * 8)
     tiles = ceil(ceil(context / splits) / LATENT_TILE_KEYS)
     ctas = batch * blocks * splits
     partials = 2 * partial_bytes * batch * rows * lora * splits if splits > 1 else 0
@@ -432,10 +432,11 @@ def latent_cut(batch: int, heads: int, tokens: int, context: int, lora: int = 51
         f"bench/attention.py) against {ours:.1f} for the rule's {why}"))
 
 
-def latent_cluster_combine(splits: int, *, batch: int, heads: int, tokens: int) -> bool:
-    """Whether a latent attention cut into `splits` chunks combines them in its own cluster (the wgmma
-    engine's combine "cluster") instead of an attention_combine launch."""
-    _, blocks, _ = latent_wgmma_blocks(heads * tokens)
+def latent_cluster_combine(splits: int, *, batch: int, heads: int, tokens: int, block_rows: int | None = None) -> bool:
+    """Whether a latent attention cut into `splits` chunks (in blocks of at most `block_rows` rows, the
+    schedule's) combines them in its own cluster (the wgmma engine's combine "cluster") instead of an
+    attention_combine launch."""
+    _, blocks, _ = latent_wgmma_blocks(heads * tokens, block_rows)
     return (LATENT_ENGINE == "wgmma" and 1 < splits <= ATTENTION_CLUSTER_SPLITS
             and blocks * batch * splits <= LATENT_CLUSTER_COMBINE_CTAS)
 

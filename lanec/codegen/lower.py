@@ -1418,7 +1418,8 @@ class Lowering:
             splits = tuned.get("splits", splits)
             why = f"{splits} chunks, {knobs or 'no knobs'}: the schedule table's entry for the shape"
         why = f"{why}; {latent_engine_reason(heads * tokens, context, splits, knobs.get('block_rows'))}"
-        clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens)
+        clustered = latent_cluster_combine(splits, batch=batch, heads=heads, tokens=tokens,
+                                           block_rows=knobs.get("block_rows"))
         if clustered:  # no attention_combine launch
             why += (f"; the chunks meet in the launch's cluster: at most {lane_facts.LATENT_CLUSTER_COMBINE_CTAS} "
                     "CTAs (LATENT_CLUSTER_COMBINE_CTAS)")

@@ -38,11 +38,15 @@ def key(shape: dict) -> str:
     return ",".join(f"{k}={shape[k]}" for k in sorted(shape))
 
 
+def shape_of(entry_key: str) -> dict[str, int]:
+    """A table key (`key`) back to its shape, the fields as integers."""
+    return {k: int(v) for k, v in (item.split("=") for item in entry_key.split(","))}
+
+
 def tuned_shapes(kernel: str) -> list[tuple[dict, dict]]:
     """Every (shape, schedule) the table holds for `kernel`, the shape's fields as integers: what
     the GPU tests check for each kernel (their `tuned_` cases)."""
-    return [({k: int(v) for k, v in (item.split("=") for item in shape.split(","))}, entry["schedule"])
-            for shape, entry in table().get(kernel, {}).items()]
+    return [(shape_of(shape), entry["schedule"]) for shape, entry in table().get(kernel, {}).items()]
 
 
 def tuned_cases(kernel: str, outputs: str = "parts") -> dict[str, dict]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from loader import load  # tests/gpu/loader.py
 
+from lanec.codegen.schedules import shape_of
 from lanec.codegen.schedules import table as schedule_table
 
 KERNEL = "latent_wgmma"
@@ -60,7 +61,7 @@ CASES["b8_t1_h32_l512_r64_p64_1k_s8_bf16_r16"] = dict(CASES["b1_t1_h32_l512_r64_
 # every latent_attention entry of the schedule table (lanec/codegen/schedules.json), at its shape in pages of 64 with
 # its splits and knobs: an entry joins the table once these pass
 for _key, _entry in schedule_table().get("latent_attention", {}).items():
-    _shape = {k: int(v) for k, v in (item.split("=") for item in _key.split(","))}
+    _shape = shape_of(_key)
     _pages = -(-_shape["context"] // 64)
     CASES[f"tuned_{_key.replace(',', '_').replace('=', '')}"] = dict(
         batch=_shape["batch"], tokens=_shape["tokens"], heads=_shape["heads"], lora=_shape["lora"], rope=_shape["rope"],
