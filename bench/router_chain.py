@@ -17,6 +17,8 @@ timing probes, not routers):
 - `no-sigmoid`: the choice on the logits themselves (no sigmoid); `no-rounds`: the first 8 experts taken in
   place of the sort and the top-8 rounds (the sigmoids, the correction and the weights kept);
 - `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
+- `late-sigmoid`: the sigmoids taken by the choosing warp, not where each logit is dotted (a router still: the
+  kernel before the twenty-third session);
 - `no-norm`: the router on a normed row (fold-norm-into-router off: no residual sum, no norm);
 - `split 8`, `split 4`, `split 2`: the router rows over fewer CTAs (a portable cluster of 8 CTAs of 32 warps, the
   split before ROUTER_CTA_ROWS; 2 and 4 rows a warp)."""
@@ -46,11 +48,14 @@ def probe_class():
 
     class Probe(MixtureRouter):
         """mixture_router with one stage taken out (`skip`: "choose", "sigmoid", "rounds" or "exchange"), for
-        timing only."""
+        timing only; or "early-sigmoid": the sigmoids taken by the choosing warp (a router still)."""
 
         def __init__(self, skip: str, **spec):
             super().__init__(**spec)
             self.skip = skip
+
+        def early_scores(self):
+            return MixtureRouter.early_scores(self) and self.skip not in ("sigmoid", "early-sigmoid")
 
         @cute.jit
         def choose(self, scores, choice, kept, correction, ids, weights, row, lane):
@@ -101,6 +106,7 @@ def kernels() -> dict:
             "no-sigmoid": released(Probe("sigmoid", **KIMI), "entry"),
             "no-rounds": released(Probe("rounds", **KIMI), "entry"),
             "no-exchange": released(Probe("exchange", **KIMI), "entry"),
+            "late-sigmoid": released(Probe("early-sigmoid", **KIMI), "entry"),
             "no-norm": released(MixtureRouter(**{**KIMI, "norm": False, "residual": False}), "entry"),
             "split 4": released(MixtureRouter(**KIMI, split=4), "entry"),
             "split 2": released(MixtureRouter(**KIMI, split=2), "entry"),
@@ -144,8 +150,8 @@ def run() -> None:
     alone = measure.graph_us(driver, stream, [kernels_.launch("spread", spread) for _ in range(LAYERS)], 25) / LAYERS
     print(f"{device.name}: {LAYERS} layers a chain, one CUDA graph, PDL; us a layer (median of 25 replays)")
     print(f"Spread alone: {alone:.2f} us a layer\n")
-    print("| router | CTAs x threads | us a layer | router us (over Spread alone) |")
-    print("|---|---|---|---|")
+    print("| router | CTAs x threads | registers, local bytes | us a layer | router us (over Spread alone) |")
+    print("|---|---|---|---|---|")
     # a cubin saved as before_<stem> (a copy from an earlier build) is timed beside the current one
     before = sorted(p.stem for p in OUT.glob("before_*.cubin"))
     routers = [name for name in json.loads((OUT / "manifest.json").read_text()) if name != "spread"]
@@ -153,8 +159,10 @@ def run() -> None:
         chain = [kernels_.launch(stem, tensors) for _ in range(LAYERS)
                  for stem, tensors in (("spread", spread), (file_stem(name), router))]
         us = measure.graph_us(driver, stream, chain, 25) / LAYERS
-        shape = kernels_.loaded[file_stem(name)][0].launch
-        print(f"| {name} | {shape.grid[0]} x {shape.block[0]} | {us:.2f} | {us - alone:.2f} |", flush=True)
+        art, function = kernels_.loaded[file_stem(name)]
+        registers, local = function.resources()
+        print(f"| {name} | {art.launch.grid[0]} x {art.launch.block[0]} | {registers}, {local} | {us:.2f} | "
+              f"{us - alone:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

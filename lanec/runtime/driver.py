@@ -136,6 +136,13 @@ class Function:
         self._shared_bytes = DEFAULT_SHARED_BYTES
         self._non_portable = False
 
+    def resources(self) -> tuple[int, int]:
+        """(registers a thread, local memory bytes a thread) as the loaded cubin has them: local bytes
+        above 0 are spilled registers or a register array indexed at run time."""
+        attribute = cu.CUfunction_attribute
+        return tuple(check(cu.cuFuncGetAttribute(which, self.handle), f"{self.entry}: cuFuncGetAttribute")
+                     for which in (attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+
     def prepare(self, shape) -> None:
         """Set what a launch of `shape` needs: the dynamic shared memory opt-in above 48 KB, and
         non-portable cluster sizes above 8 CTAs."""

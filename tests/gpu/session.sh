@@ -50,6 +50,9 @@
 #              records through torch.profiler) at batch 1, 8 and 64, traces in $OUT (carry build/plans; about 50 s)
 #   router-chain  bench/router_chain.py: the batch-1 router in a PDL chain, whole and with a stage taken out
 #              (carry build/bench/router_chain; about 5 s)
+#   router-early  the router's early sigmoids (and rows in registers before the wait: refuted): the mixture's cases,
+#              sanitizer, bench/router_chain.py, the real-size steps before and after (build/ab; about 4 minutes)
+#   router-check  the real-size batch-1 and batch-8 plans and five smaller ones --check (about 5 minutes)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   latent-rows  the wgmma latent attention in blocks of fewer query rows (`block_rows`, `latent_cut`): its cases,
@@ -821,6 +824,36 @@ for phase in "${phases[@]}"; do
       done ;;
     router-chain)
       timeout 120 python3 bench/router_chain.py 2>&1 | tee "$logs/router-chain.log" || status=1 ;;
+    router-early)
+      # the router's sigmoids where the logits are dotted (and, in the first run, its rows in registers before its
+      # PDL wait: refuted, +54 us at batch 8): the mixture's cases, compute-sanitizer on the fused router with its norm, bench/router_chain.py (with the
+      # previous router's cubin as before_whole), then the real-size steps before and after (here: python
+      # tests/gpu/build.py --only mixture_router mixture_gated mixture_down mixture_grouped_gated
+      # mixture_grouped_down mixture_groups mixture_sum; python bench/router_chain.py build; build/ab/before-b1.plan
+      # and before-b8.plan from the commit before, after-b1.plan and after-b8.plan from this one; carry build/gpu,
+      # build/bench/router_chain, build/ab, .whl; about 4 minutes). The plans' --check is the phase router-check
+      timeout 300 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_mixture_grouped.py -q -rfE 2>&1 \
+        | tail -3 | tee "$logs/router-early.log"
+      cases_passed router-early || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "norms_its_rows and b1_e256" router-early.log 120 || status=1
+      timeout 120 python3 bench/router_chain.py 2>&1 | tee -a "$logs/router-early.log" || status=1
+      for round in 1 2; do
+        for plan in build/ab/before-b1.plan build/ab/after-b1.plan build/ab/before-b8.plan build/ab/after-b8.plan; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
+            | tee -a "$logs/router-early.log"
+        done
+      done ;;
+    router-check)
+      # the plans' --check after a router change (real size with GPU seeding, then the smaller plans of every
+      # router's kind: 256 and 512 experts, grouped top-k, batch 8; carry build/plans; about 5 minutes)
+      for plan in kimi-full-b1-c1k kimi-full-b8-c1k; do
+        echo "$plan: $(timeout 150 python3 -m lanec.runtime build/plans/$plan.plan --check --gpu-seeding 2>&1 \
+          | tail -1)" | tee -a "$logs/router-check.log"
+      done
+      for plan in kimi-linear-small qwen-next-b1 deepseek-v3-b2 kimi-b8 kimi-moe-b8; do
+        echo "$plan: $(timeout 60 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/router-check.log"
+      done ;;
     units)
       # here: for u in 4 5 6 8 18; do python tests/gpu/variant_plan.py build/plans/kimi-full-b1-c1k.mlir \
       #   build/units/kimi-u$u.plan mixture_down experts=256,hidden=1024,rows=1,shared_hidden=1024,top_k=8,width=2304 \

@@ -358,6 +358,12 @@ class MixtureRouter:
             raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
                              f"of mixture_groups, and a router CTA has {self.warps}")
 
+    def early_scores(self) -> bool:
+        """Sigmoid scores are each one logit's own: the thread that stores a logit stores its sigmoid
+        (a dotting warp's lane 0, or the lane loading given logits), so the choosing warp starts from
+        the scores (the same float: the same function of the same logit, in another thread)."""
+        return self.scoring == "sigmoid"
+
     def grouper(self) -> MixtureGroups:
         """mixture_groups at this router's shape: the segments it writes (`segments`)."""
         return MixtureGroups(self.rows, self.experts, self.top_k)
@@ -472,7 +478,10 @@ class MixtureRouter:
             for r in cutlass.range_constexpr(R):
                 for j in cutlass.range_constexpr(self.per_warp):
                     if warp * self.per_warp + j < self.per_cta:
-                        scores[r * E + first + j] = sums[r * self.per_warp + j]
+                        logit = sums[r * self.per_warp + j]
+                        if cutlass.const_expr(self.early_scores()):
+                            logit = sigmoid(logit)  # the score itself (`early_scores`)
+                        scores[r * E + first + j] = logit
         cute.arch.sync_threads()
         if cutlass.const_expr(self.split > 1):
             cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
@@ -528,7 +537,10 @@ class MixtureRouter:
         for i in cutlass.range_constexpr(self.held):
             e = lane + WARP * i
             if e < E:
-                scores[warp * E + e] = logits[row, e]
+                logit = logits[row, e]
+                if cutlass.const_expr(self.early_scores()):
+                    logit = sigmoid(logit)
+                scores[warp * E + e] = logit
         cute.arch.sync_warp()  # the warp chooses from what its lanes stored
 
     @cute.jit
@@ -561,12 +573,13 @@ class MixtureRouter:
             e = lane + WARP * i
             taken[i] = cutlass.select_(e < E, Int32(0), Int32(1))
             value[i] = scores[cutlass.min(e, E - 1)]
-        self.scored(value, taken)
-        cute.arch.sync_warp()  # every lane has read its logits (lanes past E read expert E - 1's)
-        for i in cutlass.range_constexpr(self.held):
-            e = lane + WARP * i
-            if e < E:
-                scores[e] = value[i]  # the weights are the uncorrected scores
+        if cutlass.const_expr(not self.early_scores()):  # else `scores` holds the scores already
+            self.scored(value, taken)
+            cute.arch.sync_warp()  # every lane has read its logits (lanes past E read expert E - 1's)
+            for i in cutlass.range_constexpr(self.held):
+                e = lane + WARP * i
+                if e < E:
+                    scores[e] = value[i]  # the weights are the uncorrected scores
         if cutlass.const_expr(corrections is not None):
             for i in cutlass.range_constexpr(self.held):
                 value[i] = value[i] + corrections[i]
