@@ -19,6 +19,8 @@ timing probes, not routers):
 - `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
 - `late-sigmoid`: the sigmoids taken by the choosing warp, not where each logit is dotted (a router still: the
   kernel before the twenty-third session);
+- `with shared`: the router's launch running the shared expert's gated pair too (ROUTER_SHARED_ROWS: 64 more CTAs in
+  4 clusters), the 9.4 MB it reads beside the router's work;
 - `no-norm`: the router on a normed row (fold-norm-into-router off: no residual sum, no norm);
 - `split 8`, `split 4`, `split 2`: the router rows over fewer CTAs (a portable cluster of 8 CTAs of 32 warps, the
   split before ROUTER_CTA_ROWS; 2 and 4 rows a warp)."""
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "build" / "bench" / "router_chain"
 WIDTH, EXPERTS, TOP_K, EPS = 2304, 256, 8, 1e-5
+SHARED = 1024  # Kimi Linear's shared expert's units (and a routed expert's)
 LAYERS = 32
 KIMI = {"rows": 1, "width": WIDTH, "experts": EXPERTS, "top_k": TOP_K, "scoring": "sigmoid", "renormalize": True,
         "routed_scaling": 2.446, "correction": True, "norm": True, "eps": EPS, "residual": True}
@@ -107,6 +110,7 @@ def kernels() -> dict:
             "no-rounds": released(Probe("rounds", **KIMI), "entry"),
             "no-exchange": released(Probe("exchange", **KIMI), "entry"),
             "late-sigmoid": released(Probe("early-sigmoid", **KIMI), "entry"),
+            "with shared": released(MixtureRouter(**KIMI, shared_hidden=1024, expert_hidden=1024), "entry"),
             "no-norm": released(MixtureRouter(**{**KIMI, "norm": False, "residual": False}), "entry"),
             "split 4": released(MixtureRouter(**KIMI, split=4), "entry"),
             "split 2": released(MixtureRouter(**KIMI, split=2), "entry"),
@@ -144,7 +148,8 @@ def run() -> None:
          "norm_w": bf16(WIDTH), "router": bf16(EXPERTS, WIDTH) * 0.05,
          "correction": torch.randn(EXPERTS, device="cuda") * 0.01,
          "ids": torch.zeros(1, TOP_K, dtype=torch.int32, device="cuda"),
-         "weights": torch.zeros(1, TOP_K, device="cuda"), "y": bf16(1, WIDTH), "h": bf16(1, WIDTH)}
+         "weights": torch.zeros(1, TOP_K, device="cuda"), "y": bf16(1, WIDTH), "h": bf16(1, WIDTH),
+         "shared_gate": bf16(SHARED, WIDTH), "shared_up": bf16(SHARED, WIDTH), "hidden": bf16(1, (TOP_K + 1) * SHARED)}
     spread = {"x": t["a"], "w": t["w"], "out": t["row"]}
     router = {**t, "x": t["row"]}
     alone = measure.graph_us(driver, stream, [kernels_.launch("spread", spread) for _ in range(LAYERS)], 25) / LAYERS

@@ -716,3 +716,32 @@ def test_an_unknown_release_rule_is_named():
 
     with pytest.raises(LoweringError, match="release rule 'early': one of wait, entry, successor, pass-through"):
         release_point("gemv", "rmsnorm", rule="early")
+
+
+@pytest.mark.parametrize("taken", [False, True], ids=["off", "router"])
+def test_the_shared_expert_runs_in_the_routers_launch_where_the_fact_allows(tmp_path, monkeypatch, taken):
+    """ROUTER_SHARED_ROWS (None: off, as measured): at batch 1 the router's launch takes the shared gate and up
+    rows and the hidden values (its spec the shared and routed units), and mixture_gated the routed experts only
+    (`shared_in_router`, no shared params); off, the shared expert stays mixture_gated's warp. explain's line says
+    which launch ran it and why."""
+    import lanec.codegen.lower as lowering
+
+    monkeypatch.setattr(lowering, "ROUTER_SHARED_ROWS", 1 if taken else None)
+    source = tmp_path / "kimi-b1.mlir"
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "3", "--batch", "1",
+         "-o", str(source)], standalone_mode=False)
+    tunings: list = []
+    ops = launches(source, tunings)
+    routers = [op for op in ops if op.kernel.data == "mixture_router"]
+    gated = [op for op in ops if op.kernel.data == "mixture_gated"]
+    assert len(routers) == len(gated) == 2  # layers 1 and 2 are the mixture's
+    for router, pair in zip(routers, gated):
+        spec = spec_of(router)
+        assert spec.get("shared_hidden", 0) == (1024 if taken else 0)
+        assert spec_of(pair).get("shared_in_router", False) == taken
+        assert len(pair.args) == (5 if taken else 7)  # x, ids, gate, up, (shared gate, shared up), hidden
+        if taken:
+            assert router.args[-1] == pair.args[-1]  # the hidden values both write
+    reasons = [o for kernel, _, o in tunings if kernel == "shared_expert"]
+    assert [o["launch"] for o in reasons] == ["mixture_router" if taken else "mixture_gated"] * 2
+    assert all(("at most ROUTER_SHARED_ROWS" if taken else "measured slower") in o["why"] for o in reasons)

@@ -34,6 +34,11 @@ KERNELS = {
                                                           norm=True, eps=1e-5, residual=True),
     "router_e256_k8_rows4_norm_pitched": lambda: MixtureRouter(13, 1024, 256, 8, rows_a_cta=4, x_pitch=1280,
                                                                norm=True),
+    # the shared expert in the router's launch (ROUTER_SHARED_ROWS), then mixture_gated without it
+    "router_e256_k8_norm_shared": lambda: MixtureRouter(1, 2304, 256, 8, correction=True, norm=True, residual=True,
+                                                        shared_hidden=1024, expert_hidden=1024),
+    "gated_k8_shared_in_router": lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024,
+                                                      shared_in_router=True),
     "gated_k8_shared": lambda: MixtureGated(2, 2304, 1024, 256, 8, shared_hidden=1024),
     "gated_k2_apart": lambda: MixtureGated(7, 512, 520, 16, 2),
     "gated_k31_shared_wider": lambda: MixtureGated(1, 1024, 256, 64, 31, shared_hidden=512),
@@ -61,6 +66,8 @@ def test_compiles_for_sm90a(case):
         # its gate and up rows, or its down rows; nothing for a mixture without one
         before = ptx.split("griddepcontrol.wait")[0]
         wanted = (2 if isinstance(kernel, MixtureGated) else 1) if kernel.shared_hidden else 0
+        if getattr(kernel, "shared_in_router", False):  # the router's launch ran the shared expert
+            wanted = 0
         # early: down also prefetches its chosen experts' rows (one bulk prefetch a warp), gated reads its
         # routed rows under an evict-first L2 policy
         early_down = kernel.early and isinstance(kernel, MixtureDown)
@@ -69,7 +76,9 @@ def test_compiles_for_sm90a(case):
         early_gated = kernel.early and isinstance(kernel, MixtureGated)
         assert ("createpolicy.fractional.L2::evict_first" in ptx) == ("L2::cache_hint" in ptx) == early_gated
     else:  # the router's rows of this CTA: weights, prefetched into L2 before the wait for x
-        assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == 1
+        # (and, running the shared expert, its CTAs' gate and up rows)
+        wanted = 3 if kernel.shared_hidden else 1
+        assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == wanted
 
 
 def test_params_follow_the_specialization():

@@ -1276,6 +1276,15 @@ ROUTER_SPLITS = (1, 2, 4, 8, 16)  # CTAs a cluster the router rows may be split 
 # CTA streams its rows at about 40 GB/s after the PDL wait, so more CTAs of fewer rows read them sooner.
 ROUTER_CTA_ROWS = 16
 
+# Up to this many rows (the per-row mixture path, the fused router of a row a cluster), the router's launch also
+# runs the shared expert's gated pair in clusters of its own beside the router's, ROUTER_SHARED_UNITS hidden units a
+# warp, and mixture_gated runs the routed experts only (the router's 16 CTAs leave the other SMs idle while they
+# norm, dot, gather and choose). Measured on the H200 (2026-12-02, bench/model.py, real-size Kimi Linear batch 1,
+# two rounds): 1930.4 / 1931.0 us without it, 2027.8 / 2019.9 with it at 1 unit a warp, 2009.7 / 2011.2 at 2; the
+# router alone in bench/router_chain.py 4.80 -> 5.42 us. Slower: None (off); the kernels and their cases stay.
+ROUTER_SHARED_ROWS: int | None = None
+ROUTER_SHARED_UNITS = 1
+
 
 def router_split(experts: int) -> int:
     """CTAs a row's router rows are split over: up to 16 (a cluster; past 8 not portable), each at least
@@ -1338,9 +1347,14 @@ class MixtureRouterSpec(Spec):
     rows_a_cta: int = 1
     logits: bool = False  # the logits are given ([rows, experts] fp32): it only chooses
     norm: bool = False  # fold-norm-into-router: each CTA norms its block's rows itself
+    shared_hidden: int = 0  # the shared expert's gated pair in more clusters of the launch (ROUTER_SHARED_ROWS)
 
     def problems(self) -> list[str]:
         found = [] if self.rows >= 1 else [f"needs at least one row; got {self.rows}"]
+        if self.shared_hidden and (self.logits or self.rows_a_cta != 1):
+            found.append(f"shared_hidden {self.shared_hidden}: the shared expert's clusters read a row each beside "
+                         "a fused router of one row a cluster (not from given logits, not rows_a_cta "
+                         f"{self.rows_a_cta})")
         if self.norm:
             found += self.norm_problems()
         if self.logits and self.split != 1:

@@ -58,6 +58,7 @@ from lanec.codegen.facts import (
     RELEASE_RULES,
     ROUTER_GEMM_ROWS,
     ROUTER_SEGMENTS,
+    ROUTER_SHARED_ROWS,
     SM_COUNT,
     AttentionSpec,
     ExpandedLatentSpec,
@@ -1176,7 +1177,11 @@ class Lowering:
                        f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows)"}))
             self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return
-        self.route(op, router, name, x, correction, ids, routing)
+        between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
+        shared = [self.window(w) for w in op.shared]
+        in_router = self.shared_in_router(router, shape)
+        self.route(op, router, name, x, correction, ids, routing,
+                   shared=(shared[:2], between, hidden, shared_hidden) if in_router else None)
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
                if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
                "kernels read each chosen expert once a row, faster than grouping so few")
@@ -1184,10 +1189,8 @@ class Lowering:
         early = MIXTURE_DOWN_EARLY_ROWS is not None and rows <= MIXTURE_DOWN_EARLY_ROWS
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
-        between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
-        shared = [self.window(w) for w in op.shared]
-        self.launch("mixture_gated", experts_spec,
-                    [x, ids, self.window(op.gate), self.window(op.up), *shared[:2], between])
+        self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {})},
+                    [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), between])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
         self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape)},
@@ -1195,13 +1198,40 @@ class Lowering:
                      *shared[3:], out])
         self.windows[op.result] = out
 
+    def shared_in_router(self, router: dict, shape: dict) -> bool:
+        """Whether the per-row path's router launch also runs the shared expert's gated pair
+        (ROUTER_SHARED_ROWS: a fused router of a row a cluster, at most that many rows), noted for
+        `explain` either way where the mixture has a shared expert."""
+        rows = router["rows"]
+        if not shape["shared_hidden"]:
+            return False
+        if ROUTER_SHARED_ROWS is None:
+            why = "ROUTER_SHARED_ROWS is None (the router's launch running it measured slower): a warp of the block"
+        elif rows > ROUTER_SHARED_ROWS:
+            why = f"{rows} rows are above ROUTER_SHARED_ROWS ({ROUTER_SHARED_ROWS}): a warp of the block"
+        elif router_gemm_spec(rows, router["width"], router["experts"], router.get("x_pitch")) is not None:
+            why = "the router's logits are a gemm_tc launch's: a warp of the block"
+        elif make_kernel("mixture_router", router).rows_a_cta != 1:
+            why = "the router scores several rows a cluster: a warp of the block"
+        else:
+            self.tunings.append(("shared_expert", shape, {
+                "launch": "mixture_router",
+                "why": f"{rows} rows are at most ROUTER_SHARED_ROWS ({ROUTER_SHARED_ROWS}): the shared expert's "
+                "gated pair runs in the router's launch, in clusters beside the router's (its SMs idle while the "
+                "router chooses), and mixture_gated reads the routed experts only"}))
+            return True
+        self.tunings.append(("shared_expert", shape, {"launch": "mixture_gated", "why": why}))
+        return False
+
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
-              routing: Window, grouped: bool = False) -> list[Window]:
+              routing: Window, grouped: bool = False, shared: tuple | None = None) -> list[Window]:
         """The router's launches: from ROUTER_GEMM_ROWS rows the logits as one gemm_tc launch (fp32,
         the router rows read once for every row) and mixture_router choosing from them, a warp a
         row; else the fused router (its clusters dot and choose; on the `grouped` path it writes the
-        segments too where `router_segments` has it). Returns the segments it wrote (none: the grouped
-        path's mixture_groups launch writes them)."""
+        segments too where `router_segments` has it; with `shared`, (the shared gate and up windows,
+        the hidden values, the routed and the shared units), it runs the shared expert's gated pair
+        too: `shared_in_router`). Returns the segments it wrote (none: the grouped path's
+        mixture_groups launch writes them)."""
         shape = {"rows": router["rows"], "width": router["width"], "experts": router["experts"]}
         gemm = router_gemm_spec(router["rows"], router["width"], router["experts"], router.get("x_pitch"))
         norm = self.router_norms.get(op.x)
@@ -1218,8 +1248,12 @@ class Lowering:
                 rows_out = [x, *([self.window(norm.sum)] if norm.sum is not None else [])]
                 fused = {**{k: v for k, v in fused.items() if k != "x_pitch"}, **pitch_of(rows_in[0]), "norm": True,
                          "eps": norm.eps.value.data, "residual": norm.residual is not None}
-            self.launch("mixture_router", {**fused, **({"segments": True} if segments else {})},
-                        [*rows_in, self.window(op.router), *correction, ids, routing, *rows_out, *segments])
+            extra, pair = {}, []
+            if shared is not None:
+                windows, between, hidden, shared_hidden = shared
+                extra, pair = {"shared_hidden": shared_hidden, "expert_hidden": hidden}, [*windows, between]
+            self.launch("mixture_router", {**fused, **({"segments": True} if segments else {}), **extra},
+                        [*rows_in, self.window(op.router), *correction, ids, routing, *rows_out, *segments, *pair])
             return segments
         if norm is not None:
             raise ValueError(f"{norm.name}: fold-norm-into-router marked it, but the router's logits are a gemm_tc "

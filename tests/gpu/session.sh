@@ -52,6 +52,8 @@
 #              (carry build/bench/router_chain; about 5 s)
 #   router-early  the router's early sigmoids (and rows in registers before the wait: refuted): the mixture's cases,
 #              sanitizer, bench/router_chain.py, the real-size steps before and after (build/ab; about 4 minutes)
+#   router-shared  the shared expert in the router's launch: cases, sanitizer, router_chain, the b1 step A/B, --check
+#              (about 6 minutes)
 #   router-check  the real-size batch-1 and batch-8 plans and five smaller ones --check (about 5 minutes)
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
@@ -842,6 +844,31 @@ for phase in "${phases[@]}"; do
           echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
             | tee -a "$logs/router-early.log"
         done
+      done ;;
+    router-shared)
+      # the shared expert's gated pair in the router's launch (ROUTER_SHARED_ROWS): the mixture's cases with the new
+      # shared ones, compute-sanitizer on the Kimi Linear form, bench/router_chain.py (its `with shared` row), the
+      # real-size batch-1 step without it, with it at 1 and at 2 units a warp, then --check of the plans that take
+      # it (here: python tests/gpu/build.py --only mixture_router mixture_gated mixture_down; python
+      # bench/router_chain.py build; build/ab/sig-b1.plan from the commit before, shared-b1.plan and shared2-b1.plan
+      # (ROUTER_SHARED_UNITS = 2) from this one; python tests/gpu/plans.py kimi-full-b1-c1k qwen-next-b1
+      # kimi-linear-small; carry build/gpu, build/bench/router_chain, build/ab, build/plans, .whl; about 6 minutes)
+      timeout 300 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line 2>&1 | tail -12 | tee "$logs/router-shared.log"
+      cases_passed router-shared || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "runs_the_shared_expert and b1_e256 and norm" router-shared.log 120 \
+        || status=1
+      timeout 120 python3 bench/router_chain.py 2>&1 | tee -a "$logs/router-shared.log" || status=1
+      for round in 1 2; do
+        for plan in build/ab/sig-b1.plan build/ab/shared-b1.plan build/ab/shared2-b1.plan; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
+            | tee -a "$logs/router-shared.log"
+        done
+      done
+      echo "kimi-full-b1-c1k: $(timeout 150 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/router-shared.log"
+      for plan in qwen-next-b1 kimi-linear-small; do
+        echo "$plan: $(timeout 60 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/router-shared.log"
       done ;;
     router-check)
       # the plans' --check after a router change (real size with GPU seeding, then the smaller plans of every

@@ -30,7 +30,8 @@ POISON = 0xFFFF  # a bf16 NaN: the unchosen experts' weights
 
 SHAPES = load("lanec_gpu_cases_mixture", HERE / "cases" / "mixture.py").SHAPES
 NORMED = {name: spec for name, spec in load("lanec_gpu_cases_mixture_router_normed",
-                                            HERE / "cases" / "mixture_router.py").CASES.items() if spec.get("norm")}
+                                            HERE / "cases" / "mixture_router.py").CASES.items()
+          if spec.get("norm") and not spec.get("shared_hidden")}  # the shared ones: test_the_router_runs_the_shared_expert
 
 
 def route(shape: dict, x, router, correction) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -280,3 +281,56 @@ def test_the_router_norms_its_rows(case, stream):
     assert differ.size == 0, (f"{case} ids: rows {differ.tolist()} differ; first got {got['ids'][differ[0]].tolist()}, "
                               f"want {chosen[differ[0]].tolist()}")
     check_close(f"{case} routing weights", "float32", got["weights"], weights)
+
+
+SHARED = load("lanec_gpu_cases_mixture_shared", HERE / "cases" / "mixture.py").SHARED_SHAPES
+
+
+@pytest.mark.parametrize("norm", [False, True], ids=["x", "norm"])
+@pytest.mark.parametrize("case", sorted(SHARED))
+def test_the_router_runs_the_shared_expert(case, norm, stream):
+    """mixture_router with `shared_hidden` (ROUTER_SHARED_ROWS): beside its choice it writes the shared
+    expert's SwiGLU of the row (x, or the rows it normed) into the shared columns of hidden and nothing
+    into the routed ones; mixture_gated with `shared_in_router` then writes the routed columns only. The
+    two launches' columns together are the interpreter's hidden values."""
+    shape = SHARED[case]
+    rows, width, top_k, inner = shape["rows"], shape["width"], shape["top_k"], shape["hidden"]
+    rng = np.random.default_rng()
+    inputs, chosen, routing = draw(shape, rng)
+    if norm:
+        for _ in range(50):  # the choice from the normed rows hangs on no near tie
+            inputs["norm_w"] = to_bf16(F32(1) + F32(0.1) * rng.standard_normal(width, dtype=F32))
+            inputs["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=F32))
+            y, _ = ops.rmsnorm(from_bf16(inputs["x"])[:, :width], from_bf16(inputs["norm_w"]), 1e-5,
+                               from_bf16(inputs["residual"]))
+            chosen, routing, near = route(shape, round_bf16(y), from_bf16(inputs["router"]), inputs.get("correction"))
+            if not near:
+                break
+        inputs.update(draw_experts(shape, chosen, rng))
+    router = Launched("mixture_router", f"{case}_{'norm_' if norm else ''}shared", inputs, stream)
+    try:
+        got = {name: router.read(name) for name in ("ids", "weights", "hidden", *(["y"] if norm else []))}
+    finally:
+        router.free()
+    v = decoded(shape, inputs)
+    if norm:
+        check_close(f"{case} normed rows", "bfloat16", from_bf16(got["y"]), y)
+        v["x"] = from_bf16(got["y"])  # the experts read the rows the router normed
+        chosen, routing, _ = route(shape, v["x"], v["router"], inputs.get("correction"))
+    differ = np.flatnonzero((got["ids"] != chosen).any(axis=1))
+    assert differ.size == 0, f"{case} ids: rows {differ.tolist()} differ"
+    check_close(f"{case} routing weights", "float32", got["weights"], routing)
+    want = hidden_reference(shape, v, got["ids"])
+    from_router = from_bf16(got["hidden"])
+    assert np.isnan(from_router[:, : top_k * inner]).all(), f"{case}: the router wrote routed columns of hidden"
+    check_close(f"{case} shared hidden", "bfloat16", from_router[:, top_k * inner:], want[:, top_k * inner:])
+    x = inputs["x"].copy()
+    if norm:  # the normed rows in x's place (its pitch kept)
+        x[:, :width] = to_bf16(v["x"])
+    gated = Launched("mixture_gated", f"{case}_shared_in_router", {**inputs, "x": x, "ids": got["ids"]}, stream)
+    try:
+        from_gated = from_bf16(gated.read("hidden"))
+    finally:
+        gated.free()
+    assert np.isnan(from_gated[:, top_k * inner:]).all(), f"{case}: mixture_gated wrote the shared columns"
+    check_close(f"{case} routed hidden", "bfloat16", from_gated[:, : top_k * inner], want[:, : top_k * inner])

@@ -37,6 +37,7 @@ from cutlass import BFloat16, Float32, Int32, Int64, Uint32
 
 from lanec.codegen.facts import (
     ROUTER_LOGIT_ROWS,
+    ROUTER_SHARED_UNITS,
     VECTOR,
     WARP,
     MixtureExpertsSpec,
@@ -132,6 +133,23 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
                         sums[r * count + i] = sums[r * count + i] + w_low * x_low + w_high * x_high
     warp_reduce_interleaved(sums, range(R * count), operator.add)
     return sums
+
+
+@cute.jit
+def swiglu_units(x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr,
+                 width: cutlass.Constexpr, base: Int32, lane: Int32, hidden, policy=None, out_row=None):
+    """A warp's `units` hidden units first.. of one expert (`pair`: its gate and up rows, `outputs` of them):
+    silu(x[row] . gate) * (x[row] . up) to hidden[out_row, base + unit] (bf16; `out_row` None: `row`);
+    `policy`: the rows' L2 policy."""
+    if cutlass.const_expr(out_row is None):
+        out_row = row
+    if first < outputs:  # the routed and the shared expert may have different widths
+        sums = row_dots(pair, first, outputs, units, x, row, Int32(0), width, lane, policy)
+        if lane == 0:
+            for u in cutlass.range_constexpr(units):
+                if first + u < outputs:
+                    g = sums[u]
+                    hidden[out_row, base + first + u] = BFloat16(g * sigmoid(g) * sums[units + u])
 
 
 GROUP_WARPS = 32  # mixture_groups: at most one CTA of 32 warps
@@ -317,7 +335,13 @@ class MixtureRouter:
     and each CTA norms its block's rows itself after the PDL wait (`normed_rows`, as rmsnorm
     does), into its shared memory, where its warps read them; the first CTA also writes the
     normed rows to `y` (the experts' input) and h to `h` (the new residual stream). The params
-    are then x, (residual), norm_w, router, ..., weights, y, (h)."""
+    are then x, (residual), norm_w, router, ..., weights, y, (h).
+    ``shared_hidden`` (ROUTER_SHARED_ROWS; `expert_hidden` the routed experts' units): the launch also
+    runs the shared expert's gated pair, in clusters of its own after the router's (grid y): each of
+    their CTAs takes a row's block of `warps` x ROUTER_SHARED_UNITS units, reads (or norms) the row as
+    the router's CTAs do, and writes the SwiGLU to hidden[row, top_k * expert_hidden + unit], the
+    columns mixture_gated (`shared_in_router`) then leaves alone. Params shared_gate, shared_up
+    [shared_hidden, width] and hidden [rows, top_k * expert_hidden + shared_hidden] come last."""
 
     name = "mixture_router"
 
@@ -325,7 +349,8 @@ class MixtureRouter:
                  renormalize: bool = True, routed_scaling: float = 1.0, correction: bool = False,
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
                  split: int | None = None, rows_a_cta: int | None = None, segments: bool = False,
-                 logits: bool = False, norm: bool = False, eps: float = 1e-6, residual: bool = False):
+                 logits: bool = False, norm: bool = False, eps: float = 1e-6, residual: bool = False,
+                 shared_hidden: int = 0, expert_hidden: int = 0):
         self.logits = bool(logits)
         self.norm, self.eps, self.residual = bool(norm), float(eps), bool(norm) and bool(residual)
         if self.logits:  # a warp a row chooses from the given logits
@@ -342,7 +367,7 @@ class MixtureRouter:
             per_cta, per_warp, warps = router_warps(experts, split)  # router rows a CTA dots, a warp; its warps
             rows_a_cta = router_rows_a_cta(rows, warps) if rows_a_cta is None else rows_a_cta
         MixtureRouterSpec(rows, width, experts, top_k, scoring, groups, topk_groups, x_pitch, split,
-                          rows_a_cta, self.logits, self.norm).check()
+                          rows_a_cta, self.logits, self.norm, shared_hidden).check()
         self.rows, self.width, self.experts, self.top_k = rows, width, experts, top_k
         self.scoring, self.renormalize, self.routed_scaling = scoring, bool(renormalize), float(routed_scaling)
         self.correction, self.groups, self.topk_groups, self.x_pitch = correction, groups, topk_groups, x_pitch
@@ -354,6 +379,14 @@ class MixtureRouter:
                              f"{self.warps} warps ({self.per_cta} router rows)")
         self.norm_steps = -(-(width // VECTOR) // (WARP * self.warps))  # a thread's vectors of a normed row
         self.segments = bool(segments)
+        self.shared_hidden, self.expert_hidden = int(shared_hidden), int(expert_hidden)
+        if self.shared_hidden and (self.segments or self.expert_hidden < 1):
+            raise ValueError("mixture_router shared_hidden: the shared expert's clusters need the routed experts' "
+                             "units (expert_hidden) and no segments (the per-row path's router)")
+        self.shared_units = ROUTER_SHARED_UNITS
+        # the shared expert's CTAs a row (a block of warps x units each), and the clusters they take after the router's
+        self.shared_blocks = -(-self.shared_hidden // (self.warps * self.shared_units)) if self.shared_hidden else 0
+        self.shared_clusters = -(-self.shared_blocks * rows // split)
         if self.segments and self.grouper().warps > self.warps:
             raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
                              f"of mixture_groups, and a router CTA has {self.warps}")
@@ -391,6 +424,11 @@ class MixtureRouter:
             params += [TensorParam("h", (self.rows, self.width), "bfloat16", written=True)] if self.residual else []
         if self.segments:
             params += self.grouper().params()[1:] + [TensorParam("tickets", (1,), "int32", written=True)]
+        if self.shared_hidden:
+            params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
+                       for name in ("shared_gate", "shared_up")]
+            params.append(TensorParam("hidden", (self.rows, self.top_k * self.expert_hidden + self.shared_hidden),
+                                      "bfloat16", written=True))
         return params
 
     def shared_bytes(self) -> int:
@@ -401,17 +439,20 @@ class MixtureRouter:
         return router + normed + (self.grouper().shared_bytes() + 16 if self.segments else 0)
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.split, -(-self.rows // self.rows_a_cta), 1), block=(WARP * self.warps, 1, 1),
-                           cluster=(self.split, 1, 1), shared_bytes=self.shared_bytes())
+        return LaunchShape(grid=(self.split, self.clusters() + self.shared_clusters, 1),
+                           block=(WARP * self.warps, 1, 1), cluster=(self.split, 1, 1),
+                           shared_bytes=self.shared_bytes())
 
     @cute.jit
     def __call__(self, *, logits=None, x=None, residual=None, norm_w=None, router=None, correction=None,
-                 ids: cute.Tensor, weights: cute.Tensor, y=None, h=None, starts=None, order=None, tickets=None):
-        launch(self, logits, x, residual, norm_w, router, correction, ids, weights, y, h, starts, order, tickets)
+                 ids: cute.Tensor, weights: cute.Tensor, y=None, h=None, starts=None, order=None, tickets=None,
+                 shared_gate=None, shared_up=None, hidden=None):
+        launch(self, logits, x, residual, norm_w, router, correction, ids, weights, y, h, starts, order, tickets,
+               shared_gate, shared_up, hidden)
 
     @cute.kernel
     def kernel(self, logits, x, residual, norm_w, router, correction, ids: cute.Tensor, weights: cute.Tensor, y,
-               h, starts, order, tickets):
+               h, starts, order, tickets, shared_gate, shared_up, hidden):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
@@ -428,9 +469,15 @@ class MixtureRouter:
         corrections = self.corrected(correction, lane)  # a weight: read before the PDL wait
         if cutlass.const_expr(self.logits):
             self.load_logits(logits, scores, block, warp, lane)
+        elif cutlass.const_expr(self.shared_hidden > 0):
+            self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread,
+                       (shared_gate, shared_up, hidden))
         else:
             self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread)
-        if (rank == 0) & (warp < R):
+        chooser = (rank == 0) & (warp < R)
+        if cutlass.const_expr(self.shared_hidden > 0):
+            chooser = chooser & (block < self.clusters())  # a router cluster's first CTA
+        if chooser:
             if block * R + warp < self.rows:  # warp r chooses row r of the block
                 self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
@@ -453,17 +500,24 @@ class MixtureRouter:
         return held
 
     @cute.jit
-    def score(self, x, norm, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32):
+    def score(self, x, norm, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32,
+              shared=None):
         """The block's logits into the first CTA's `scores`: each CTA's warps dot their router rows
         with the block's rows (the rows read once for all of them; with `norm`, (residual, norm_w,
         y, h), the rows this CTA normed into its shared memory), then across a cluster the first CTA
-        gathers the others' over DSMEM."""
-        E: cutlass.Constexpr = self.experts
+        gathers the others' over DSMEM. With `shared` (shared_gate, shared_up, hidden), the CTAs past
+        the router's clusters run the shared expert's units of their row instead (`shared_pair`)."""
         R: cutlass.Constexpr = self.rows_a_cta
         rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
-        if (thread == 0) & (rank * self.per_cta < self.experts):  # this CTA's router rows into L2 meanwhile
-            prefetch_l2(at(router, rank * self.per_cta, 0),
-                        cutlass.min(self.per_cta, self.experts - rank * self.per_cta) * (2 * self.width))
+        place = (block - self.clusters()) * self.split + rank  # a shared expert CTA's: its row's block of units
+        if cutlass.const_expr(shared is None):
+            self.prefetch_router(router, rank, thread)
+        else:
+            if block < self.clusters():
+                self.prefetch_router(router, rank, thread)
+            else:
+                rows = [cutlass.min(place // self.shared_blocks, self.rows - 1)]
+                self.prefetch_shared(shared, place, thread)
         scales = None
         if cutlass.const_expr(self.norm):  # a weight: ready at launch
             scales = norm_weight_vectors(norm[1], self.width, WARP * self.warps, self.norm_steps, thread)
@@ -472,6 +526,36 @@ class MixtureRouter:
         act, act_rows = x, rows
         if cutlass.const_expr(self.norm):
             act, act_rows = self.norm_block(x, norm, scales, rows, rank, block, thread), list(range(R))
+        if cutlass.const_expr(shared is None):
+            self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread)
+        else:
+            if block < self.clusters():
+                self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread)
+            else:
+                self.shared_pair(act, act_rows[0], shared, place, warp, lane)
+
+    @cute.jit
+    def prefetch_router(self, router, rank: Int32, thread: Int32):
+        """This CTA's router rows into L2 (a weight: before the PDL wait)."""
+        if (thread == 0) & (rank * self.per_cta < self.experts):
+            prefetch_l2(at(router, rank * self.per_cta, 0),
+                        cutlass.min(self.per_cta, self.experts - rank * self.per_cta) * (2 * self.width))
+
+    @cute.jit
+    def prefetch_shared(self, shared, place: Int32, thread: Int32):
+        """A shared expert CTA's gate and up rows into L2 (weights: before the PDL wait)."""
+        first = (place % self.shared_blocks) * (self.warps * self.shared_units)
+        if (thread == 0) & (first < self.shared_hidden):
+            nbytes = cutlass.min(self.warps * self.shared_units, self.shared_hidden - first) * (2 * self.width)
+            for matrix in cutlass.range_constexpr(2):
+                prefetch_l2(at(shared[matrix], first, 0), nbytes)
+
+    @cute.jit
+    def dot_logits(self, act, act_rows, router, scores, rank: Int32, warp: Int32, lane: Int32, thread: Int32):
+        """A router CTA's warps dot their router rows with the block's rows into `scores` (sigmoids where
+        `early_scores`), then the cluster's logits are gathered into the first CTA's (`gather`)."""
+        E: cutlass.Constexpr = self.experts
+        R: cutlass.Constexpr = self.rows_a_cta
         first = rank * self.per_cta + warp * self.per_warp
         sums = rows_dots([router], first, self.experts, self.per_warp, act, act_rows, Int32(0), self.width, lane)
         if lane == 0:
@@ -484,35 +568,58 @@ class MixtureRouter:
                         scores[r * E + first + j] = logit
         cute.arch.sync_threads()
         if cutlass.const_expr(self.split > 1):
-            cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
+            self.gather(scores, rank, thread)
+
+    @cute.jit
+    def gather(self, scores, rank: Int32, thread: Int32):
+        """Across the cluster: the first CTA gathers every CTA's logits over DSMEM into its `scores`."""
+        E: cutlass.Constexpr = self.experts
+        R: cutlass.Constexpr = self.rows_a_cta
+        cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
+        cute.arch.cluster_wait()
+        if rank == 0:
+            for i in cutlass.range_constexpr(-(-R * E // (WARP * self.warps))):
+                place = thread + i * WARP * self.warps  # row place // E's logit of expert place % E
+                if place < R * E:
+                    scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
+        # the first CTA has read them: no other CTA leaves before it arrives. It does not wait for the
+        # others (nothing reads its shared memory); its own barrier orders its gathered logits
+        # before the choosing warps read them
+        cute.arch.cluster_arrive()
+        if rank != 0:
             cute.arch.cluster_wait()
-            if rank == 0:
-                for i in cutlass.range_constexpr(-(-R * E // (WARP * self.warps))):
-                    place = thread + i * WARP * self.warps  # row place // E's logit of expert place % E
-                    if place < R * E:
-                        scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
-            # the first CTA has read them: no other CTA leaves before it arrives. It does not wait for the
-            # others (nothing reads its shared memory); its own barrier orders its gathered logits
-            # before the choosing warps read them
-            cute.arch.cluster_arrive()
-            if rank != 0:
-                cute.arch.cluster_wait()
-            else:
-                cute.arch.sync_threads()
+        else:
+            cute.arch.sync_threads()
+
+    @cute.jit
+    def shared_pair(self, act, act_row, shared, place: Int32, warp: Int32, lane: Int32):
+        """A shared expert CTA (`shared_hidden`): its warps' units of its row's block (`place`), the
+        SwiGLU of the row (`act` row `act_row`: x's, or the tile normed here where `norm`) with the shared
+        gate and up rows, into the row's shared columns of hidden (`swiglu_units`, as mixture_gated's
+        shared warp computes them)."""
+        shared_gate, shared_up, hidden = shared
+        row = place // self.shared_blocks
+        if row < self.rows:
+            first = (place % self.shared_blocks) * (self.warps * self.shared_units) + warp * self.shared_units
+            swiglu_units(act, act_row, [shared_gate, shared_up], first, self.shared_hidden, self.shared_units,
+                         self.width, Int32(self.top_k * self.expert_hidden), lane, hidden, out_row=row)
 
     @cute.jit
     def norm_block(self, x, norm, scales, rows, rank: Int32, block: Int32, thread: Int32):
         """`norm`: the block's rows normed (`normed_rows`) into a [rows_a_cta, width] bf16 tile of
         this CTA's shared memory, returned once every thread's vectors are in it. The first CTA
-        writes them to y and the sums to h (rows past the step's: neither)."""
+        writes them to y and the sums to h (rows past the step's, and a shared expert CTA's: neither)."""
         residual, _, y, h_out = norm
         R: cutlass.Constexpr = self.rows_a_cta
         S: cutlass.Constexpr = self.norm_steps
         vectors: cutlass.Constexpr = self.width // VECTOR
         threads: cutlass.Constexpr = WARP * self.warps
         # the first CTA writes the sums (a past-the-rows row repeats the last one's, the same values)
+        writer = rank == 0
+        if cutlass.const_expr(self.shared_hidden > 0):
+            writer = (rank == 0) & (block < self.clusters())  # a router cluster's first CTA
         normed = normed_rows(x, residual if cutlass.const_expr(self.residual) else None, scales, h_out, rows,
-                             self.width, self.warps, S, self.eps, rank == 0, thread)
+                             self.width, self.warps, S, self.eps, writer, thread)
         tile = alloc(cutlass.memory.SmemAllocator(), BFloat16, (R, self.width))
         tiles = cute.zipped_divide(tile, (1, VECTOR))
         for r in cutlass.range_constexpr(R):
@@ -729,16 +836,24 @@ class KeptExperts:
 class MixtureGated(KeptExperts):
     """Params: x [rows, width], ids [rows, top_k] int32, gate and up [experts, hidden, width],
     shared_gate and shared_up [shared_hidden, width] (where folded), hidden [rows, top_k * hidden
-    + shared_hidden] bf16."""
+    + shared_hidden] bf16. ``shared_in_router``: the router's launch wrote the shared expert's
+    columns of hidden (`MixtureRouter` with shared_hidden): a warp a routed expert only, no shared
+    params."""
 
     name = "mixture_gated"
     units = UNITS_GATED
+
+    def __init__(self, *args, shared_in_router: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shared_in_router = bool(shared_in_router) and self.shared_hidden > 0
+        if self.shared_in_router:
+            self.slots = self.top_k
 
     def params(self) -> list[TensorParam]:
         stacked = (self.experts, self.hidden, self.width)
         params = [self.x_param(), TensorParam("ids", (self.rows, self.top_k), "int32"),
                   TensorParam("gate", stacked, "bfloat16"), TensorParam("up", stacked, "bfloat16")]
-        if self.shared_hidden:
+        if self.shared_hidden and not self.shared_in_router:
             params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
                        for name in ("shared_gate", "shared_up")]
         return params + [self.hidden_param(written=True)]
@@ -747,8 +862,8 @@ class MixtureGated(KeptExperts):
         return {"gate": min(self.experts, self.rows * self.top_k), "up": min(self.experts, self.rows * self.top_k)}
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.blocks(max(self.hidden, self.shared_hidden)), self.rows, 1),
-                           block=(WARP * self.slots, 1, 1))
+        widest = self.hidden if self.shared_in_router else max(self.hidden, self.shared_hidden)
+        return LaunchShape(grid=(self.blocks(widest), self.rows, 1), block=(WARP * self.slots, 1, 1))
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate=None,
@@ -763,7 +878,7 @@ class MixtureGated(KeptExperts):
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
         first = block * self.units
-        if cutlass.const_expr(self.shared_hidden > 0):  # the shared expert's rows: known before the router ends
+        if cutlass.const_expr(self.shared_hidden > 0 and not self.shared_in_router):  # known before the router ends
             if (slot == self.top_k) & (lane == 0) & (first < self.shared_hidden):
                 nbytes = cutlass.min(self.units, self.shared_hidden - first) * (2 * self.width)
                 prefetch_l2(at(shared_gate, first, 0), nbytes)
@@ -776,22 +891,15 @@ class MixtureGated(KeptExperts):
             policy = evict_first_policy() if cutlass.const_expr(self.early) else None
             self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden, policy)
         else:
-            if cutlass.const_expr(self.shared_hidden > 0):
+            if cutlass.const_expr(self.shared_hidden > 0 and not self.shared_in_router):
                 self.swiglu(x, row, [shared_gate, shared_up], first, self.shared_hidden, self.top_k * self.hidden,
                             lane, hidden)
 
     @cute.jit
     def swiglu(self, x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, base: Int32, lane: Int32,
                hidden, policy=None):
-        """This warp's units first.. of one expert (`pair`: its gate and up rows, `outputs` of them):
-        silu(x . gate) * (x . up) to hidden[row, base + unit]; `policy`: the rows' L2 policy."""
-        if first < outputs:  # the routed and the shared expert may have different widths
-            sums = row_dots(pair, first, outputs, self.units, x, row, Int32(0), self.width, lane, policy)
-            if lane == 0:
-                for u in cutlass.range_constexpr(self.units):
-                    if first + u < outputs:
-                        g = sums[u]
-                        hidden[row, base + first + u] = BFloat16(g * sigmoid(g) * sums[self.units + u])
+        """This warp's units first.. of one expert (`swiglu_units`)."""
+        swiglu_units(x, row, pair, first, outputs, self.units, self.width, base, lane, hidden, policy)
 
 
 class MixtureDown(KeptExperts):

@@ -78,6 +78,19 @@ SHAPES = {
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
 }
 
+# the shared expert run in the router's launch (ROUTER_SHARED_ROWS: `MixtureRouter(shared_hidden=)`, then
+# `MixtureGated(shared_in_router=True)`), with the router's norm and without: Kimi Linear's batch-1 form, two rows
+# of a shared expert wider than a routed one (x read in place), and three rows whose 200 shared units leave the
+# last CTA of each row part-filled (mixture_router.py's and mixture_gated.py's `_shared` cases;
+# test_mixture.py's test_the_router_runs_the_shared_expert)
+SHARED_SHAPES = {
+    "b1_e256_k8_sigmoid_correction_shared": SHAPES["b1_e256_k8_sigmoid_correction_shared"],
+    "b2_e256_k8_sigmoid_pitched_wider_shared": {
+        k: v for k, v in SHAPES["b2_e256_k8_sigmoid_pitched_wider_shared"].items() if k != "shared_gate"},
+    "b3_e256_k8_sigmoid_odd_shared": {**SHAPES["b1_e256_k8_sigmoid_correction_shared"], "rows": 3,
+                                      "shared_hidden": 200},
+}
+
 ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
           "topk_groups", "x_pitch", "split", "rows_a_cta")
 EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch", "early")
@@ -89,6 +102,12 @@ def router_spec(shape: dict) -> dict:
 
 def gated_spec(shape: dict) -> dict:
     return {k: shape[k] for k in EXPERTS if k in shape}
+
+
+def shared_router_spec(shape: dict, norm: bool) -> dict:
+    """The router of a SHARED_SHAPES shape running its shared expert too (with the norm folded: a residual)."""
+    spec = {**router_spec(shape), "shared_hidden": shape["shared_hidden"], "expert_hidden": shape["hidden"]}
+    return {**spec, "norm": True, "eps": 1e-5, "residual": True} if norm else spec
 
 
 def down_spec(shape: dict) -> dict:

@@ -10,6 +10,9 @@ _spec.loader.exec_module(shapes)
 KERNEL = "mixture_gated"
 
 CASES = {name: shapes.gated_spec(shape) for name, shape in shapes.SHAPES.items()}
+# the routed experts only: the router's launch ran the shared expert (mixture.py's SHARED_SHAPES)
+CASES.update({f"{name}_shared_in_router": {**shapes.gated_spec(shape), "shared_in_router": True}
+              for name, shape in shapes.SHARED_SHAPES.items()})
 
 
 def make(spec: dict):

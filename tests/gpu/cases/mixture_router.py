@@ -64,3 +64,8 @@ CASES["b7_e256_k8_g8_sigmoid_correction_shared_r8_norm"] = {
 for _name, _shape in shapes.SHAPES.items():
     _spec = {k: v for k, v in shapes.router_spec(_shape).items() if k not in ("x_pitch", "split", "rows_a_cta")}
     CASES[f"{_name}_logits"] = {**_spec, "logits": True}
+
+# the router running the shared expert's gated pair in clusters of its own (shared_hidden; mixture.py's SHARED_SHAPES)
+for _name, _shape in shapes.SHARED_SHAPES.items():
+    CASES[f"{_name}_shared"] = shapes.shared_router_spec(_shape, norm=False)
+    CASES[f"{_name}_norm_shared"] = shapes.shared_router_spec(_shape, norm=True)
