@@ -846,6 +846,7 @@ class MixtureGated(KeptExperts):
     def __init__(self, *args, shared_in_router: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.shared_in_router = bool(shared_in_router) and self.shared_hidden > 0
+        self.own_shared = 0 if self.shared_in_router else self.shared_hidden  # the shared units this launch writes
         if self.shared_in_router:
             self.slots = self.top_k
 
@@ -853,7 +854,7 @@ class MixtureGated(KeptExperts):
         stacked = (self.experts, self.hidden, self.width)
         params = [self.x_param(), TensorParam("ids", (self.rows, self.top_k), "int32"),
                   TensorParam("gate", stacked, "bfloat16"), TensorParam("up", stacked, "bfloat16")]
-        if self.shared_hidden and not self.shared_in_router:
+        if self.own_shared:
             params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
                        for name in ("shared_gate", "shared_up")]
         return params + [self.hidden_param(written=True)]
@@ -862,8 +863,8 @@ class MixtureGated(KeptExperts):
         return {"gate": min(self.experts, self.rows * self.top_k), "up": min(self.experts, self.rows * self.top_k)}
 
     def launch(self) -> LaunchShape:
-        widest = self.hidden if self.shared_in_router else max(self.hidden, self.shared_hidden)
-        return LaunchShape(grid=(self.blocks(widest), self.rows, 1), block=(WARP * self.slots, 1, 1))
+        return LaunchShape(grid=(self.blocks(max(self.hidden, self.own_shared)), self.rows, 1),
+                           block=(WARP * self.slots, 1, 1))
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate=None,
@@ -878,7 +879,7 @@ class MixtureGated(KeptExperts):
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
         first = block * self.units
-        if cutlass.const_expr(self.shared_hidden > 0 and not self.shared_in_router):  # known before the router ends
+        if cutlass.const_expr(self.own_shared > 0):  # the shared expert's rows: known before the router ends
             if (slot == self.top_k) & (lane == 0) & (first < self.shared_hidden):
                 nbytes = cutlass.min(self.units, self.shared_hidden - first) * (2 * self.width)
                 prefetch_l2(at(shared_gate, first, 0), nbytes)
@@ -891,7 +892,7 @@ class MixtureGated(KeptExperts):
             policy = evict_first_policy() if cutlass.const_expr(self.early) else None
             self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden, policy)
         else:
-            if cutlass.const_expr(self.shared_hidden > 0 and not self.shared_in_router):
+            if cutlass.const_expr(self.own_shared > 0):
                 self.swiglu(x, row, [shared_gate, shared_up], first, self.shared_hidden, self.top_k * self.hidden,
                             lane, hidden)
 
