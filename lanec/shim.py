@@ -45,25 +45,24 @@ class KnobError(ValueError):
 
 @dataclass(frozen=True)
 class LaneShim:
-    """The lane under its knobs: the numerics (`precise`, or `quantized` with one or two int8
-    words a value), whether producers quantize in their epilogue (`fuse_quant`, quantized only),
-    and whether the products are a batch's (each row its own sequence: the lane keeps them on
-    the GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs
-    in that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; off: measured slower, each
-    CTA's own norm costs more than the launch it saves), and whether an argmax of a GEMV's output
-    runs in that GEMV's epilogue (`fold_argmax`, the fold-argmax-into-gemv rule; off: measured
-    slower), and whether a kda's output gate product runs in
-    KdaSplit (`fold_gate`, the fold-gate-product rule; on: measured faster at one row, where alone it
-    folds), and whether a norm whose
-    one reader is a mixture runs in its fused router's prologue (`fold_router_norms`, the
-    fold-norm-into-router rule; on: measured faster at batch 1, even at 8); with the lane's held-back
-    rules (`heldback`)."""
+    """The lane under its knobs: the numerics (`precise`, or `quantized` with one or two int8 words a
+    value), whether producers quantize in their epilogue (`fuse_quant`, quantized only), and
+    whether the products are a batch's (each row its own sequence: the lane keeps them on the
+    GEMV kernels whatever the row count), and whether a norm whose one reader is a GEMV runs in
+    that GEMV's prologue (`fold_norms`, the fold-norm-into-gemv rule; on: measured faster at
+    batch 1 since each CTA scales its sums after its products, nothing waiting on the row's
+    reduction), and whether an argmax of a GEMV's output runs in that GEMV's epilogue
+    (`fold_argmax`, the fold-argmax-into-gemv rule; off: measured slower), and whether a kda's
+    output gate product runs in KdaSplit (`fold_gate`, the fold-gate-product rule; on: measured
+    faster at one row, where alone it folds), and whether a norm whose one reader is a mixture
+    runs in its fused router's prologue (`fold_router_norms`, the fold-norm-into-router rule;
+    on: measured faster at batch 1, even at 8); with the lane's held-back rules (`heldback`)."""
 
     numerics: str = "precise"
     words: int = 1
     fuse_quant: bool = False
     batch_products: bool = False
-    fold_norms: bool = False
+    fold_norms: bool = True
     fold_argmax: bool = False
     fold_gate: bool = True
     fold_router_norms: bool = True

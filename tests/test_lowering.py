@@ -22,9 +22,9 @@ from lanec.shim import LaneShim
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def launches(source: Path, tunings: list | None = None):
+def launches(source: Path, tunings: list | None = None, shim: LaneShim | None = None):
     module, where = parse_verify(source)
-    fuse(module, LaneShim(), where)
+    fuse(module, shim or LaneShim(), where)
     lowered = lower_module(module, tunings=tunings)
     lowered.verify()
     step = next(iter(lowered.ops))
@@ -54,13 +54,19 @@ def test_one_kda_split_launch_per_kda_layer_with_cluster_pdl_and_the_tuned_sched
         assert spec["x_pitch"] == spec["raw_gate_pitch"] == spec["beta_pitch"] == 3 * 4096 + 128 + 32 + 128
 
 
-def test_the_kda_layer_is_three_launches_between_its_norms(kda_launches):
+def test_the_kda_layer_is_three_launches_its_norm_in_the_first(kda_launches):
     kinds = [op.kernel.data for op in kda_launches]
     first = kinds.index("kda_split")
-    # norm, the GEMV in parts (q k v f_a b g_a), KdaSplit (g_b's product in its gate warps at one row), o_proj's GEMV
-    assert kinds[first - 2: first + 2] == ["rmsnorm", "gemv", "kda_split", "gemv"]
-    parts = spec_of(kda_launches[first - 1])["parts"]
-    assert parts == (4096, 4096, 4096, 128, 32, 128)
+    # the GEMV in parts (q k v f_a b g_a) with the layer's norm in its prologue (fold-norm-into-gemv), KdaSplit
+    # (g_b's product in its gate warps at one row), o_proj's GEMV
+    assert kinds[first - 1: first + 2] == ["gemv", "kda_split", "gemv"]
+    merged = spec_of(kda_launches[first - 1])
+    assert merged["parts"] == (4096, 4096, 4096, 128, 32, 128) and merged["norm"] is True
+    # without the fold the norm is a launch of its own before it
+    plain = [op.kernel.data for op in launches(ROOT / "examples" / "kimi-linear-kda.mlir",
+                                                shim=LaneShim(fold_norms=False))]
+    first = plain.index("kda_split")
+    assert plain[first - 2: first + 2] == ["rmsnorm", "gemv", "kda_split", "gemv"]
 
 
 def test_at_one_row_the_output_gate_product_runs_in_kda_split():
@@ -75,7 +81,7 @@ def test_at_one_row_the_output_gate_product_runs_in_kda_split():
     assert len(folded) == len(plain) - 3  # one g_b GEMV a KDA layer
     kinds = [op.kernel.data for op in folded]
     first = kinds.index("kda_split")
-    assert kinds[first - 2: first + 2] == ["rmsnorm", "gemv", "kda_split", "gemv"]
+    assert kinds[first - 1: first + 2] == ["gemv", "kda_split", "gemv"]
     spec = spec_of(folded[first])
     pitch = 3 * 4096 + 128 + 32 + 128
     assert spec["gate_rank"] == 128 and spec["gate_pitch"] == pitch
@@ -418,10 +424,11 @@ def dense_launches(tmp_path: Path, name: str, **options):
 def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
     found = launches(ROOT / "examples" / "dense-small.mlir")
     kinds = [op.kernel.data for op in found]
-    # norm, q k v as one GEMV in parts, rope on q and k in one launch, attention in chunks combined in its own
-    # cluster (4 blocks x 8 chunks: CLUSTER_COMBINE_CTAS), o_proj
+    # q k v as one GEMV in parts (the norm in its prologue), rope on q and k in one launch, attention in chunks
+    # combined in its own cluster (4 blocks x 8 chunks: CLUSTER_COMBINE_CTAS), o_proj
     first = kinds.index("attention")
-    assert kinds[first - 3: first + 2] == ["rmsnorm", "gemv", "rope", "attention", "gemv"]
+    assert kinds[first - 2: first + 2] == ["gemv", "rope", "attention", "gemv"]
+    assert spec_of(found[first - 2])["norm"] is True
     rope = spec_of(found[first - 1])
     assert (rope["heads"], rope["unit"], rope["x_pitch"]) == (16 + 4, 128, 3072)
     assert kinds.count("attention") == 2 and "attention_combine" not in kinds
@@ -437,10 +444,10 @@ def test_the_dense_layer_attends_over_its_paged_caches_in_split_chunks():
 
 def test_the_steps_embed_runs_in_its_first_norms_launch():
     """The norm right after the embed gathers the table's rows itself (rmsnorm `gather`) and writes them to
-    the embed's buffer, which the first residual add reads; where that norm runs in a GEMV's prologue
-    (--fold-norms) the embed keeps its launch."""
+    the embed's buffer, which the first residual add reads (--no-fold-norms); where that norm runs in a GEMV's
+    prologue (fold-norm-into-gemv, the default) the embed keeps its launch."""
     tunings: list = []
-    found = launches(ROOT / "examples" / "dense-small.mlir", tunings)
+    found = launches(ROOT / "examples" / "dense-small.mlir", tunings, shim=LaneShim(fold_norms=False))
     kinds = [op.kernel.data for op in found]
     assert kinds[0] == "rmsnorm" and "embed" not in kinds
     spec = spec_of(found[0])
@@ -680,7 +687,7 @@ def test_each_launch_releases_its_dependents_where_the_rule_puts_it_by_what_foll
     monkeypatch.setattr(lowering, "RELEASE_RULE", rule)
     source = ROOT / "examples" / "dense-small.mlir"
     tunings: list = []
-    ops = launches(source, tunings)
+    ops = launches(source, tunings, shim=LaneShim(fold_norms=False))  # the norms' own launches, each before a product
     kinds = [op.kernel.data for op in ops]
     ctas = [math.prod(op.grid.get_values()) for op in ops]
     at_entry = [spec_of(op).get("release") == "entry" for op in ops]
@@ -696,10 +703,10 @@ def test_each_launch_releases_its_dependents_where_the_rule_puts_it_by_what_foll
         assert ctas[-2] > EARLY_STREAM_CTAS and not at_entry[-3]  # the norm before the lm head's 16000 CTAs
     points = [shape["point"] for kernel, shape, _ in tunings if kernel == "release"]
     assert points == ["entry" if e else "wait" for e in at_entry]
-    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "step.plan")])
+    result = CliRunner().invoke(main, ["compile", str(source), "--no-fold-norms", "-o", str(tmp_path / "step.plan")])
     assert result.exit_code == 0, result.output
     if rule == "successor":
-        result = CliRunner().invoke(main, ["explain", str(source)])
+        result = CliRunner().invoke(main, ["explain", str(source), "--no-fold-norms"])
         lines = [line.strip() for line in result.output.splitlines() if line.strip().startswith("release ")]
         # the norms before a product at their entry, the final norm (before the lm head's 16000 CTAs) after its wait
         assert any(line.startswith("release     kernel=rmsnorm next=gemv point=entry") and " x2 " in line

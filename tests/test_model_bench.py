@@ -154,13 +154,13 @@ def test_a_row_lines_up_under_the_header_and_a_failed_side_says_so(model):
 def test_the_model_plans_hold_just_their_context(model):
     from tests.gpu.plans import MODEL_PLANS
 
-    # 5 shapes x 2 contexts; batch 1 with the norms, the argmax or the KDA output gate folded; batch 1 and 8
+    # 5 shapes x 2 contexts; batch 1 with the norms unfolded, the argmax folded or the KDA output gate unfolded; batch 1 and 8
     # without the router's norm folded
     assert len(MODEL_PLANS) == 15
     for name, made in MODEL_PLANS.items():
         pages = int(made.arguments[made.arguments.index("--context-pages") + 1])
         assert pages * 64 == (1024 if "-c1k" in name else 16384)
-    assert MODEL_PLANS["kimi-full-b1-c1k-fold-norms"].compile == ("--fold-norms",)
+    assert MODEL_PLANS["kimi-full-b1-c1k-no-fold-norms"].compile == ("--no-fold-norms",)
     assert MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"].compile == ("--fold-argmax",)
     assert MODEL_PLANS["kimi-full-b1-c1k-no-fold-gate"].compile == ("--no-fold-gate",)
     assert MODEL_PLANS["kimi-full-b8-c1k-no-fold-router-norms"].compile == ("--no-fold-router-norms",)

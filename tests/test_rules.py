@@ -101,7 +101,7 @@ def test_explain_json_is_stable_sorted_and_documented() -> None:
     assert len(latent) == 1 and latent[0]["launches"] == 1
     assert "head blocks x" in json.dumps(latent[0])
     assert data["schema"] == "lanec.explain/1"
-    assert data["shim"] == {"batch_products": False, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
+    assert data["shim"] == {"batch_products": False, "fold_argmax": False, "fold_gate": True, "fold_norms": True,
                             "fold_router_norms": True, "fuse_quant": False, "numerics": "precise",
                             "words": 1}
     fields = ["layer", "op", "reason", "rule", "stage", "taken"]
@@ -127,7 +127,7 @@ def test_explain_text_names_the_stages_and_the_reasons() -> None:
 def test_knobs_reach_the_rules() -> None:
     data = json.loads(explain(str(TINY), "--json", "--numerics", "quantized", "--words", "2", "--fuse-quant",
                               "--batch-products"))
-    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
+    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": True,
                             "fold_router_norms": True, "fuse_quant": True, "numerics": "quantized", "words": 2}
     reasons = [d["reason"] for d in data["decisions"] if d["rule"] == "gemv-in-parts"]
     assert reasons and all(r.endswith("the products are a batch's") for r in reasons)
@@ -229,7 +229,7 @@ def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> No
         "builtin.module {", "builtin.module attributes "
         '{lane.shim = {numerics = "quantized", words = 2 : i64, batch_products = true}} {', 1))
     data = json.loads(explain(str(recorded), "--json"))
-    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
+    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": True,
                             "fold_router_norms": True, "fuse_quant": False, "numerics": "quantized", "words": 2}
     opt = CliRunner().invoke(main, ["opt", str(recorded), "-p", "lane-before,shared,held-back"])
     assert opt.exit_code == 0, opt.output
@@ -239,7 +239,7 @@ def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> No
     assert reasons and all(r.endswith("the products are a batch's") for r in reasons)
     # a knob the command line gives replaces the module's; the others stay the module's
     data = json.loads(explain(str(recorded), "--json", "--fuse-quant"))
-    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
+    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": True,
                             "fold_router_norms": True, "fuse_quant": True, "numerics": "quantized", "words": 2}
     # the negative forms turn a knob off whatever the module or the default says
     recorded_fused = tmp_path / "fused.mlir"
@@ -247,7 +247,7 @@ def test_explain_honours_the_modules_own_knobs_as_opt_does(tmp_path: Path) -> No
     data = json.loads(explain(str(recorded_fused), "--json", "--no-fuse-quant", "--no-fold-gate"))
     assert (data["shim"]["fuse_quant"], data["shim"]["fold_gate"]) == (False, False)
     data = json.loads(explain(str(recorded), "--json", "--numerics", "precise", "--words", "1"))
-    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": False,
+    assert data["shim"] == {"batch_products": True, "fold_argmax": False, "fold_gate": True, "fold_norms": True,
                             "fold_router_norms": True, "fuse_quant": False, "numerics": "precise", "words": 1}
     result = CliRunner().invoke(main, ["explain", str(recorded), "--numerics", "precise"])  # words 2 stays
     assert result.exit_code == 2 and "words 2: only quantized numerics read int8 words" in result.output

@@ -234,6 +234,10 @@ def argmax_groups(ctas: int) -> int:
 # a thread's share of every row in registers: at most NORM_HELD_VECTORS 16-byte vectors of them.
 NORM_ROWS = GEMV_TENSOR_CORE_ROWS - 1
 NORM_HELD_VECTORS = 8
+# The most outputs a gemv taking a norm in its prologue may have (None: any): every CTA re-reads the
+# rows, so a wide product (an lm head's 163840 outputs, 20480 CTAs of 8) reads them from L2 by the
+# hundred MB.
+NORM_PROLOGUE_OUTPUTS: int | None = None
 
 
 def norm_held_vectors(rows: int, width: int, warps: int = GEMV_WARPS) -> int:
@@ -323,6 +327,9 @@ class RowProductsSpec(Spec):
         if held > NORM_HELD_VECTORS:
             found.append(f"norm prologue: {self.rows} rows of {self.width} over {self.warps} warps hold {held} "
                          f"vectors a thread, above the {NORM_HELD_VECTORS} its registers take")
+        if NORM_PROLOGUE_OUTPUTS is not None and sum(self.parts) > NORM_PROLOGUE_OUTPUTS:
+            found.append(f"norm prologue: {sum(self.parts)} outputs are above the {NORM_PROLOGUE_OUTPUTS} whose CTAs "
+                         "may each re-read the rows")
         return found
 
 

@@ -26,7 +26,7 @@ from lanec.commands.knobs import grouped_option, knob_options, shim_of, tp_optio
 @grouped_option
 def compile_command(source: Path, output: Path, cache_dir: Path | None, emit_lane: Path | None,
                     emit_kernels: Path | None, numerics: str, words: str, fuse_quant: bool | None,
-                    batch_products: bool, fold_norms: bool, fold_argmax: bool, fold_gate: bool | None,
+                    batch_products: bool, fold_norms: bool | None, fold_argmax: bool, fold_gate: bool | None,
                     fold_router_norms: bool | None, tp: int, grouped_experts: bool) -> None:
     """Compile a form file to a plan.bin (rules, lowering, CuTe DSL kernels for sm_90a, plan).
     With --tp N > 1 the form is sharded: the plan is for N GPUs (`lanec run` starts a rank on each)."""

@@ -15,7 +15,7 @@ print what the schedule table gave each kernel shape (or which ops have no lane 
       ],
       "model": "examples/kimi-linear-small.mlir",
       "schema": "lanec.explain/1",
-      "shim": {"batch_products": false, "fold_argmax": false, "fold_gate": true, "fold_norms": false,
+      "shim": {"batch_products": false, "fold_argmax": false, "fold_gate": true, "fold_norms": true,
                "fold_router_norms": true, "fuse_quant": false, "numerics": "precise", "words": 1},
       "summary": {"held_back": 3, "taken": 40},
       "sharding": {"ranks": 2, "rank": 0,   # only with --tp N > 1: a line an op, and each all_reduce
@@ -133,7 +133,7 @@ def report(model: str, shim, decisions, module=None, tp: int = 1, grouped_expert
 @tp_option
 @grouped_option
 def explain(model: str, as_json: bool, numerics: str, words: str, fuse_quant: bool | None, batch_products: bool,
-            fold_norms: bool, fold_argmax: bool, fold_gate: bool | None, fold_router_norms: bool | None, tp: int,
+            fold_norms: bool | None, fold_argmax: bool, fold_gate: bool | None, fold_router_norms: bool | None, tp: int,
             grouped_experts: bool) -> None:
     """Print every fusion the rules considered in MODEL (a form file), taken or held back, and why;
     then each kernel shape's schedule, from the tuned table or the kernel's defaults. With --tp N

@@ -26,9 +26,9 @@ def knob_options(command: Callable) -> Callable:
                           "lane.shim, else off]"),
         click.option("--batch-products", is_flag=True,
                      help="the products are a batch's (each row its own sequence): keep them on the GEMV kernels"),
-        click.option("--fold-norms", is_flag=True,
+        click.option("--fold-norms/--no-fold-norms", default=None,
                      help="a norm whose one reader is a GEMV of at most 3 rows runs in that GEMV's prologue "
-                          "(fold-norm-into-gemv) [default: off]"),
+                          "(fold-norm-into-gemv) [default: the module's lane.shim, else on]"),
         click.option("--fold-argmax", is_flag=True,
                      help="an argmax of a GEMV's output rows (the lm head at 1-3 rows) runs in that GEMV's epilogue "
                           "(fold-argmax-into-gemv) [default: off]"),
@@ -45,14 +45,14 @@ def knob_options(command: Callable) -> Callable:
 
 
 def shim_of(numerics: str | None, words: str | None, fuse_quant: bool | None, batch_products: bool,
-            fold_norms: bool = False, fold_argmax: bool = False, fold_gate: bool | None = None,
+            fold_norms: bool | None = None, fold_argmax: bool = False, fold_gate: bool | None = None,
             fold_router_norms: bool | None = None) -> dict:
     """The knobs the options give (None where one is not given): the pipeline puts them in place
     of the module's own (`LaneShim.of`); a combination with no meaning is a usage error there
     (`reported`)."""
     return {"numerics": numerics, "words": None if words is None else int(words),
             "fuse_quant": fuse_quant, "batch_products": batch_products or None,
-            "fold_norms": fold_norms or None, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate,
+            "fold_norms": fold_norms, "fold_argmax": fold_argmax or None, "fold_gate": fold_gate,
             "fold_router_norms": fold_router_norms}
 
 

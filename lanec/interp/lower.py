@@ -121,4 +121,7 @@ def step_of(op, use, define) -> Step:
     properties = {name: plain(attr, op.name, name)
                   for name, attr in op.properties.items() if name not in IGNORED}
     results = [define(r) for r in op.results]
-    return Step(kind, operands, results, properties, [dtype(r.type) for r in op.results])
+    stores = [dtype(r.type) for r in op.results]
+    if isinstance(op, form.NormOp) and op.prologue is not None and op.prologue.data == "gemv":
+        stores[0] = "f32"  # computed in its reader's prologue and never stored: the gemv dots it unrounded
+    return Step(kind, operands, results, properties, stores)

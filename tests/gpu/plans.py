@@ -143,10 +143,10 @@ PLANS: dict[str, Kimi | Dense | Qwen | Imported | Shipped | None] = {
     "dense-small-b256": Dense(["--batch", "256"]),  # 1 MiB all-reduces at TP 2: the one-shot's limit
     "dense-small-spec4-b8": Dense(["--batch", "8", "--spec-tokens", "4"]),
     "kimi-kda-b1": Kimi([*KDA, "--batch", "1"]),
-    # the same step with each norm before a gemv in that gemv's prologue (fold-norm-into-gemv), and at
-    # 3 rows (the prologue's limit) behind speculative tokens
-    "kimi-kda-b1-fold-norms": Kimi([*KDA, "--batch", "1"], compile=("--fold-norms",)),
-    "kimi-kda-spec2-b1-fold-norms": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-norms",)),
+    # the same step with each norm before a gemv a launch of its own (fold-norm-into-gemv off; on by default at
+    # 1-3 rows, as in kimi-kda-b1), and at 3 rows (the prologue's limit) behind speculative tokens
+    "kimi-kda-b1-no-fold-norms": Kimi([*KDA, "--batch", "1"], compile=("--no-fold-norms",)),
+    "kimi-kda-spec2-b1-no-fold-norms": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--no-fold-norms",)),
     # the argmax in the lm head's epilogue (fold-argmax-into-gemv), at 1 row and behind 2 speculative tokens
     "kimi-kda-b1-fold-argmax": Kimi([*KDA, "--batch", "1"], compile=("--fold-argmax",)),
     "kimi-kda-spec2-b1-fold-argmax": Kimi([*KDA, "--batch", "1", "--spec-tokens", "2"], compile=("--fold-argmax",)),
@@ -205,9 +205,9 @@ MODEL_PLANS: dict[str, Kimi] = {
                              ("b256", ["--batch", "256"]), ("spec3-b8", ["--batch", "8", "--spec-tokens", "3"]))
     for context in MODEL_CONTEXTS
 }
-# batch 1 with each norm before a GEMV folded into that GEMV's prologue (fold-norm-into-gemv): the
-# fold's gain at real size, the row beside kimi-full-b1-c1k
-MODEL_PLANS["kimi-full-b1-c1k-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--fold-norms",))
+# batch 1 with each norm before a GEMV a launch of its own (fold-norm-into-gemv off, on by default at 1-3 rows):
+# the fold's gain at real size, the row beside kimi-full-b1-c1k
+MODEL_PLANS["kimi-full-b1-c1k-no-fold-norms"] = Kimi(["--context-pages", "16"], compile=("--no-fold-norms",))
 # and with the argmax in the lm head's epilogue (fold-argmax-into-gemv): that fold's gain
 MODEL_PLANS["kimi-full-b1-c1k-fold-argmax"] = Kimi(["--context-pages", "16"], compile=("--fold-argmax",))
 # and with each KDA layer's output gate product a launch of its own (fold-gate-product off, on by default at one

@@ -55,6 +55,10 @@
 #   router-shared  the shared expert in the router's launch: cases, sanitizer, router_chain, the b1 step A/B, --check
 #              (about 6 minutes)
 #   router-check  the real-size batch-1 and batch-8 plans and five smaller ones --check (about 5 minutes)
+#   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
+#              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
+#   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
+#              plan without the fold
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   latent-rows  the wgmma latent attention in blocks of fewer query rows (`block_rows`, `latent_cut`): its cases,
@@ -166,6 +170,15 @@ sanitize_case() {
     [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
   done
   return $failed
+}
+# the gemv and gated_gemv cases (the norm prologue's among them), then compute-sanitizer on Kimi Linear's norm case,
+# logged to $logs/NAME.log (phases norm-late, norm-fold)
+gemv_norm_cases() {
+  local name=$1
+  timeout 200 python3 -m pytest tests/gpu/test_kernels.py -q -rfE --tb=line -k "gemv" 2>&1 | tail -14 \
+    | tee "$logs/$name.log"
+  cases_passed "$name" || return 1
+  sanitize_case tests/gpu/test_kernels.py "gemv-r1_norm_kda_parts" "$name.log" 120
 }
 # whether the cases whose summary is in $logs/NAME.log passed (none failed, none hung); if not it says so there,
 # and the phase stops: `cases_passed NAME || { status=1; continue; }`
@@ -869,6 +882,53 @@ for phase in "${phases[@]}"; do
       for plan in qwen-next-b1 kimi-linear-small; do
         echo "$plan: $(timeout 60 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
           | tee -a "$logs/router-shared.log"
+      done ;;
+    norm-late)
+      # gemv's norm prologue with the row's scale after the products (each CTA dots h * w while it sums h^2):
+      # the gemv norm cases, compute-sanitizer on Kimi Linear's, --check of the fold's plans, then one round of the
+      # real-size batch-1 step: without the fold (base), the fold with the prologue before this change (old-fr8),
+      # the fold at 8, 4 and 2 rows a CTA, and without the lm head's (-nolm: NORM_PROLOGUE_OUTPUTS 65536). Here:
+      # python tests/gpu/build.py --only gemv; python tests/gpu/plans.py kimi-full-b1-c1k kimi-kda-b1
+      # kimi-kda-b1-no-fold-norms; build/ab/*.plan by tests/gpu/variant_plan.py --add with gemv
+      # 'norm=1,outputs=12576,rows=1,width=2304' and 'norm=1,outputs=6720,rows=1,width=2304' {"rows_per_cta": R},
+      # base-b1 the plan kimi-full-b1-c1k-no-fold-norms (old-fr8 from the commit before); carry build/gpu,
+      # build/plans, build/ab, .whl; about 6 minutes)
+      gemv_norm_cases norm-late || { status=1; continue; }
+      for plan in kimi-kda-b1 kimi-kda-b1-no-fold-norms; do
+        echo "$plan: $(timeout 60 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/norm-late.log"
+      done
+      echo "kimi-full-b1-c1k: $(timeout 150 python3 -m lanec.runtime \
+        build/plans/kimi-full-b1-c1k.plan --check --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/norm-late.log"
+      for plan in base old-fr8 fr8 fr4 fr2 fr8-nolm fr4-nolm; do
+        echo "round 1 $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab/$plan-b1.plan 2>&1 | tail -1)" \
+          | tee -a "$logs/norm-late.log"
+      done ;;
+    norm-fold)
+      # the fold at NORM_ROWS_PER_CTA 4 across the families (after norm-late): the gemv cases, compute-sanitizer on
+      # Kimi Linear's, --check of each plan (the fold on by default), then each step against its plan without the
+      # fold (here: python tests/gpu/build.py --only gemv gated_gemv; python tests/gpu/plans.py kimi-full-b1-c1k
+      # kimi-full-b1-c1k-no-fold-norms kimi-kda-b1 kimi-kda-b1-no-fold-norms dense-small qwen-next-b1
+      # deepseek-v3-b2 kimi-linear-small; lanec compile --no-fold-norms of the last four's forms into
+      # build/plans/NAME-no-fold.plan; carry build/gpu, build/plans, .whl; about 8 minutes)
+      gemv_norm_cases norm-fold || { status=1; continue; }
+      for plan in kimi-kda-b1 dense-small qwen-next-b1 deepseek-v3-b2 kimi-linear-small; do
+        echo "$plan: $(timeout 60 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/norm-fold.log"
+      done
+      echo "kimi-full-b1-c1k: $(timeout 150 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/norm-fold.log"
+      for plan in dense-small qwen-next-b1 deepseek-v3-b2 kimi-linear-small; do
+        timeout 200 python3 bench/plan_step.py build/plans/$plan-no-fold.plan build/plans/$plan.plan 2>&1 | tail -2 \
+          | tee -a "$logs/norm-fold.log"
+      done
+      timeout 100 python3 bench/plan_step.py build/plans/kimi-kda-b1-no-fold-norms.plan build/plans/kimi-kda-b1.plan \
+        2>&1 | tail -2 | tee -a "$logs/norm-fold.log"
+      for round in 1 2; do
+        for plan in kimi-full-b1-c1k-no-fold-norms kimi-full-b1-c1k; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec build/plans/$plan.plan 2>&1 \
+            | tail -1)" | tee -a "$logs/norm-fold.log"
+        done
       done ;;
     router-check)
       # the plans' --check after a router change (real size with GPU seeding, then the smaller plans of every

@@ -53,11 +53,11 @@ def _reference_rmsnorm(spec, inputs):
 
 
 def _reference_gemv(spec, inputs):
-    if spec.get("norm"):  # the unfused pair: rmsnorm (its output stored bf16), then the product
+    if spec.get("norm"):  # rmsnorm, then the product of its output as the prologue holds it: in fp32, unrounded
         if spec.get("residual"):
             normed, h = ops.rmsnorm(inputs["x"], inputs["norm_w"], spec["eps"], residual=inputs["residual"])
-            return {"y": ops.product(round_bf16(normed), inputs["w"]), "h": h}
-        return {"y": ops.product(round_bf16(ops.rmsnorm(inputs["x"], inputs["norm_w"], spec["eps"])), inputs["w"])}
+            return {"y": ops.product(normed, inputs["w"]), "h": h}
+        return {"y": ops.product(ops.rmsnorm(inputs["x"], inputs["norm_w"], spec["eps"]), inputs["w"])}
     if spec.get("per_head"):
         heads, unit, offset = spec["per_head"]
         return {"y": ops.product_part(inputs["x"], inputs["w"], heads, unit, offset, spec["width"])}

@@ -26,13 +26,17 @@ measured 28-76% slower than the same launch without it on the H200, more than th
 it would replace (bench/RESULTS.md, `QUANTIZE_EPILOGUE_SHARED_COST`).
 
 With `norm` (CUDA cores only) the activation is a norm's input: every CTA reads the whole rows
-(x, plus a residual where there is one) after the PDL wait, sums their squares itself and scales
-its held values by rsqrt(mean + eps) times the norm weight, rounded to bf16 as the norm's output
-would be stored, before its products; CTA 0 alone writes the sum x + residual (the next layer's
-residual stream). At a decode step's 1-3 rows a row is a few KB: reading it in every CTA costs
-less than the norm's own launch."""
+(x, plus a residual where there is one) after the PDL wait and dots its weights with h * w (h =
+x + residual in fp32, w the norm weight, held from before the wait) while it sums h's squares;
+the squares join the products' one barrier, and each output is its sum times rsqrt(mean + eps).
+The norm is linear in h up to that one scale a row, so nothing waits on the row's reduction
+before the products, and h * w is not rounded to bf16 as the norm's stored output would be (the
+difference is the rounding of one bf16 value a term). CTA 0 alone writes the sum x + residual
+(the next layer's residual stream)."""
 
 from __future__ import annotations
+
+import operator
 
 import cutlass
 import cutlass.cute as cute
@@ -64,19 +68,23 @@ from lanec.codegen.kernels.primitives import (
     load_word_l2,
     min_u64,
     mma_into,
+    norm_input,
     store_global_words,
     ticket,
+    warp_reduce,
     warp_reduce_scatter,
 )
 from lanec.codegen.kernels.quantize import store_warp_quantized
-from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
+from lanec.codegen.kernels.rmsnorm import norm_weight_vectors
 
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
 # A warp reduces at most 32 accumulators with one reduce-scatter (one lane each at the end).
 MAX_VALUES = WARP
-# Weight rows a CTA with a norm prologue takes by default (each CTA re-reads the activation rows).
-NORM_ROWS_PER_CTA = 8
+# Weight rows a CTA with a norm prologue takes by default (each CTA re-reads the activation rows):
+# measured in Kimi Linear's real-size batch-1 step on the H200, where 2, 3, 6 and 8 were 63, 78-80, 31-37
+# and 14-18 us slower than 4 (bench/RESULTS.md, twenty-fourth session).
+NORM_ROWS_PER_CTA = 4
 CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
 BLOCK = 32  # values of a quantized block: output rows here (the quantize epilogue)
 TILE = 8  # weight rows of one MMA tile (its N)
@@ -150,7 +158,7 @@ class RowProducts:
         fits = self.sources * 2 * self.steps <= MAX_VECTORS_IN_FLIGHT
         pair = slots >= 2 and fits and self.splits(head_rows, 2)
         # a norm prologue reads the whole activation rows in every CTA: more rows a CTA, fewer
-        # reads (NORM_ROWS_PER_CTA where the sums and registers allow; not yet measured)
+        # reads (NORM_ROWS_PER_CTA where the sums and registers allow; measured)
         wide = (self.norm and slots >= NORM_ROWS_PER_CTA
                 and self.sources * NORM_ROWS_PER_CTA * self.steps <= 2 * MAX_VECTORS_IN_FLIGHT)
         self.rows_per_cta = schedule.rows_per_cta or (NORM_ROWS_PER_CTA if wide else 2 if pair else 1)
@@ -306,16 +314,23 @@ class RowProducts:
             scales = self.load_norm_weight(norm[1], thread)  # a weight: ready at launch
         cute.arch.griddepcontrol_wait()
         release_dependents(self)  # dependents may prefetch their weights now
-        normed = None
-        if cutlass.const_expr(self.norm):
-            normed = self.norm_rows(x, norm[0], scales, norm[2], first, thread)
+        squares = cute.make_rmem_tensor(self.rows, Float32)  # the norm's sums of h^2, a row
+        squares.fill(0.0)
+        normed = (norm[0], scales, norm[2], squares) if cutlass.const_expr(self.norm) else None
         sums = self.accumulate(x, held, first, thread, normed)
         smem = cutlass.memory.SmemAllocator()
-        partial = smem.allocate_tensor(Float32, cute.make_layout((self.values, self.warps)), 16)
+        # the norm's squares sit after the partial sums: index values + b, reduced with them
+        extra: cutlass.Constexpr = self.rows if self.norm else 0
+        partial = smem.allocate_tensor(Float32, cute.make_layout((self.values + extra, self.warps)), 16)
         warp_reduce_scatter(sums, self.values, lane)
         spread: cutlass.Constexpr = 32 // self.values  # lanes that end up holding the same sum
         if lane % spread == 0:
             partial[lane // spread, warp] = sums[0]
+        if cutlass.const_expr(self.norm):
+            for b in cutlass.range_constexpr(self.rows):
+                total = warp_reduce(squares[b], operator.add)
+                if lane == 0:
+                    partial[self.values + b, warp] = total
         cute.arch.sync_threads()
         return partial
 
@@ -328,6 +343,11 @@ class RowProducts:
                 value += partial[v, source, b, r]
             else:
                 value += partial[(source * self.rows_per_cta + r) * self.rows + b, v]
+        if cutlass.const_expr(self.norm):  # the norm's one scale of row b (the module's docstring)
+            squares = Float32(0.0)
+            for v in cutlass.range_constexpr(self.warps):
+                squares += partial[self.values + b, v]
+            value = value * cute.math.rsqrt(squares * Float32(1.0 / self.width) + Float32(self.eps))
         return value
 
     # --- the norm prologue (CUDA cores) -----------------------------------------------------
@@ -336,14 +356,6 @@ class RowProducts:
     def load_norm_weight(self, norm_w, thread: Int32):
         """The norm weight's vectors at this thread's K positions: [8, steps] (zero past the row)."""
         return norm_weight_vectors(norm_w, self.width, 32 * self.warps, self.steps, thread)
-
-    @cute.jit
-    def norm_rows(self, x, residual, scales, h_out, first: Int32, thread: Int32):
-        """The normed activation at this thread's K positions, [8, rows * steps] bf16 (index
-        b * steps + s), as rmsnorm computes and stores it (`normed_rows`). CTA 0 writes bf16(h) to
-        `h_out`."""
-        return normed_rows(x, residual if cutlass.const_expr(self.residual) else None, scales, h_out,
-                           list(range(self.rows)), self.width, self.warps, self.steps, self.eps, first == 0, thread)
 
     # --- CUDA cores -------------------------------------------------------------------------
 
@@ -371,8 +383,9 @@ class RowProducts:
 
     @cute.jit
     def accumulate(self, x, held, first: Int32, thread: Int32, normed=None):
-        """Dot every held weight vector with the activation rows (`normed`'s, where the norm
-        prologue holds them): [values] fp32 partial sums, index (source * rows_per_cta + r) * rows + b."""
+        """Dot every held weight vector with the activation rows: [values] fp32 partial sums, index
+        (source * rows_per_cta + r) * rows + b. With the norm prologue (`normed`: its residual, the
+        norm weight's vectors, h's output and the squares a row, added to) the rows are h * w."""
         S, threads = self.steps, 32 * self.warps
         vectors: cutlass.Constexpr = self.width // VECTOR
         base = self.activation_base(first) // VECTOR
@@ -382,23 +395,28 @@ class RowProducts:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if cutlass.const_expr((s + 1) * threads <= vectors):
-                self.accumulate_step(tiles, held, sums, base + vector, s, normed)
+                self.accumulate_step(tiles, held, sums, base + vector, s, x, first, normed)
             else:
                 if vector < vectors:  # noqa: SIM102
-                    self.accumulate_step(tiles, held, sums, base + vector, s, normed)
+                    self.accumulate_step(tiles, held, sums, base + vector, s, x, first, normed)
         return sums
 
     @cute.jit
-    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, normed=None):
+    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, x, first: Int32,
+                        normed=None):
         R, S, B = self.rows_per_cta, self.steps, self.rows
         weights = [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
         for b in cutlass.range_constexpr(B):
-            activation = cute.make_rmem_tensor(VECTOR, BFloat16)
             if cutlass.const_expr(self.norm):
-                activation.store(normed[None, b * S + s].load())
+                residual, scales, h_out, squares = normed
+                h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, b, vector,
+                               first == 0)
+                squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+                values = h * scales[None, s].load().to(Float32)
             else:
+                activation = cute.make_rmem_tensor(VECTOR, BFloat16)
                 cute.autovec_copy(tiles[None, (b, vector)], activation)
-            values = activation.load().to(Float32)
+                values = activation.load().to(Float32)
             for i in cutlass.range_constexpr(self.sources * R):
                 sums[i * B + b] += (weights[i] * values).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
 

@@ -38,8 +38,27 @@ builtin.module attributes {lane.shim = {fold_norms = true}} {
 
 // -----
 
-// Off by default: without the knob the rule decides nothing.
+// On by default: without a lane.shim the knob is on and the rule folds.
 builtin.module {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %w = form.weight {name = "model.norm.weight", format = "bf16"} : tensor<64xbf16>
+    %q = form.weight {name = "lm_head.weight", format = "bf16"} : tensor<128x64xbf16>
+    %a = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+    %y = form.norm %a, %w {eps = 1.000000e-05 : f64} : (tensor<1x64xbf16>, tensor<64xbf16>) -> tensor<1x64xbf16>
+    %p = form.product %y, %q : (tensor<1x64xbf16>, tensor<128x64xbf16>) -> tensor<1x128xbf16>
+    form.return %p : tensor<1x128xbf16>
+  }
+}
+
+// CHECK: rule = "fold-norm-into-gemv", op = "norm %y (model.norm)", taken = true
+// CHECK: %y = form.norm %a, %w {eps = 1.000000e-05 : f64, prologue = "gemv"}
+
+// -----
+
+// Off under fold_norms = false (--no-fold-norms): the rule decides nothing.
+builtin.module attributes {lane.shim = {fold_norms = false}} {
   form.step batch 1 tokens 1 {
     %t = form.input {role = "tokens"} : tensor<1xi32>
     %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
@@ -55,3 +74,25 @@ builtin.module {
 // CHECK-NOT: fold-norm-into-gemv
 // CHECK-NOT: prologue
 // CHECK: %y = form.norm %a, %w {eps = 1.000000e-05 : f64} :
+
+// -----
+
+// Held back: the norm reads an all-reduce's sum, which the all-reduce's one-shot launch normalizes instead.
+builtin.module {
+  form.step batch 1 tokens 1 {
+    %t = form.input {role = "tokens"} : tensor<1xi32>
+    %e = form.weight {name = "embed", format = "bf16"} : tensor<32x64xbf16>
+    %d = form.weight {name = "model.layers.0.mlp.down_proj.weight", format = "bf16", shard = "dim 1 part 0 of 2"} : tensor<64x64xbf16>
+    %n = form.weight {name = "model.layers.1.input_layernorm.weight", format = "bf16"} : tensor<64xbf16>
+    %q = form.weight {name = "model.layers.1.self_attn.q_proj.weight", format = "bf16"} : tensor<128x64xbf16>
+    %h = form.embed %t, %e : (tensor<1xi32>, tensor<32x64xbf16>) -> tensor<1x64xbf16>
+    %p = form.product %h, %d : (tensor<1x64xbf16>, tensor<64x64xbf16>) -> tensor<1x64xbf16>
+    %r = form.all_reduce %p {ranks = 2 : i64} : (tensor<1x64xbf16>) -> tensor<1x64xbf16>
+    %x, %s = form.norm %h, %n, %r {eps = 1.000000e-05 : f64} : (tensor<1x64xbf16>, tensor<64xbf16>, tensor<1x64xbf16>) -> (tensor<1x64xbf16>, tensor<1x64xbf16>)
+    %o = form.product %x, %q : (tensor<1x64xbf16>, tensor<128x64xbf16>) -> tensor<1x128xbf16>
+    form.return %o, %s : tensor<1x128xbf16>, tensor<1x64xbf16>
+  }
+}
+
+// CHECK: rule = "fold-norm-into-gemv", op = "norm %x (input_layernorm)", taken = false, reason = "it reads an all-reduce's sum
+// CHECK: %x, %s = form.norm %h, %n, %r {eps = 1.000000e-05 : f64} :
