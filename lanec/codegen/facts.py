@@ -230,8 +230,10 @@ def argmax_groups(ctas: int) -> int:
 
 
 # A norm in the row products' prologue (`norm`): each CTA sums the squares of the whole activation
-# rows itself, on the CUDA-core path only (the tensor cores' fragments are loaded packed), holding
-# a thread's share of every row in registers: at most NORM_HELD_VECTORS 16-byte vectors of them.
+# rows itself, on the CUDA-core path only (the tensor cores' fragments are loaded packed). A thread's
+# share of the rows is at most NORM_HELD_VECTORS 16-byte vectors: the router's prologue holds them in
+# registers until it has their scale; gemv's scales its sums afterwards and holds none, and keeps the
+# bound as the shapes its GPU cases were checked at.
 NORM_ROWS = GEMV_TENSOR_CORE_ROWS - 1
 NORM_HELD_VECTORS = 8
 # The most outputs a gemv taking a norm in its prologue may have (None: any): every CTA re-reads the
