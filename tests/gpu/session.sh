@@ -889,7 +889,7 @@ for phase in "${phases[@]}"; do
       # real-size batch-1 step: without the fold (base), the fold with the prologue before this change (old-fr8),
       # the fold at 8, 4 and 2 rows a CTA, and without the lm head's (-nolm: NORM_PROLOGUE_OUTPUTS 65536). Here:
       # python tests/gpu/build.py --only gemv; python tests/gpu/plans.py kimi-full-b1-c1k kimi-kda-b1
-      # kimi-kda-b1-no-fold-norms; build/ab/*.plan by tests/gpu/variant_plan.py --add with gemv
+      # kimi-kda-b1-no-fold-norms; build/ab/*.plan by tests/gpu/variant_plan.py --add of build/plans/kimi-full-b1-c1k.mlir with gemv
       # 'norm=1,outputs=12576,rows=1,width=2304' and 'norm=1,outputs=6720,rows=1,width=2304' {"rows_per_cta": R},
       # base-b1 the plan kimi-full-b1-c1k-no-fold-norms (old-fr8 from the commit before); carry build/gpu,
       # build/plans, build/ab, .whl; about 6 minutes)

@@ -316,7 +316,7 @@ class RowProducts:
         release_dependents(self)  # dependents may prefetch their weights now
         squares = cute.make_rmem_tensor(self.rows, Float32)  # the norm's sums of h^2, a row
         squares.fill(0.0)
-        normed = (norm[0], scales, norm[2], squares) if cutlass.const_expr(self.norm) else None
+        normed = (x, norm[0], scales, norm[2], first == 0, squares) if cutlass.const_expr(self.norm) else None
         sums = self.accumulate(x, held, first, thread, normed)
         smem = cutlass.memory.SmemAllocator()
         # the norm's squares sit after the partial sums: index values + b, reduced with them
@@ -384,8 +384,9 @@ class RowProducts:
     @cute.jit
     def accumulate(self, x, held, first: Int32, thread: Int32, normed=None):
         """Dot every held weight vector with the activation rows: [values] fp32 partial sums, index
-        (source * rows_per_cta + r) * rows + b. With the norm prologue (`normed`: its residual, the
-        norm weight's vectors, h's output and the squares a row, added to) the rows are h * w."""
+        (source * rows_per_cta + r) * rows + b. With the norm prologue (`normed`: the norm's input and
+        residual, the norm weight's vectors, h's output, whether this CTA writes it, and the squares a
+        row, added to) the rows are h * w."""
         S, threads = self.steps, 32 * self.warps
         vectors: cutlass.Constexpr = self.width // VECTOR
         base = self.activation_base(first) // VECTOR
@@ -395,22 +396,21 @@ class RowProducts:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if cutlass.const_expr((s + 1) * threads <= vectors):
-                self.accumulate_step(tiles, held, sums, base + vector, s, x, first, normed)
+                self.accumulate_step(tiles, held, sums, base + vector, s, normed)
             else:
                 if vector < vectors:  # noqa: SIM102
-                    self.accumulate_step(tiles, held, sums, base + vector, s, x, first, normed)
+                    self.accumulate_step(tiles, held, sums, base + vector, s, normed)
         return sums
 
     @cute.jit
-    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, x, first: Int32,
-                        normed=None):
+    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, normed=None):
         R, S, B = self.rows_per_cta, self.steps, self.rows
         weights = [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
         for b in cutlass.range_constexpr(B):
             if cutlass.const_expr(self.norm):
-                residual, scales, h_out, squares = normed
+                x, residual, scales, h_out, writes_sum, squares = normed
                 h = norm_input(x, residual if cutlass.const_expr(self.residual) else None, h_out, b, vector,
-                               first == 0)
+                               writes_sum)
                 squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
                 values = h * scales[None, s].load().to(Float32)
             else:

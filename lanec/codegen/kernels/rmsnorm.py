@@ -186,7 +186,8 @@ class RmsNorm:
                 cute.autovec_copy(out, cute.zipped_divide(y, (1, VECTOR))[None, (row, vector)])
 
 
-# --- a norm in another kernel's prologue (gemv's, mixture_router's) ---------------------------
+# --- a norm in another kernel's prologue (the weight's vectors: gemv's and mixture_router's; ------
+# --- the normed rows: mixture_router's, since gemv scales its sums instead) -------------------
 
 
 @cute.jit
