@@ -88,13 +88,15 @@ class LaneShim:
         producers (kda, gated pair, products in parts) run before the check of quantize
         epilogues, which must see the final producers; the norms fold into the GEMVs they left
         last (fold-norm-into-gemv: it reads the final products and their activations' numerics) or into
-        the mixtures' routers (fold-norm-into-router), and
+        the mixtures' routers (fold-norm-into-router) or beside an absorbed latent attention's query
+        (fold-norm-into-latent), and
         the argmax into the GEMV that writes its input after them; a tensor-parallel step's all-reduce
         into the norm that reads it last (a norm in a gemv's prologue stays there)."""
         from lanec.passes.fold_all_reduce_into_norm import FoldAllReduceIntoNormRule
         from lanec.passes.fold_argmax_into_gemv import FoldArgmaxIntoGemvRule
         from lanec.passes.fold_gate_product import FoldGateProductRule
         from lanec.passes.fold_norm_into_gemv import FoldNormIntoGemvRule
+        from lanec.passes.fold_norm_into_latent import FoldNormIntoLatentRule
         from lanec.passes.fold_norm_into_router import FoldNormIntoRouterRule
         from lanec.passes.hold_conv_l2norm import HoldConvL2NormRule
         from lanec.passes.hold_gated_pair import HoldGatedPairRule
@@ -108,7 +110,7 @@ class LaneShim:
         return (HoldPerHeadPartRule, HoldValuesInPlaceRule, HoldKdaRule, FoldGateProductRule, HoldConvL2NormRule,
                 HoldMixtureSharedRule,
                 HoldGatedPairRule, HoldProductsInPartsRule, HoldQuantizedActivationRule, FoldNormIntoGemvRule,
-                FoldNormIntoRouterRule, FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
+                FoldNormIntoRouterRule, FoldNormIntoLatentRule, FoldArgmaxIntoGemvRule, FoldAllReduceIntoNormRule)
 
     def as_gemv(self, rows: int) -> bool:
         """Whether products of `rows` activation rows are a decode step's, for the GEMV kernels:

@@ -4,6 +4,8 @@ the specializations it refuses say why."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ptx import compiled_for_sm90a
 
@@ -35,4 +37,41 @@ def test_norm_prologue_compiles_without_local_memory(make):
 ])
 def test_norm_prologue_refusals_say_why(make, message):
     with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Gemv(1, 128, (16384,), per_head=(32, 192, 0), x_pitch=6720, rider_width=512, rider_x_pitch=6720,
+                 schedule={"warps": 1, "rows_per_cta": 16, "tensor_cores": False}),
+    lambda: Gemv(3, 128, (8192,), per_head=(16, 192, 0), rider_width=512,
+                 schedule={"warps": 2, "rows_per_cta": 16, "tensor_cores": True}),
+    lambda: Gemv(2, 1000, (1001,), rider_width=776, rider_eps=1e-5),
+])
+def test_a_norm_rides_in_a_cta_more_a_row(make):
+    """The rider (fold-norm-into-latent): its input (read in place), weight and result after the product's
+    tensors; one CTA more a row, whose first warp norms it after its own PDL wait, x through L2 only; the
+    product's CTAs as without it; no local memory."""
+    kernel = make()
+    fields = ("rows", "width", "parts", "per_head", "x_pitch")
+    alone = Gemv(**{name: getattr(kernel, name) for name in fields},
+                 schedule={"warps": kernel.warps, "rows_per_cta": kernel.rows_per_cta,
+                           "tensor_cores": kernel.tensor_cores})
+    assert [p.name for p in kernel.params()] == [p.name for p in alone.params()] + ["rider_x", "rider_w", "rider_y"]
+    rider_x = kernel.params()[-3]
+    assert rider_x.strides == (kernel.rider_x_pitch or kernel.rider_width, 1) and kernel.params()[-1].written
+    assert kernel.launch().grid == (alone.launch().grid[0] + kernel.rows, 1, 1)
+    ptx = compiled_for_sm90a(kernel).ptx
+    vectors = kernel.rider_width // 8
+    assert ptx.count("ld.global.cg.v4.b32") == -(-vectors // 32)  # a lane's vectors of its row
+    assert ptx.count("griddepcontrol.wait;") == compiled_for_sm90a(alone).ptx.count("griddepcontrol.wait;") + 1
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Gemv(1, 128, (512,), rider_width=4096), "width 4096: at most RIDER_MAX_WIDTH (2048)"),
+    (lambda: Gemv(1, 128, (512,), rider_width=100), "width 100 must be a positive multiple of 8"),
+    (lambda: Gemv(1, 128, (512,), rider_width=512, rider_x_pitch=500), "x pitch 500: at least the row's 512"),
+    (lambda: Gemv(1, 128, (512,), rider_width=512, rider_eps=0.0), "eps must be positive"),
+])
+def test_rider_refusals_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         make()

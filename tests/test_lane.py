@@ -49,7 +49,8 @@ def test_the_shim_holds_the_lanes_held_back_rules_the_table_runs() -> None:
     assert [r.name for r in HELD_BACK] == [
         "hold-per-head-part", "hold-values-in-place", "hold-kda", "fold-gate-product", "hold-conv-l2norm",
         "hold-mixture-shared", "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation", "fold-norm-into-gemv",
-        "fold-norm-into-router", "fold-argmax-into-gemv", "fold-all-reduce-into-norm"]
+        "fold-norm-into-router", "fold-norm-into-latent", "fold-argmax-into-gemv",
+        "fold-all-reduce-into-norm"]
     assert all(r.stage == "held-back" for r in HELD_BACK)
 
 

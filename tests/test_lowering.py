@@ -734,6 +734,7 @@ def test_the_shared_expert_runs_in_the_routers_launch_where_the_fact_allows(tmp_
     import lanec.codegen.lower as lowering
 
     monkeypatch.setattr(lowering, "ROUTER_SHARED_ROWS", 1 if taken else None)
+    monkeypatch.setattr(lowering, "MIXTURE_EARLY_SHARED_ROWS", None)  # its own test below
     source = tmp_path / "kimi-b1.mlir"
     cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "3", "--batch", "1",
          "-o", str(source)], standalone_mode=False)
@@ -752,3 +753,64 @@ def test_the_shared_expert_runs_in_the_routers_launch_where_the_fact_allows(tmp_
     reasons = [o for kernel, _, o in tunings if kernel == "shared_expert"]
     assert [o["launch"] for o in reasons] == ["mixture_router" if taken else "mixture_gated"] * 2
     assert all(("at most ROUTER_SHARED_ROWS" if taken else "measured slower") in o["why"] for o in reasons)
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_the_shared_warp_norms_before_the_wait_at_one_row(tmp_path, rows):
+    """MIXTURE_EARLY_SHARED_ROWS (1): where the fused router norms the mixture's input, mixture_gated's shared warp
+    norms the router's own input (its x, residual and norm weight: the gated launch's extra tensors) and dots its
+    MIXTURE_EARLY_SHARED_UNITS units before its PDL wait in its first MIXTURE_EARLY_SHARED_CTAS CTAs; the router then
+    releases it only after the router's own wait, whatever RELEASE_RULE says. explain's line says so. At 2 rows
+    neither happens: the router releases at its entry and the gated launch reads the normed rows only."""
+    from lanec.codegen.facts import MIXTURE_EARLY_SHARED_CTAS, MIXTURE_EARLY_SHARED_UNITS
+
+    source = tmp_path / "kimi.mlir"
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "3", "--batch", str(rows),
+         "-o", str(source)], standalone_mode=False)
+    tunings: list = []
+    ops = launches(source, tunings)
+    order = [op.kernel.data for op in ops]
+    taken = rows == 1
+    for router, pair in zip([op for op in ops if op.kernel.data == "mixture_router"],
+                            [op for op in ops if op.kernel.data == "mixture_gated"], strict=True):
+        assert order[ops.index(router) + 1] == "mixture_gated"
+        gated = spec_of(pair)
+        assert gated.get("early_shared", False) == taken
+        # the router releases after its wait where the gated launch reads its inputs early (else at its entry)
+        assert ("release" in spec_of(router)) == (not taken)
+        if taken:
+            assert (gated["shared_units"], gated.get("early_ctas")) == (MIXTURE_EARLY_SHARED_UNITS,
+                                                                         MIXTURE_EARLY_SHARED_CTAS)
+            assert list(pair.args[6:9]) == list(router.args[:3])  # the router's x, residual and norm weight
+            assert len(pair.args) == 10
+        else:
+            assert len(pair.args) == 7
+    reasons = [(key, o) for kernel, key, o in tunings if kernel == "shared_expert"]
+    assert len(reasons) == 2 and all(o["launch"] == "mixture_gated" for _, o in reasons)
+    assert all(("before the PDL wait" in o["why"]) == taken for _, o in reasons)
+    releases = [o["why"] for kernel, key, o in tunings if kernel == "release" and key["kernel"] == "mixture_router"]
+    assert all(("reads this launch's inputs before its own wait" in why) == taken for why in releases)
+
+
+@pytest.mark.parametrize("fold", [True, False], ids=["rider", "no-fold-norms"])
+def test_the_latent_rows_norm_rides_in_the_absorption_gemv(tmp_path, fold):
+    """fold-norm-into-latent: Kimi Linear's MLA layer (layer 3) launches no rmsnorm for kv_a_layernorm; the query's
+    absorption gemv takes it as a rider (a CTA more a row) reading the norm's input in place and writing the latent
+    row the latent attention reads next. Under --no-fold-norms the norm is its own launch before that gemv."""
+    source = tmp_path / "kimi.mlir"
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "4", "-o", str(source)],
+        standalone_mode=False)
+    ops = launches(source, shim=LaneShim(fold_norms=fold))
+    attention = next(i for i, op in enumerate(ops) if op.kernel.data == "latent_attention")
+    absorb = ops[attention - 1]
+    norms = [op for op in ops if op.kernel.data == "rmsnorm" and spec_of(op)["width"] == 512]
+    assert absorb.kernel.data == "gemv" and spec_of(absorb)["per_head"]
+    if fold:
+        assert not norms
+        spec = spec_of(absorb)
+        assert (spec["rider_width"], spec["rider_eps"], spec["rider_x_pitch"]) == (512, 1e-6, 6720)
+        latent = absorb.args[-1]  # the rider's result: the attention's latent row
+        assert latent in list(ops[attention].args)
+        assert list(absorb.grid.get_values())[0] == 32 * 512 // spec["schedule"]["rows_per_cta"] + 1
+    else:
+        assert len(norms) == 1 and ops[attention - 2] is norms[0] and "rider_width" not in spec_of(absorb)

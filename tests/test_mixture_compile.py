@@ -81,6 +81,31 @@ def test_compiles_for_sm90a(case):
         assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == wanted
 
 
+def test_the_shared_warp_dots_before_the_wait():
+    """mixture_gated with `early_shared` (MIXTURE_EARLY_SHARED_ROWS): the router's input, residual and norm weight
+    come in after the shared rows; the shared warp of the first `early_ctas` CTAs norms the row in its shared memory
+    (h in fp32, the normed row in bf16) reading x and the residual through L2 only (`ld.global.cg`, before any PDL
+    wait), the others read the router's normed rows after theirs; no local memory. Refused without a shared expert
+    or at more units a warp than 8."""
+    kernel = MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024, early_shared=True, residual=True, eps=1e-5,
+                          shared_units=3, early_ctas=248)
+    assert [p.name for p in kernel.params()] == ["x", "ids", "gate", "up", "shared_gate", "shared_up", "norm_x",
+                                                 "residual", "norm_w", "hidden"]
+    assert kernel.launch().grid == (512, 1, 1) and kernel.launch().shared_bytes == 6 * 2304
+    assert MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024, early_shared=True, shared_units=1).launch().grid \
+        == (1024, 1, 1)  # a CTA for every shared unit: its routed warps past the expert's units do nothing
+    ptx = compiled_for_sm90a(kernel).ptx
+    assert ptx.count("ld.global.cg.v4.b32") == 2 * 9  # x and the residual, 9 vectors a lane of 2304
+    assert ptx.count("cp.async.bulk.prefetch.L2.global") == 4  # the shared rows: early, or after the wait
+    # the early shared warp's, its twin's past the shared units (nothing to dot), and every other warp's
+    assert ptx.count("griddepcontrol.wait;") == 3
+    assert "st.shared.v4" in ptx and ".local" not in ptx
+    with pytest.raises(ValueError, match="the shared warp norms its row for a shared expert this launch runs"):
+        MixtureGated(1, 512, 256, 16, 4, early_shared=True)
+    with pytest.raises(ValueError, match="shared_units 9: 1 to 8 hidden units a warp"):
+        MixtureGated(1, 512, 256, 16, 4, shared_hidden=256, early_shared=True, shared_units=9)
+
+
 def test_params_follow_the_specialization():
     router = MixtureRouter(3, 512, 64, 4, correction=True, x_pitch=1024)
     assert [p.name for p in router.params()] == ["x", "router", "correction", "ids", "weights"]

@@ -52,8 +52,9 @@ def test_the_table_links_the_lane_rules_around_the_shared_ones() -> None:
     assert shared.index("merge-products") < shared.index("fold-kda")  # fold-kda reads q, k, v as parts
     assert shared[-1] == "fuse-quant"  # it quantizes for the producers the folds left
     # the quantize epilogues are checked after every split; then the norms fold into the GEMVs left
-    assert [r.name for r in HELD_BACK][-5:] == ["hold-quantized-activation", "fold-norm-into-gemv",
-                                                "fold-norm-into-router", "fold-argmax-into-gemv", "fold-all-reduce-into-norm"]
+    assert [r.name for r in HELD_BACK][-6:] == ["hold-quantized-activation", "fold-norm-into-gemv",
+                                                "fold-norm-into-router", "fold-norm-into-latent",
+                                                "fold-argmax-into-gemv", "fold-all-reduce-into-norm"]
     assert all(r.stage == stage for stage, rules in TABLE for r in rules)
 
 

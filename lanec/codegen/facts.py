@@ -247,6 +247,34 @@ def norm_held_vectors(rows: int, width: int, warps: int = GEMV_WARPS) -> int:
     return rows * -(-(width // VECTOR) // (WARP * warps))
 
 
+# A norm riding in a gemv launch (fold-norm-into-latent: the latent row's norm in the query's absorption gemv): one
+# CTA more a row, whose first warp holds the row's h in registers, 8 values a vector and lane: at most this wide.
+RIDER_MAX_WIDTH = 2048
+
+
+@dataclass(frozen=True)
+class RiderSpec(Spec):
+    """A norm riding in a gemv launch: `rows` of `width` values (0: none), `eps`, read `x_pitch` apart."""
+
+    kernel: ClassVar[str] = "gemv norm rider"
+    rows: int
+    width: int
+    eps: float = 1e-6
+    x_pitch: int | None = None
+
+    def problems(self) -> list[str]:
+        if not self.width:
+            return []
+        found = list(filter(None, [vector_width("width", self.width)]))
+        if self.width > RIDER_MAX_WIDTH:
+            found.append(f"width {self.width}: at most RIDER_MAX_WIDTH ({RIDER_MAX_WIDTH}), a warp holds the row")
+        if not self.eps > 0:
+            found.append(f"eps must be positive; got {self.eps}")
+        if self.x_pitch is not None:
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+        return found
+
+
 @dataclass(frozen=True)
 class RowProductsSpec(Spec):
     """A launch of gemv (`kernel` "gemv", `parts` its products' output rows) or gated_gemv (one
@@ -1482,6 +1510,23 @@ MIXTURE_GROUPED_ROWS: int | None = 4
 # interpreter (49 of 49), but that step ran 2169.3 us with it against 2085.6 without (bench/model.py
 # kimi-full-b1-c1k, one command, H200, 2026-11-30): gated's stream slows by more than down's ramp saves.
 MIXTURE_DOWN_EARLY_ROWS: int | None = None
+# The per-row path's shared expert before the PDL wait (`early_shared`, mixture.py's MixtureGated): at most this
+# many rows (None: never), where the fused router norms the mixture's input, mixture_gated's shared warp norms the
+# router's own input rows itself (they were complete when the router's CTAs passed their wait, and the router then
+# releases mixture_gated only after it) and dots its MIXTURE_EARLY_SHARED_UNITS units a warp while the router
+# chooses, so the shared expert's rows (9.4 MB at Kimi Linear's shape) leave the stream after the wait. Only the
+# first MIXTURE_EARLY_SHARED_CTAS CTAs of a row (None: every one) do: the later ones start once the first wave's
+# leave, after the router has ended, so they prefetch their shared rows and dot the router's normed row after the
+# wait as the routed warps do, without the norm's latency on the launch's tail. 248 is the first wave beside the
+# router at batch 1 on 132 SMs: 2 CTAs an SM, 1 on each of the router's 16. More units a warp put more of the
+# shared expert there: 3 is 342 CTAs (92 registers, as without it); 4 would be 118 registers, one CTA an SM.
+# Measured on the H200 (bench/model.py, real-size Kimi Linear batch 1, rounds in one command each; bench/RESULTS.md,
+# twenty-fifth session), us: without 1891.5 / 1902.8, every CTA at 2 units 1872.0 / 1871.3, the first 248 at 3
+# units 1866.1 / 1869.7; a third command: without 1899.6 / 1900.0 / 1903.2, the first 248 at 3 units 1879.8 /
+# 1881.3 / 1881.7.
+MIXTURE_EARLY_SHARED_ROWS: int | None = 1
+MIXTURE_EARLY_SHARED_UNITS = 3
+MIXTURE_EARLY_SHARED_CTAS: int | None = 248
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
 # mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). Its 11 GPU cases

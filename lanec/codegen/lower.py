@@ -47,6 +47,9 @@ from lanec.codegen.facts import (
     LATENT_ENGINE,
     LATENT_PARTIALS,
     MIXTURE_DOWN_EARLY_ROWS,
+    MIXTURE_EARLY_SHARED_CTAS,
+    MIXTURE_EARLY_SHARED_ROWS,
+    MIXTURE_EARLY_SHARED_UNITS,
     MIXTURE_GROUPED_ROWS,
     MIXTURE_SUM_IN_NORM,
     PAIR_TILE,
@@ -171,6 +174,9 @@ class Lowering:
     # a norm's result that its reader's mixture router computes in its prologue (fold-norm-into-router)
     # -> the norm: the router writes the result's buffer
     router_norms: dict[SSAValue, form.NormOp] = field(default_factory=dict)
+    # a norm's result that rides in an absorbed latent attention's query gemv (fold-norm-into-latent) -> the
+    # norm: that gemv's rider CTAs write the result's buffer
+    latent_norms: dict[SSAValue, form.NormOp] = field(default_factory=dict)
     # an argmax's result that the gemv writing its input computes in its epilogue
     # (fold-argmax-into-gemv) -> the chosen indices that gemv writes
     argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
@@ -474,6 +480,9 @@ class Lowering:
             successor = after.kernel.data if followed else None
             ctas = math.prod(after.grid.get_values()) if followed else 0
             point, why = release_point(op.kernel.data, successor, ctas)
+            if followed and "early_shared" in after.spec.data:  # it reads this launch's inputs before its wait
+                point, why = "wait", (f"the next launch ({successor}) reads this launch's inputs before its own "
+                                      "wait: they are complete once this launch's CTAs pass their wait")
             if point == "entry":
                 op.properties["spec"] = DictionaryAttr({**op.spec.data, "release": StringAttr("entry")})
             # the point is part of the key: one (kernel, next kernel) pair may be started early or not (the lm head)
@@ -819,6 +828,10 @@ class Lowering:
             self.windows[op.result] = self.activation(name, (rows, width))
             if op.sum is not None:
                 self.windows[op.sum] = self.activation(f"{name}.sum", (rows, width))
+            return
+        if op.prologue is not None and op.prologue.data == "latent":  # the absorption gemv's rider writes it
+            self.latent_norms[op.result] = op
+            self.windows[op.result] = self.activation(name, (rows, width))
             return
         if op.prologue is not None:  # its reader's gemv computes it: only the sum needs a buffer
             self.prologues[op.result] = op
@@ -1189,8 +1202,11 @@ class Lowering:
         early = MIXTURE_DOWN_EARLY_ROWS is not None and rows <= MIXTURE_DOWN_EARLY_ROWS
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
-        self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {})},
-                    [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), between])
+        before_wait, norm_in = self.shared_before_wait(op, router, shape, in_router)
+        self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {}),
+                                      **before_wait},
+                    [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), *norm_in,
+                     between])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
         self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape)},
@@ -1222,6 +1238,37 @@ class Lowering:
             return True
         self.tunings.append(("shared_expert", shape, {"launch": "mixture_gated", "why": why}))
         return False
+
+    def shared_before_wait(self, op: form.MixtureOp, router: dict, shape: dict, in_router: bool) -> tuple[dict, list]:
+        """Whether mixture_gated's shared warp dots its units before the PDL wait (MIXTURE_EARLY_SHARED_ROWS):
+        where the fused router norms the mixture's input, the warp norms the router's own input itself (those
+        rows were complete when the router passed its wait; `place_releases` then has the router release this
+        launch only after it). Returns the launch's spec entries and its extra inputs (the norm's x, residual
+        and weight), noted for `explain` where it is taken."""
+        norm = self.router_norms.get(op.x)
+        rows = router["rows"]
+        if in_router or not shape["shared_hidden"] or norm is None or MIXTURE_EARLY_SHARED_ROWS is None \
+                or rows > MIXTURE_EARLY_SHARED_ROWS or router_gemm_spec(rows, router["width"], router["experts"],
+                                                                         router.get("x_pitch")) is not None:
+            return {}, []
+        norm_in = [self.window(norm.x), *([self.window(norm.residual)] if norm.residual is not None else [])]
+        if not all(w.contiguous for w in norm_in):
+            return {}, []  # the warp reads whole rows in place
+        for index in range(len(self.tunings) - 1, -1, -1):  # `shared_in_router`'s note: this one says it
+            if self.tunings[index][0] == "shared_expert" and self.tunings[index][1] == shape:
+                del self.tunings[index]
+                break
+        first = "" if MIXTURE_EARLY_SHARED_CTAS is None else \
+            f" in the first {MIXTURE_EARLY_SHARED_CTAS} CTAs of a row (MIXTURE_EARLY_SHARED_CTAS: the first wave)"
+        self.tunings.append(("shared_expert", dict(shape), {
+            "launch": "mixture_gated", "before_wait": True,
+            "why": f"{rows} rows are at most MIXTURE_EARLY_SHARED_ROWS ({MIXTURE_EARLY_SHARED_ROWS}): the shared "
+                   f"warp norms the router's input and dots its {MIXTURE_EARLY_SHARED_UNITS} units a warp before "
+                   f"the PDL wait{first}, while the router chooses; the router releases it after its own wait"}))
+        spec = {"early_shared": True, "residual": norm.residual is not None, "eps": norm.eps.value.data,
+                "shared_units": MIXTURE_EARLY_SHARED_UNITS,
+                **({"early_ctas": MIXTURE_EARLY_SHARED_CTAS} if MIXTURE_EARLY_SHARED_CTAS is not None else {})}
+        return spec, [*norm_in, self.window(norm.weight)]
 
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
               routing: Window, grouped: bool = False, shared: tuple | None = None) -> list[Window]:
@@ -1440,7 +1487,15 @@ class Lowering:
             {"kind": "reshape", "shape": (heads * v, lora)}], shape=(heads * v, lora))
         qr = self.window(op.qr)
         absorbed = self.activation("latent_attention.query", (rows, heads * lora))
-        self.gemv(qr, key, absorbed, {"width": nope, "parts": (heads * lora,), "per_head": (heads, nope + rope, 0)})
+        rider, riding = {}, []
+        norm = self.latent_norms.get(op.latent)
+        if norm is not None:  # fold-norm-into-latent: the latent row's norm in a CTA more a row of this gemv
+            norm_x = self.window(norm.x)
+            rider = {"rider_width": form.shape(norm.x)[1], "rider_eps": norm.eps.value.data,
+                     **pitch_of(norm_x, "rider_x")}
+            riding = [norm_x, self.window(norm.weight), self.window(op.latent)]
+        self.gemv(qr, key, absorbed, {"width": nope, "parts": (heads * lora,), "per_head": (heads, nope + rope, 0),
+                                      **rider}, epilogue=riding)
         context = max_pages * page_size
         shape = {"batch": batch, "tokens": tokens, "heads": heads, "lora": lora, "rope": rope, "context": context}
         # the cut (chunks, rows a block) `latent_cut` fits, or a measured table entry's splits and knobs

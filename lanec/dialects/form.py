@@ -466,7 +466,9 @@ class PartOp(IRDLOperation):
 # Norms and elementwise ops
 
 
-NORM_PROLOGUES = ("gemv", "router")  # kernels that take a norm of their activation in their prologue
+# kernels that take a norm of their activation in their prologue, and "latent": an absorbed latent attention's
+# query gemv, beside which the norm of its latent row rides (fold-norm-into-latent)
+NORM_PROLOGUES = ("gemv", "router", "latent")
 ARGMAX_EPILOGUES = ("gemv",)  # kernels that take the argmax of their output rows in their epilogue
 
 
@@ -474,8 +476,9 @@ ARGMAX_EPILOGUES = ("gemv",)  # kernels that take the argmax of their output row
 class NormOp(IRDLOperation, QuantizedEpilogue):
     """RMS norm: h = x (+ residual), y = h * rsqrt(mean(h^2) + eps) * w. With a residual the op
     also returns h (the new residual stream). `prologue` is the lane's choice (the
-    fold-norm-into-gemv or fold-norm-into-router rule's): the norm runs in the prologue of its one
-    reader's launch, that kernel named ("gemv", or "router": a mixture's); it does not change the
+    fold-norm-into-gemv, fold-norm-into-router or fold-norm-into-latent rule's): the norm runs in the
+    prologue of its one reader's launch, that kernel named ("gemv", or "router": a mixture's), or beside
+    it ("latent": in the query gemv of the latent attention reading it); it does not change the
     meaning."""
 
     name = "form.norm"
@@ -513,6 +516,8 @@ class NormOp(IRDLOperation, QuantizedEpilogue):
                    f"norm prologue '{self.prologue.data}': the kernels that take a norm in their prologue are "
                    f"{', '.join(NORM_PROLOGUES)}")
             expect(self.quantize is None, "a norm in its reader's prologue has no quantize epilogue")
+            expect(self.prologue.data != "latent" or self.residual is None,
+                   "a norm riding beside a latent attention's query adds no residual")
 
 
 class Binary(IRDLOperation, QuantizedEpilogue):

@@ -25,7 +25,8 @@ TABLE_PASSES = (
     "part-in-place", "absorb-latent", "fuse-quant",
     "hold-per-head-part", "hold-values-in-place", "hold-kda", "fold-gate-product", "hold-conv-l2norm",
     "hold-mixture-shared", "hold-gated-pair", "hold-products-in-parts", "hold-quantized-activation",
-    "fold-norm-into-gemv", "fold-norm-into-router", "fold-argmax-into-gemv", "fold-all-reduce-into-norm",
+    "fold-norm-into-gemv", "fold-norm-into-router", "fold-norm-into-latent", "fold-argmax-into-gemv",
+    "fold-all-reduce-into-norm",
 )
 
 

@@ -59,6 +59,10 @@
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
 #              plan without the fold
+#   early-shared  mixture_gated's shared warp before the PDL wait: the mixture cases, sanitizer, the plans it changes
+#              --check, the real-size batch-1 step without it and at 2 and 3 units a shared warp
+#   rider      the latent row's norm riding in the absorption gemv: its cases, sanitizer, the MLA plans --check, the
+#              real-size batch-1 step with and without it and the early shared warp
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   latent-rows  the wgmma latent attention in blocks of fewer query rows (`block_rows`, `latent_cut`): its cases,
@@ -903,6 +907,57 @@ for phase in "${phases[@]}"; do
       for plan in base old-fr8 fr8 fr4 fr2 fr8-nolm fr4-nolm; do
         echo "round 1 $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab/$plan-b1.plan 2>&1 | tail -1)" \
           | tee -a "$logs/norm-late.log"
+      done ;;
+    early-shared)
+      # mixture_gated's shared warp before the PDL wait (MIXTURE_EARLY_SHARED_ROWS): the mixture cases, the new ones
+      # among them, compute-sanitizer on Kimi Linear's, --check of the plans it changes, then two rounds of the
+      # real-size batch-1 step without it (base), at 2 units a shared warp (the default) and at 3 (EARLY_PLANS: the
+      # build/ab2 plans to time). Here:
+      # python tests/gpu/build.py --only mixture_gated; python tests/gpu/plans.py kimi-full-b1-c1k qwen-next-b1
+      # kimi-linear-small; build/ab2/base.plan and early-u3.plan by tests/gpu/variant_plan.py --fact
+      # MIXTURE_EARLY_SHARED_ROWS=None (UNITS=3) of build/plans/kimi-full-b1-c1k.mlir, early-u2.plan the plan
+      # itself; carry build/gpu, build/plans, build/ab2, .whl; about 8 minutes)
+      timeout 200 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line -k "before_the_wait or matches" 2>&1 | tail -8 \
+        | tee "$logs/early-shared.log"
+      cases_passed early-shared || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "b1_e256_k8_w2304_shared_u2_first100" early-shared.log 120 || status=1
+      for plan in kimi-linear-small qwen-next-b1; do
+        echo "$plan: $(timeout 90 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/early-shared.log"
+      done
+      echo "kimi-full-b1-c1k: $(timeout 150 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/early-shared.log"
+      for round in 1 2; do
+        for plan in ${EARLY_PLANS:-base early-u2 early-u3}; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab2/$plan.plan 2>&1 \
+            | tail -1)" | tee -a "$logs/early-shared.log"
+        done
+      done ;;
+    rider)
+      # the latent row's norm riding in the absorption gemv (fold-norm-into-latent) beside the shared warp before
+      # the wait: the gemv rider cases, the early-shared mixture cases, compute-sanitizer on Kimi Linear's rider,
+      # --check of the MLA plans, then three rounds of the real-size batch-1 step: neither (base), the shared warp
+      # early at 3 units in the first 248 CTAs without the rider, and with it at 3 units / 248 CTAs and at 2 units
+      # in every CTA (here: python tests/gpu/build.py --only gemv mixture_gated; python tests/gpu/plans.py
+      # kimi-full-b1-c1k deepseek-v3-b2 kimi-linear-small kimi-b8; build/ab2 by tests/gpu/variant_plan.py --fact;
+      # carry build/gpu, build/plans, build/ab2, .whl; about 9 minutes)
+      timeout 120 python3 -m pytest tests/gpu/test_kernels.py -q -rfE --tb=line -k "rider" 2>&1 | tail -4 \
+        | tee "$logs/rider.log"
+      timeout 150 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line -k "before_the_wait" 2>&1 | tail -4 \
+        | tee -a "$logs/rider.log"
+      cases_passed rider || { status=1; continue; }
+      sanitize_case tests/gpu/test_kernels.py "gemv-r1_rider_kimi_absorb" rider.log 120 || status=1
+      for plan in kimi-linear-small deepseek-v3-b2 kimi-b8; do
+        echo "$plan: $(timeout 90 python3 -m lanec.runtime build/plans/$plan.plan --check 2>&1 | tail -1)" \
+          | tee -a "$logs/rider.log"
+      done
+      echo "rider-u3-e248: $(timeout 150 python3 -m lanec.runtime build/ab2/rider-u3-e248.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/rider.log"
+      for round in 1 2 3; do
+        for plan in ${RIDER_PLANS:-base pre-u3-e248 rider-u3-e248 rider-u2}; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab2/$plan.plan 2>&1 \
+            | tail -1)" | tee -a "$logs/rider.log"
+        done
       done ;;
     norm-fold)
       # the fold at NORM_ROWS_PER_CTA 4 across the families (after norm-late): the gemv cases, compute-sanitizer on

@@ -53,6 +53,10 @@ def _reference_rmsnorm(spec, inputs):
 
 
 def _reference_gemv(spec, inputs):
+    if spec.get("rider_width"):  # the norm riding in the launch: rmsnorm's result beside the product's
+        rest = {k: v for k, v in spec.items() if not k.startswith("rider_")}
+        return {**_reference_gemv(rest, inputs), "rider_y": ops.rmsnorm(inputs["rider_x"], inputs["rider_w"],
+                                                                         spec["rider_eps"])}
     if spec.get("norm"):  # rmsnorm, then the product of its output as the prologue holds it: in fp32, unrounded
         if spec.get("residual"):
             normed, h = ops.rmsnorm(inputs["x"], inputs["norm_w"], spec["eps"], residual=inputs["residual"])

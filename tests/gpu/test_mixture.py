@@ -334,3 +334,35 @@ def test_the_router_runs_the_shared_expert(case, norm, stream):
         gated.free()
     assert np.isnan(from_gated[:, top_k * inner:]).all(), f"{case}: mixture_gated wrote the shared columns"
     check_close(f"{case} routed hidden", "bfloat16", from_gated[:, : top_k * inner], want[:, : top_k * inner])
+
+
+EARLY_SHARED = load("lanec_gpu_cases_mixture_early", HERE / "cases" / "mixture.py").EARLY_SHARED_SHAPES
+
+
+@pytest.mark.parametrize("case", sorted(EARLY_SHARED))
+def test_the_shared_warp_norms_before_the_wait(case, stream):
+    """mixture_gated with `early_shared` (MIXTURE_EARLY_SHARED_ROWS): its shared warp norms the router's input
+    (norm_x + residual, norm_w) itself and dots its shared units before the PDL wait, while the routed warps read
+    the normed rows the router wrote (x). Every column of hidden is the interpreter's SwiGLU of the rows
+    ops.rmsnorm gives, on fresh inputs with the outputs poisoned and the unchosen experts NaN."""
+    shape = EARLY_SHARED[case]
+    rows, width = shape["rows"], shape["width"]
+    rng = np.random.default_rng()
+    chosen = np.stack([rng.choice(shape["experts"], shape["top_k"], replace=False) for _ in range(rows)])
+    inputs = {"norm_x": to_bf16(rng.standard_normal((rows, width), dtype=F32)),
+              "norm_w": to_bf16(F32(1) + F32(0.1) * rng.standard_normal(width, dtype=F32)),
+              "ids": chosen.astype(np.int32), **draw_experts(shape, chosen, rng)}
+    residual = None
+    if shape["residual"]:
+        inputs["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=F32))
+        residual = from_bf16(inputs["residual"])
+    normed = ops.rmsnorm(from_bf16(inputs["norm_x"]), from_bf16(inputs["norm_w"]), shape["eps"], residual)
+    y = round_bf16(normed[0] if residual is not None else normed)
+    inputs["x"] = to_bf16(y)  # the rows the router normed: the routed warps' activation
+    gated = Launched("mixture_gated", f"{case}_early_shared", inputs, stream)
+    try:
+        hidden = from_bf16(gated.read("hidden"))
+    finally:
+        gated.free()
+    v = decoded(shape, inputs)
+    check_close(f"{case} hidden", "bfloat16", hidden, hidden_reference(shape, v, chosen))

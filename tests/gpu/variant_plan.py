@@ -8,10 +8,13 @@ e.g. gemm_tc 'outputs=2304,rows=64,width=4096' '{"engine": "wgmma", "splits": 3,
 '{"schedule": {"block_rows": 8}, "splits": 16}'. With --add first, a shape the table has no entry for gets one (without it, such a key is refused: a typo would
 otherwise compile the table's own plan). Other options before the form (`--fold-norms`, ...) go to `lanec compile`. The replaced entries must be specializations the
 GPU tests have checked (each kernel's tuned cases) before a table keeps them; the plan is compiled in this process,
-from the table with those entries in place."""
+from the table with those entries in place. `--fact NAME=VALUE` (a Python literal, before the form) sets one of
+lanec/codegen/facts.py's facts for the compile, in every module that imported it (e.g.
+`--fact MIXTURE_EARLY_SHARED_ROWS=None`); with facts, no schedule entry need be given."""
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 
@@ -19,13 +22,26 @@ import sys
 def main(argv: list[str]) -> None:
     add = argv[:1] == ["--add"]  # a shape the table lacks gets an entry (else a mistyped key is refused)
     argv = argv[1:] if add else argv
-    options = []  # lanec compile's own options, before the form
+    options, facts = [], {}  # lanec compile's own options, and facts set, before the form
     while argv and argv[0].startswith("--"):
-        options.append(argv.pop(0))
-    if len(argv) < 5 or (len(argv) - 2) % 3:
+        option = argv.pop(0)
+        if option == "--fact" and argv:
+            name, _, value = argv.pop(0).partition("=")
+            facts[name] = ast.literal_eval(value)
+        else:
+            options.append(option)
+    if len(argv) < 2 or (len(argv) - 2) % 3 or (len(argv) == 2 and not facts):
         sys.exit(__doc__)
     from lanec.cli import main as lanec
+    from lanec.codegen import facts as fact_module
     from lanec.codegen import schedules
+
+    for name, value in facts.items():
+        if not hasattr(fact_module, name):
+            sys.exit(f"variant_plan: facts.py has no {name}")
+        for module in list(sys.modules.values()):
+            if (getattr(module, "__name__", "") or "").startswith("lanec.") and hasattr(module, name):
+                setattr(module, name, value)
 
     form, plan, rest = argv[0], argv[1], argv[2:]
     table = schedules.table()  # cached: the lowering reads this dict

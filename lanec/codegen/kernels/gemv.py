@@ -50,6 +50,7 @@ from lanec.codegen.facts import (
     SM_COUNT,
     VECTOR,
     WARP,
+    RiderSpec,
     RowProductsSpec,
     RowSchedule,
     argmax_groups,
@@ -75,7 +76,7 @@ from lanec.codegen.kernels.primitives import (
     warp_reduce_scatter,
 )
 from lanec.codegen.kernels.quantize import store_warp_quantized
-from lanec.codegen.kernels.rmsnorm import norm_weight_vectors
+from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, warp_normed_row
 
 # Registers a thread may spend holding weight vectors (4 words each): 16 vectors = 64 registers.
 MAX_VECTORS_IN_FLIGHT = 16
@@ -523,18 +524,35 @@ class Gemv(RowProducts):
     name = "gemv"
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
-                 norm=False, eps=1e-6, residual=False, argmax=False, quantize=0):
+                 norm=False, eps=1e-6, residual=False, argmax=False, quantize=0, rider_width=0, rider_eps=1e-6,
+                 rider_x_pitch=None):
         super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
                          norm=norm, eps=eps, residual=residual, argmax=argmax, quantize=quantize)
         self.parts = tuple(int(p) for p in parts)
+        RiderSpec(rows, rider_width, rider_eps, rider_x_pitch).check()
+        self.rider_width, self.rider_eps, self.rider_x_pitch = int(rider_width), float(rider_eps), rider_x_pitch
 
     def params(self) -> list[TensorParam]:
         before, after = self.norm_params()
         chosen = [TensorParam("best", (ARGMAX_GROUPS + 1, ARGMAX_SLOT), "int32", written=True),
                   TensorParam("tickets", (ARGMAX_GROUPS + 1, ARGMAX_SLOT), "int32", written=True),
                   TensorParam("chosen", (self.rows,), "int32", written=True)] if self.argmax else []
+        rider = []
+        if self.rider_width:  # the norm riding in the launch (fold-norm-into-latent): its input, weight, result
+            row = (self.rows, self.rider_width)
+            rider = [TensorParam("rider_x", row, "bfloat16", (self.rider_x_pitch or self.rider_width, 1)),
+                     TensorParam("rider_w", (self.rider_width,), "bfloat16"),
+                     TensorParam("rider_y", row, "bfloat16", written=True)]
         return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
-                TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after, *chosen]
+                TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after, *chosen,
+                *rider]
+
+    def launch(self) -> LaunchShape:
+        shape = super().launch()
+        if not self.rider_width:
+            return shape
+        blocks, _, _ = shape.grid  # a CTA more a row: the rider's
+        return LaunchShape(grid=(blocks + self.rows, 1, 1), block=shape.block, shared_bytes=shape.shared_bytes)
 
     def shared_bytes(self) -> int:
         # the argmax epilogue's keys (one 8-byte word an activation row) and its last-CTA flag, each
@@ -545,16 +563,40 @@ class Gemv(RowProducts):
     def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
                  w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None, best: cute.Tensor = None,
                  tickets: cute.Tensor = None, chosen: cute.Tensor = None, staged: cute.Tensor = None,
-                 block_tickets: cute.Tensor = None):
-        launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets)
+                 block_tickets: cute.Tensor = None, rider_x: cute.Tensor = None, rider_w: cute.Tensor = None,
+                 rider_y: cute.Tensor = None):
+        launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, rider_x, rider_w,
+               rider_y)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, residual: cute.Tensor, norm_w: cute.Tensor, w: cute.Tensor, y: cute.Tensor,
                h: cute.Tensor, best: cute.Tensor, tickets: cute.Tensor, chosen: cute.Tensor, staged: cute.Tensor,
-               block_tickets: cute.Tensor):
+               block_tickets: cute.Tensor, rider_x, rider_w, rider_y):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, _, _ = cute.arch.block_idx()
+        if cutlass.const_expr(self.rider_width):
+            blocks: cutlass.Constexpr = -(-self.outputs // self.rows_per_cta)
+            if block < blocks:
+                self.body(x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, block, thread)
+            else:
+                self.ride(rider_x, rider_w, rider_y, block - blocks, thread)
+        else:
+            self.body(x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, block, thread)
+
+    @cute.jit
+    def ride(self, rider_x, rider_w, rider_y, row: Int32, thread: Int32):
+        """A rider CTA's: after the PDL wait its first warp norms row `row` of rider_x into rider_y (bf16, as
+        rmsnorm writes it; `warp_normed_row`, h in registers)."""
+        cute.arch.griddepcontrol_wait()  # the norm's input is a predecessor's output
+        release_dependents(self)
+        if thread < WARP:
+            warp_normed_row(rider_x, None, rider_w, None, rider_y, row, row, self.rider_width, self.rider_eps, thread)
+
+    @cute.jit
+    def body(self, x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, block: Int32,
+             thread: Int32):
+        """A product CTA's: its rows' sums, stored (and the epilogues')."""
         first = block * self.rows_per_cta
         partial = self.products(x, [w], first, thread, (residual, norm_w, h))
         keys = None

@@ -66,7 +66,7 @@ from lanec.codegen.kernels.primitives import (
     warp_reduce,
     warp_reduce_interleaved,
 )
-from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows
+from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows, warp_normed_row
 
 UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
 UNITS_DOWN = 4  # outputs a warp of mixture_down where its schedule names none (MixtureSchedule)
@@ -843,12 +843,23 @@ class MixtureGated(KeptExperts):
     name = "mixture_gated"
     units = UNITS_GATED
 
-    def __init__(self, *args, shared_in_router: bool = False, **kwargs):
+    def __init__(self, *args, shared_in_router: bool = False, early_shared: bool = False, residual: bool = False,
+                 eps: float = 1e-6, shared_units: int | None = None, early_ctas: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.shared_in_router = bool(shared_in_router) and self.shared_hidden > 0
         self.own_shared = 0 if self.shared_in_router else self.shared_hidden  # the shared units this launch writes
         if self.shared_in_router:
             self.slots = self.top_k
+        if early_shared and not self.own_shared:
+            raise ValueError("mixture_gated early_shared: the shared warp norms its row for a shared expert this "
+                             "launch runs; it runs none")
+        if shared_units is not None and not 1 <= shared_units <= 8:
+            raise ValueError(f"mixture_gated shared_units {shared_units}: 1 to 8 hidden units a warp")
+        if early_ctas is not None and early_ctas < 1:
+            raise ValueError(f"mixture_gated early_ctas {early_ctas}: at least one CTA")
+        self.early_shared, self.residual, self.eps = bool(early_shared), bool(residual), float(eps)
+        self.shared_units = shared_units or self.units  # the shared warp's hidden units (the routed warps': units)
+        self.early_ctas = early_ctas  # the CTAs whose shared warp norms its row before the wait (None: every one)
 
     def params(self) -> list[TensorParam]:
         stacked = (self.experts, self.hidden, self.width)
@@ -857,44 +868,109 @@ class MixtureGated(KeptExperts):
         if self.own_shared:
             params += [TensorParam(name, (self.shared_hidden, self.width), "bfloat16")
                        for name in ("shared_gate", "shared_up")]
+        if self.early_shared:  # the router's norm input: the shared warp norms its row itself
+            row = (self.rows, self.width)
+            params += [TensorParam("norm_x", row, "bfloat16"),
+                       *([TensorParam("residual", row, "bfloat16")] if self.residual else []),
+                       TensorParam("norm_w", (self.width,), "bfloat16")]
         return params + [self.hidden_param(written=True)]
 
     def touched(self) -> dict[str, int]:
         return {"gate": min(self.experts, self.rows * self.top_k), "up": min(self.experts, self.rows * self.top_k)}
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.blocks(max(self.hidden, self.own_shared)), self.rows, 1),
-                           block=(WARP * self.slots, 1, 1))
+        shared_blocks = -(-self.own_shared // self.shared_units)
+        staged = 6 * self.width if self.early_shared else 0  # the shared warp's h (fp32) and normed row (bf16)
+        return LaunchShape(grid=(max(self.blocks(self.hidden), shared_blocks), self.rows, 1),
+                           block=(WARP * self.slots, 1, 1), shared_bytes=staged)
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate=None,
-                 shared_up=None, hidden: cute.Tensor):
-        launch(self, x, ids, gate, up, shared_gate, shared_up, hidden)
+                 shared_up=None, norm_x=None, residual=None, norm_w=None, hidden: cute.Tensor):
+        launch(self, x, ids, gate, up, shared_gate, shared_up, norm_x, residual, norm_w, hidden)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate, shared_up,
-               hidden: cute.Tensor):
+               norm_x, residual, norm_w, hidden: cute.Tensor):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, row, _ = cute.arch.block_idx()
         lane, slot = thread % WARP, thread // WARP
         first = block * self.units
-        if cutlass.const_expr(self.own_shared > 0):  # the shared expert's rows: known before the router ends
-            if (slot == self.top_k) & (lane == 0) & (first < self.shared_hidden):
-                nbytes = cutlass.min(self.units, self.shared_hidden - first) * (2 * self.width)
-                prefetch_l2(at(shared_gate, first, 0), nbytes)
-                prefetch_l2(at(shared_up, first, 0), nbytes)
+        shared_first = block * self.shared_units
+        if cutlass.const_expr(self.early_shared):
+            early = slot == self.top_k
+            if cutlass.const_expr(self.early_ctas is not None):
+                early = early & (block < self.early_ctas)
+            if early:
+                self.shared_before_wait(norm_x, residual, norm_w, shared_gate, shared_up, row, shared_first, lane,
+                                        hidden)
+            else:
+                self.after_wait(x, ids, gate, up, shared_gate, shared_up, row, slot, first, shared_first, lane,
+                                hidden)
+        else:
+            self.after_wait(x, ids, gate, up, shared_gate, shared_up, row, slot, first, shared_first, lane, hidden)
+
+    @cute.jit
+    def after_wait(self, x, ids, gate, up, shared_gate, shared_up, row: Int32, slot: Int32, first: Int32,
+                   shared_first: Int32, lane: Int32, hidden):
+        """A warp that dots after the PDL wait from the router's normed rows x: a routed slot's (`routed`),
+        or the shared warp's (its rows brought into L2 first: weights, known before the router ends)."""
+        if cutlass.const_expr(self.own_shared > 0):
+            if (slot == self.top_k) & (lane == 0) & (shared_first < self.shared_hidden):
+                nbytes = cutlass.min(self.shared_units, self.shared_hidden - shared_first) * (2 * self.width)
+                prefetch_l2(at(shared_gate, shared_first, 0), nbytes)
+                prefetch_l2(at(shared_up, shared_first, 0), nbytes)
         cute.arch.griddepcontrol_wait()  # every routed weight row read depends on the router's ids
         release_dependents(self)
         if slot < self.top_k:
-            expert = ids[row, slot]
-            pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
-            policy = evict_first_policy() if cutlass.const_expr(self.early) else None
-            self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden, policy)
+            self.routed(x, ids, gate, up, row, slot, first, lane, hidden)
         else:
             if cutlass.const_expr(self.own_shared > 0):
-                self.swiglu(x, row, [shared_gate, shared_up], first, self.shared_hidden, self.top_k * self.hidden,
-                            lane, hidden)
+                swiglu_units(x, row, [shared_gate, shared_up], shared_first, self.shared_hidden, self.shared_units,
+                             self.width, self.top_k * self.hidden, lane, hidden)
+
+    @cute.jit
+    def routed(self, x, ids, gate, up, row: Int32, slot: Int32, first: Int32, lane: Int32, hidden):
+        """Routed slot `slot`'s warp: its units of expert ids[row, slot] (after the PDL wait)."""
+        expert = ids[row, slot]
+        pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
+        policy = evict_first_policy() if cutlass.const_expr(self.early) else None
+        self.swiglu(x, row, pair, first, self.hidden, slot * self.hidden, lane, hidden, policy)
+
+    @cute.jit
+    def shared_before_wait(self, norm_x, residual, norm_w, shared_gate, shared_up, row: Int32, first: Int32,
+                           lane: Int32, hidden):
+        """`early_shared`: the shared warp's units first.. dotted before the PDL wait. Its activation is
+        the router's normed row, which the router (this launch's predecessor) writes; so the warp norms
+        the router's own input in this CTA's shared memory, as the router does (`warp_normed_row`). That
+        input was complete when the router's CTAs passed their PDL wait, and the router releases this
+        launch only after it (the lowering's `place_releases`), so these reads precede no write. The
+        SwiGLU is stored after the wait: what the hidden values' buffer held is the predecessors'."""
+        smem = cutlass.memory.SmemAllocator()
+        staged = alloc(smem, Float32, (1, self.width))
+        normed = alloc(smem, BFloat16, (1, self.width))
+        if first < self.shared_hidden:
+            if lane == 0:  # the rows into L2 while the warp norms
+                nbytes = cutlass.min(self.shared_units, self.shared_hidden - first) * (2 * self.width)
+                prefetch_l2(at(shared_gate, first, 0), nbytes)
+                prefetch_l2(at(shared_up, first, 0), nbytes)
+            warp_normed_row(norm_x, residual if cutlass.const_expr(self.residual) else None, norm_w, staged, normed,
+                            row, Int32(0), self.width, self.eps, lane)
+            cute.arch.sync_warp()
+            sums = row_dots([shared_gate, shared_up], first, self.shared_hidden, self.shared_units, normed, Int32(0),
+                            Int32(0), self.width, lane)
+            cute.arch.griddepcontrol_wait()
+            release_dependents(self)
+            if lane == 0:
+                for u in cutlass.range_constexpr(self.shared_units):
+                    if first + u < self.shared_hidden:
+                        g = sums[u]
+                        hidden[row, self.top_k * self.hidden + first + u] = BFloat16(
+                            g * sigmoid(g) * sums[self.shared_units + u])
+        else:
+            cute.arch.griddepcontrol_wait()
+            release_dependents(self)
 
     @cute.jit
     def swiglu(self, x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, base: Int32, lane: Int32,

@@ -184,10 +184,13 @@ def load_activation_bf16x4(pointer, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def load_activation_bf16x8(pointer, *, loc=None, ip=None):
-    """Eight bf16 activations (four words), a coherent load from global or shared memory."""
+def load_activation_bf16x8(pointer, l2_only=False, *, loc=None, ip=None):
+    """Eight bf16 activations (four words), a coherent load from global or shared memory; `l2_only`
+    (global): through L2 only (`ld.global.cg`), never from this SM's L1 (a read before the PDL wait)."""
+    space = _space(pointer)
+    cache = ".cg" if l2_only and space == "global" else ""
     result = _asm(_struct(4, "r"), [_address(pointer, loc, ip)],
-                  f"ld.{_space(pointer)}.v4.b32 {{$0, $1, $2, $3}}, [$4];",
+                  f"ld.{space}{cache}.v4.b32 {{$0, $1, $2, $3}}, [$4];",
                   f"=r,=r,=r,=r,{_ptr_constraint(pointer)}", loc, ip)
     return _fields(result, 4, "r", loc, ip)
 

@@ -27,9 +27,12 @@ from lanec.codegen.kernels.primitives import (
     add_residual,
     at,
     float_bits,
+    load_activation_bf16x8,
     load_f32x4,
+    load_weight_bf16x8,
     norm_input,
     store_global_words,
+    unpack_bf16,
     warp_reduce,
 )
 from lanec.codegen.kernels.quantize import LANES_A_BLOCK, quantized_lane, scale_at, store_quantized
@@ -246,3 +249,64 @@ def normed_rows(x, residual, scales, h_out, rows, width: cutlass.Constexpr, warp
             scaled = values[None, b * steps + s].load() * rstd * scales[None, s].load().to(Float32)
             normed[None, b * steps + s].store(scaled.to(BFloat16))
     return normed
+
+
+@cute.jit
+def warp_normed_row(x, residual, w, staged, normed, row, out_row, width: cutlass.Constexpr, eps: cutlass.Constexpr,
+                    lane):
+    """One warp's rmsnorm of row `row` into row `out_row` of `normed` ([rows, width] bf16, shared or global),
+    as rmsnorm computes it: h = x (+ `residual`, None for none) in fp32, the row's 1/rms from the warp's sum
+    of h^2, bf16(h * rstd * w). h waits for the sum in `staged` (shared, [1, width] fp32), or in registers
+    where `staged` is None (a short row). x and the residual are read through L2 only (a launch's input read
+    before its PDL wait: mixture_gated's `early_shared`). Lane l takes the 16-byte vectors l, l + 32, ...:
+    the ones `rows_dots` has it read back."""
+    vectors: cutlass.Constexpr = width // VECTOR
+    steps: cutlass.Constexpr = -(-vectors // WARP)
+    held = cute.make_rmem_tensor((4, steps), cutlass.Uint32)  # the weights, issued first: ready at launch
+    held.fill(0)
+    for s in cutlass.range_constexpr(steps):
+        if lane + s * WARP < vectors:
+            weights = load_weight_bf16x8(at(w, (lane + s * WARP) * VECTOR))
+            for e in cutlass.range_constexpr(4):
+                held[e, s] = weights[e]
+    kept = None
+    if cutlass.const_expr(staged is None):
+        kept = cute.make_rmem_tensor((VECTOR, steps), Float32)
+        kept.fill(0.0)
+    squares = Float32(0.0)
+    for s in cutlass.range_constexpr(steps):
+        vector = lane + s * WARP
+        if vector < vectors:
+            words = load_activation_bf16x8(at(x, row, vector * VECTOR), l2_only=True)
+            added = [Float32(0.0)] * 4
+            if cutlass.const_expr(residual is not None):
+                added = load_activation_bf16x8(at(residual, row, vector * VECTOR), l2_only=True)
+            for e in cutlass.range_constexpr(4):
+                low, high = unpack_bf16(words[e])
+                if cutlass.const_expr(residual is not None):
+                    r_low, r_high = unpack_bf16(added[e])
+                    low, high = low + r_low, high + r_high
+                if cutlass.const_expr(staged is None):
+                    kept[2 * e, s], kept[2 * e + 1, s] = low, high
+                else:
+                    staged[0, vector * VECTOR + 2 * e] = low
+                    staged[0, vector * VECTOR + 2 * e + 1] = high
+                squares = squares + low * low + high * high
+    total = warp_reduce(squares, operator.add)
+    rstd = cute.math.rsqrt(total * Float32(1.0 / width) + Float32(eps))
+    tiles = cute.zipped_divide(normed, (1, VECTOR))
+    for s in cutlass.range_constexpr(steps):
+        vector = lane + s * WARP
+        if vector < vectors:
+            out = cute.make_rmem_tensor(VECTOR, BFloat16)
+            for e in cutlass.range_constexpr(4):
+                w_low, w_high = unpack_bf16(held[e, s])
+                h_low, h_high = Float32(0.0), Float32(0.0)
+                if cutlass.const_expr(staged is None):
+                    h_low, h_high = kept[2 * e, s], kept[2 * e + 1, s]
+                else:
+                    h_low = staged[0, vector * VECTOR + 2 * e]
+                    h_high = staged[0, vector * VECTOR + 2 * e + 1]
+                out[2 * e] = BFloat16(h_low * rstd * w_low)
+                out[2 * e + 1] = BFloat16(h_high * rstd * w_high)
+            cute.autovec_copy(out, tiles[None, (out_row, vector)])

@@ -58,6 +58,16 @@ CASES = {
     "r2_argmax_k64_n999": dict(rows=2, width=64, parts=[999], argmax=True),
     "r1_argmax_one_cta": dict(rows=1, width=128, parts=[5], argmax=True, schedule={"rows_per_cta": 8}),
     "r2_argmax_norm": dict(rows=2, width=2048, parts=[32000], argmax=True, norm=True, eps=1e-5, residual=True),
+    # a norm riding in the launch (fold-norm-into-latent): Kimi Linear's latent row (512 of the 6720-wide merged
+    # product's output, read in place) beside its absorbed query, DeepSeek-V3's at 3 rows on the tensor cores,
+    # and an odd width in registers across three vectors a lane
+    "r1_rider_kimi_absorb": dict(rows=1, width=128, parts=[32 * 512], per_head=[32, 192, 0], x_pitch=6720,
+                                 schedule={"warps": 1, "rows_per_cta": 16, "tensor_cores": False},
+                                 rider_width=512, rider_eps=1e-6, rider_x_pitch=6720),
+    "r3_rider_mma": dict(rows=3, width=128, parts=[16 * 512], per_head=[16, 192, 0],
+                         schedule={"warps": 2, "rows_per_cta": 16, "tensor_cores": True}, rider_width=512,
+                         rider_eps=1e-6, rider_x_pitch=2112),
+    "r2_rider_odd": dict(rows=2, width=1000, parts=[1001], rider_width=776, rider_eps=1e-5),
     # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
     # at one row (2 rows a CTA), 4 at 3 rows, the tensor cores' 8 a CTA at 8 rows
     "r1_k2304_n1024_q1": dict(rows=1, width=2304, parts=[1024], quantize=1),

@@ -91,6 +91,33 @@ SHARED_SHAPES = {
                                       "shared_hidden": 200},
 }
 
+# the shared warp's units before the PDL wait (MIXTURE_EARLY_SHARED_ROWS: `MixtureGated(early_shared=True)`): it
+# norms the router's input row itself (norm_x + residual, norm_w) and dots its shared units from it. Kimi Linear's
+# real batch-1 shape at 2 and 3 units a shared warp (3: the shared expert's units in the first 342 of 512 CTAs),
+# two rows without a residual whose 200 shared units leave a part-filled last shared CTA (3 units a warp), a
+# shared expert wider than a routed one, and two where only the first CTAs norm before the wait
+# (test_mixture.py's test_the_shared_warp_norms_before_the_wait)
+EARLY_SHARED_SHAPES = {
+    "b1_e256_k8_w2304_shared_u2": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=2),
+    "b1_e256_k8_w2304_shared_u3": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=3),
+    "b2_e64_k6_w1000_odd_shared_u3": dict(
+        rows=2, width=1000, hidden=256, experts=64, top_k=6, shared_hidden=200, residual=False, eps=1e-6,
+        shared_units=3),
+    "b3_e32_k4_w512_wider_shared": dict(
+        rows=3, width=512, hidden=128, experts=32, top_k=4, shared_hidden=384, residual=True, eps=1e-6),
+    # only the first CTAs norm before the wait (`early_ctas`); the later ones dot the router's rows after it
+    "b1_e256_k8_w2304_shared_u2_first100": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=2, early_ctas=100),
+    "b2_e64_k6_w1000_odd_shared_u3_first20": dict(
+        rows=2, width=1000, hidden=256, experts=64, top_k=6, shared_hidden=200, residual=False, eps=1e-6,
+        shared_units=3, early_ctas=20),
+}
+
 ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
           "topk_groups", "x_pitch", "split", "rows_a_cta")
 EXPERTS = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch", "early")

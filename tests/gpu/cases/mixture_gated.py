@@ -14,6 +14,10 @@ CASES = {name: shapes.gated_spec(shape) for name, shape in shapes.SHAPES.items()
 CASES.update({f"{name}_shared_in_router": {**shapes.gated_spec(shape), "shared_in_router": True}
               for name, shape in shapes.SHARED_SHAPES.items()})
 
+# the shared warp norming its row before the PDL wait (mixture.py's EARLY_SHARED_SHAPES)
+CASES.update({f"{name}_early_shared": {**spec, "early_shared": True}
+              for name, spec in shapes.EARLY_SHARED_SHAPES.items()})
+
 
 def make(spec: dict):
     from lanec.codegen.kernels.mixture import MixtureGated
