@@ -9,6 +9,7 @@ import re
 import pytest
 from ptx import compiled_for_sm90a
 
+from lanec.codegen.kernels.attention import combine_lanes
 from lanec.codegen.kernels.gemv import Gemv
 
 
@@ -73,5 +74,38 @@ def test_a_norm_rides_in_a_cta_more_a_row(make):
     (lambda: Gemv(1, 128, (512,), rider_width=512, rider_eps=0.0), "eps must be positive"),
 ])
 def test_rider_refusals_say_why(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
+
+
+@pytest.mark.parametrize("splits, partials", [(16, "bfloat16"), (13, "float32"), (5, "bfloat16")])
+def test_the_combine_prologue_merges_the_chunks_in_x_place(splits, partials):
+    """gemv's combine prologue (LATENT_COMBINE_IN_GEMV): partial and lse in x's place, the launch as without it,
+    every chunk's slice loaded after the PDL wait (a 16-byte load a bf16 slice, two a fp32 one; the lanes past the
+    chunks read the last one again, as attention_combine's do), exp2 a chunk and a thread, no local memory."""
+    kernel = Gemv(1, 512, (32 * 128,), per_head=(32, 512, 0), combine_splits=splits, combine_partials=partials,
+                  schedule={"warps": 4, "rows_per_cta": 8, "tensor_cores": False})
+    plain = Gemv(1, 512, (32 * 128,), per_head=(32, 512, 0), schedule={"warps": 4, "rows_per_cta": 8,
+                                                                       "tensor_cores": False})
+    params = kernel.params()
+    assert [p.name for p in params] == ["partial", "lse", "w", "y"]
+    assert (params[0].shape, params[0].dtype, params[1].shape) == ((splits, 1, 32, 512), partials, (splits, 1, 32))
+    assert kernel.launch() == plain.launch()
+    ptx = compiled_for_sm90a(kernel).ptx
+    after = ptx.split("griddepcontrol.wait;")[1]
+    loads = after.count("ld.global.v4.b32") if partials == "bfloat16" else after.count("ld.global.v4.f32")
+    lanes, per_lane = combine_lanes(splits)  # attention_combine's lanes: past the chunks they read the last again
+    assert loads == lanes * per_lane * (1 if partials == "bfloat16" else 2)
+    assert ptx.count("ex2.approx") >= splits
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Gemv(1, 512, (4096,), per_head=(32, 512, 0), combine_splits=17), "splits 17: 2 to COMBINE_PROLOGUE"),
+    (lambda: Gemv(1, 512, (4096,), combine_splits=8), "per_head (heads, 512, 0), unpitched"),
+    (lambda: Gemv(4, 512, (4096,), per_head=(32, 512, 0), combine_splits=8), "only on the CUDA cores"),
+    (lambda: Gemv(1, 512, (4096,), per_head=(32, 512, 0), combine_splits=8, combine_partials="int8"),
+     "partials 'int8'"),
+])
+def test_combine_prologue_refusals_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         make()

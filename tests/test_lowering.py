@@ -814,3 +814,27 @@ def test_the_latent_rows_norm_rides_in_the_absorption_gemv(tmp_path, fold):
         assert list(absorb.grid.get_values())[0] == 32 * 512 // spec["schedule"]["rows_per_cta"] + 1
     else:
         assert len(norms) == 1 and ops[attention - 2] is norms[0] and "rider_width" not in spec_of(absorb)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_split_latent_attention_is_merged_in_the_value_gemv(tmp_path, batch):
+    """LATENT_COMBINE_IN_GEMV: at batch 1 Kimi Linear's MLA layer has no attention_combine launch; the gemv
+    after the latent attention reads its partial rows and log-sum-exps in place of x (its spec the chunks). At
+    batch 4 the value gemv is on the tensor cores, so the combine stays a launch (and past COMBINE_PROLOGUE_SPLITS
+    chunks: the import's default context); explain says which."""
+    source = tmp_path / "kimi.mlir"
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "4", "--batch",
+         str(batch), "--context-pages", "16", "-o", str(source)], standalone_mode=False)  # 1k keys: 16 chunks
+    tunings: list = []
+    ops = launches(source, tunings)
+    at = next(i for i, op in enumerate(ops) if op.kernel.data == "latent_attention")
+    attention, after = ops[at], ops[at + 1]
+    splits = spec_of(attention)["splits"]
+    reasons = [o for kernel, _, o in tunings if kernel == "latent_combine"]
+    assert splits > 1 and len(reasons) == 1
+    if batch == 1:
+        assert after.kernel.data == "gemv" and spec_of(after)["combine_splits"] == splits
+        assert list(after.args[:2]) == list(attention.args[-2:])  # the chunks' rows and log-sum-exps
+        assert "attention_combine" not in [op.kernel.data for op in ops] and reasons[0]["launch"] == "gemv"
+    else:
+        assert after.kernel.data == "attention_combine" and reasons[0]["launch"] == "attention_combine"

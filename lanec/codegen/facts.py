@@ -275,6 +275,43 @@ class RiderSpec(Spec):
         return found
 
 
+# The chunks gemv's combine prologue merges at most: a thread holds every chunk's slice (16 at 127 registers;
+# 64 spill at 255).
+COMBINE_PROLOGUE_SPLITS = 16
+
+
+@dataclass(frozen=True)
+class CombinePrologueSpec(Spec):
+    """gemv's combine prologue (LATENT_COMBINE_IN_GEMV): `splits` chunks' partial rows (`partials`) merged
+    per head as the activation of a per-head product of `width`-value units (`per_head`), no other
+    prologue or epilogue (`others`), on the CUDA cores (not `tensor_cores`)."""
+
+    kernel: ClassVar[str] = "gemv combine prologue"
+    splits: int
+    partials: str
+    width: int
+    per_head: tuple | None
+    x_pitch: int | None = None
+    others: bool = False
+    tensor_cores: bool = False
+
+    def problems(self) -> list[str]:
+        found = []
+        if not 2 <= self.splits <= COMBINE_PROLOGUE_SPLITS:
+            found.append(f"splits {self.splits}: 2 to COMBINE_PROLOGUE_SPLITS ({COMBINE_PROLOGUE_SPLITS}) chunks, "
+                         "a thread holds a slice of each")
+        if self.partials not in ATTENTION_PARTIALS:
+            found.append(f"partials {self.partials!r}: one of {', '.join(ATTENTION_PARTIALS)}")
+        if self.per_head is None or tuple(self.per_head)[1:] != (self.width, 0) or self.x_pitch is not None:
+            found.append("the activation must be each head's whole unit of the merged rows (per_head (heads, "
+                         f"{self.width}, 0), unpitched)")
+        if self.others:
+            found.append("no norm prologue, argmax or quantize epilogue beside it")
+        if self.tensor_cores:
+            found.append("only on the CUDA cores (a thread merges the slices it dots)")
+        return found
+
+
 @dataclass(frozen=True)
 class RowProductsSpec(Spec):
     """A launch of gemv (`kernel` "gemv", `parts` its products' output rows) or gated_gemv (one
@@ -928,6 +965,16 @@ ATTENTION_PARTIALS = ("float32", "bfloat16")
 # (bench/RESULTS.md, 2026-12-01, eighteenth session): 1.00-1.15x on all 19 split MLA rows, none slower (Kimi
 # Linear 32k batch 1: 25.3 -> 24.4 us; DeepSeek-V3 32k batch 1: 44.3 -> 40.9 us)
 LATENT_PARTIALS = "bfloat16"
+# A split absorbed latent attention's chunks merged where its values are expanded (gemv's combine prologue,
+# `CombinePrologueSpec`): each CUDA-core thread of the value gemv merges its head's slices as attention_combine
+# would (the same bf16 values) before it dots them, so the combine's launch is gone (7 a step at Kimi Linear's real
+# size, about 1.9 us each in the batch-1 graph profile). Where the value gemv is not one CUDA-core launch (from
+# GEMV_TENSOR_CORE_ROWS rows) or the chunks pass COMBINE_PROLOGUE_SPLITS, the combine stays a launch. False: always a
+# launch. Measured on the H200 (bench/model.py, real-size Kimi Linear batch 1 at 1k keys, 16 chunks, three rounds in
+# one command; bench/RESULTS.md, twenty-fifth session): 1874.6 / 1869.7 / 1873.5 us with the launch, 1868.6 / 1870.7
+# / 1871.0 without it: -2.5 us, inside the rounds' spread (the gemv's merge costs most of the launch it saves), 7
+# launches fewer. On, since it is not slower.
+LATENT_COMBINE_IN_GEMV = True
 # GQA's page-table entries a chunk reads, staged in shared memory once (at most this many: 1 KB, so two CTAs
 # still share an SM) instead of one global load a copy on every tile, which ncu found the batch-1 kernel's
 # top stall (bench/RESULTS.md, 2026-12-01); a chunk of more pages looks each up as it copies

@@ -44,6 +44,7 @@ from lanec.codegen.facts import (
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
     GEMV_ROWS,
+    LATENT_COMBINE_IN_GEMV,
     LATENT_ENGINE,
     LATENT_PARTIALS,
     MIXTURE_DOWN_EARLY_ROWS,
@@ -1535,11 +1536,47 @@ class Lowering:
         else:
             args.append(latent_in)
         args += [self.window(op.positions), self.window(op.pages), self.window(op.cache)]
-        values = self.activation("latent_attention.values", (rows, heads * lora))
-        self.attend("latent_attention", spec, args, values, "latent_attention", heads, lora, splits)
         out = self.activation("latent_attention", (rows, heads * v))
-        self.gemv(values, value, out, {"width": lora, "parts": (heads * v,), "per_head": (heads, lora, 0)})
+        expand = {"width": lora, "parts": (heads * v,), "per_head": (heads, lora, 0)}
+        merged = self.combine_in_gemv(rows, splits, partials, clustered, expand)
+        if merged:  # the chunks merged in the value gemv's prologue: no attention_combine launch
+            partial = self.activation("latent_attention.partial", (splits, rows, heads, lora),
+                                      BFloat16Type() if partials == "bfloat16" else Float32Type())
+            lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
+            self.launch("latent_attention", spec, [*args, partial, lse])
+            self.launch("gemv", merged, [partial, lse, value, out])
+        else:
+            values = self.activation("latent_attention.values", (rows, heads * lora))
+            self.attend("latent_attention", spec, args, values, "latent_attention", heads, lora, splits)
+            self.gemv(values, value, out, expand)
         self.windows[op.result] = out
+
+    def combine_in_gemv(self, rows: int, splits: int, partials: str, clustered: bool, expand: dict) -> dict | None:
+        """The value gemv's spec with the split latent attention's chunks merged in its prologue
+        (LATENT_COMBINE_IN_GEMV), where one CUDA-core gemv launch expands the values; else None (the
+        combine a launch of its own, or none: one chunk, or merged in the attention's cluster). Noted for
+        `explain` where the attention is split."""
+        if splits == 1 or clustered:
+            return None
+        shape = {"rows": rows, "splits": splits}
+        if not LATENT_COMBINE_IN_GEMV:
+            why = "LATENT_COMBINE_IN_GEMV is off: attention_combine's launch merges the chunks"
+        elif rows > GEMV_ROWS or self.tensor_cores(rows, expand):
+            why = f"{rows} rows: the values are expanded by gemm_tc, attention_combine's launch merges the chunks"
+        else:
+            tuned = self.tuned("gemv", {"rows": rows, "width": expand["width"], "outputs": sum(expand["parts"])})
+            spec = {"rows": rows, **expand, "combine_splits": splits, "combine_partials": partials, **tuned}
+            try:
+                make_kernel("gemv", spec)
+            except ValueError as refused:  # the tensor-core path (from GEMV_TENSOR_CORE_ROWS rows): a launch
+                why = f"attention_combine's launch merges the chunks: {refused}"
+            else:
+                self.tunings.append(("latent_combine", shape, {
+                    "launch": "gemv", "why": f"{splits} chunks merged in the value gemv's prologue, each thread its "
+                                             "head's slices (LATENT_COMBINE_IN_GEMV): no attention_combine launch"}))
+                return spec
+        self.tunings.append(("latent_combine", shape, {"launch": "attention_combine", "why": why}))
+        return None
 
 
     def lower_expanded_latent(self, op: form.LatentAttentionOp, latent: Latent) -> None:

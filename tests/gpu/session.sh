@@ -63,6 +63,8 @@
 #              --check, the real-size batch-1 step without it and at 2 and 3 units a shared warp
 #   rider      the latent row's norm riding in the absorption gemv: its cases, sanitizer, the MLA plans --check, the
 #              real-size batch-1 step with and without it and the early shared warp
+#   combine    a split latent attention's chunks merged in the value gemv: its cases, sanitizer, --check, the
+#              real-size batch-1 step with the combine a launch and in the gemv
 #   partials   the wgmma latent attention's chunks' rows in bf16 (`partials`): cases, sanitizer, a plan --check,
 #              bench/attention.py's MLA rows with a bf16 column (carry build/bench-attention-partials-mla)
 #   latent-rows  the wgmma latent attention in blocks of fewer query rows (`block_rows`, `latent_cut`): its cases,
@@ -957,6 +959,26 @@ for phase in "${phases[@]}"; do
         for plan in ${RIDER_PLANS:-base pre-u3-e248 rider-u3-e248 rider-u2}; do
           echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab2/$plan.plan 2>&1 \
             | tail -1)" | tee -a "$logs/rider.log"
+        done
+      done ;;
+    combine)
+      # a split latent attention's chunks merged in the value gemv's prologue (LATENT_COMBINE_IN_GEMV): the combine
+      # gemv cases, compute-sanitizer on Kimi Linear's, --check of the plans it changes, then three rounds of the
+      # real-size batch-1 step with the combine a launch (build/ab2/adopted: the plan of the commit before) and in
+      # the gemv (build/ab2/combine: python tests/gpu/plans.py kimi-full-b1-c1k deepseek-v3-b2, copied); carry
+      # build/gpu, build/plans, build/ab2, .whl; about 5 minutes
+      timeout 120 python3 -m pytest tests/gpu/test_kernels.py -q -rfE --tb=line -k "combine" 2>&1 | tail -4 \
+        | tee "$logs/combine.log"
+      cases_passed combine || { status=1; continue; }
+      sanitize_case tests/gpu/test_kernels.py "gemv-r1_combine_kimi_values" combine.log 120 || status=1
+      echo "deepseek-v3-b2: $(timeout 90 python3 -m lanec.runtime build/plans/deepseek-v3-b2.plan --check 2>&1 \
+        | tail -1)" | tee -a "$logs/combine.log"
+      echo "combine: $(timeout 150 python3 -m lanec.runtime build/ab2/combine.plan --check --gpu-seeding 2>&1 \
+        | tail -1)" | tee -a "$logs/combine.log"
+      for round in 1 2 3; do
+        for plan in adopted combine; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec build/ab2/$plan.plan 2>&1 \
+            | tail -1)" | tee -a "$logs/combine.log"
         done
       done ;;
     norm-fold)

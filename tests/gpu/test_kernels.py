@@ -57,6 +57,13 @@ def _reference_gemv(spec, inputs):
         rest = {k: v for k, v in spec.items() if not k.startswith("rider_")}
         return {**_reference_gemv(rest, inputs), "rider_y": ops.rmsnorm(inputs["rider_x"], inputs["rider_w"],
                                                                          spec["rider_eps"])}
+    if spec.get("combine_splits"):  # the chunks merged as attention_combine stores them (bf16), then the product
+        lse, partial = inputs["lse"], inputs["partial"]
+        weight = np.exp(lse - lse.max(axis=0))  # exp(-inf) = 0: a chunk without keys adds nothing
+        merged = (weight[..., None] * partial).sum(axis=0) / weight.sum(axis=0)[..., None]
+        rows, heads, width = merged.shape
+        x = round_bf16(merged.reshape(rows, heads * width).astype(np.float32))
+        return {"y": ops.product_part(x, inputs["w"], heads, width, 0, width)}
     if spec.get("norm"):  # rmsnorm, then the product of its output as the prologue holds it: in fp32, unrounded
         if spec.get("residual"):
             normed, h = ops.rmsnorm(inputs["x"], inputs["norm_w"], spec["eps"], residual=inputs["residual"])
@@ -125,6 +132,12 @@ def _random_input(param, spec, rng) -> tuple[np.ndarray, np.ndarray]:
     if param.name == "tokens":
         tokens = rng.integers(0, spec.get("vocab", spec.get("gather")), size=param.shape, dtype=np.int32)
         return tokens, tokens
+    if param.name == "lse" and spec.get("combine_splits"):  # chunks without keys (-inf) among them, never chunk 0
+        lse = rng.uniform(-20.0, 20.0, size=param.shape).astype(np.float32)
+        empty = rng.random(param.shape) < 0.25
+        empty[0] = False
+        lse[empty] = -np.inf
+        return lse, lse
     if param.name == "positions":  # spread over a long context: angles of tens of thousands of radians
         positions = rng.integers(0, 32768, size=param.shape, dtype=np.int32)
         return positions, positions

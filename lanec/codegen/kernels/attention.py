@@ -956,6 +956,68 @@ class LatentAttention(TileAttention):
         copy_g2s(at(buffers, buffer, n, 0), at(cache, page, position % P, 0), 2 * self.key_width, barrier)
 
 
+def combine_lanes(splits: int) -> tuple[int, int]:
+    """attention_combine's lanes a slice (the splits rounded up to a power of two, at most a warp) and
+    chunks a lane."""
+    lanes = min(WARP, 1 << (splits - 1).bit_length())
+    return lanes, -(-splits // lanes)
+
+
+def butterfly_first(leaves: list, level: int, lane: int) -> tuple:
+    """`warp_reduce`'s sum (tuples, added part by part) at `lane` after `level` butterfly steps over
+    len(leaves) lanes (a power of two) holding `leaves`: the same additions in the same order, in one
+    thread (plain Python at trace time: only the lanes the result needs are added)."""
+    if level == 0:
+        return leaves[lane]
+    offset = len(leaves) >> level
+    own, partner = butterfly_first(leaves, level - 1, lane), butterfly_first(leaves, level - 1, lane ^ offset)
+    return tuple(a + b for a, b in zip(own, partner, strict=True))
+
+
+@cute.jit
+def merged_slice(partial, lse, row, head, dv, splits: cutlass.Constexpr, partials: cutlass.Constexpr):
+    """One thread's merge of the 16-byte slice `dv` of head `head`, row `row`, from the `splits` chunks'
+    partial rows and log-sum-exps, as bf16 (a register tensor of VECTOR): the sums attention_combine's
+    lane group makes, in the same order (its butterfly of lanes replayed in the thread), so the values
+    are bitwise that kernel's. gemv's combine prologue (a latent attention's values merged where they
+    are expanded) reads them so."""
+    L, per_lane = combine_lanes(splits)
+    leaves = []
+    top = Float32(NEG_INF)
+    lses, slices = [], []
+    for i in cutlass.range_constexpr(L):
+        for k in cutlass.range_constexpr(per_lane):
+            chunk = i + k * L
+            read = min(chunk, splits - 1)
+            value = Float32(NEG_INF)
+            if cutlass.const_expr(chunk < splits):
+                value = lse[read, row, head]
+            lses.append(value)
+            if cutlass.const_expr(partials == "bfloat16"):
+                slices.append(sum((unpack_bf16(word) for word in
+                                   load_activation_bf16x8(at(partial, read, row, head, dv * VECTOR))), ()))
+            else:
+                slices.append(load_f32x4(at(partial, read, row, head, dv * VECTOR))
+                              + load_f32x4(at(partial, read, row, head, dv * VECTOR + 4)))
+            top = cute.arch.fmax(top, value)
+    for i in cutlass.range_constexpr(L):
+        weights = [cute.math.exp2((lses[i * per_lane + k] - top) * Float32(LOG2E), fastmath=True)
+                   for k in range(per_lane)]
+        sums = [sum(weights[1:], weights[0])]
+        for e in cutlass.range_constexpr(VECTOR):
+            total = weights[0] * slices[i * per_lane][e]
+            for k in cutlass.range_constexpr(1, per_lane):
+                total = total + weights[k] * slices[i * per_lane + k][e]
+            sums.append(total)
+        leaves.append(tuple(sums))
+    sums = butterfly_first(leaves, L.bit_length() - 1, 0)
+    merged = cute.make_rmem_tensor(VECTOR, BFloat16)
+    inverse = Float32(1.0) / sums[0]
+    for e in cutlass.range_constexpr(VECTOR):
+        merged[e] = BFloat16(sums[1 + e] * inverse)
+    return merged
+
+
 class AttentionCombine:
     """out = sum_s exp(lse_s - max) partial_s / sum_s exp(lse_s - max) over `splits` chunks of
     `rows` x `heads` heads of `head` values (a chunk with lse = -inf adds nothing), the partial rows
@@ -975,8 +1037,7 @@ class AttentionCombine:
         AttentionCombineSpec(rows, heads, head, splits, partials).check()
         self.rows, self.heads, self.head, self.splits, self.partials = rows, heads, head, splits, partials
         self.slices = heads * head // VECTOR
-        self.lanes = min(WARP, 1 << (splits - 1).bit_length())  # a slice's lanes: one chunk each, or more
-        self.per_lane = -(-splits // self.lanes)  # chunks a lane reads
+        self.lanes, self.per_lane = combine_lanes(splits)  # a slice's lanes (one chunk each, or more), chunks a lane
         self.slices_a_block = COMBINE_THREADS // self.lanes
 
     def params(self) -> list[TensorParam]:

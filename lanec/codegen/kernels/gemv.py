@@ -50,6 +50,7 @@ from lanec.codegen.facts import (
     SM_COUNT,
     VECTOR,
     WARP,
+    CombinePrologueSpec,
     RiderSpec,
     RowProductsSpec,
     RowSchedule,
@@ -57,6 +58,7 @@ from lanec.codegen.facts import (
     quantized_pitch,
     quantized_problems,
 )
+from lanec.codegen.kernels.attention import merged_slice
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
     alloc,
@@ -105,6 +107,7 @@ class RowProducts:
     docstring), with ``eps`` and, with ``residual``, a residual added first and the sum written."""
 
     sources = 1
+    combine_splits = 0  # gemv's combine prologue (`Gemv`): the activation merged from a split attention's chunks
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
                  norm=False, eps=1e-6, residual=False, argmax=False, quantize=0):
@@ -393,7 +396,7 @@ class RowProducts:
         base = self.activation_base(first) // VECTOR
         sums = cute.make_rmem_tensor(self.values, Float32)
         sums.fill(0.0)
-        tiles = cute.zipped_divide(x, (1, VECTOR))
+        tiles = x if cutlass.const_expr(self.combine_splits) else cute.zipped_divide(x, (1, VECTOR))
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if cutlass.const_expr((s + 1) * threads <= vectors):
@@ -414,6 +417,11 @@ class RowProducts:
                                writes_sum)
                 squares[b] = squares[b] + (h * h).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
                 values = h * scales[None, s].load().to(Float32)
+            elif cutlass.const_expr(self.combine_splits):  # (partial, lse): the head's slice merged here
+                per_head: cutlass.Constexpr = self.width // VECTOR
+                merged = merged_slice(tiles[0], tiles[1], b, vector // per_head, vector % per_head,
+                                      self.combine_splits, self.combine_partials)
+                values = merged.load().to(Float32)
             else:
                 activation = cute.make_rmem_tensor(VECTOR, BFloat16)
                 cute.autovec_copy(tiles[None, (b, vector)], activation)
@@ -519,18 +527,30 @@ class Gemv(RowProducts):
     them) read the activation values [h*unit + offset, h*unit + offset + width) of an x row that
     is heads*unit wide (only with one part). ``schedule``, ``norm``, ``eps``, ``residual``: see
     `RowProducts`; with a norm the params are x, (residual), norm_w, w, y, (h). ``argmax``: each
-    row's argmax in the epilogue (`argmax_epilogue`), params best, tickets and chosen after them."""
+    row's argmax in the epilogue (`argmax_epilogue`), params best, tickets and chosen after them.
+    ``rider_width`` (fold-norm-into-latent): a norm of that width rides in the launch, a CTA more a
+    row (`ride`). ``combine_splits`` (LATENT_COMBINE_IN_GEMV): x is a split latent attention's chunks,
+    params partial [splits, rows, heads, width] (``combine_partials``) and lse [splits, rows, heads] in
+    x's place, each thread merging its head's slices as attention_combine would (`merged_slice`, the
+    same bf16 values) before it dots them; per head (heads, width, 0), on the CUDA cores."""
 
     name = "gemv"
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
                  norm=False, eps=1e-6, residual=False, argmax=False, quantize=0, rider_width=0, rider_eps=1e-6,
-                 rider_x_pitch=None):
+                 rider_x_pitch=None, combine_splits=0, combine_partials="float32"):
         super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
                          norm=norm, eps=eps, residual=residual, argmax=argmax, quantize=quantize)
         self.parts = tuple(int(p) for p in parts)
         RiderSpec(rows, rider_width, rider_eps, rider_x_pitch).check()
         self.rider_width, self.rider_eps, self.rider_x_pitch = int(rider_width), float(rider_eps), rider_x_pitch
+        self.combine_splits, self.combine_partials = int(combine_splits), combine_partials
+        if self.combine_splits:
+            others = self.norm or self.argmax or bool(self.quantize)
+            problems = CombinePrologueSpec(self.combine_splits, combine_partials, width, per_head, x_pitch, others,
+                                           self.tensor_cores).problems()
+            if problems:
+                raise ValueError("gemv combine prologue: " + "; ".join(problems))
 
     def params(self) -> list[TensorParam]:
         before, after = self.norm_params()
@@ -543,9 +563,13 @@ class Gemv(RowProducts):
             rider = [TensorParam("rider_x", row, "bfloat16", (self.rider_x_pitch or self.rider_width, 1)),
                      TensorParam("rider_w", (self.rider_width,), "bfloat16"),
                      TensorParam("rider_y", row, "bfloat16", written=True)]
-        return [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides()), *before,
-                TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after, *chosen,
-                *rider]
+        x = [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides())]
+        if self.combine_splits:  # the split attention's chunks in x's place
+            heads = self.per_head[0]
+            x = [TensorParam("partial", (self.combine_splits, self.rows, heads, self.width), self.combine_partials),
+                 TensorParam("lse", (self.combine_splits, self.rows, heads), "float32")]
+        return [*x, *before, TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after,
+                *chosen, *rider]
 
     def launch(self) -> LaunchShape:
         shape = super().launch()
@@ -560,11 +584,13 @@ class Gemv(RowProducts):
         return super().shared_bytes() + (-(-8 * max(self.rows, 2) // 16) * 16 + 16 if self.argmax else 0)
 
     @cute.jit
-    def __call__(self, *, x: cute.Tensor, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
+    def __call__(self, *, x: cute.Tensor = None, residual: cute.Tensor = None, norm_w: cute.Tensor = None,
                  w: cute.Tensor, y: cute.Tensor, h: cute.Tensor = None, best: cute.Tensor = None,
                  tickets: cute.Tensor = None, chosen: cute.Tensor = None, staged: cute.Tensor = None,
                  block_tickets: cute.Tensor = None, rider_x: cute.Tensor = None, rider_w: cute.Tensor = None,
-                 rider_y: cute.Tensor = None):
+                 rider_y: cute.Tensor = None, partial: cute.Tensor = None, lse: cute.Tensor = None):
+        if cutlass.const_expr(self.combine_splits):  # the chunks come in x's and the (unused) residual's places
+            x, residual = partial, lse
         launch(self, x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, rider_x, rider_w,
                rider_y)
 
@@ -598,7 +624,10 @@ class Gemv(RowProducts):
              thread: Int32):
         """A product CTA's: its rows' sums, stored (and the epilogues')."""
         first = block * self.rows_per_cta
-        partial = self.products(x, [w], first, thread, (residual, norm_w, h))
+        if cutlass.const_expr(self.combine_splits):
+            partial = self.products((x, residual), [w], first, thread)  # (partial, lse)
+        else:
+            partial = self.products(x, [w], first, thread, (residual, norm_w, h))
         keys = None
         if cutlass.const_expr(self.argmax):
             keys = self.argmax_keys(thread)

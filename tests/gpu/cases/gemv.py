@@ -68,6 +68,17 @@ CASES = {
                          schedule={"warps": 2, "rows_per_cta": 16, "tensor_cores": True}, rider_width=512,
                          rider_eps=1e-6, rider_x_pitch=2112),
     "r2_rider_odd": dict(rows=2, width=1000, parts=[1001], rider_width=776, rider_eps=1e-5),
+    # a split latent attention's chunks merged in the prologue (LATENT_COMBINE_IN_GEMV): Kimi Linear's value
+    # expansion at one row from 16 bf16 chunks, DeepSeek-V3's 128-head shape at 3 rows from 13 fp32 chunks (a lane
+    # group of 16 with 3 past the chunks), and 5 bf16 chunks at 2 rows (8 lanes, 3 past them)
+    "r1_combine_kimi_values": dict(rows=1, width=512, parts=[32 * 128], per_head=[32, 512, 0],
+                                   schedule={"warps": 4, "rows_per_cta": 8, "tensor_cores": False},
+                                   combine_splits=16, combine_partials="bfloat16"),
+    "r3_combine_s13_f32": dict(rows=3, width=512, parts=[128 * 128], per_head=[128, 512, 0],
+                               schedule={"tensor_cores": False}, combine_splits=13),
+    "r2_combine_s5_bf16": dict(rows=2, width=512, parts=[4 * 128], per_head=[4, 512, 0],
+                               schedule={"tensor_cores": False, "warps": 2, "rows_per_cta": 4}, combine_splits=5,
+                               combine_partials="bfloat16"),
     # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
     # at one row (2 rows a CTA), 4 at 3 rows, the tensor cores' 8 a CTA at 8 rows
     "r1_k2304_n1024_q1": dict(rows=1, width=2304, parts=[1024], quantize=1),
