@@ -214,9 +214,11 @@ def test_a_raised_latent_cluster_fact_merges_the_chunks_in_the_attentions_cluste
     over 1k keys (16 pages of 64: 8 chunks of one block, where blocks of fewer rows cost more: `latent_cut`'s
     fitted times raised) runs on the wgmma engine with combine "cluster" and no attention_combine launch, and
     `explain`'s reason says so."""
+    import lanec.codegen.lower as lowering
     import lanec.shim as shim
 
     monkeypatch.setattr(shim, "LATENT_BLOCK_US", {**shim.LATENT_BLOCK_US, 8: 1e3, 16: 1e3})
+    monkeypatch.setattr(lowering, "LATENT_COMBINE_IN_GEMV", False)  # else the value gemv merges the 8 chunks
 
     source = tmp_path / "kimi-1k.mlir"
     source.write_text((ROOT / "examples" / "kimi-linear-small.mlir").read_text()
@@ -265,7 +267,7 @@ def test_latent_partials_in_bf16_reach_the_attention_the_combine_and_the_plan(tm
 
 def test_a_short_latent_attention_is_cut_into_blocks_of_fewer_rows(tmp_path, monkeypatch):
     """`latent_cut` at the real-size Kimi Linear step's 1k keys (the example's 32 heads, 16 pages of 64): 16 chunks
-    of 8-row blocks, a launch of 16 x 4 CTAs whose schedule names block_rows 8 and whose combine merges 16 chunks,
+    of 8-row blocks, a launch of 16 x 4 CTAs whose schedule names block_rows 8 and whose value gemv merges 16 chunks,
     `explain` saying why with the fitted times; at 32k keys the rule's chunks of one block stay; a schedule table
     entry for the shape replaces the cut."""
     source = tmp_path / "kimi-1k.mlir"
@@ -274,9 +276,10 @@ def test_a_short_latent_attention_is_cut_into_blocks_of_fewer_rows(tmp_path, mon
     tunings: list = []
     ops = launches(source, tunings)
     kinds = [op.kernel.data for op in ops]
-    attend, combine = ops[kinds.index("latent_attention")], ops[kinds.index("attention_combine")]
+    at = kinds.index("latent_attention")
+    attend, merged = ops[at], ops[at + 1]  # the value gemv merges the chunks (LATENT_COMBINE_IN_GEMV)
     assert spec_of(attend)["splits"] == 16 and spec_of(attend)["schedule"]["block_rows"] == 8
-    assert tuple(attend.grid.get_values()) == (16, 4, 1) and spec_of(combine)["splits"] == 16
+    assert tuple(attend.grid.get_values()) == (16, 4, 1) and spec_of(merged)["combine_splits"] == 16
     why = next(o["why"] for kernel, _, o in tunings if kernel == "latent_attention")
     assert why.startswith("4 blocks of 8 query rows (block_rows 8) x 16 chunks of 64 keys, 64 CTAs")
     assert "head blocks" in why

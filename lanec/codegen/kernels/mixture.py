@@ -23,7 +23,8 @@ launches, bf16 weights and activations, fp32 math; only the experts a row chose 
 
 Which rows a CTA reads depends on the router's ids, a predecessor's output, so no weight load can
 be issued before the PDL wait: the expert kernels wait first and release their dependents at
-once. Every row is its own CTA, so one launch serves any row count; rows that chose the same
+once. The shared expert's are known: mixture_gated can dot them before its wait from the router's
+own input (`early_shared`). Every row is its own CTA, so one launch serves any row count; rows that chose the same
 expert read it again (mostly from L2): above MIXTURE_GROUPED_ROWS rows the lowering takes
 mixture_grouped.py's path instead, one read of an expert for all the rows that chose it."""
 
@@ -838,7 +839,10 @@ class MixtureGated(KeptExperts):
     shared_gate and shared_up [shared_hidden, width] (where folded), hidden [rows, top_k * hidden
     + shared_hidden] bf16. ``shared_in_router``: the router's launch wrote the shared expert's
     columns of hidden (`MixtureRouter` with shared_hidden): a warp a routed expert only, no shared
-    params."""
+    params. ``early_shared`` (MIXTURE_EARLY_SHARED_ROWS): the shared warp of the first ``early_ctas``
+    CTAs (None: all) norms the router's input itself (params norm_x, residual where ``residual``,
+    norm_w, with ``eps``) and dots its ``shared_units`` units (default: the routed warps' 2) before the
+    PDL wait (`shared_before_wait`)."""
 
     name = "mixture_gated"
     units = UNITS_GATED
