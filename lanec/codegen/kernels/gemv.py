@@ -32,7 +32,14 @@ the squares join the products' one barrier, and each output is its sum times rsq
 The norm is linear in h up to that one scale a row, so nothing waits on the row's reduction
 before the products, and h * w is not rounded to bf16 as the norm's stored output would be (the
 difference is the rounding of one bf16 value a term). CTA 0 alone writes the sum x + residual
-(the next layer's residual stream)."""
+(the next layer's residual stream).
+
+With `rider_width` a norm unrelated to the product rides in the launch (fold-norm-into-latent: an
+absorbed latent attention's latent row beside its query's absorption): one CTA more a row, whose
+first warp norms that row after the PDL wait and writes it, as rmsnorm would. With
+`combine_splits` (CUDA cores, per head) the activation is a split latent attention's chunks: each
+thread merges its head's slices as attention_combine would, the same bf16 values, before it dots
+them (LATENT_COMBINE_IN_GEMV: the combine's launch gone)."""
 
 from __future__ import annotations
 

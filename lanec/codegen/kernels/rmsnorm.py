@@ -190,7 +190,8 @@ class RmsNorm:
 
 
 # --- a norm in another kernel's prologue (the weight's vectors: gemv's and mixture_router's; ------
-# --- the normed rows: mixture_router's, since gemv scales its sums instead) -------------------
+# --- the normed rows: mixture_router's, since gemv scales its sums instead; one warp's row: -------
+# --- mixture_gated's early shared warp and gemv's rider) --------------------------------------
 
 
 @cute.jit
