@@ -1193,7 +1193,12 @@ class Lowering:
             return
         between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))
         shared = [self.window(w) for w in op.shared]
-        in_router = self.shared_in_router(router, shape)
+        in_router, why_shared = self.shared_in_router(router, shape)
+        before_wait, norm_in, why_early = ({}, [], None) if in_router else self.shared_before_wait(op, router, shape)
+        if why_shared is not None:  # where the shared expert runs, for `explain`
+            self.tunings.append(("shared_expert", shape, {
+                "launch": "mixture_router" if in_router else "mixture_gated",
+                **({"before_wait": True} if why_early else {}), "why": why_early or why_shared}))
         self.route(op, router, name, x, correction, ids, routing,
                    shared=(shared[:2], between, hidden, shared_hidden) if in_router else None)
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
@@ -1203,7 +1208,6 @@ class Lowering:
         early = MIXTURE_DOWN_EARLY_ROWS is not None and rows <= MIXTURE_DOWN_EARLY_ROWS
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
-        before_wait, norm_in = self.shared_before_wait(op, router, shape, in_router)
         self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {}),
                                       **before_wait},
                     [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), *norm_in,
@@ -1215,13 +1219,13 @@ class Lowering:
                      *shared[3:], out])
         self.windows[op.result] = out
 
-    def shared_in_router(self, router: dict, shape: dict) -> bool:
+    def shared_in_router(self, router: dict, shape: dict) -> tuple[bool, str | None]:
         """Whether the per-row path's router launch also runs the shared expert's gated pair
-        (ROUTER_SHARED_ROWS: a fused router of a row a cluster, at most that many rows), noted for
-        `explain` either way where the mixture has a shared expert."""
+        (ROUTER_SHARED_ROWS: a fused router of a row a cluster, at most that many rows), and why (None:
+        the mixture has no shared expert)."""
         rows = router["rows"]
         if not shape["shared_hidden"]:
-            return False
+            return False, None
         if ROUTER_SHARED_ROWS is None:
             why = "ROUTER_SHARED_ROWS is None (the router's launch running it measured slower): a warp of the block"
         elif rows > ROUTER_SHARED_ROWS:
@@ -1231,45 +1235,35 @@ class Lowering:
         elif make_kernel("mixture_router", router).rows_a_cta != 1:
             why = "the router scores several rows a cluster: a warp of the block"
         else:
-            self.tunings.append(("shared_expert", shape, {
-                "launch": "mixture_router",
-                "why": f"{rows} rows are at most ROUTER_SHARED_ROWS ({ROUTER_SHARED_ROWS}): the shared expert's "
-                "gated pair runs in the router's launch, in clusters beside the router's (its SMs idle while the "
-                "router chooses), and mixture_gated reads the routed experts only"}))
-            return True
-        self.tunings.append(("shared_expert", shape, {"launch": "mixture_gated", "why": why}))
-        return False
+            return True, (f"{rows} rows are at most ROUTER_SHARED_ROWS ({ROUTER_SHARED_ROWS}): the shared expert's "
+                          "gated pair runs in the router's launch, in clusters beside the router's (its SMs idle "
+                          "while the router chooses), and mixture_gated reads the routed experts only")
+        return False, why
 
-    def shared_before_wait(self, op: form.MixtureOp, router: dict, shape: dict, in_router: bool) -> tuple[dict, list]:
+    def shared_before_wait(self, op: form.MixtureOp, router: dict, shape: dict) -> tuple[dict, list, str | None]:
         """Whether mixture_gated's shared warp dots its units before the PDL wait (MIXTURE_EARLY_SHARED_ROWS):
         where the fused router norms the mixture's input, the warp norms the router's own input itself (those
         rows were complete when the router passed its wait; `place_releases` then has the router release this
-        launch only after it). Returns the launch's spec entries and its extra inputs (the norm's x, residual
-        and weight), noted for `explain` where it is taken."""
+        launch only after it). Returns the launch's spec entries, its extra inputs (the norm's x, residual and
+        weight) and why ({}, [] and None where it is not taken)."""
         norm = self.router_norms.get(op.x)
         rows = router["rows"]
-        if in_router or not shape["shared_hidden"] or norm is None or MIXTURE_EARLY_SHARED_ROWS is None \
+        if not shape["shared_hidden"] or norm is None or MIXTURE_EARLY_SHARED_ROWS is None \
                 or rows > MIXTURE_EARLY_SHARED_ROWS or router_gemm_spec(rows, router["width"], router["experts"],
                                                                          router.get("x_pitch")) is not None:
-            return {}, []
+            return {}, [], None
         norm_in = [self.window(norm.x), *([self.window(norm.residual)] if norm.residual is not None else [])]
         if not all(w.contiguous for w in norm_in):
-            return {}, []  # the warp reads whole rows in place
-        for index in range(len(self.tunings) - 1, -1, -1):  # `shared_in_router`'s note: this one says it
-            if self.tunings[index][0] == "shared_expert" and self.tunings[index][1] == shape:
-                del self.tunings[index]
-                break
+            return {}, [], None  # the warp reads whole rows in place
         first = "" if MIXTURE_EARLY_SHARED_CTAS is None else \
             f" in the first {MIXTURE_EARLY_SHARED_CTAS} CTAs of a row (MIXTURE_EARLY_SHARED_CTAS: the first wave)"
-        self.tunings.append(("shared_expert", dict(shape), {
-            "launch": "mixture_gated", "before_wait": True,
-            "why": f"{rows} rows are at most MIXTURE_EARLY_SHARED_ROWS ({MIXTURE_EARLY_SHARED_ROWS}): the shared "
-                   f"warp norms the router's input and dots its {MIXTURE_EARLY_SHARED_UNITS} units a warp before "
-                   f"the PDL wait{first}, while the router chooses; the router releases it after its own wait"}))
+        why = (f"{rows} rows are at most MIXTURE_EARLY_SHARED_ROWS ({MIXTURE_EARLY_SHARED_ROWS}): the shared warp "
+               f"norms the router's input and dots its {MIXTURE_EARLY_SHARED_UNITS} units a warp before the PDL "
+               f"wait{first}, while the router chooses; the router releases it after its own wait")
         spec = {"early_shared": True, "residual": norm.residual is not None, "eps": norm.eps.value.data,
                 "shared_units": MIXTURE_EARLY_SHARED_UNITS,
                 **({"early_ctas": MIXTURE_EARLY_SHARED_CTAS} if MIXTURE_EARLY_SHARED_CTAS is not None else {})}
-        return spec, [*norm_in, self.window(norm.weight)]
+        return spec, [*norm_in, self.window(norm.weight)], why
 
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
               routing: Window, grouped: bool = False, shared: tuple | None = None) -> list[Window]:

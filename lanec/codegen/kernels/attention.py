@@ -963,6 +963,31 @@ def combine_lanes(splits: int) -> tuple[int, int]:
     return lanes, -(-splits // lanes)
 
 
+@cute.jit
+def chunk_slice(partial, chunk, row, head, dv, partials: cutlass.Constexpr):
+    """The 16-byte slice `dv` of head `head`, row `row`, of chunk `chunk`'s partial row (fp32 or bf16), as
+    VECTOR floats."""
+    if cutlass.const_expr(partials == "bfloat16"):  # the slice in one 16-byte load
+        return sum((unpack_bf16(word) for word in load_activation_bf16x8(at(partial, chunk, row, head, dv * VECTOR))),
+                   ())
+    return load_f32x4(at(partial, chunk, row, head, dv * VECTOR)) + load_f32x4(at(partial, chunk, row, head,
+                                                                                   dv * VECTOR + 4))
+
+
+def weighted_sums(lses: list, slices: list, top) -> tuple:
+    """One lane's part of a merge: its chunks' weights exp(lse - top) summed, then each of the slice's VECTOR
+    values weighted and summed over its chunks, in chunk order (a chunk without keys has lse = -inf: exp2(-inf)
+    = 0 and its partial is 0). Plain Python at trace time: attention_combine's and `merged_slice`'s."""
+    weights = [cute.math.exp2((lse - top) * Float32(LOG2E), fastmath=True) for lse in lses]
+    sums = [sum(weights[1:], weights[0])]
+    for e in range(VECTOR):
+        total = weights[0] * slices[0][e]
+        for k in range(1, len(weights)):
+            total = total + weights[k] * slices[k][e]
+        sums.append(total)
+    return tuple(sums)
+
+
 def butterfly_first(leaves: list, level: int, lane: int) -> tuple:
     """`warp_reduce`'s sum (tuples, added part by part) at `lane` after `level` butterfly steps over
     len(leaves) lanes (a power of two) holding `leaves`: the same additions in the same order, in one
@@ -982,34 +1007,19 @@ def merged_slice(partial, lse, row, head, dv, splits: cutlass.Constexpr, partial
     are bitwise that kernel's. gemv's combine prologue (a latent attention's values merged where they
     are expanded) reads them so."""
     L, per_lane = combine_lanes(splits)
-    leaves = []
     top = Float32(NEG_INF)
     lses, slices = [], []
     for i in cutlass.range_constexpr(L):
         for k in cutlass.range_constexpr(per_lane):
             chunk = i + k * L
-            read = min(chunk, splits - 1)
             value = Float32(NEG_INF)
             if cutlass.const_expr(chunk < splits):
-                value = lse[read, row, head]
+                value = lse[chunk, row, head]
             lses.append(value)
-            if cutlass.const_expr(partials == "bfloat16"):
-                slices.append(sum((unpack_bf16(word) for word in
-                                   load_activation_bf16x8(at(partial, read, row, head, dv * VECTOR))), ()))
-            else:
-                slices.append(load_f32x4(at(partial, read, row, head, dv * VECTOR))
-                              + load_f32x4(at(partial, read, row, head, dv * VECTOR + 4)))
+            slices.append(chunk_slice(partial, min(chunk, splits - 1), row, head, dv, partials))
             top = cute.arch.fmax(top, value)
-    for i in cutlass.range_constexpr(L):
-        weights = [cute.math.exp2((lses[i * per_lane + k] - top) * Float32(LOG2E), fastmath=True)
-                   for k in range(per_lane)]
-        sums = [sum(weights[1:], weights[0])]
-        for e in cutlass.range_constexpr(VECTOR):
-            total = weights[0] * slices[i * per_lane][e]
-            for k in cutlass.range_constexpr(1, per_lane):
-                total = total + weights[k] * slices[i * per_lane + k][e]
-            sums.append(total)
-        leaves.append(tuple(sums))
+    leaves = [weighted_sums(lses[i * per_lane:(i + 1) * per_lane], slices[i * per_lane:(i + 1) * per_lane], top)
+              for i in range(L)]
     sums = butterfly_first(leaves, L.bit_length() - 1, 0)
     merged = cute.make_rmem_tensor(VECTOR, BFloat16)
     inverse = Float32(1.0) / sums[0]
@@ -1075,25 +1085,12 @@ class AttentionCombine:
             if cutlass.const_expr((k + 1) * L > self.splits):  # lanes past the last chunk add nothing
                 value = cutlass.select_(chunk < self.splits, value, Float32(NEG_INF))
             lses.append(value)
-            if cutlass.const_expr(self.partials == "bfloat16"):  # the slice in one 16-byte load
-                slices.append(sum((unpack_bf16(word) for word in
-                                   load_activation_bf16x8(at(partial, read, row, head, dv * VECTOR))), ()))
-            else:
-                slices.append(load_f32x4(at(partial, read, row, head, dv * VECTOR))
-                              + load_f32x4(at(partial, read, row, head, dv * VECTOR + 4)))
+            slices.append(chunk_slice(partial, read, row, head, dv, self.partials))
         top = lses[0]
         for k in cutlass.range_constexpr(1, self.per_lane):
             top = cute.arch.fmax(top, lses[k])
         top = warp_reduce(top, cute.arch.fmax, width=L)
-        # a chunk without keys has lse = -inf: exp2(-inf) = 0 and its partial is 0
-        weights = [cute.math.exp2((lses[k] - top) * Float32(LOG2E), fastmath=True) for k in range(self.per_lane)]
-        sums = [sum(weights[1:], weights[0])]
-        for e in cutlass.range_constexpr(VECTOR):
-            total = weights[0] * slices[0][e]
-            for k in cutlass.range_constexpr(1, self.per_lane):
-                total = total + weights[k] * slices[k][e]
-            sums.append(total)
-        sums = warp_reduce(tuple(sums), lambda a, b: tuple(x + y for x, y in zip(a, b)), width=L)
+        sums = warp_reduce(weighted_sums(lses, slices, top), lambda a, b: tuple(x + y for x, y in zip(a, b)), width=L)
         if (lane == 0) & (index < self.slices):
             merged = cute.make_rmem_tensor(VECTOR, BFloat16)
             inverse = Float32(1.0) / sums[0]

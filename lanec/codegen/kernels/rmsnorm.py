@@ -29,7 +29,6 @@ from lanec.codegen.kernels.primitives import (
     float_bits,
     load_activation_bf16x8,
     load_f32x4,
-    load_weight_bf16x8,
     norm_input,
     store_global_words,
     unpack_bf16,
@@ -263,13 +262,7 @@ def warp_normed_row(x, residual, w, staged, normed, row, out_row, width: cutlass
     the ones `rows_dots` has it read back."""
     vectors: cutlass.Constexpr = width // VECTOR
     steps: cutlass.Constexpr = -(-vectors // WARP)
-    held = cute.make_rmem_tensor((4, steps), cutlass.Uint32)  # the weights, issued first: ready at launch
-    held.fill(0)
-    for s in cutlass.range_constexpr(steps):
-        if lane + s * WARP < vectors:
-            weights = load_weight_bf16x8(at(w, (lane + s * WARP) * VECTOR))
-            for e in cutlass.range_constexpr(4):
-                held[e, s] = weights[e]
+    scale = norm_weight_vectors(w, width, WARP, steps, lane)  # the weights, issued first: ready at launch
     kept = None
     if cutlass.const_expr(staged is None):
         kept = cute.make_rmem_tensor((VECTOR, steps), Float32)
@@ -299,15 +292,12 @@ def warp_normed_row(x, residual, w, staged, normed, row, out_row, width: cutlass
     for s in cutlass.range_constexpr(steps):
         vector = lane + s * WARP
         if vector < vectors:
-            out = cute.make_rmem_tensor(VECTOR, BFloat16)
-            for e in cutlass.range_constexpr(4):
-                w_low, w_high = unpack_bf16(held[e, s])
-                h_low, h_high = Float32(0.0), Float32(0.0)
+            h = cute.make_rmem_tensor(VECTOR, Float32)
+            for e in cutlass.range_constexpr(VECTOR):
                 if cutlass.const_expr(staged is None):
-                    h_low, h_high = kept[2 * e, s], kept[2 * e + 1, s]
+                    h[e] = kept[e, s]
                 else:
-                    h_low = staged[0, vector * VECTOR + 2 * e]
-                    h_high = staged[0, vector * VECTOR + 2 * e + 1]
-                out[2 * e] = BFloat16(h_low * rstd * w_low)
-                out[2 * e + 1] = BFloat16(h_high * rstd * w_high)
+                    h[e] = staged[0, vector * VECTOR + e]
+            out = cute.make_rmem_tensor(VECTOR, BFloat16)
+            out.store((h.load() * rstd * scale[None, s].load().to(Float32)).to(BFloat16))
             cute.autovec_copy(out, tiles[None, (out_row, vector)])
