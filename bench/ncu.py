@@ -2,6 +2,7 @@
 what their counters say. Three steps:
 
     python bench/ncu.py build              # CPU machine: compile the profiled kernels into build/ncu/
+                                           # (`build --plan PLAN KIND...`: a plan's own kernels of those kinds)
     bash tests/gpu/session.sh ncu          # GPU machine (carry build/ncu): `ncu --set full` of each kernel's
                                            # second launch; its details and SASS pages as CSV in $OUT/logs.tgz
     python bench/ncu.py summarize DIR      # here: from DIR's CSVs, each kernel's speed-of-light line, its
@@ -54,11 +55,29 @@ def kernels() -> dict:
     }
 
 
-def build() -> None:
+def plan_kernels(plan_path: Path, kinds: list[str]) -> dict:
+    """name -> kernel object: the first launch of each of `kinds` (e.g. mixture_router) in a compiled plan,
+    rebuilt from its recorded spec (`make_kernel`), named `<plan stem>-<kind>`."""
+    from lanec.codegen.kernels import make_kernel
+    from lanec.runtime.plan import Plan
+
+    plan = Plan.read(plan_path)
+    out = {}
+    for kind in kinds:
+        launch = next((launch for launch in plan.launches if launch.name.split()[0] == kind), None)
+        if launch is None:
+            sys.exit(f"ncu: {plan_path} has no {kind} launch")
+        out[f"{plan_path.stem}-{kind}"] = make_kernel(kind, launch.spec)
+    return out
+
+
+def build(argv: list[str]) -> None:
+    """`build`: the kernels above; `build --plan PLAN KIND...`: a plan's kernels of those kinds instead."""
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
 
-    for name, kernel in kernels().items():
+    built = plan_kernels(Path(argv[1]), argv[2:]) if argv[:1] == ["--plan"] and len(argv) > 2 else kernels()
+    for name, kernel in built.items():
         compile_kernel(kernel).save(OUT, name)
         print(f"built {name}  grid {kernel.launch().grid} block {kernel.launch().block[0]}", flush=True)
 
@@ -70,7 +89,8 @@ def names() -> list[str]:
 def fills(params) -> dict[str, tuple[str, int, str, int]]:
     """How `launch` fills each tensor param (`TensorParam`s; tensor maps left out): name -> (kind, elements,
     dtype, value). Kinds: "pages" (a shuffled page table over every page the cache holds), "positions"
-    (each request's rows at the longest context its page table holds: value), "random" (floating point),
+    (each request's rows at the longest context its page table holds: value), "slots" (a linear layer's state
+    slots, 1.. in row order: slot 0 is padding), "random" (floating point),
     "zeros" (integer: stream-K's flags and other counters start lowered)."""
     by_name = {p.name: p for p in params}
     cache = next((p for p in params if p.name.endswith("cache")), None)
@@ -83,6 +103,8 @@ def fills(params) -> dict[str, tuple[str, int, str, int]]:
             out[param.name] = ("pages", span, param.dtype, cache.shape[0])
         elif param.name == "positions":
             out[param.name] = ("positions", span, param.dtype, by_name["pages"].shape[1] * cache.shape[1] - 1)
+        elif param.name == "slots":  # a linear layer's state slots: 1.. (slot 0 and below are padding rows)
+            out[param.name] = ("slots", span, param.dtype, 0)
         elif param.dtype in ("bfloat16", "float16", "float32"):
             out[param.name] = ("random", span, param.dtype, 0)
         else:
@@ -109,6 +131,8 @@ def launch(name: str) -> None:
             held[param] = torch.randperm(value, device="cuda")[:span].to(torch.int32)
         elif kind == "positions":
             held[param] = torch.full((span,), value, device="cuda", dtype=torch.int32)
+        elif kind == "slots":
+            held[param] = torch.arange(1, span + 1, device="cuda", dtype=torch.int32)
         elif kind == "random":
             held[param] = torch.randn(span, device="cuda").to(dtypes[dtype])
         else:
@@ -177,8 +201,8 @@ def summarize(folder: Path) -> str:
 
 def main() -> None:
     args = sys.argv[1:]
-    if args == ["build"]:
-        build()
+    if args[:1] == ["build"]:
+        build(args[1:])
     elif args == ["list"]:
         print("\n".join(names()))
     elif len(args) == 2 and args[0] == "summarize":
@@ -186,7 +210,7 @@ def main() -> None:
     elif len(args) == 1 and args[0] in names():
         launch(args[0])
     else:
-        sys.exit("usage: python bench/ncu.py build | list | summarize DIR | NAME (one of: "
+        sys.exit("usage: python bench/ncu.py build [--plan PLAN KIND...] | list | summarize DIR | NAME (one of: "
                  + ", ".join(names() or ["nothing built yet"]) + ")")
 
 

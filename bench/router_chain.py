@@ -16,7 +16,7 @@ timing probes, not routers):
 - `no-choose`: lane 0 writes the first 8 experts in place of the whole choice;
 - `no-sigmoid`: the choice on the logits themselves (no sigmoid); `no-rounds`: the first 8 experts taken in
   place of the sort and the top-8 rounds (the sigmoids, the correction and the weights kept);
-- `no-exchange`: no cluster barriers and no DSMEM gather (CTA 0 chooses from its own 32 logits);
+- `no-exchange`: no scores sent to the first CTA and no barrier for them (CTA 0 chooses from its own 16);
 - `late-sigmoid`: the sigmoids taken by the choosing warp, not where each logit is dotted (a router still: the
   kernel before the twenty-third session);
 - `with shared`: the router's launch running the shared expert's gated pair too (ROUTER_SHARED_ROWS: 64 more CTAs in
@@ -83,14 +83,8 @@ def probe_class():
                 return chosen
             return MixtureRouter.top_k_of(self, value, taken, lane)
 
-        @cute.jit
-        def score(self, x, norm, router, scores, rank, block, warp, lane, thread):
-            if cutlass.const_expr(self.skip == "exchange"):
-                split, self.split = self.split, 1  # the same CTAs and rows, no cluster barrier or gather
-                MixtureRouter.score(self, x, norm, router, scores, rank, block, warp, lane, thread)
-                self.split = split
-            else:
-                MixtureRouter.score(self, x, norm, router, scores, rank, block, warp, lane, thread)
+        def pushes(self):  # "exchange": each CTA keeps its scores (the first chooses from its own)
+            return MixtureRouter.pushes(self) and self.skip != "exchange"
 
     return Probe
 

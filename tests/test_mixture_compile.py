@@ -58,8 +58,12 @@ def test_compiles_for_sm90a(case):
     compiled = compiled_for_sm90a(kernel)
     ptx = compiled.ptx
     assert "ld.global.nc.L1::no_allocate.v4.b32" in ptx  # weights as 16-byte vectors, read-only path
-    split = getattr(kernel, "split", 1)  # a router's cluster: its first CTA reads the others' logits
-    assert ("barrier.cluster.wait" in ptx) == ("ld.shared::cluster.f32" in ptx) == (split > 1)
+    split = getattr(kernel, "split", 1)  # a router's cluster: its CTAs send their scores to the first one's
+    assert ("barrier.cluster.wait" in ptx) == ("st.async.shared::cluster" in ptx) == (split > 1)
+    # ... on its barrier, which its choosing warps wait on (no DSMEM reads, no cluster barrier after the products)
+    assert ("mbarrier.try_wait.parity.acquire.cluster" in ptx) == (split > 1) and "ld.shared::cluster" not in ptx
+    if split > 1:
+        assert ptx.index("barrier.cluster.arrive.relaxed") < ptx.index("griddepcontrol.wait")
     if not isinstance(kernel, MixtureRouter):  # the chosen expert's rows: id x expert bytes, 64-bit
         assert "mul.wide.s32" in ptx and str(kernel.hidden * kernel.width * 2) in ptx
         # the shared expert's rows (weights, known at launch) prefetched into L2 before the PDL wait:

@@ -23,8 +23,8 @@ def test_every_variant_compiles_with_its_cluster(compiled):
 def test_each_probe_takes_out_its_stage_only(compiled):
     whole, no_choose, no_exchange = (compiled[s].ptx for s in ("whole", "no-choose", "no-exchange"))
     assert whole.count("redux.sync.max.s32") == 8 and "redux.sync" not in no_choose
-    assert "ld.shared::cluster" in whole and "ld.shared::cluster" not in no_exchange
-    assert no_exchange.count("redux.sync.max.s32") == 8 and "ld.shared::cluster" in no_choose
+    assert "st.async.shared::cluster" in whole and "st.async" not in no_exchange
+    assert no_exchange.count("redux.sync.max.s32") == 8 and "st.async.shared::cluster" in no_choose
     assert "rsqrt" in whole and "rsqrt" not in compiled["no-norm"].ptx
     assert "redux.sync" not in compiled["no-rounds"].ptx and "ex2.approx" in compiled["no-rounds"].ptx
     assert compiled["no-sigmoid"].ptx.count("ex2.approx") < whole.count("ex2.approx")

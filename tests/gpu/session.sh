@@ -378,7 +378,8 @@ for phase in "${phases[@]}"; do
       # summary (about 40 s a kernel)
       mkdir -p "$logs/ncu" /tmp/ncu-reports
       for name in $(python3 bench/ncu.py list); do
-        timeout 120 ncu --set full --import-source yes --clock-control none -k regex:kernel_cutlass \
+        nvdisasm -c -g "build/ncu/$name.cubin" > "$logs/ncu/$name.sass" 2>&1 || true
+        timeout 120 ncu --set full --import-source yes --clock-control none ${NCU_SAMPLING:-} -k regex:kernel_cutlass \
           --launch-skip 1 --launch-count 1 -f -o "/tmp/ncu-reports/$name" python3 bench/ncu.py "$name" 2>&1 \
           | tail -1 || status=1
         ncu -i "/tmp/ncu-reports/$name.ncu-rep" --page details --csv > "$logs/ncu/$name.details.csv" 2>&1
@@ -386,6 +387,39 @@ for phase in "${phases[@]}"; do
           > "$logs/ncu/$name.sass.csv" 2>&1
       done
       python3 bench/ncu.py summarize "$logs/ncu" | tee "$logs/ncu.log" ;;
+    router-push)
+      # the router's scores sent to its cluster's first CTA by st.async on a barrier (no cluster barrier after the
+      # products), one division a choosing lane, rows_dots without its past-the-row vectors: the mixture cases,
+      # compute-sanitizer on the fused router with its norm, bench/router_chain.py (the committed router's cubin as
+      # before_whole), then three rounds of the real-size batch-1 step, before (build/ab3/base.plan, the plan of the
+      # commit before) and after (the plan itself). Here: python tests/gpu/build.py --only mixture_router
+      # mixture_gated mixture_down mixture_grouped_gated mixture_grouped_down mixture_groups; python
+      # bench/router_chain.py build; python tests/gpu/plans.py kimi-full-b1-c1k; carry build/gpu, build/plans,
+      # build/ab3, build/bench/router_chain, .whl; about 6 minutes. The plans' --check: the phase router-check
+      timeout 300 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 \
+        | tail -3 | tee "$logs/router-push.log"
+      cases_passed router-push || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "norms_its_rows and b1_e256" router-push.log 120 || status=1
+      timeout 120 python3 bench/router_chain.py 2>&1 | tee -a "$logs/router-push.log" || status=1
+      for round in 1 2 3; do
+        for plan in build/ab3/base.plan build/plans/kimi-full-b1-c1k.plan; do
+          echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
+            | tee -a "$logs/router-push.log"
+        done
+      done ;;
+    review-ncu)
+      # the twenty-fifth session's review (warp_normed_row's weights by norm_weight_vectors) re-run: the early-shared
+      # and rider cases, compute-sanitizer on the shared warp's case, the real-size batch-1 plan --check. Run it with the
+      # phase ncu after it, NCU_SAMPLING="--warp-sampling-interval 0": the plan's own kernels, sampled every 32 cycles (here: python
+      # tests/gpu/build.py --only mixture_gated gemv; python tests/gpu/plans.py kimi-full-b1-c1k; python
+      # bench/ncu.py build --plan build/plans/kimi-full-b1-c1k.plan KIND...; carry build/gpu, build/plans,
+      # build/ncu, .whl; about 8 minutes). Each profiled kernel's SASS (nvdisasm) is in $logs/ncu too
+      timeout 200 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_kernels.py -q -rfE --tb=line \
+        -k "before_the_wait or rider" 2>&1 | tail -4 | tee "$logs/review-ncu.log"
+      cases_passed review-ncu || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "b1_e256_k8_w2304_shared_u2_first100" review-ncu.log 120 || status=1
+      echo "kimi-full-b1-c1k: $(timeout 150 python3 -m lanec.runtime build/plans/kimi-full-b1-c1k.plan --check \
+        --gpu-seeding 2>&1 | tail -1)" | tee -a "$logs/review-ncu.log" ;;
     latent-cluster)
       # the wgmma latent attention's chunks merged in its own cluster (LATENT_CLUSTER_COMBINE_CTAS): its cases,
       # compute-sanitizer on the two-warpgroup one, the real-size batch-1 step --check at 1k keys (the one plan

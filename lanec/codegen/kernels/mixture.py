@@ -56,14 +56,15 @@ from lanec.codegen.kernels.primitives import (
     at,
     evict_first_policy,
     load_activation_bf16x8,
-    load_dsmem_f32,
     load_weight_bf16x8,
     ordered_key,
     prefetch_l2,
+    push_float,
     shared_bytes,
     sigmoid,
     ticket,
     unpack_bf16,
+    wait,
     warp_reduce,
     warp_reduce_interleaved,
 )
@@ -102,8 +103,9 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
     (`evict_first_policy`), None for the default."""
     count: cutlass.Constexpr = len(matrices) * units
     R: cutlass.Constexpr = len(act_rows)
-    per_chunk: cutlass.Constexpr = max(1, VECTORS_IN_FLIGHT // (count + R - 1))
     vectors: cutlass.Constexpr = width // VECTOR
+    # never more vectors a chunk than a lane has: a place past them all would add 0 * 0 (a dependent FADD each)
+    per_chunk: cutlass.Constexpr = max(1, min(VECTORS_IN_FLIGHT // (count + R - 1), -(-vectors // WARP)))
     chunks: cutlass.Constexpr = -(-vectors // (WARP * per_chunk))
     sums = cute.make_rmem_tensor(R * count, Float32)
     sums.fill(0.0)
@@ -320,7 +322,10 @@ class MixtureRouter:
     """Params: x [rows, width] (rows `x_pitch` apart), router [experts, width], correction
     [experts] fp32 (where `correction`), ids [rows, top_k] int32, weights [rows, top_k] fp32.
     ``split``: the CTAs (a cluster) that share a row's router rows; None: `router_split(experts)`, halved
-    while its CTAs have fewer warps than the segments' (`segments`) walk takes.
+    while its CTAs have fewer warps than the segments' (`segments`) walk takes. Over a cluster (`pushes`),
+    each dotting lane sends its score to the first CTA's `scores` with `st.async`, completing its bytes on
+    that CTA's barrier, which the choosing warps wait on: no cluster barrier after the PDL wait, and the
+    other CTAs leave once they have sent.
     ``rows_a_cta``: the rows a cluster scores (1, 2, 4 or 8; None: `router_rows_a_cta(rows)`): each
     warp reads its router rows once for all of them (`rows_dots`), and warp r chooses row r.
     ``segments``: the router also writes mixture_groups' starts [experts + 1] and order [pairs]
@@ -398,6 +403,11 @@ class MixtureRouter:
         the scores (the same float: the same function of the same logit, in another thread)."""
         return self.scoring == "sigmoid"
 
+    def pushes(self) -> bool:
+        """The dotting lanes send their scores to the cluster's first CTA (`st.async` on its barrier): a
+        router split over a cluster."""
+        return self.split > 1 and not self.logits
+
     def grouper(self) -> MixtureGroups:
         """mixture_groups at this router's shape: the segments it writes (`segments`)."""
         return MixtureGroups(self.rows, self.experts, self.top_k)
@@ -434,7 +444,8 @@ class MixtureRouter:
 
     def shared_bytes(self) -> int:
         R = self.rows_a_cta
-        router = shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)])
+        router = shared_bytes([(4 * R * self.experts, 16), (4 * R * self.experts, 16), (4 * R * WARP, 16)]
+                              + ([(16, 16)] if self.pushes() else []))
         # the normed rows (bf16) and the norm's sums of squares, a warp's a row
         normed = shared_bytes([(2 * R * self.width, 16), (4 * R * self.warps, 16)]) if self.norm else 0
         return router + normed + (self.grouper().shared_bytes() + 16 if self.segments else 0)
@@ -464,22 +475,30 @@ class MixtureRouter:
         scores = alloc(smem, Float32, R * E)  # a row's logits (each CTA its own), then its scores
         choice = alloc(smem, Float32, R * E)  # a row's corrected scores, for ranking groups
         kept = alloc(smem, Int32, R * WARP)  # whether group g is kept, a row's
+        arrived = None  # `pushes`: the first CTA's barrier for the cluster's scores
+        if cutlass.const_expr(self.pushes()):
+            arrived = alloc(smem, cutlass.Uint64, 2, 16)  # 16 bytes: what follows stays 16-aligned
         tables = None
         if cutlass.const_expr(self.segments):
             tables = (*self.grouper().tables(smem), alloc(smem, Int32, 4))  # counts, firsts, the last flag
+        if cutlass.const_expr(self.pushes()):
+            self.arm(arrived, rank, thread)  # before the PDL wait: the cluster barrier it takes is off the path
         corrections = self.corrected(correction, lane)  # a weight: read before the PDL wait
         if cutlass.const_expr(self.logits):
             self.load_logits(logits, scores, block, warp, lane)
         elif cutlass.const_expr(self.shared_hidden > 0):
             self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread,
-                       (shared_gate, shared_up, hidden))
+                       (shared_gate, shared_up, hidden), arrived)
         else:
-            self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread)
+            self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread,
+                       arrived=arrived)
         chooser = (rank == 0) & (warp < R)
         if cutlass.const_expr(self.shared_hidden > 0):
             chooser = chooser & (block < self.clusters())  # a router cluster's first CTA
         if chooser:
             if block * R + warp < self.rows:  # warp r chooses row r of the block
+                if cutlass.const_expr(self.pushes()):
+                    wait(arrived.iterator, 0, "cluster")  # every CTA's scores are in
                 self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), corrections,
@@ -487,6 +506,20 @@ class MixtureRouter:
         if cutlass.const_expr(self.segments):
             if rank == 0:  # a cluster's choosing CTA
                 self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def arm(self, arrived, rank: Int32, thread: Int32):
+        """`pushes`: the first CTA's thread 0 arms `arrived` for the block's R x experts scores (4 bytes
+        each, every CTA's `st.async`), and every CTA arrives on the cluster barrier that orders the
+        arming before any send (its wait is in `dot_logits`, after the products)."""
+        if (rank == 0) & (thread == 0):
+            cute.arch.mbarrier_init(arrived.iterator, 1)
+            cute.arch.mbarrier_init_fence()
+        # the CTA barrier orders the arming after the init for every tool (the init runs on the uniform path)
+        cute.arch.sync_threads()
+        if (rank == 0) & (thread == 0):
+            cute.arch.mbarrier_arrive_and_expect_tx(arrived.iterator, 4 * self.rows_a_cta * self.experts)
+        cute.arch.cluster_arrive_relaxed()
 
     @cute.jit
     def corrected(self, correction, lane: Int32):
@@ -502,7 +535,7 @@ class MixtureRouter:
 
     @cute.jit
     def score(self, x, norm, router, scores, rank: Int32, block: Int32, warp: Int32, lane: Int32, thread: Int32,
-              shared=None):
+              shared=None, arrived=None):
         """The block's logits into the first CTA's `scores`: each CTA's warps dot their router rows
         with the block's rows (the rows read once for all of them; with `norm`, (residual, norm_w,
         y, h), the rows this CTA normed into its shared memory), then across a cluster the first CTA
@@ -528,11 +561,13 @@ class MixtureRouter:
         if cutlass.const_expr(self.norm):
             act, act_rows = self.norm_block(x, norm, scales, rows, rank, block, thread), list(range(R))
         if cutlass.const_expr(shared is None):
-            self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread)
+            self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread, arrived)
         else:
             if block < self.clusters():
-                self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread)
+                self.dot_logits(act, act_rows, router, scores, rank, warp, lane, thread, arrived)
             else:
+                if cutlass.const_expr(self.pushes()):
+                    cute.arch.cluster_wait()  # the cluster barrier `arm` arrived on (nothing to send)
                 self.shared_pair(act, act_rows[0], shared, place, warp, lane)
 
     @cute.jit
@@ -552,44 +587,30 @@ class MixtureRouter:
                 prefetch_l2(at(shared[matrix], first, 0), nbytes)
 
     @cute.jit
-    def dot_logits(self, act, act_rows, router, scores, rank: Int32, warp: Int32, lane: Int32, thread: Int32):
-        """A router CTA's warps dot their router rows with the block's rows into `scores` (sigmoids where
-        `early_scores`), then the cluster's logits are gathered into the first CTA's (`gather`)."""
+    def dot_logits(self, act, act_rows, router, scores, rank: Int32, warp: Int32, lane: Int32, thread: Int32,
+                   arrived=None):
+        """A router CTA's warps dot their router rows with the block's rows into the first CTA's `scores`
+        (sigmoids where `early_scores`): sent there by `st.async` on its barrier `arrived` where `pushes`,
+        else stored in place (one CTA)."""
         E: cutlass.Constexpr = self.experts
         R: cutlass.Constexpr = self.rows_a_cta
         first = rank * self.per_cta + warp * self.per_warp
         sums = rows_dots([router], first, self.experts, self.per_warp, act, act_rows, Int32(0), self.width, lane)
-        if lane == 0:
-            for r in cutlass.range_constexpr(R):
-                for j in cutlass.range_constexpr(self.per_warp):
-                    if warp * self.per_warp + j < self.per_cta:
-                        logit = sums[r * self.per_warp + j]
-                        if cutlass.const_expr(self.early_scores()):
-                            logit = sigmoid(logit)  # the score itself (`early_scores`)
+        if cutlass.const_expr(self.pushes()):
+            cute.arch.cluster_wait()  # the first CTA's barrier is armed (`arm`)
+        for r in cutlass.range_constexpr(R):
+            for j in cutlass.range_constexpr(self.per_warp):
+                logit = sums[r * self.per_warp + j]
+                if cutlass.const_expr(self.early_scores()):
+                    logit = sigmoid(logit)  # the score itself (`early_scores`)
+                mine = (lane == 0) & (warp * self.per_warp + j < self.per_cta)
+                if cutlass.const_expr(self.pushes()):
+                    push_float(scores.iterator + r * E + first + j, logit, arrived.iterator, 0,
+                               cutlass.select_(mine, Int32(1), Int32(0)))
+                else:
+                    if mine:
                         scores[r * E + first + j] = logit
-        cute.arch.sync_threads()
-        if cutlass.const_expr(self.split > 1):
-            self.gather(scores, rank, thread)
-
-    @cute.jit
-    def gather(self, scores, rank: Int32, thread: Int32):
-        """Across the cluster: the first CTA gathers every CTA's logits over DSMEM into its `scores`."""
-        E: cutlass.Constexpr = self.experts
-        R: cutlass.Constexpr = self.rows_a_cta
-        cute.arch.cluster_arrive()  # release: every CTA's logits are in its shared memory
-        cute.arch.cluster_wait()
-        if rank == 0:
-            for i in cutlass.range_constexpr(-(-R * E // (WARP * self.warps))):
-                place = thread + i * WARP * self.warps  # row place // E's logit of expert place % E
-                if place < R * E:
-                    scores[place] = load_dsmem_f32(scores.iterator + place, (place % E) // self.per_cta)
-        # the first CTA has read them: no other CTA leaves before it arrives. It does not wait for the
-        # others (nothing reads its shared memory); its own barrier orders its gathered logits
-        # before the choosing warps read them
-        cute.arch.cluster_arrive()
-        if rank != 0:
-            cute.arch.cluster_wait()
-        else:
+        if cutlass.const_expr(not self.pushes()):
             cute.arch.sync_threads()
 
     @cute.jit
@@ -695,19 +716,19 @@ class MixtureRouter:
             self.keep_groups(value, choice, kept, lane)
         chosen = self.top_k_of(value, taken, lane)
         cute.arch.sync_warp()  # every lane's scores are in shared memory
-        # every lane sums the chosen scores in order (the same total), lane k writes choice k
-        picked = cute.make_rmem_tensor(self.top_k, Float32)
-        total = Float32(0.0)
+        # every lane sums the chosen scores in order (the same total) and keeps choice `lane`'s: lane k
+        # writes choice k, one division a lane
+        total, weight, expert = Float32(0.0), Float32(0.0), Int32(0)
         for k in cutlass.range_constexpr(self.top_k):
-            picked[k] = scores[chosen[k]]
-            total += picked[k]
-        for k in cutlass.range_constexpr(self.top_k):
-            if lane == k:
-                weight = picked[k]
-                if cutlass.const_expr(self.renormalize):
-                    weight = weight / total
-                ids[row, k] = chosen[k]
-                weights[row, k] = weight * Float32(self.routed_scaling)
+            picked = scores[chosen[k]]
+            total += picked
+            weight = cutlass.select_(lane == k, picked, weight)
+            expert = cutlass.select_(lane == k, chosen[k], expert)
+        if lane < self.top_k:
+            if cutlass.const_expr(self.renormalize):
+                weight = weight / total
+            ids[row, lane] = expert
+            weights[row, lane] = weight * Float32(self.routed_scaling)
 
     @cute.jit
     def scored(self, value, taken):
