@@ -57,17 +57,22 @@ def kernels() -> dict:
 
 def plan_kernels(plan_path: Path, kinds: list[str]) -> dict:
     """name -> kernel object: the first launch of each of `kinds` (e.g. mixture_router) in a compiled plan,
-    rebuilt from its recorded spec (`make_kernel`), named `<plan stem>-<kind>`."""
-    from lanec.codegen.kernels import make_kernel
+    rebuilt from its recorded spec, named `<plan stem>-<kind>`."""
     from lanec.runtime.plan import Plan
 
-    plan = Plan.read(plan_path)
+    return launch_kernels(Plan.read(plan_path).launches, kinds, plan_path.stem)
+
+
+def launch_kernels(launches, kinds: list[str], stem: str) -> dict:
+    """`plan_kernels` of a plan's launches: each kind's first launch as `make_kernel` builds it from its spec."""
+    from lanec.codegen.kernels import make_kernel
+
     out = {}
     for kind in kinds:
-        launch = next((launch for launch in plan.launches if launch.name.split()[0] == kind), None)
+        launch = next((launch for launch in launches if launch.name.split()[0] == kind), None)
         if launch is None:
-            sys.exit(f"ncu: {plan_path} has no {kind} launch")
-        out[f"{plan_path.stem}-{kind}"] = make_kernel(kind, launch.spec)
+            sys.exit(f"ncu: {stem} has no {kind} launch")
+        out[f"{stem}-{kind}"] = make_kernel(kind, launch.spec)
     return out
 
 

@@ -67,3 +67,22 @@ def test_every_profiled_kernel_gets_tensors_it_can_run_on(ncu):
                 assert kind == ("random" if dtype in ("bfloat16", "float32") else "zeros"), (name, param)
     gemm = ncu.kernels()["gemm-kimi-qkv-r256"]
     assert any(p.tensor_map is not None for p in gemm.params())  # its table schedule loads by TMA
+
+
+def test_a_plans_own_kernels_are_rebuilt_from_their_specs(ncu):
+    """`build --plan PLAN KIND...` rebuilds the first launch of each kind from its recorded spec (the plan's own
+    specialization), and a linear layer's state slots are filled 1.. (slot 0 is padding: its CTAs would leave)."""
+    from lanec.runtime.plan import Launch, Shape
+
+    shape = Shape((1, 1, 1), (32, 1, 1))
+    launches = [Launch("rmsnorm n0", 0, "e", shape, (), {"rows": 1, "width": 64}),
+                Launch("kda_split l0", 0, "e", shape, (), {"heads": 4, "batch": 3}),
+                Launch("kda_split l1", 0, "e", shape, (), {"heads": 8, "batch": 1})]
+    kernels = ncu.launch_kernels(launches, ["kda_split"], "tiny")
+    assert list(kernels) == ["tiny-kda_split"]
+    kernel = kernels["tiny-kda_split"]
+    assert (kernel.heads, kernel.batch) == (4, 3)  # the first launch of its kind
+    kind, span, dtype, _ = ncu.fills(kernel.params())["slots"]
+    assert (kind, span, dtype) == ("slots", 3, "int32")
+    with pytest.raises(SystemExit, match="no mixture_router launch"):
+        ncu.launch_kernels(launches, ["mixture_router"], "tiny")

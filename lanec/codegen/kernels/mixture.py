@@ -538,9 +538,10 @@ class MixtureRouter:
               shared=None, arrived=None):
         """The block's logits into the first CTA's `scores`: each CTA's warps dot their router rows
         with the block's rows (the rows read once for all of them; with `norm`, (residual, norm_w,
-        y, h), the rows this CTA normed into its shared memory), then across a cluster the first CTA
-        gathers the others' over DSMEM. With `shared` (shared_gate, shared_up, hidden), the CTAs past
-        the router's clusters run the shared expert's units of their row instead (`shared_pair`)."""
+        y, h), the rows this CTA normed into its shared memory); across a cluster each CTA sends its
+        scores to the first one (`pushes`, on its barrier `arrived`). With `shared` (shared_gate,
+        shared_up, hidden), the CTAs past the router's clusters run the shared expert's units of their
+        row instead (`shared_pair`)."""
         R: cutlass.Constexpr = self.rows_a_cta
         rows = [cutlass.min(block * R + r, self.rows - 1) for r in range(R)]  # past the rows: the last, unwritten
         place = (block - self.clusters()) * self.split + rank  # a shared expert CTA's: its row's block of units
