@@ -55,21 +55,15 @@ def kernels() -> dict:
     }
 
 
-def plan_kernels(plan_path: Path, kinds: list[str]) -> dict:
-    """name -> kernel object: the first launch of each of `kinds` (e.g. mixture_router) in a compiled plan,
-    rebuilt from its recorded spec, named `<plan stem>-<kind>`."""
-    from lanec.runtime.plan import Plan
-
-    return launch_kernels(Plan.read(plan_path).launches, kinds, plan_path.stem)
-
-
-def launch_kernels(launches, kinds: list[str], stem: str) -> dict:
-    """`plan_kernels` of a plan's launches: each kind's first launch as `make_kernel` builds it from its spec."""
+def plan_kernels(launches, kinds: list[str], stem: str) -> dict:
+    """name -> kernel object: the first of a compiled plan's `launches` of each of `kinds` (e.g. mixture_router),
+    rebuilt from its recorded spec by `make_kernel`, named `<stem>-<kind>`."""
     from lanec.codegen.kernels import make_kernel
+    from lanec.runtime.profile import kernel_of
 
     out = {}
     for kind in kinds:
-        launch = next((launch for launch in launches if launch.name.split()[0] == kind), None)
+        launch = next((launch for launch in launches if kernel_of(launch.name) == kind), None)
         if launch is None:
             sys.exit(f"ncu: {stem} has no {kind} launch")
         out[f"{stem}-{kind}"] = make_kernel(kind, launch.spec)
@@ -81,7 +75,12 @@ def build(argv: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     from lanec.codegen.compile import compile_kernel
 
-    built = plan_kernels(Path(argv[1]), argv[2:]) if argv[:1] == ["--plan"] and len(argv) > 2 else kernels()
+    built = kernels()
+    if argv[:1] == ["--plan"] and len(argv) > 2:
+        from lanec.runtime.plan import Plan
+
+        path = Path(argv[1])
+        built = plan_kernels(Plan.read(path).launches, argv[2:], path.stem)
     for name, kernel in built.items():
         compile_kernel(kernel).save(OUT, name)
         print(f"built {name}  grid {kernel.launch().grid} block {kernel.launch().block[0]}", flush=True)

@@ -78,11 +78,11 @@ def test_a_plans_own_kernels_are_rebuilt_from_their_specs(ncu):
     launches = [Launch("rmsnorm n0", 0, "e", shape, (), {"rows": 1, "width": 64}),
                 Launch("kda_split l0", 0, "e", shape, (), {"heads": 4, "batch": 3}),
                 Launch("kda_split l1", 0, "e", shape, (), {"heads": 8, "batch": 1})]
-    kernels = ncu.launch_kernels(launches, ["kda_split"], "tiny")
+    kernels = ncu.plan_kernels(launches, ["kda_split"], "tiny")
     assert list(kernels) == ["tiny-kda_split"]
     kernel = kernels["tiny-kda_split"]
     assert (kernel.heads, kernel.batch) == (4, 3)  # the first launch of its kind
     kind, span, dtype, _ = ncu.fills(kernel.params())["slots"]
     assert (kind, span, dtype) == ("slots", 3, "int32")
     with pytest.raises(SystemExit, match="no mixture_router launch"):
-        ncu.launch_kernels(launches, ["mixture_router"], "tiny")
+        ncu.plan_kernels(launches, ["mixture_router"], "tiny")

@@ -55,6 +55,10 @@
 #   router-shared  the shared expert in the router's launch: cases, sanitizer, router_chain, the b1 step A/B, --check
 #              (about 6 minutes)
 #   router-check  the real-size batch-1 and batch-8 plans and five smaller ones --check (about 5 minutes)
+#   router-push  the router's scores sent to its first CTA by st.async: the mixture cases, sanitizer, router_chain, the
+#              real-size batch-1 step before and after (build/ab3; about 6 minutes)
+#   review-ncu  the early-shared and rider cases, sanitizer, the batch-1 --check; then with NCU_SAMPLING the phase ncu
+#              on a plan's own kernels (bench/ncu.py build --plan)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its

@@ -478,11 +478,10 @@ class MixtureRouter:
         arrived = None  # `pushes`: the first CTA's barrier for the cluster's scores
         if cutlass.const_expr(self.pushes()):
             arrived = alloc(smem, cutlass.Uint64, 2, 16)  # 16 bytes: what follows stays 16-aligned
+            self.arm(arrived, rank, thread)  # before the PDL wait: the cluster barrier it takes is off the path
         tables = None
         if cutlass.const_expr(self.segments):
             tables = (*self.grouper().tables(smem), alloc(smem, Int32, 4))  # counts, firsts, the last flag
-        if cutlass.const_expr(self.pushes()):
-            self.arm(arrived, rank, thread)  # before the PDL wait: the cluster barrier it takes is off the path
         corrections = self.corrected(correction, lane)  # a weight: read before the PDL wait
         if cutlass.const_expr(self.logits):
             self.load_logits(logits, scores, block, warp, lane)
