@@ -61,13 +61,13 @@ def probe_class():
             return MixtureRouter.early_scores(self) and self.skip not in ("sigmoid", "early-sigmoid")
 
         @cute.jit
-        def choose(self, scores, choice, kept, correction, ids, weights, row, lane):
+        def choose(self, scores, choice, kept, correction, ids, weights, row, lane, prefetch=None):
             if cutlass.const_expr(self.skip == "choose"):
                 if lane < self.top_k:
                     ids[row, lane] = lane
                     weights[row, lane] = scores[lane]
             else:
-                MixtureRouter.choose(self, scores, choice, kept, correction, ids, weights, row, lane)
+                MixtureRouter.choose(self, scores, choice, kept, correction, ids, weights, row, lane, prefetch)
 
         @cute.jit
         def scored(self, value, taken):

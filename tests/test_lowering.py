@@ -759,6 +759,33 @@ def test_the_shared_expert_runs_in_the_routers_launch_where_the_fact_allows(tmp_
 
 
 @pytest.mark.parametrize("rows", [1, 2])
+def test_the_router_prefetches_its_chosen_rows_where_the_fact_allows(tmp_path, monkeypatch, rows):
+    """ROUTER_PREFETCH_ROWS (None: off, as measured): set to 1, a batch-1 router over its cluster of 16 takes
+    mixture_gated's gate and up matrices as its last two inputs and prefetches 128 rows of a triple a CTA (every CTA
+    choosing: ROUTER_PREFETCH_BYTES over 2304-wide rows), and explain's note says so; at 2 rows, or off, its inputs
+    and spec are as before."""
+    import lanec.codegen.lower as lowering
+
+    source = tmp_path / "kimi.mlir"
+    cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "2", "--batch", str(rows),
+         "-o", str(source)], standalone_mode=False)
+    for fact in (None, 1):
+        monkeypatch.setattr(lowering, "ROUTER_PREFETCH_ROWS", fact)
+        tunings: list = []
+        ops = launches(source, tunings)
+        (router,), (gated,) = ([op for op in ops if op.kernel.data == kind] for kind in ("mixture_router",
+                                                                                            "mixture_gated"))
+        taken = fact is not None and rows == 1
+        spec = spec_of(router)
+        assert (spec.get("prefetch_units"), spec.get("prefetch_spread"), spec.get("expert_hidden")) == (
+            (128, True, 1024) if taken else (None, None, None))
+        assert (list(router.args[-2:]) == list(gated.args[2:4])) == taken  # the experts' gate and up
+        notes = [o for kernel, _, o in tunings if kernel == "mixture_router" and "prefetch_units" in o]
+        assert [o["prefetch_units"] for o in notes] == ([128] if taken else [])
+        assert all("at most ROUTER_PREFETCH_ROWS (1)" in o["why"] and "1 a CTA" in o["why"] for o in notes)
+
+
+@pytest.mark.parametrize("rows", [1, 2])
 def test_the_shared_warp_norms_before_the_wait_at_one_row(tmp_path, rows):
     """MIXTURE_EARLY_SHARED_ROWS (1): where the fused router norms the mixture's input, mixture_gated's shared warp
     norms the router's own input (its x, residual and norm weight: the gated launch's extra tensors) and dots its

@@ -110,6 +110,28 @@ def test_the_shared_warp_dots_before_the_wait():
         MixtureGated(1, 512, 256, 16, 4, shared_hidden=256, early_shared=True, shared_units=9)
 
 
+@pytest.mark.parametrize("spread", [False, True], ids=["first", "spread"])
+def test_the_router_prefetches_its_chosen_rows(spread):
+    """mixture_router with `prefetch_units` (ROUTER_PREFETCH_ROWS): mixture_gated's gate and up come last; after the
+    PDL wait two bulk L2 prefetches of the chosen expert's first rows (its gate's and its up's, 128 x 2304 bf16),
+    beside the router rows' one before it (tests/gpu/test_mixture.py checks the choice, stored once, where every CTA
+    chooses: `prefetch_spread`). Refused on given logits, past the experts' units and spread over one CTA."""
+    kernel = MixtureRouter(1, 2304, 256, 8, correction=True, routed_scaling=2.446, norm=True, eps=1e-5, residual=True,
+                           prefetch_units=128, expert_hidden=1024, prefetch_spread=spread)
+    assert [p.name for p in kernel.params()][-2:] == ["gate", "up"] and kernel.params()[-1].shape == (256, 1024, 2304)
+    ptx = compiled_for_sm90a(kernel).ptx
+    before, after = ptx.split("griddepcontrol.wait")
+    assert before.count("cp.async.bulk.prefetch.L2.global") == 1 and after.count("cp.async.bulk.prefetch.L2.global") == 2
+    assert ".local" not in ptx and "ld.shared::cluster" not in ptx
+    assert ptx.count("st.async.shared::cluster") == 1  # a score's send (to the first CTA, or to lane d's CTA d)
+    with pytest.raises(ValueError, match="prefetch_units 2048: the fused per-row router"):
+        MixtureRouter(1, 2304, 256, 8, prefetch_units=2048, expert_hidden=1024)
+    with pytest.raises(ValueError, match="prefetch_units 16: the fused per-row router"):
+        MixtureRouter(1, 2304, 256, 8, logits=True, prefetch_units=16, expert_hidden=1024)
+    with pytest.raises(ValueError, match="prefetch_spread: every CTA of a cluster chooses; this router is one CTA"):
+        MixtureRouter(1, 2304, 256, 8, split=1, prefetch_units=16, expert_hidden=1024, prefetch_spread=True)
+
+
 def test_params_follow_the_specialization():
     router = MixtureRouter(3, 512, 64, 4, correction=True, x_pitch=1024)
     assert [p.name for p in router.params()] == ["x", "router", "correction", "ids", "weights"]

@@ -1368,6 +1368,20 @@ ROUTER_CTA_ROWS = 16
 # router alone in bench/router_chain.py 4.80 -> 5.42 us. Slower: None (off); the kernels and their cases stay.
 ROUTER_SHARED_ROWS: int | None = None
 ROUTER_SHARED_UNITS = 1
+# Up to ROUTER_PREFETCH_ROWS rows (the per-row path's fused router over a cluster), once a row's experts are chosen
+# every CTA of the router's cluster (each receives every score and chooses as the first does) brings its share of
+# the chosen experts' first gate and up rows into L2 by a bulk prefetch, ROUTER_PREFETCH_BYTES a CTA at most: memory
+# is busy with mixture_gated's first reads while the router's launch ends and mixture_gated passes its PDL wait
+# and reads the ids. A CTA's end waits for its bulk prefetches, and one SM's run at about 0.7 TB/s, so the share is
+# small. Measured on the H200 (2026-12-02, bench/model.py, real-size Kimi Linear batch 1, two rounds each, one
+# command; the first 64, 128 or 256 rows of each chosen expert's two matrices, a (row, expert, matrix) triple a
+# CTA): without 1831.6 / 1832.2 us; 64 rows 1830.4 / 1830.5; 128 rows (576 KB a CTA) 1828.4 / 1826.6; 256 rows
+# 1829.9 / 1836.8; the first CTA's lanes prefetching all 16 triples at 128 rows 2174.8 / 2172.7 (its 9.4 MB at
+# 0.7 TB/s hold the launch's end 13 us). Then, on another H200, three rounds each: without 1820.0 / 1819.8 / 1819.0,
+# with 128 rows 1820.6 / 1820.1 / 1818.9: no gain (each CTA's end waits 0.8 us for its share, as long as the memory
+# it keeps busy saves). Off (None); the kernel's option (`prefetch_units`, `prefetch_spread`) and its cases stay.
+ROUTER_PREFETCH_ROWS: int | None = None
+ROUTER_PREFETCH_BYTES = 128 * 2304 * 2
 
 
 def router_split(experts: int) -> int:

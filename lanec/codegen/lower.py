@@ -61,6 +61,8 @@ from lanec.codegen.facts import (
     RELEASE_RULE,
     RELEASE_RULES,
     ROUTER_GEMM_ROWS,
+    ROUTER_PREFETCH_BYTES,
+    ROUTER_PREFETCH_ROWS,
     ROUTER_SEGMENTS,
     ROUTER_SHARED_ROWS,
     SM_COUNT,
@@ -1294,6 +1296,8 @@ class Lowering:
             if shared is not None:
                 windows, between, hidden, shared_hidden = shared
                 extra, pair = {"shared_hidden": shared_hidden, "expert_hidden": hidden}, [*windows, between]
+            elif not grouped:
+                extra, pair = self.prefetch_chosen(op, fused, shape)
             self.launch("mixture_router", {**fused, **({"segments": True} if segments else {}), **extra},
                         [*rows_in, self.window(op.router), *correction, ids, routing, *rows_out, *segments, *pair])
             return segments
@@ -1309,6 +1313,28 @@ class Lowering:
             "the logits one gemm_tc launch (the router rows read once), mixture_router only chooses"}))
         self.launch("mixture_router", {**choose, "logits": True}, [logits, *correction, ids, routing])
         return []
+
+    def prefetch_chosen(self, op: form.MixtureOp, router: dict, shape: dict) -> tuple[dict, list]:
+        """Whether the per-row path's fused router brings its chosen experts' first gate and up rows into L2
+        (ROUTER_PREFETCH_ROWS, over a cluster: every CTA chooses and prefetches its share of the (row, expert,
+        matrix) triples, ROUTER_PREFETCH_BYTES at most): the router's spec entries and its extra inputs
+        (mixture_gated's gate and up), with a note for `explain` where it is taken ({} and [] where not)."""
+        rows, width, top_k = router["rows"], router["width"], router["top_k"]
+        if ROUTER_PREFETCH_ROWS is None or rows > ROUTER_PREFETCH_ROWS:
+            return {}, []
+        kernel = make_kernel("mixture_router", router)
+        hidden = form.shape(op.gate)[1]
+        triples = -(-kernel.rows_a_cta * top_k * 2 // kernel.split)  # a CTA's
+        units = min(hidden, ROUTER_PREFETCH_BYTES // (triples * width * 2))
+        if not kernel.pushes() or units < 1:
+            return {}, []
+        self.tunings.append(("mixture_router", shape, {
+            "prefetch_units": units, "why": f"{rows} rows are at most ROUTER_PREFETCH_ROWS ({ROUTER_PREFETCH_ROWS}): "
+            f"each CTA of the router's cluster chooses too and brings the first {units} rows of its share of the "
+            f"chosen experts' gate and up into L2 ({triples} a CTA, at most ROUTER_PREFETCH_BYTES), while "
+            "mixture_gated waits for the router's end"}))
+        spec = {"prefetch_units": units, "expert_hidden": hidden, "prefetch_spread": True}
+        return spec, [self.window(op.gate), self.window(op.up)]
 
     @staticmethod
     def sum_in_norm(op: form.MixtureOp) -> bool:

@@ -57,6 +57,11 @@
 #   router-check  the real-size batch-1 and batch-8 plans and five smaller ones --check (about 5 minutes)
 #   router-push  the router's scores sent to its first CTA by st.async: the mixture cases, sanitizer, router_chain, the
 #              real-size batch-1 step before and after (build/ab3; about 6 minutes)
+#   router-prefetch  the router prefetching its chosen experts' first gate and up rows: the router's norm cases,
+#              sanitizer, two rounds of build/pf's plans, --check (about 5 minutes)
+#   prefetch-confirm  the router's prefetch on another machine: the batch-1 step A/B, --check
+#   kda-step   KdaSplit's batch-1 schedule in the real-size step: two rounds of build/kv's variant plans, --check of
+#              the other clusters (about 6 minutes)
 #   review-ncu  the early-shared and rider cases, sanitizer, the batch-1 --check; then with NCU_SAMPLING the phase ncu
 #              on a plan's own kernels (bench/ncu.py build --plan)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
@@ -198,6 +203,26 @@ cases_passed() {
     echo "$name: the cases failed or hung; stopping" | tee -a "$logs/$name.log"
     return 1
   fi
+}
+# ROUNDS rounds of each PLAN's real-size step (bench/model.py --side lanec), interleaved, logged to $logs/NAME.log
+step_rounds() {
+  local name=$1 rounds=$2 round plan
+  shift 2
+  for round in $(seq "$rounds"); do
+    for plan in "$@"; do
+      echo "round $round $plan: $(timeout 100 python3 bench/model.py --side lanec "$plan" 2>&1 | tail -1)" \
+        | tee -a "$logs/$name.log"
+    done
+  done
+}
+# each PLAN's --check with weights seeded on the GPU, SECONDS at most each, logged to $logs/NAME.log
+checked_plans() {
+  local name=$1 seconds=$2 plan
+  shift 2
+  for plan in "$@"; do
+    echo "$plan: $(timeout "$seconds" python3 -m lanec.runtime "$plan" --check --gpu-seeding 2>&1 | tail -1)" \
+      | tee -a "$logs/$name.log"
+  done
 }
 # run a command on the build without a change: FOLDER-old (built without it) takes FOLDER's place for the command,
 # then both go back (phases attn-diet-ab, pages)
@@ -411,6 +436,34 @@ for phase in "${phases[@]}"; do
             | tee -a "$logs/router-push.log"
         done
       done ;;
+    router-prefetch)
+      # the chosen experts' first gate and up rows prefetched into L2 by the router (ROUTER_PREFETCH_ROWS): the
+      # router's norm cases (the prefetching ones among them: the first CTA's lanes, and every CTA choosing),
+      # compute-sanitizer on Kimi Linear's spread case, two rounds of build/pf's plans (here: tests/gpu/build.py
+      # --only mixture_router; tests/gpu/variant_plan.py --fact ROUTER_PREFETCH_ROWS=1 [--fact
+      # ROUTER_PREFETCH_BYTES=B] FORM build/pf/NAME.plan, build/pf/base.plan the plan without; carry build/gpu,
+      # build/pf, .whl), then --check of PREFETCH_CHECK (about 5 minutes)
+      timeout 150 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line -k "norms_its_rows" 2>&1 \
+        | tail -3 | tee "$logs/router-prefetch.log"
+      cases_passed router-prefetch || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "norms_its_rows and b1_e256 and spread" router-prefetch.log 120 \
+        || status=1
+      step_rounds router-prefetch 2 build/pf/*.plan
+      checked_plans router-prefetch 150 ${PREFETCH_CHECK:-build/pf/prefetch.plan} ;;
+    prefetch-confirm)
+      # the router's prefetch again on another machine: three rounds of the real-size batch-1 step without
+      # (build/pf/base.plan) and with it (build/pf/prefetch.plan), then --check of the plan with it (carry build/pf,
+      # .whl; about 3 minutes)
+      step_rounds prefetch-confirm 3 build/pf/base.plan build/pf/prefetch.plan
+      checked_plans prefetch-confirm 150 build/pf/prefetch.plan ;;
+    kda-step)
+      # KdaSplit's schedule at batch 1 in the real-size step, not alone (bench/kda.py's table chose cluster 8, lanes
+      # 8, early 1 from chains of KdaSplit launches): build/kv/*.plan, each the batch-1 plan with the table's
+      # kda_split entry replaced (here: tests/gpu/variant_plan.py FORM build/kv/NAME.plan kda_split
+      # 'batch=1,heads=32,tokens=1' KNOBS, and build/kv/base.plan the plan itself; carry build/kv, .whl). Two rounds
+      # of every plan interleaved, then --check of those with another cluster (about 6 minutes)
+      step_rounds kda-step 2 build/kv/*.plan
+      checked_plans kda-step 150 ${KDA_STEP_CHECK:-build/kv/c16l16.plan build/kv/c4.plan} ;;
     review-ncu)
       # the twenty-fifth session's review (warp_normed_row's weights by norm_weight_vectors) re-run: the early-shared
       # and rider cases, compute-sanitizer on the shared warp's case, the real-size batch-1 plan --check. Run it with the

@@ -256,13 +256,19 @@ def test_the_router_chooses_from_given_logits(case, stream):
 def test_the_router_norms_its_rows(case, stream):
     """mixture_router with `norm` (fold-norm-into-router): from a norm's input (read in place where
     pitched) and residual it writes the normed rows and the sum as ops.rmsnorm computes them, and
-    chooses from the rows it normed (its own y, bf16) exactly as the interpreter chooses from them."""
+    chooses from the rows it normed (its own y, bf16) exactly as the interpreter chooses from them;
+    with `prefetch_units` too, where every CTA of the cluster chooses (`prefetch_spread`) and the first
+    stores."""
     spec = NORMED[case]
-    shape = {**SHAPES[case.removesuffix("_norm").removesuffix("_r8")], **spec}
+    base = case.removesuffix("_norm").removesuffix("_first").removesuffix("_spread").removesuffix("_r8")
+    shape = {**SHAPES[base], **spec}
     rows, width = shape["rows"], shape["width"]
     rng = np.random.default_rng()
     for _ in range(50):  # no near tie in the choice from the interpreter's normed rows
         inputs = draw_routing(shape, rng)
+        if spec.get("prefetch_units"):  # the chosen experts' rows it prefetches (read by no one here)
+            matrix = (shape["experts"], spec["expert_hidden"], width)
+            inputs["gate"], inputs["up"] = (to_bf16(rng.standard_normal(matrix, dtype=F32)) for _ in range(2))
         inputs["norm_w"] = to_bf16(F32(1) + F32(0.1) * rng.standard_normal(width, dtype=F32))
         if spec["residual"]:
             inputs["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=F32))

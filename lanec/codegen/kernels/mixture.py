@@ -347,7 +347,14 @@ class MixtureRouter:
     their CTAs takes a row's block of `warps` x ROUTER_SHARED_UNITS units, reads (or norms) the row as
     the router's CTAs do, and writes the SwiGLU to hidden[row, top_k * expert_hidden + unit], the
     columns mixture_gated (`shared_in_router`) then leaves alone. Params shared_gate, shared_up
-    [shared_hidden, width] and hidden [rows, top_k * expert_hidden + shared_hidden] come last."""
+    [shared_hidden, width] and hidden [rows, top_k * expert_hidden + shared_hidden] come last.
+    ``prefetch_units`` (ROUTER_PREFETCH_UNITS; `expert_hidden` the experts' units): once a row's experts are
+    chosen, the first `prefetch_units` rows of each chosen expert's gate and up matrices (params gate, up
+    [experts, expert_hidden, width], mixture_gated's, last) are brought into L2 by bulk prefetches, while the
+    launch ends and mixture_gated passes its PDL wait and reads the ids: the rows its first CTAs read first. By
+    the first CTA's choosing lanes, or with ``prefetch_spread`` (a router over a cluster) every CTA receives
+    every score, chooses as the first does (the same values: the same code on the same floats) and prefetches
+    its share of the (row, expert, matrix) triples; the first CTA alone stores the choice."""
 
     name = "mixture_router"
 
@@ -356,7 +363,8 @@ class MixtureRouter:
                  groups: int | None = None, topk_groups: int | None = None, x_pitch: int | None = None,
                  split: int | None = None, rows_a_cta: int | None = None, segments: bool = False,
                  logits: bool = False, norm: bool = False, eps: float = 1e-6, residual: bool = False,
-                 shared_hidden: int = 0, expert_hidden: int = 0):
+                 shared_hidden: int = 0, expert_hidden: int = 0, prefetch_units: int = 0,
+                 prefetch_spread: bool = False):
         self.logits = bool(logits)
         self.norm, self.eps, self.residual = bool(norm), float(eps), bool(norm) and bool(residual)
         if self.logits:  # a warp a row chooses from the given logits
@@ -393,6 +401,15 @@ class MixtureRouter:
         # the shared expert's CTAs a row (a block of warps x units each), and the clusters they take after the router's
         self.shared_blocks = -(-self.shared_hidden // (self.warps * self.shared_units)) if self.shared_hidden else 0
         self.shared_clusters = -(-self.shared_blocks * rows // split)
+        self.prefetch_units = int(prefetch_units)
+        self.spread = bool(prefetch_spread) and self.prefetch_units > 0
+        if self.prefetch_units and (self.logits or self.segments or self.shared_hidden
+                                    or not 1 <= self.prefetch_units <= self.expert_hidden):
+            raise ValueError(f"mixture_router prefetch_units {self.prefetch_units}: the fused per-row router (no "
+                             f"given logits, segments or shared expert) and 1 to expert_hidden ({self.expert_hidden}) "
+                             "rows of each chosen expert")
+        if self.spread and not self.pushes():
+            raise ValueError("mixture_router prefetch_spread: every CTA of a cluster chooses; this router is one CTA")
         if self.segments and self.grouper().warps > self.warps:
             raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
                              f"of mixture_groups, and a router CTA has {self.warps}")
@@ -440,6 +457,9 @@ class MixtureRouter:
                        for name in ("shared_gate", "shared_up")]
             params.append(TensorParam("hidden", (self.rows, self.top_k * self.expert_hidden + self.shared_hidden),
                                       "bfloat16", written=True))
+        if self.prefetch_units:
+            params += [TensorParam(name, (self.experts, self.expert_hidden, self.width), "bfloat16")
+                       for name in ("gate", "up")]
         return params
 
     def shared_bytes(self) -> int:
@@ -458,13 +478,13 @@ class MixtureRouter:
     @cute.jit
     def __call__(self, *, logits=None, x=None, residual=None, norm_w=None, router=None, correction=None,
                  ids: cute.Tensor, weights: cute.Tensor, y=None, h=None, starts=None, order=None, tickets=None,
-                 shared_gate=None, shared_up=None, hidden=None):
+                 shared_gate=None, shared_up=None, hidden=None, gate=None, up=None):
         launch(self, logits, x, residual, norm_w, router, correction, ids, weights, y, h, starts, order, tickets,
-               shared_gate, shared_up, hidden)
+               shared_gate, shared_up, hidden, gate, up)
 
     @cute.kernel
     def kernel(self, logits, x, residual, norm_w, router, correction, ids: cute.Tensor, weights: cute.Tensor, y,
-               h, starts, order, tickets, shared_gate, shared_up, hidden):
+               h, starts, order, tickets, shared_gate, shared_up, hidden, gate, up):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
@@ -475,7 +495,7 @@ class MixtureRouter:
         scores = alloc(smem, Float32, R * E)  # a row's logits (each CTA its own), then its scores
         choice = alloc(smem, Float32, R * E)  # a row's corrected scores, for ranking groups
         kept = alloc(smem, Int32, R * WARP)  # whether group g is kept, a row's
-        arrived = None  # `pushes`: the first CTA's barrier for the cluster's scores
+        arrived = None  # `pushes`: the first CTA's barrier for the cluster's scores (every CTA's: `spread`)
         if cutlass.const_expr(self.pushes()):
             arrived = alloc(smem, cutlass.Uint64, 2, 16)  # 16 bytes: what follows stays 16-aligned
             self.arm(arrived, rank, thread)  # before the PDL wait: the cluster barrier it takes is off the path
@@ -492,6 +512,8 @@ class MixtureRouter:
             self.score(x, (residual, norm_w, y, h), router, scores, rank, block, warp, lane, thread,
                        arrived=arrived)
         chooser = (rank == 0) & (warp < R)
+        if cutlass.const_expr(self.spread):
+            chooser = warp < R  # every CTA chooses (its scores are all in); the first stores
         if cutlass.const_expr(self.shared_hidden > 0):
             chooser = chooser & (block < self.clusters())  # a router cluster's first CTA
         if chooser:
@@ -501,22 +523,26 @@ class MixtureRouter:
                 self.choose(cute.make_tensor(scores.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(choice.iterator + warp * E, cute.make_layout(E)),
                             cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), corrections,
-                            ids, weights, block * R + warp, lane)
+                            ids, weights, block * R + warp, lane,
+                            prefetch=(gate, up, rank, warp) if cutlass.const_expr(self.prefetch_units) else None)
         if cutlass.const_expr(self.segments):
             if rank == 0:  # a cluster's choosing CTA
                 self.segment_last(ids, starts, order, tickets, tables, thread)
 
     @cute.jit
     def arm(self, arrived, rank: Int32, thread: Int32):
-        """`pushes`: the first CTA's thread 0 arms `arrived` for the block's R x experts scores (4 bytes
-        each, every CTA's `st.async`), and every CTA arrives on the cluster barrier that orders the
-        arming before any send (its wait is in `dot_logits`, after the products)."""
-        if (rank == 0) & (thread == 0):
+        """`pushes`: the first CTA's thread 0 (every CTA's, `spread`) arms `arrived` for the block's R x
+        experts scores (4 bytes each, every CTA's `st.async`), and every CTA arrives on the cluster barrier
+        that orders the arming before any send (its wait is in `dot_logits`, after the products)."""
+        arms = (rank == 0) & (thread == 0)
+        if cutlass.const_expr(self.spread):
+            arms = thread == 0
+        if arms:
             cute.arch.mbarrier_init(arrived.iterator, 1)
             cute.arch.mbarrier_init_fence()
         # the CTA barrier orders the arming after the init for every tool (the init runs on the uniform path)
         cute.arch.sync_threads()
-        if (rank == 0) & (thread == 0):
+        if arms:
             cute.arch.mbarrier_arrive_and_expect_tx(arrived.iterator, 4 * self.rows_a_cta * self.experts)
         cute.arch.cluster_arrive_relaxed()
 
@@ -604,8 +630,11 @@ class MixtureRouter:
                 if cutlass.const_expr(self.early_scores()):
                     logit = sigmoid(logit)  # the score itself (`early_scores`)
                 mine = (lane == 0) & (warp * self.per_warp + j < self.per_cta)
+                to = Int32(0)
+                if cutlass.const_expr(self.spread):  # lane d sends to CTA d (every lane holds the sums)
+                    mine, to = (lane < self.split) & (warp * self.per_warp + j < self.per_cta), lane
                 if cutlass.const_expr(self.pushes()):
-                    push_float(scores.iterator + r * E + first + j, logit, arrived.iterator, 0,
+                    push_float(scores.iterator + r * E + first + j, logit, arrived.iterator, to,
                                cutlass.select_(mine, Int32(1), Int32(0)))
                 else:
                     if mine:
@@ -691,10 +720,11 @@ class MixtureRouter:
             self.grouper().segment(ids, starts, order, counts, firsts, thread, True)
 
     @cute.jit
-    def choose(self, scores, choice, kept, corrections, ids, weights, row: Int32, lane: Int32):
-        """Warp r of the first CTA, for row r of the block (`scores`, `choice` and `kept` its
-        row's; `corrections` the lane's experts' correction, `corrected`): scores, the choice
-        values, the kept groups, the top_k, the weights."""
+    def choose(self, scores, choice, kept, corrections, ids, weights, row: Int32, lane: Int32, prefetch=None):
+        """Warp r of the first CTA (of every CTA: `spread`), for row r of the block (`scores`, `choice`
+        and `kept` its row's; `corrections` the lane's experts' correction, `corrected`): scores, the
+        choice values, the kept groups, the top_k, the weights; with `prefetch` (gate, up, the CTA's rank,
+        the block's row r) the chosen experts' first rows into L2 (`prefetch_chosen`)."""
         E: cutlass.Constexpr = self.experts
         value = cute.make_rmem_tensor(self.held, Float32)
         taken = cute.make_rmem_tensor(self.held, Int32)  # 1: chosen already, or no expert
@@ -725,10 +755,31 @@ class MixtureRouter:
             weight = cutlass.select_(lane == k, picked, weight)
             expert = cutlass.select_(lane == k, chosen[k], expert)
         if lane < self.top_k:
-            if cutlass.const_expr(self.renormalize):
-                weight = weight / total
-            ids[row, lane] = expert
-            weights[row, lane] = weight * Float32(self.routed_scaling)
+            stores = True
+            if cutlass.const_expr(self.spread):
+                stores = prefetch[2] == 0  # the first CTA stores; the others chose only to prefetch
+            if stores:
+                if cutlass.const_expr(self.renormalize):
+                    weight = weight / total
+                ids[row, lane] = expert
+                weights[row, lane] = weight * Float32(self.routed_scaling)
+            if cutlass.const_expr(prefetch is not None):
+                self.prefetch_chosen(prefetch, expert, lane)
+
+    @cute.jit
+    def prefetch_chosen(self, prefetch, expert: Int32, lane: Int32):
+        """Choice `lane`'s expert's first `prefetch_units` gate and up rows into L2 (weights: a hint, read
+        again by mixture_gated after its wait): triple (r, lane, m) is (r * top_k + lane) * 2 + m, and
+        with `spread` CTA c takes the triples c, c + split, ... (else the first CTA takes them all)."""
+        gate, up, rank, r = prefetch
+        nbytes: cutlass.Constexpr = self.prefetch_units * self.width * 2
+        for m in cutlass.range_constexpr(2):
+            matrix = (gate, up)[m]
+            mine = True
+            if cutlass.const_expr(self.spread):
+                mine = ((r * self.top_k + lane) * 2 + m) % self.split == rank
+            if mine:
+                prefetch_l2(at(expert_rows(matrix, expert, self.expert_hidden, self.width), 0, 0), nbytes)
 
     @cute.jit
     def scored(self, value, taken):

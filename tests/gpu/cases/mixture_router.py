@@ -55,6 +55,15 @@ NORM_SHAPES = {"b1_e256_k8_sigmoid_correction_shared": True, "b13_e256_k8_g8_sig
 for _name, _residual in NORM_SHAPES.items():
     CASES[f"{_name}_norm"] = {**shapes.router_spec(shapes.SHAPES[_name]), "norm": True, "eps": 1e-5,
                               "residual": _residual}
+# the chosen experts' first gate and up rows prefetched into L2 (`prefetch_units`, ROUTER_PREFETCH_ROWS), by the
+# first CTA's choosing lanes or by every CTA choosing (`prefetch_spread`): the same choice, stored once; Kimi
+# Linear's batch-1 router and 13 rows at 4 a cluster (64 triples over the cluster's CTAs). The experts' matrices
+# are small here (expert_hidden 24): they are only prefetched
+PREFETCH_SHAPES = {"b1_e256_k8_sigmoid_correction_shared": True, "b13_e256_k8_g8_sigmoid_correction_shared_r4": True}
+for _name, _residual in PREFETCH_SHAPES.items():
+    for _who, _spread in (("first", False), ("spread", True)):
+        CASES[f"{_name}_{_who}_norm"] = {**CASES[f"{_name}_norm"], "prefetch_units": 16, "expert_hidden": 24,
+                                         "prefetch_spread": _spread}
 CASES["b7_e256_k8_g8_sigmoid_correction_shared_r8_norm"] = {
     **shapes.router_spec(shapes.SHAPES["b7_e256_k8_g8_sigmoid_correction_shared"]), "rows_a_cta": 8, "norm": True,
     "eps": 1e-6, "residual": True}
