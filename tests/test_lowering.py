@@ -868,3 +868,23 @@ def test_a_split_latent_attention_is_merged_in_the_value_gemv(tmp_path, batch):
         assert "attention_combine" not in [op.kernel.data for op in ops] and reasons[0]["launch"] == "gemv"
     else:
         assert after.kernel.data == "attention_combine" and reasons[0]["launch"] == "attention_combine"
+
+
+@pytest.mark.parametrize("fold_norms", [False, True], ids=["norm-launch", "norm-in-gemv"])
+def test_the_argmax_epilogue_yields_to_a_norm_prologue(fold_norms):
+    """--fold-argmax on the KDA-only step at one row: without fold-norm-into-gemv the lm head's gemv takes the
+    argmax in its epilogue (no argmax launch); with it, that gemv runs the final norm in its prologue, so the argmax
+    stays a launch of its own reading the logits, and the lowering says why (it stopped with an error before)."""
+    tunings: list = []
+    found = launches(ROOT / "examples" / "kimi-linear-kda.mlir", tunings,
+                     shim=LaneShim(fold_argmax=True, fold_norms=fold_norms))
+    kinds = [op.kernel.data for op in found]
+    head = found[-2] if fold_norms else found[-1]
+    assert head.kernel.data == "gemv" and spec_of(head).get("argmax", False) == (not fold_norms)
+    assert spec_of(head).get("norm", False) == fold_norms
+    assert kinds.count("argmax") == (1 if fold_norms else 0)
+    if fold_norms:
+        assert found[-1].args[0] == head.args[-2]  # the logits the gemv writes (its norm sum comes last)
+    notes = [o for kernel, _, o in tunings if kernel == "argmax"]
+    assert [o["epilogue"] for o in notes] == ([False] if fold_norms else [])
+    assert all("fold-norm-into-gemv" in o["why"] for o in notes)

@@ -183,6 +183,9 @@ class Lowering:
     # an argmax's result that the gemv writing its input computes in its epilogue
     # (fold-argmax-into-gemv) -> the chosen indices that gemv writes
     argmax_epilogues: dict[SSAValue, Window] = field(default_factory=dict)
+    # an argmax marked for its input's gemv epilogue whose gemv took another epilogue's place -> why it is a
+    # launch of its own after all
+    argmax_held: dict[SSAValue, str] = field(default_factory=dict)
     # q8_0 checkpoint weights an op reads as bf16 rows, widened once at load (`unlinked`)
     widened: set[SSAValue] = field(default_factory=set)
     # gemm_tc stream-K's workspace (partial tiles, flags), made at its first launch (`stream_workspace`)
@@ -570,6 +573,11 @@ class Lowering:
             return
         out = self.activation(f"{name}.out", (rows, total))
         if x is None:
+            argmax = self.argmax_reader(op)
+            if argmax is not None:
+                self.argmax_held[argmax.result] = (
+                    "its product's gemv runs the norm before it in its prologue (fold-norm-into-gemv), a launch "
+                    "without the argmax epilogue: the argmax is a launch of its own")
             self.normed_gemv(self.prologues[op.x], weight, out, spec)
             self.bind_parts(op, out, parts, places, "gemv")
             return
@@ -911,13 +919,16 @@ class Lowering:
 
     @lower.register
     def lower_argmax(self, op: form.ArgmaxOp) -> None:
+        rows, vocab = form.shape(op.x)
         if op.epilogue is not None:  # the gemv that wrote its input computed it (fold-argmax-into-gemv)
-            if op.result not in self.argmax_epilogues:
+            if op.result in self.argmax_epilogues:
+                self.windows[op.result] = self.argmax_epilogues[op.result]
+                return
+            if op.result not in self.argmax_held:
                 raise LoweringError("an argmax marked for its input's gemv epilogue, whose product took no gemv "
                                     "launch with one")
-            self.windows[op.result] = self.argmax_epilogues[op.result]
-            return
-        rows, vocab = form.shape(op.x)
+            self.tunings.append(("argmax", {"rows": rows, "vocab": vocab},
+                                 {"epilogue": False, "why": self.argmax_held[op.result]}))
         out = self.activation("argmax", (rows,), IntegerType(32))
         self.launch("argmax", {"rows": rows, "vocab": vocab}, [self.window(op.x), out])
         self.windows[op.result] = out
