@@ -348,13 +348,14 @@ class MixtureRouter:
     the router's CTAs do, and writes the SwiGLU to hidden[row, top_k * expert_hidden + unit], the
     columns mixture_gated (`shared_in_router`) then leaves alone. Params shared_gate, shared_up
     [shared_hidden, width] and hidden [rows, top_k * expert_hidden + shared_hidden] come last.
-    ``prefetch_units`` (ROUTER_PREFETCH_UNITS; `expert_hidden` the experts' units): once a row's experts are
-    chosen, the first `prefetch_units` rows of each chosen expert's gate and up matrices (params gate, up
-    [experts, expert_hidden, width], mixture_gated's, last) are brought into L2 by bulk prefetches, while the
-    launch ends and mixture_gated passes its PDL wait and reads the ids: the rows its first CTAs read first. By
-    the first CTA's choosing lanes, or with ``prefetch_spread`` (a router over a cluster) every CTA receives
-    every score, chooses as the first does (the same values: the same code on the same floats) and prefetches
-    its share of the (row, expert, matrix) triples; the first CTA alone stores the choice."""
+    ``prefetch_units`` (ROUTER_PREFETCH_ROWS, its count from ROUTER_PREFETCH_BYTES; `expert_hidden` the
+    experts' units): once a row's experts are chosen, the first `prefetch_units` rows of each chosen expert's
+    gate and up matrices (params gate, up [experts, expert_hidden, width], mixture_gated's, last) are brought
+    into L2 by bulk prefetches, while the launch ends and mixture_gated passes its PDL wait and reads the ids:
+    the rows its first CTAs read first. A CTA's end waits for its prefetches. By the first CTA's choosing
+    lanes, or with ``prefetch_spread`` (a router over a cluster) every CTA receives every score, chooses as
+    the first does (the same values: the same code on the same floats) and prefetches its share of the (row,
+    expert, matrix) triples; the first CTA alone stores the choice."""
 
     name = "mixture_router"
 
