@@ -888,3 +888,27 @@ def test_the_argmax_epilogue_yields_to_a_norm_prologue(fold_norms):
     notes = [o for kernel, _, o in tunings if kernel == "argmax"]
     assert [o["epilogue"] for o in notes] == ([False] if fold_norms else [])
     assert all("fold-norm-into-gemv" in o["why"] for o in notes)
+
+
+@pytest.mark.parametrize("after", [frozenset(), frozenset({"kda_split"})], ids=["off", "after-kda"])
+def test_a_gemv_after_a_latency_bound_launch_preloads_its_rows(after, monkeypatch):
+    """GEMV_PRELOAD_AFTER: the KDA-only step's o_proj reads KdaSplit's output; with kda_split in the set each
+    such gemv takes the schedule `preload` alone (its rows in shared memory before its wait, one wave of CTAs)
+    and `explain`'s tunings say why; every other gemv keeps its table's schedule, and an empty set changes none."""
+    import lanec.codegen.lower as lowering
+    from lanec.codegen.facts import SM_COUNT
+
+    monkeypatch.setattr(lowering, "GEMV_PRELOAD_AFTER", after)
+    tunings: list = []
+    ops = launches(ROOT / "examples" / "kimi-linear-kda.mlir", tunings)
+    kinds = [op.kernel.data for op in ops]
+    preloading = [i for i, op in enumerate(ops) if spec_of(op).get("schedule", {}).get("preload")]
+    following = [i + 1 for i, kind in enumerate(kinds) if kind == "kda_split"]
+    assert preloading == (following if after else [])
+    for i in preloading:
+        assert kinds[i] == "gemv" and spec_of(ops[i])["schedule"] == {"preload": True}
+        assert ops[i].args[0] == ops[i - 1].args[9]  # KdaSplit's output (its tenth tensor) is the activation
+        assert math.prod(ops[i].grid.get_values()) <= SM_COUNT and ops[i].shared_bytes.value.data > 48 * 1024
+    notes = [(shape, o) for kernel, shape, o in tunings if kernel == "preload"]
+    assert len(notes) == len(preloading)
+    assert all(shape["after"] == "kda_split" and "stream under kda_split's chain" in o["why"] for shape, o in notes)

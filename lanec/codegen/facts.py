@@ -106,12 +106,15 @@ def _choice(owner: str, knob: str, value, allowed: Sequence, why: str) -> None:
 
 @dataclass(frozen=True)
 class RowSchedule(Schedule):
-    """The row products' knobs (gemv, gated_gemv): `warps` a CTA, weight `rows_per_cta`, and
-    whether the `tensor_cores` multiply; None leaves the kernel's own choice for its shape."""
+    """The row products' knobs (gemv, gated_gemv): `warps` a CTA, weight `rows_per_cta`, whether
+    the `tensor_cores` multiply, and whether a CTA's weight rows are copied whole into shared
+    memory (`preload`: bulk copies issued before the PDL wait, on the CUDA cores, the grid at most
+    one wave of CTAs); None leaves the kernel's own choice for its shape."""
 
     warps: int | None = None
     rows_per_cta: int | None = None
     tensor_cores: bool | None = None
+    preload: bool | None = None
 
     def __post_init__(self) -> None:
         if self.warps is not None and not (type(self.warps) is int and 1 <= self.warps <= 32):
@@ -120,6 +123,8 @@ class RowSchedule(Schedule):
             raise ValueError(f"RowSchedule rows_per_cta is at least 1; got {self.rows_per_cta!r}")
         if self.tensor_cores is not None and not isinstance(self.tensor_cores, bool):
             raise ValueError(f"RowSchedule tensor_cores is true, false or absent; got {self.tensor_cores!r}")
+        if self.preload is not None and not isinstance(self.preload, bool):
+            raise ValueError(f"RowSchedule preload is true, false or absent; got {self.preload!r}")
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,13 @@ class KdaSchedule(Schedule):
 GEMV_ROWS = 32
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
+# A gemv of at most GEMV_PRELOAD_ROWS rows whose activation is the output of a launch of one of these kernels,
+# latency-bound chains that stream few bytes after their PDL wait, preloads its weight rows into shared memory
+# before its own wait (RowSchedule preload: one wave of CTAs, bulk copies), so the product's bytes stream under
+# that launch's chain instead of after it; the lowering takes it where the rows fit a CTA's shared memory, and a
+# schedule table entry's own `preload` knob decides in its place (bench/RESULTS.md, twenty-eighth session).
+GEMV_PRELOAD_AFTER: frozenset = frozenset()
+GEMV_PRELOAD_ROWS = 1
 # Where each launch releases its PDL dependents (`griddepcontrol.launch_dependents`): at its entry (the body's first
 # statement: the next launch starts once every CTA of this one has started) or where its kernel always has, after its
 # own PDL wait or once its inputs are read (KdaSplit at its entry where its schedule says `release_at_entry`). A

@@ -43,6 +43,8 @@ from lanec.codegen.facts import (
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
     GEMM_STREAM_SLOT,
+    GEMV_PRELOAD_AFTER,
+    GEMV_PRELOAD_ROWS,
     GEMV_ROWS,
     LATENT_COMBINE_IN_GEMV,
     LATENT_ENGINE,
@@ -748,9 +750,43 @@ class Lowering:
         assert not spec.get("gated"), "a gated pair takes gemm_tc or gated_gemv, never gemv"
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
-            tuned = self.tuned("gemv", {"rows": count, "width": spec["width"], "outputs": outputs})
+            shape = {"rows": count, "width": spec["width"], "outputs": outputs}
+            tuned = self.preloaded(shape, spec, self.tuned("gemv", shape))
             self.launch("gemv", {"rows": count, **spec, **tuned},
                         [x.rows(first, count), weight, out.rows(first, count), *epilogue])
+
+    def preloaded(self, shape: dict, spec: dict, tuned: dict) -> dict:
+        """`tuned` with the gemv's weight rows preloaded into shared memory before its PDL wait (a
+        schedule of `preload` alone: one wave of CTAs) where the launch before it, whose output it
+        reads, is one of GEMV_PRELOAD_AFTER's and its rows fit a CTA; a table entry that names
+        `preload` keeps its own. Each decision is in the tunings `lanec explain` prints."""
+        after = self.last_kernel()
+        if after not in GEMV_PRELOAD_AFTER or shape["rows"] > GEMV_PRELOAD_ROWS:
+            return tuned
+        if "preload" in tuned.get("schedule", {}):
+            return tuned
+        preload = {**{k: v for k, v in tuned.items() if k != "schedule"}, "schedule": {"preload": True}}
+        where = {"kernel": "gemv", "after": after, **shape}
+        try:
+            ctas = make_kernel("gemv", {**spec, "rows": shape["rows"], **preload}).launch().grid[0]
+        except ValueError as error:
+            self.tunings.append(("preload", where, {"taken": False, "why": f"its rows do not fit a CTA: {error}"}))
+            return tuned
+        if ctas > SM_COUNT:
+            self.tunings.append(("preload", where, {"taken": False, "why": (
+                f"its rows need {ctas} CTAs, more than one wave ({SM_COUNT}): the later CTAs could not be resident "
+                "before its wait")}))
+            return tuned
+        self.tunings.append(("preload", where, {"why": (
+            f"its activation is the output of {after}, a latency-bound launch (GEMV_PRELOAD_AFTER): its "
+            f"{shape['outputs']} rows go into shared memory by bulk copies before its PDL wait, one wave of CTAs, "
+            f"so their bytes stream under {after}'s chain (the schedule `preload` alone, in the table's place)")}))
+        return preload
+
+    def last_kernel(self) -> str | None:
+        """The kernel of the last launch lowered so far (None before the first)."""
+        launches = [op for op in self.block.ops if isinstance(op, lane.LaunchOp)]
+        return launches[-1].kernel.data if launches else None
 
     @lower.register
     def lower_gated_product(self, op: form.GatedProductOp) -> None:
@@ -1575,7 +1611,10 @@ class Lowering:
                                       BFloat16Type() if partials == "bfloat16" else Float32Type())
             lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
             self.launch("latent_attention", spec, [*args, partial, lse])
-            self.launch("gemv", merged, [partial, lse, value, out])
+            shape = {"rows": rows, "width": lora, "outputs": heads * v}
+            tuned = {k: merged[k] for k in ("schedule",) if k in merged}
+            made = {k: w for k, w in merged.items() if k != "schedule"}
+            self.launch("gemv", {**made, **self.preloaded(shape, made, tuned)}, [partial, lse, value, out])
         else:
             values = self.activation("latent_attention.values", (rows, heads * lora))
             self.attend("latent_attention", spec, args, values, "latent_attention", heads, lora, splits)

@@ -64,6 +64,8 @@
 #              the other clusters (about 6 minutes)
 #   review-ncu  the early-shared and rider cases, sanitizer, the batch-1 --check; then with NCU_SAMPLING the phase ncu
 #              on a plan's own kernels (bench/ncu.py build --plan)
+#   preload    gemv's weight rows preloaded into shared memory before the PDL wait (RowSchedule preload): the gemv and
+#              gated_gemv cases, sanitizer on the o_proj case, rounds of build/pre's plans, --check of one (about 6 minutes)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
@@ -464,6 +466,18 @@ for phase in "${phases[@]}"; do
       # of every plan interleaved, then --check of those with another cluster (about 6 minutes)
       step_rounds kda-step 2 build/kv/*.plan
       checked_plans kda-step 150 ${KDA_STEP_CHECK:-build/kv/c16l16.plan build/kv/c4.plan} ;;
+    preload)
+      # the o_proj after KdaSplit with its 18.9 MB of rows copied into shared memory by one wave of CTAs before its
+      # PDL wait (a RowSchedule knob): build/pre/*.plan, base.plan the batch-1 plan, the others variant plans with the
+      # table's gemv 'outputs=2304,rows=1,width=4096' entry replaced (here: python tests/gpu/build.py --only gemv
+      # gated_gemv; tests/gpu/variant_plan.py FORM build/pre/NAME.plan gemv KEY KNOBS; carry build/gpu, build/pre,
+      # .whl). The cases first (the phase stops if they fail), then PRELOAD_ROUNDS rounds, then PRELOAD_CHECK --check
+      timeout 200 python3 -m pytest tests/gpu/test_kernels.py tests/gpu/test_quantize.py -q -rfE --tb=line \
+        -k "gemv" 2>&1 | tail -6 | tee "$logs/preload.log"
+      cases_passed preload || { status=1; continue; }
+      sanitize_case tests/gpu/test_kernels.py "gemv-r1_preload_kimi_o_proj" preload.log 120
+      step_rounds preload "${PRELOAD_ROUNDS:-2}" build/pre/*.plan
+      checked_plans preload 150 ${PRELOAD_CHECK:-build/pre/p8.plan} ;;
     review-ncu)
       # the twenty-fifth session's review (warp_normed_row's weights by norm_weight_vectors) re-run: the early-shared
       # and rider cases, compute-sanitizer on the shared warp's case, the real-size batch-1 plan --check. Run it with the

@@ -39,7 +39,16 @@ absorbed latent attention's latent row beside its query's absorption): one CTA m
 first warp norms that row after the PDL wait and writes it, as rmsnorm would. With
 `combine_splits` (CUDA cores, per head) the activation is a split latent attention's chunks: each
 thread merges its head's slices as attention_combine would, the same bf16 values, before it dots
-them (LATENT_COMBINE_IN_GEMV: the combine's launch gone)."""
+them (LATENT_COMBINE_IN_GEMV: the combine's launch gone).
+
+With `preload` (a RowSchedule knob, CUDA cores) a CTA's weight rows are copied whole into shared
+memory by bulk copies (`cp.async.bulk`, one a source, completing on one mbarrier) issued before
+the PDL wait, in place of the few vectors a thread holds in registers. Its grid is one wave of
+CTAs (by default `outputs / SM_COUNT` rows a CTA, where a warp's sums allow), each resident
+beside a latency-bound predecessor, so the whole product's weights stream while that
+predecessor's chain runs, and after the wait a CTA only reads the activation and dots it with
+rows already on the SM (the lowering's GEMV_PRELOAD_AFTER). Rows past the end of an uneven last
+CTA re-read its last row, as the register path does."""
 
 from __future__ import annotations
 
@@ -54,6 +63,7 @@ from lanec.codegen.facts import (
     ARGMAX_SLOT,
     GEMV_TENSOR_CORE_ROWS,
     GEMV_WARPS,
+    SHARED_LIMIT,
     SM_COUNT,
     VECTOR,
     WARP,
@@ -72,6 +82,7 @@ from lanec.codegen.kernels.primitives import (
     argmax_key,
     at,
     bits_float,
+    copy_g2s,
     load_activation_bf16x8,
     load_u64_acquire,
     load_weight_bf16x8,
@@ -81,6 +92,7 @@ from lanec.codegen.kernels.primitives import (
     norm_input,
     store_global_words,
     ticket,
+    wait,
     warp_reduce,
     warp_reduce_scatter,
 )
@@ -98,6 +110,7 @@ NORM_ROWS_PER_CTA = 4
 CHUNK = 32  # K values a lane's MMA loads cover: 8 of its own for each of the 4 lanes of a row
 BLOCK = 32  # values of a quantized block: output rows here (the quantize epilogue)
 TILE = 8  # weight rows of one MMA tile (its N)
+PRELOAD_BARRIER_BYTES = 16  # the preload's mbarrier (8 bytes), the sums after it 16-byte aligned
 
 
 def next_power_of_two(n: int) -> int:
@@ -114,6 +127,7 @@ class RowProducts:
     docstring), with ``eps`` and, with ``residual``, a residual added first and the sum written."""
 
     sources = 1
+    preload = False  # the CTA's weight rows in shared memory by bulk copies before the wait (`preload_rows`)
     combine_splits = 0  # gemv's combine prologue (`Gemv`): the activation merged from a split attention's chunks
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
@@ -142,6 +156,9 @@ class RowProducts:
         if self.norm and self.tensor_cores:
             raise ValueError(f"{self.name} norm prologue: only on the CUDA cores (the tensor cores load the "
                              "activation as packed fragments)")
+        self.preload = bool(schedule.preload)
+        if self.preload and self.tensor_cores:
+            raise ValueError(f"{self.name} preload: on the CUDA cores only (tensor_cores false)")
         if self.tensor_cores:
             self._plan_tiles(schedule, head_rows)
         else:
@@ -163,7 +180,9 @@ class RowProducts:
         if slots < 1:
             raise ValueError(f"{self.name} on CUDA cores: {self.rows} rows x {self.sources} weights exceed "
                              f"the {MAX_VALUES} sums a warp reduces; use the tensor-core path")
-        self.warps = schedule.warps or GEMV_WARPS
+        # preloading, no more warps than a row's vectors need (each thread reads its vectors of every row)
+        warps = min(GEMV_WARPS, -(-(self.width // VECTOR) // 32)) if self.preload else GEMV_WARPS
+        self.warps = schedule.warps or warps
         self.steps = -(-(self.width // VECTOR) // (32 * self.warps))
         # two rows a CTA measured best at one row (bench/RESULTS.md), where registers allow
         fits = self.sources * 2 * self.steps <= MAX_VECTORS_IN_FLIGHT
@@ -172,15 +191,24 @@ class RowProducts:
         # reads (NORM_ROWS_PER_CTA where the sums and registers allow; measured)
         wide = (self.norm and slots >= NORM_ROWS_PER_CTA
                 and self.sources * NORM_ROWS_PER_CTA * self.steps <= 2 * MAX_VECTORS_IN_FLIGHT)
-        self.rows_per_cta = schedule.rows_per_cta or (NORM_ROWS_PER_CTA if wide else 2 if pair else 1)
+        default = NORM_ROWS_PER_CTA if wide else 2 if pair else 1
+        if self.preload:  # one wave of CTAs (where the sums allow): every CTA resident, its rows streaming
+            default = min(-(-self.outputs // SM_COUNT), slots)
+        self.rows_per_cta = schedule.rows_per_cta or default
         if self.rows_per_cta > slots:
             raise ValueError(f"{self.name} schedule: {self.rows_per_cta} rows a CTA x {self.rows} activation "
                              f"rows x {self.sources} weights exceeds the {MAX_VALUES} sums a warp reduces")
-        if self.sources * self.rows_per_cta * self.steps > 2 * MAX_VECTORS_IN_FLIGHT:
+        self.values = next_power_of_two(self.sources * self.rows_per_cta * self.rows)
+        if self.preload:
+            room = SHARED_LIMIT - self.reduction_bytes() - PRELOAD_BARRIER_BYTES - 64
+            if self.preload_bytes() > room:
+                raise ValueError(f"{self.name} preload: {self.sources} x {self.rows_per_cta} rows of {self.width} "
+                                 f"bf16 values take {self.preload_bytes()} bytes of shared memory; a CTA has "
+                                 f"{room} beside its sums: fewer rows a CTA")
+        elif self.sources * self.rows_per_cta * self.steps > 2 * MAX_VECTORS_IN_FLIGHT:
             raise ValueError(f"{self.name}: width {self.width} over {self.warps} warps needs {self.steps} "
                              f"vectors a row per thread; x {self.rows_per_cta} rows that exceeds the "
                              "registers: use more warps")
-        self.values = next_power_of_two(self.sources * self.rows_per_cta * self.rows)
 
     def _plan_tiles(self, schedule: RowSchedule, head_rows: int) -> None:
         """Tensor cores: warp w takes the K chunks w, w + warps, ... of the CTA's tiles."""
@@ -218,9 +246,18 @@ class RowProducts:
         last = 16 if self.quantize else 0  # the quantize epilogue's last-CTA flag
         if self.tensor_cores:
             return 4 * self.warps * self.sources * 16 * self.row_tiles * self.rows_per_cta + last
-        # the norm prologue's sums of squares (a row and warp) sit 16-byte aligned before the partials
+        preloaded = self.preload_bytes() + PRELOAD_BARRIER_BYTES if self.preload else 0
+        return preloaded + self.reduction_bytes() + last
+
+    def reduction_bytes(self) -> int:
+        """The CUDA cores' partial sums a warp (and the norm prologue's sums of squares, a row and
+        warp, 16-byte aligned before them)."""
         squares = -(-4 * self.rows * self.warps // 16) * 16 if self.norm else 0
-        return squares + 4 * self.warps * self.values + last
+        return squares + 4 * self.warps * self.values
+
+    def preload_bytes(self) -> int:
+        """The shared memory `preload` copies a CTA's weight rows into: [sources * rows_per_cta, width] bf16."""
+        return self.sources * self.rows_per_cta * self.width * 2
 
     # --- the quantize epilogue -----------------------------------------------------------------
 
@@ -319,12 +356,17 @@ class RowProducts:
         lane, warp = thread % 32, thread // 32
         if cutlass.const_expr(self.tensor_cores):
             return self.products_mma(x, weights, first, lane, warp)
-        held = self.load_vectors(weights, first, thread)
+        if cutlass.const_expr(self.preload):
+            held = self.preload_rows(weights, first, thread)
+        else:
+            held = self.load_vectors(weights, first, thread)
         scales = None
         if cutlass.const_expr(self.norm):
             scales = self.load_norm_weight(norm[1], thread)  # a weight: ready at launch
         cute.arch.griddepcontrol_wait()
         release_dependents(self)  # dependents may prefetch their weights now
+        if cutlass.const_expr(self.preload):
+            wait(held[1], scope="cta")  # the rows' bytes have landed
         squares = cute.make_rmem_tensor(self.rows, Float32)  # the norm's sums of h^2, a row
         squares.fill(0.0)
         normed = (x, norm[0], scales, norm[2], first == 0, squares) if cutlass.const_expr(self.norm) else None
@@ -371,6 +413,27 @@ class RowProducts:
     # --- CUDA cores -------------------------------------------------------------------------
 
     @cute.jit
+    def preload_rows(self, weights, first: Int32, thread: Int32):
+        """Copy the CTA's weight rows into shared memory (`preload`): thread 0 arms one mbarrier for
+        their bytes and issues one bulk copy a source of the rows the CTA has (its last rows past
+        the outputs are not copied); every thread then sees the barrier armed. Returns (rows
+        [sources * rows_per_cta, width], barrier, the rows copied)."""
+        R: cutlass.Constexpr = self.rows_per_cta
+        smem = cutlass.memory.SmemAllocator()
+        rows = alloc(smem, BFloat16, (self.sources * R, self.width))
+        barrier = smem.allocate_array(Uint64, 1, byte_alignment=PRELOAD_BARRIER_BYTES)
+        valid = cutlass.min(Int32(R), Int32(self.outputs) - first)
+        if thread == 0:
+            cute.arch.mbarrier_init(barrier, 1)
+            cute.arch.mbarrier_init_fence()
+            size = valid * Int32(2 * self.width)
+            cute.arch.mbarrier_arrive_and_expect_tx(barrier, size * Int32(self.sources))
+            for src in cutlass.range_constexpr(self.sources):
+                copy_g2s(at(rows, src * R, 0), at(weights[src], first, 0), size, barrier)
+        cute.arch.sync_threads()
+        return rows, barrier, valid
+
+    @cute.jit
     def load_vectors(self, weights, first: Int32, thread: Int32):
         """Issue every weight vector this thread needs: [8, source * rows_per_cta * steps]."""
         R, S, threads = self.rows_per_cta, self.steps, 32 * self.warps
@@ -407,16 +470,20 @@ class RowProducts:
         for s in cutlass.range_constexpr(S):
             vector = thread + s * threads
             if cutlass.const_expr((s + 1) * threads <= vectors):
-                self.accumulate_step(tiles, held, sums, base + vector, s, normed)
+                self.accumulate_step(tiles, held, sums, base + vector, s, normed, vector)
             else:
                 if vector < vectors:  # noqa: SIM102
-                    self.accumulate_step(tiles, held, sums, base + vector, s, normed)
+                    self.accumulate_step(tiles, held, sums, base + vector, s, normed, vector)
         return sums
 
     @cute.jit
-    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, normed=None):
+    def accumulate_step(self, tiles, held, sums, vector: Int32, s: cutlass.Constexpr, normed=None, column=None):
+        """Step s of the dots: activation vector `vector` of every row by every held row's weight
+        vector of the step (`preload`: read from the shared rows at `column`, vector less the per-head
+        base, one at a time, after the step's activations)."""
         R, S, B = self.rows_per_cta, self.steps, self.rows
-        weights = [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
+        weights = [] if self.preload else [held[None, i * S + s].load().to(Float32) for i in range(self.sources * R)]
+        activations = []
         for b in cutlass.range_constexpr(B):
             if cutlass.const_expr(self.norm):
                 x, residual, scales, h_out, writes_sum, squares = normed
@@ -433,8 +500,27 @@ class RowProducts:
                 activation = cute.make_rmem_tensor(VECTOR, BFloat16)
                 cute.autovec_copy(tiles[None, (b, vector)], activation)
                 values = activation.load().to(Float32)
+            if cutlass.const_expr(self.preload):
+                activations.append(values)
+            else:
+                for i in cutlass.range_constexpr(self.sources * R):
+                    sums[i * B + b] += (weights[i] * values).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        if cutlass.const_expr(self.preload):
             for i in cutlass.range_constexpr(self.sources * R):
-                sums[i * B + b] += (weights[i] * values).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+                weight = self.preloaded_vector(held, i, column).load().to(Float32)
+                for b in cutlass.range_constexpr(B):
+                    sums[i * B + b] += (weight * activations[b]).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+
+    @cute.jit
+    def preloaded_vector(self, held, i: cutlass.Constexpr, column: Int32):
+        """Preloaded row i's weight vector at `column`, read from the shared rows (past the rows
+        copied, the last copied row's)."""
+        rows, _, valid = held
+        R: cutlass.Constexpr = self.rows_per_cta
+        row = (i // R) * R + cutlass.min(Int32(i % R), valid - 1)
+        vector = cute.make_rmem_tensor(VECTOR, BFloat16)
+        cute.autovec_copy(cute.zipped_divide(rows, (1, VECTOR))[None, (row, column)], vector)
+        return vector
 
     # --- tensor cores -----------------------------------------------------------------------
 

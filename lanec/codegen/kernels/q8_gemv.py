@@ -88,6 +88,8 @@ class Q8Products:
         schedule = RowSchedule.of(schedule or {})
         if schedule.tensor_cores:
             raise ValueError(f"{self.name} multiplies on CUDA cores (dp4a): schedule tensor_cores must be false")
+        if schedule.preload:
+            raise ValueError(f"{self.name} reads its q8_0 blocks from global memory: schedule preload must be false")
         if schedule.warps is None:
             default = q8_default_schedule(args[0], width, self.sources)
             schedule = schedule.updated({k: v for k, v in default.items() if getattr(schedule, k) is None})

@@ -16,6 +16,10 @@ CASES = {
     "r32_k2368_h1000": dict(rows=32, width=2368, hidden=1000),
     "r16_k4096_fma": dict(rows=16, width=4096, hidden=1000,
                           schedule={"warps": 8, "rows_per_cta": 1, "tensor_cores": False}),
+    # both weights' rows preloaded into shared memory before the PDL wait (RowSchedule preload): Kimi
+    # Linear's shared expert pair in one wave, and an uneven last CTA at 3 rows
+    "r1_preload_k2304_h1024": dict(rows=1, width=2304, hidden=1024, schedule={"preload": True}),
+    "r3_preload_k1000_h1001": dict(rows=3, width=1000, hidden=1001, schedule={"preload": True, "warps": 2}),
     # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
     # (2 units each) at one row, the tensor cores' 8 units a CTA, and a CTA of whole blocks (32 units)
     "r1_k2304_h1024_q1": dict(rows=1, width=2304, hidden=1024, quantize=1),

@@ -79,6 +79,18 @@ CASES = {
     "r2_combine_s5_bf16": dict(rows=2, width=512, parts=[4 * 128], per_head=[4, 512, 0],
                                schedule={"tensor_cores": False, "warps": 2, "rows_per_cta": 4}, combine_splits=5,
                                combine_partials="bfloat16"),
+    # the weight rows preloaded into shared memory before the PDL wait (RowSchedule preload): Kimi Linear's
+    # o_proj in one wave (18 rows a CTA, 128 CTAs), an uneven last CTA at 3 rows, a norm prologue with its
+    # residual, a per-head read, Kimi Linear's value expansion merging 16 chunks, and the quantize epilogue
+    "r1_preload_kimi_o_proj": dict(rows=1, width=4096, parts=[2304], schedule={"preload": True, "warps": 8}),
+    "r3_preload_k1000_n1001": dict(rows=3, width=1000, parts=[1001], schedule={"preload": True, "warps": 2}),
+    "r2_preload_norm": dict(rows=2, width=2304, parts=[777], norm=True, eps=1e-5, residual=True,
+                            schedule={"preload": True}),
+    "r1_preload_per_head": dict(rows=1, width=512, parts=[5 * 128], per_head=[5, 512, 0],
+                                schedule={"preload": True, "warps": 4, "rows_per_cta": 8}),
+    "r1_preload_kimi_values": dict(rows=1, width=512, parts=[32 * 128], per_head=[32, 512, 0], combine_splits=16,
+                                   combine_partials="bfloat16", schedule={"preload": True}),
+    "r1_preload_q1": dict(rows=1, width=2304, parts=[1024], quantize=1, schedule={"preload": True, "rows_per_cta": 32}),
     # fuse-quant's quantize in the epilogue (tests/gpu/test_quantize.py checks these): 16 CTAs a block
     # at one row (2 rows a CTA), 4 at 3 rows, the tensor cores' 8 a CTA at 8 rows
     "r1_k2304_n1024_q1": dict(rows=1, width=2304, parts=[1024], quantize=1),
