@@ -26,7 +26,8 @@ def o_proj_schedules(plan: Path) -> set[str]:
 
 def test_a_variant_plan_takes_the_replaced_entry(tmp_path):
     before = TABLE.read_text()
-    wanted = {"warps": 8, "rows_per_cta": 4, "tensor_cores": False}
+    # naming `preload` keeps the entry's own schedule on the o_proj after KdaSplit too (GEMV_PRELOAD_AFTER)
+    wanted = {"warps": 8, "rows_per_cta": 4, "tensor_cores": False, "preload": False}
     done = subprocess.run([sys.executable, str(TOOL), str(FORM), str(tmp_path / "v.plan"), "gemv", O_PROJ,
                            json.dumps(wanted)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -46,7 +47,8 @@ def test_add_gives_a_shape_the_table_lacks_its_entry(tmp_path, monkeypatch):
 
     from lanec.codegen import schedules
 
-    wanted = {"warps": 8, "rows_per_cta": 4, "tensor_cores": False}
+    # naming `preload` keeps the entry's own schedule on the o_proj after KdaSplit too (GEMV_PRELOAD_AFTER)
+    wanted = {"warps": 8, "rows_per_cta": 4, "tensor_cores": False, "preload": False}
     held = schedules.table()
     lacking = {**held, "gemv": {k: v for k, v in held["gemv"].items() if k != O_PROJ}}  # as if it had no entry
     monkeypatch.setattr(schedules, "table", lambda: lacking)
