@@ -186,10 +186,10 @@ GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwis
 # before its own wait (RowSchedule preload: one wave of CTAs, bulk copies), so the product's bytes stream under
 # that launch's chain instead of after it; the lowering takes it where the rows fit a CTA's shared memory, and a
 # schedule table entry's own `preload` knob decides in its place. Measured in the real-size Kimi Linear batch-1
-# step on two H200s (bench/RESULTS.md, twenty-eighth session): after KdaSplit the o_proj's increment falls 0.9 us and
-# KdaSplit's rises 0.5-0.9 (its dependent loads slowed by the stream beneath them), -2.9 us a step over five paired
-# rounds; after the latent attention (its value gemv) +2 us a launch, after the value gemv (the MLA o_proj) +10 us a
-# step: neither is in the set.
+# step on three H200s (bench/RESULTS.md, twenty-eighth session): after KdaSplit the o_proj's increment falls 0.9 us
+# and KdaSplit's rises 0.5-0.9 (its dependent loads slowed by the stream beneath them), -3.2 us a step over seven
+# paired rounds; after the latent attention (its value gemv) +2 us a launch, after the value gemv (the MLA o_proj)
+# +10 us a step: neither is in the set.
 GEMV_PRELOAD_AFTER: frozenset = frozenset({"kda_split"})
 GEMV_PRELOAD_ROWS = 1
 # Where each launch releases its PDL dependents (`griddepcontrol.launch_dependents`): at its entry (the body's first

@@ -1612,9 +1612,7 @@ class Lowering:
             lse = self.activation("latent_attention.lse", (splits, rows, heads), Float32Type())
             self.launch("latent_attention", spec, [*args, partial, lse])
             shape = {"rows": rows, "width": lora, "outputs": heads * v}
-            tuned = {k: merged[k] for k in ("schedule",) if k in merged}
-            made = {k: w for k, w in merged.items() if k != "schedule"}
-            self.launch("gemv", {**made, **self.preloaded(shape, made, tuned)}, [partial, lse, value, out])
+            self.launch("gemv", self.preloaded(shape, merged, merged), [partial, lse, value, out])
         else:
             values = self.activation("latent_attention.values", (rows, heads * lora))
             self.attend("latent_attention", spec, args, values, "latent_attention", heads, lora, splits)
