@@ -85,6 +85,44 @@ def test_compiles_for_sm90a(case):
         assert ptx.split("griddepcontrol.wait")[0].count("cp.async.bulk.prefetch.L2.global") == wanted
 
 
+def weight_loads_between_multiplies(ptx: str) -> list[int]:
+    """The weight vectors loaded in each run between floating-point multiplies of a PTX body."""
+    runs, count = [], 0
+    for line in ptx.splitlines():
+        if "ld.global.nc.L1::no_allocate.v4.b32" in line:
+            count += 1
+        elif count and ("fma.rn.f32" in line or "mul.rn.f32" in line or "mul.f32" in line):
+            runs.append(count)
+            count = 0
+    return runs
+
+
+@pytest.mark.parametrize("vectors, chunk", [(8, 2), (12, 3), (20, 5)])
+def test_vectors_set_the_loads_a_lane_has_in_flight(vectors, chunk):
+    """MixtureSchedule `vectors` (the table's mixture_gated and mixture_down entries): a lane issues that many
+    16-byte vectors (weights and its activation) before it multiplies any, so a warp of 2 units (4 rows) reads a
+    2304-wide row in chunks of vectors // 4 of its 9 vectors, where the default 16 reads 4, 4, then 1. The default's
+    PTX is the kernel without a schedule's, byte for byte."""
+    shape = (1, 2304, 1024, 256, 8)
+    default = compiled_for_sm90a(MixtureGated(*shape, shared_hidden=1024)).ptx
+    assert compiled_for_sm90a(MixtureGated(*shape, shared_hidden=1024, schedule={"vectors": 16})).ptx == default
+    assert compiled_for_sm90a(MixtureDown(*shape, shared_hidden=1024, schedule={"units": 6, "vectors": 16})).ptx \
+        == compiled_for_sm90a(MixtureDown(*shape, shared_hidden=1024, schedule={"units": 6})).ptx
+    ptx = compiled_for_sm90a(MixtureGated(*shape, shared_hidden=1024, schedule={"vectors": vectors})).ptx
+    assert ptx != default and "ld.local" not in ptx and "st.local" not in ptx
+    kernel = MixtureGated(*shape, shared_hidden=1024, schedule={"vectors": vectors})
+    assert kernel.vectors == vectors and kernel.units == 2
+    runs = weight_loads_between_multiplies(ptx)
+    assert max(runs) == 4 * chunk  # a chunk: its vectors of each of the 4 rows, issued before any multiply
+    assert max(weight_loads_between_multiplies(default)) == 16
+
+
+def test_a_mixture_schedule_refuses_vectors_past_its_registers():
+    with pytest.raises(ValueError, match="MixtureSchedule vectors is 1-48") as raised:
+        MixtureGated(1, 2304, 1024, 256, 8, schedule={"vectors": 49})
+    assert "\n" not in str(raised.value)
+
+
 def test_the_shared_warp_dots_before_the_wait():
     """mixture_gated with `early_shared` (MIXTURE_EARLY_SHARED_ROWS): the router's input, residual and norm weight
     come in after the shared rows; the shared warp of the first `early_ctas` CTAs norms the row in its shared memory

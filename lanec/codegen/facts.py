@@ -1547,19 +1547,30 @@ class MixtureExpertsSpec(Spec):
         return found
 
 
+MIXTURE_MAX_VECTORS = 48  # a mixture lane's vectors in flight: 192 registers of the 255 a thread may hold
+
+
 @dataclass(frozen=True)
 class MixtureSchedule(Schedule):
-    """mixture_down's knob (the per-row path): the `units` a warp dots of its kept expert, the outputs a
-    CTA; None: the kernel's UNITS_DOWN (4). More units a warp make fewer, longer CTAs of the same
-    block. What a shape takes is measured in the whole step (schedules.json's "mixture_down" entries:
-    bench/RESULTS.md, 2026-12-02), not alone: the launch's grid decides when its PDL successors start."""
+    """mixture_gated's and mixture_down's knobs (the per-row path): the `units` a warp dots of its kept
+    expert (down: the outputs a CTA; gated: hidden units, a gate and an up row each); None: the kernel's
+    UNITS_DOWN (4) or UNITS_GATED (2). More units a warp make fewer, longer CTAs of the same block.
+    `vectors`: the 16-byte vectors a lane issues before it multiplies any (a chunk of its dots; None: the
+    kernel's VECTORS_IN_FLIGHT, 16). Fewer take fewer registers (more CTAs an SM, fewer waves) and more
+    chunks, each a round trip. What a shape takes is measured in the whole step (schedules.json's
+    "mixture_gated" and "mixture_down" entries: bench/RESULTS.md, 2026-12-02 and 2026-12-03), not alone: the
+    launch's grid decides when its PDL successors start."""
 
     units: int | None = None
+    vectors: int | None = None
 
     def __post_init__(self) -> None:
         if self.units is not None and not (type(self.units) is int and 1 <= self.units <= WARP):
             raise ValueError(f"MixtureSchedule units is 1-{WARP} (every lane of a warp ends holding each of its "
                              f"sums); got {self.units!r}")
+        if self.vectors is not None and not (type(self.vectors) is int and 1 <= self.vectors <= MIXTURE_MAX_VECTORS):
+            raise ValueError(f"MixtureSchedule vectors is 1-{MIXTURE_MAX_VECTORS} (16-byte vectors a lane has in "
+                             f"flight, 4 registers each); got {self.vectors!r}")
 
 
 # The grouped path (mixture_grouped.py): rows grouped by expert on the device, tensor cores for an

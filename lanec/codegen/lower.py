@@ -1258,7 +1258,7 @@ class Lowering:
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
         self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {}),
-                                      **before_wait},
+                                      **before_wait, **self.tuned("mixture_gated", shape)},
                     [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), *norm_in,
                      between])
         out = self.activation(f"{name}.out", (rows, width))

@@ -9,7 +9,7 @@ An entry names its knobs by field: {"schedule": {"early": 2, "lanes": 32, "occup
 "us": 42.31}. The fields are those of the kernel's schedule dataclass (facts.py: `KdaSchedule`
 for kda_split, `RowSchedule` for gemv and gated_gemv); a field the entry leaves out keeps the
 kernel's default for the shape (`KdaSchedule.for_shape`; the row products' own choice), and a
-shape not in the table keeps them all. mixture_down's entries (`MixtureSchedule`) come from whole
+shape not in the table keeps them all. mixture_gated's and mixture_down's entries (`MixtureSchedule`) come from whole
 steps (bench/model.py's lanec side, each units a plan), not from a bench of the launch alone: they
 carry no "us"."""
 
@@ -24,7 +24,7 @@ from lanec.codegen.facts import AttentionSchedule, GemmSchedule, KdaSchedule, Mi
 TABLE = Path(__file__).with_name("schedules.json")
 SCHEDULES = {"kda_split": KdaSchedule, "gemv": RowSchedule, "gated_gemv": RowSchedule, "gemm_tc": GemmSchedule,
              "q8_gemm_tc": GemmSchedule, "q8_gemv": RowSchedule, "q8_gated_gemv": RowSchedule,
-             "mixture_down": MixtureSchedule, "latent_attention": AttentionSchedule}
+             "mixture_gated": MixtureSchedule, "mixture_down": MixtureSchedule, "latent_attention": AttentionSchedule}
 
 
 @cache

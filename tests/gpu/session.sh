@@ -66,6 +66,8 @@
 #              on a plan's own kernels (bench/ncu.py build --plan)
 #   preload    gemv's weight rows preloaded into shared memory before the PDL wait (RowSchedule preload): the gemv and
 #              gated_gemv cases, sanitizer on the o_proj case, rounds of build/pre's plans, --check of one (about 6 minutes)
+#   vectors    the mixture's vectors a lane has in flight (MixtureSchedule vectors): the mixture cases, sanitizer on one,
+#              rounds of build/mv's plans, --check of VECTORS_CHECK (about 6 minutes)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
@@ -478,6 +480,18 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_kernels.py "gemv-r1_preload_kimi_o_proj" preload.log 120
       step_rounds preload "${PRELOAD_ROUNDS:-2}" build/pre/*.plan
       checked_plans preload 150 ${PRELOAD_CHECK:-build/pre/p8.plan} ;;
+    vectors)
+      # mixture_gated's and mixture_down's vectors a lane has in flight (MixtureSchedule vectors): fewer registers,
+      # more CTAs an SM, fewer waves. build/mv/*.plan: base.plan the batch-1 plan, the others variant plans with a
+      # mixture_gated or mixture_down entry (here: python tests/gpu/build.py --only mixture_router mixture_gated
+      # mixture_down; tests/gpu/variant_plan.py [--add] FORM build/mv/NAME.plan mixture_gated KEY KNOBS; carry
+      # build/gpu, build/mv, .whl). The mixture cases first (the phase stops if they fail), compute-sanitizer on one,
+      # then VECTORS_ROUNDS rounds, then VECTORS_CHECK --check
+      timeout 300 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line 2>&1 | tail -6 | tee "$logs/vectors.log"
+      cases_passed vectors || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_v8" vectors.log 120
+      step_rounds vectors "${VECTORS_ROUNDS:-2}" build/mv/*.plan
+      checked_plans vectors 150 ${VECTORS_CHECK:-} ;;
     review-ncu)
       # the twenty-fifth session's review (warp_normed_row's weights by norm_weight_vectors) re-run: the early-shared
       # and rider cases, compute-sanitizer on the shared warp's case, the real-size batch-1 plan --check. Run it with the

@@ -85,27 +85,30 @@ def expert_rows(weights, expert, rows: int, width: int):
 
 @cute.jit
 def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_row: Int32,
-             act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None):
+             act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None,
+             in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
     """A warp's sums[m * units + u] = matrices[m][first + u] . act[act_row, act_base:][:width], every
     lane holding them all (rows past `outputs` re-read the last: their sums are never used): `rows_dots`
     of one activation row."""
-    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane, policy)
+    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane, policy, in_flight)
 
 
 @cute.jit
 def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_rows,
-              act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None):
+              act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None,
+              in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
     """A warp's sums[r * count + m * units + u] = matrices[m][first + u] . act[act_rows[r], act_base:][:width]
     (count = len(matrices) * units), every lane holding them all: each weight vector is read once for
     all of `act_rows`. Lane l takes the 16-byte vectors l, l + 32, ...; a chunk's vectors are all
     issued before the first multiply; every sum adds its vectors in ascending order, whatever the
     row count (a row's sums are bitwise those of one row alone). `policy`: the weights' L2 policy
-    (`evict_first_policy`), None for the default."""
+    (`evict_first_policy`), None for the default. `in_flight`: the vectors (weights and activations) a lane
+    issues a chunk, VECTORS_IN_FLIGHT by default; a schedule's `vectors` (MixtureSchedule) sets it."""
     count: cutlass.Constexpr = len(matrices) * units
     R: cutlass.Constexpr = len(act_rows)
     vectors: cutlass.Constexpr = width // VECTOR
     # never more vectors a chunk than a lane has: a place past them all would add 0 * 0 (a dependent FADD each)
-    per_chunk: cutlass.Constexpr = max(1, min(VECTORS_IN_FLIGHT // (count + R - 1), -(-vectors // WARP)))
+    per_chunk: cutlass.Constexpr = max(1, min(in_flight // (count + R - 1), -(-vectors // WARP)))
     chunks: cutlass.Constexpr = -(-vectors // (WARP * per_chunk))
     sums = cute.make_rmem_tensor(R * count, Float32)
     sums.fill(0.0)
@@ -140,14 +143,15 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
 
 @cute.jit
 def swiglu_units(x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr,
-                 width: cutlass.Constexpr, base: Int32, lane: Int32, hidden, policy=None, out_row=None):
+                 width: cutlass.Constexpr, base: Int32, lane: Int32, hidden, policy=None, out_row=None,
+                 in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
     """A warp's `units` hidden units first.. of one expert (`pair`: its gate and up rows, `outputs` of them):
     silu(x[row] . gate) * (x[row] . up) to hidden[out_row, base + unit] (bf16; `out_row` None: `row`);
-    `policy`: the rows' L2 policy."""
+    `policy`: the rows' L2 policy; `in_flight` as `rows_dots`'s."""
     if cutlass.const_expr(out_row is None):
         out_row = row
     if first < outputs:  # the routed and the shared expert may have different widths
-        sums = row_dots(pair, first, outputs, units, x, row, Int32(0), width, lane, policy)
+        sums = row_dots(pair, first, outputs, units, x, row, Int32(0), width, lane, policy, in_flight)
         if lane == 0:
             for u in cutlass.range_constexpr(units):
                 if first + u < outputs:
@@ -880,18 +884,24 @@ class KeptExperts:
     """What mixture_gated and mixture_down share: `rows` of `width` values, `experts` of `hidden`
     units, `top_k` a row and the folded shared expert of `shared_hidden` units (0: none), as one
     block of warps a CTA, a warp a kept expert (`slots`), each CTA a block of `units` a warp for
-    one row. The hidden values of a row are every slot's side by side: [rows, top_k * hidden +
-    shared_hidden]. ``early`` (MIXTURE_DOWN_EARLY_ROWS): mixture_down brings its share of the chosen
-    experts' down rows into L2 before its PDL wait, while mixture_gated runs, and mixture_gated reads
-    its routed rows evict-first, so that its stream does not push them out."""
+    one row. ``schedule`` (`MixtureSchedule`, the schedule table's entry where it has the shape): the
+    `units` a warp and the `vectors` a lane has in flight a chunk of its dots. The hidden values of a
+    row are every slot's side by side: [rows, top_k * hidden + shared_hidden]. ``early``
+    (MIXTURE_DOWN_EARLY_ROWS): mixture_down brings its share of the chosen experts' down rows into L2
+    before its PDL wait, while mixture_gated runs, and mixture_gated reads its routed rows evict-first,
+    so that its stream does not push them out."""
 
     name: str
     units: int
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 x_pitch: int | None = None, early: bool = False):
+                 x_pitch: int | None = None, early: bool = False, schedule=None):
         MixtureExpertsSpec(self.name, rows, width, hidden, experts, top_k, shared_hidden, x_pitch).check()
         self.early = bool(early)
+        chosen = MixtureSchedule.of(schedule or {})
+        if chosen.units is not None:  # a schedule's units a warp (the default's kernel, and its cache key, unchanged)
+            self.units = chosen.units
+        self.vectors = chosen.vectors or VECTORS_IN_FLIGHT  # vectors a lane issues a chunk (`rows_dots`)
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch = shared_hidden, x_pitch
         self.slots = top_k + (1 if shared_hidden else 0)
@@ -1005,7 +1015,7 @@ class MixtureGated(KeptExperts):
         else:
             if cutlass.const_expr(self.own_shared > 0):
                 swiglu_units(x, row, [shared_gate, shared_up], shared_first, self.shared_hidden, self.shared_units,
-                             self.width, self.top_k * self.hidden, lane, hidden)
+                             self.width, self.top_k * self.hidden, lane, hidden, in_flight=self.vectors)
 
     @cute.jit
     def routed(self, x, ids, gate, up, row: Int32, slot: Int32, first: Int32, lane: Int32, hidden):
@@ -1036,7 +1046,7 @@ class MixtureGated(KeptExperts):
                             row, Int32(0), self.width, self.eps, lane)
             cute.arch.sync_warp()
             sums = row_dots([shared_gate, shared_up], first, self.shared_hidden, self.shared_units, normed, Int32(0),
-                            Int32(0), self.width, lane)
+                            Int32(0), self.width, lane, None, self.vectors)
             cute.arch.griddepcontrol_wait()
             release_dependents(self)
             if lane == 0:
@@ -1053,7 +1063,8 @@ class MixtureGated(KeptExperts):
     def swiglu(self, x, row: Int32, pair, first: Int32, outputs: cutlass.Constexpr, base: Int32, lane: Int32,
                hidden, policy=None):
         """This warp's units first.. of one expert (`swiglu_units`)."""
-        swiglu_units(x, row, pair, first, outputs, self.units, self.width, base, lane, hidden, policy)
+        swiglu_units(x, row, pair, first, outputs, self.units, self.width, base, lane, hidden, policy,
+                     in_flight=self.vectors)
 
 
 class MixtureDown(KeptExperts):
@@ -1068,13 +1079,10 @@ class MixtureDown(KeptExperts):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  shared_gate: bool = False, x_pitch: int | None = None, early: bool = False, schedule=None):
-        super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch, early)
+        super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch, early, schedule)
         if shared_gate and not shared_hidden:
             raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
         self.shared_gate = shared_gate
-        units = MixtureSchedule.of(schedule or {}).units
-        if units is not None:  # a schedule's units a warp (the default's kernel, and its cache key, unchanged)
-            self.units = units
 
     def params(self) -> list[TensorParam]:
         params = [self.x_param()] if self.shared_gate else []
@@ -1124,12 +1132,13 @@ class MixtureDown(KeptExperts):
         release_dependents(self)
         if slot < self.top_k:
             rows = expert_rows(down, ids[row, slot], self.width, self.hidden)
-            sums = row_dots([rows], first, self.width, self.units, hidden, row, slot * self.hidden, self.hidden, lane)
+            sums = row_dots([rows], first, self.width, self.units, hidden, row, slot * self.hidden, self.hidden, lane,
+                            None, self.vectors)
             self.keep(partial, slot, sums, weights[row, slot], lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 sums = row_dots([shared_down], first, self.width, self.units, hidden, row, self.top_k * self.hidden,
-                                self.shared_hidden, lane)
+                                self.shared_hidden, lane, None, self.vectors)
                 scale = Float32(1.0)
                 if cutlass.const_expr(self.shared_gate):
                     gate = row_dots([shared_gate_row], Int32(0), 1, 1, x, row, Int32(0), self.width, lane)

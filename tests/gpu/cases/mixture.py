@@ -4,7 +4,7 @@ down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..20
 place from a wider row), batch 1, 2, 7, 64 and 256, sigmoid and softmax scores, with and without the
 correction bias, grouped and flat top-k, the router scoring 1, 2, 4 or 8 rows a cluster, the shared expert folded (with and without its sigmoid
 gate row, narrower and wider than a routed expert) and apart (a routed-only mixture), mixture_down at 5, 6 and
-32 units a warp (`down_schedule`). `inputs`
+32 units a warp (`down_schedule`), and both at other vectors a lane in flight (`gated_schedule`). `inputs`
 says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
 in fp32 and each router row repeated four times: equal scores at every boundary, broken by the
 lowest index); "same" (one expert scores far above the rest for every row)."""
@@ -76,6 +76,20 @@ SHAPES = {
     "b2_e256_k8_sigmoid_pitched_wider_shared": dict(
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
+    # the vectors a lane has in flight a chunk (MixtureSchedule `vectors`, the table's "mixture_gated" and
+    # "mixture_down" entries): Kimi Linear's widths at 8 (five chunks of a 2304-wide row, the last short) and 36
+    # (the whole row in one chunk), two rows at 20 with a narrower hidden width, and down at 8 and 24
+    "b1_e16_k8_sigmoid_correction_shared_w2304_v8": dict(
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 8},
+        down_schedule={"units": 6, "vectors": 8}),
+    "b1_e16_k8_sigmoid_correction_shared_w2304_v36": dict(
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 36},
+        down_schedule={"units": 6, "vectors": 24}),
+    "b2_e64_k6_softmax_apart_v20": dict(
+        rows=2, width=1000, hidden=200, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, gated_schedule={"vectors": 20}, down_schedule={"units": 5, "vectors": 12}),
 }
 
 # the shared expert run in the router's launch (ROUTER_SHARED_ROWS: `MixtureRouter(shared_hidden=)`, then
@@ -116,6 +130,14 @@ EARLY_SHARED_SHAPES = {
     "b2_e64_k6_w1000_odd_shared_u3_first20": dict(
         rows=2, width=1000, hidden=256, experts=64, top_k=6, shared_hidden=200, residual=False, eps=1e-6,
         shared_units=3, early_ctas=20),
+    # with the vectors a lane has in flight set (MixtureSchedule `vectors`): the shared warp's dots before the
+    # wait take them too
+    "b1_e256_k8_w2304_shared_u2_v8": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=2, schedule={"vectors": 8}),
+    "b1_e256_k8_w2304_shared_u2_v36": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=2, schedule={"vectors": 36}),
 }
 
 ROUTER = ("rows", "width", "experts", "top_k", "scoring", "renormalize", "routed_scaling", "correction", "groups",
@@ -127,8 +149,12 @@ def router_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ROUTER if k in shape}
 
 
-def gated_spec(shape: dict) -> dict:
+def experts_spec(shape: dict) -> dict:
     return {k: shape[k] for k in EXPERTS if k in shape}
+
+
+def gated_spec(shape: dict) -> dict:
+    return {**experts_spec(shape), **({"schedule": shape["gated_schedule"]} if "gated_schedule" in shape else {})}
 
 
 def shared_router_spec(shape: dict, norm: bool) -> dict:
@@ -138,6 +164,6 @@ def shared_router_spec(shape: dict, norm: bool) -> dict:
 
 
 def down_spec(shape: dict) -> dict:
-    return {**gated_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {}),
+    return {**experts_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {}),
             **({"schedule": shape["down_schedule"]} if "down_schedule" in shape else {})}
 
