@@ -912,3 +912,31 @@ def test_a_gemv_after_a_latency_bound_launch_preloads_its_rows(after, monkeypatc
     notes = [(shape, o) for kernel, shape, o in tunings if kernel == "preload"]
     assert len(notes) == len(preloading)
     assert all(shape["after"] == "kda_split" and "stream under kda_split's chain" in o["why"] for shape, o in notes)
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_kda_gate_mode_sets_every_kda_split_launch(mode, monkeypatch):
+    """KDA_GATE_MODE: the F_B reduction order every KdaSplit launch of the lowering takes (0: one chain of eight
+    MMAs, 1: four chains of two), and nothing else of its spec."""
+    import lanec.codegen.lower as lowering
+
+    monkeypatch.setattr(lowering, "KDA_GATE_MODE", mode)
+    ops = [op for op in launches(ROOT / "examples" / "kimi-linear-kda.mlir", []) if op.kernel.data == "kda_split"]
+    assert ops and all(spec_of(op)["gate_mode"] == mode for op in ops)
+
+
+def test_the_table_sets_mixture_gated_vectors(monkeypatch):
+    """A mixture_gated entry of the schedule table (MixtureSchedule `vectors`) reaches the launch's spec; without
+    one the spec names no schedule (the default kernel)."""
+    from lanec.codegen import schedules
+
+    form = ROOT / "examples" / "kimi-linear-small.mlir"
+    plain = [op for op in launches(form, []) if op.kernel.data == "mixture_gated"]
+    assert plain and all("schedule" not in spec_of(op) for op in plain)
+    fields = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden")
+    shape = {k: spec_of(plain[0])[k] for k in fields}
+    table = {**schedules.table(), "mixture_gated": {schedules.key(shape): {"schedule": {"vectors": 8}}}}
+    monkeypatch.setattr(schedules, "table", lambda: table)
+    tuned = [op for op in launches(form, []) if op.kernel.data == "mixture_gated"]
+    assert [spec_of(op).get("schedule") for op in tuned] == [
+        {"vectors": 8} if {k: spec_of(op)[k] for k in fields} == shape else None for op in plain]

@@ -868,6 +868,10 @@ KDA_GATE_FORMS = ("lower_bound", "softplus")
 # g_b's own launch read the weight once: kimi-kda-b64 507.5 -> 531.6 us (H200, 2026-11-30, bench/RESULTS.md).
 KDA_GATE_FOLD_ROWS = 1
 KDA_GATE_MODES = (0, 1, 2)  # F_B's reduction order: one MMA chain, four chains, FMA partials
+# The mode the lowering gives every KdaSplit launch: 0, the one chain of eight MMAs the tests and benches measured
+# first. Mode 1 (four chains of two, then three adds) shortens the gate warp's dependent chain before the decays the
+# main threads wait on (bench/RESULTS.md, 2026-12-03).
+KDA_GATE_MODE = 0
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from lanec.codegen.facts import (
     GEMV_PRELOAD_AFTER,
     GEMV_PRELOAD_ROWS,
     GEMV_ROWS,
+    KDA_GATE_MODE,
     LATENT_COMBINE_IN_GEMV,
     LATENT_ENGINE,
     LATENT_PARTIALS,
@@ -1048,7 +1049,7 @@ class Lowering:
                            shape=(3, width, dim))
         slots_state = form.shape(op.state)[0]
         spec = {
-            "heads": heads, "batch": batch, "gate_mode": 0, "has_bias": bool(op.biases), "tokens": tokens,
+            "heads": heads, "batch": batch, "gate_mode": KDA_GATE_MODE, "has_bias": bool(op.biases), "tokens": tokens,
             "gate_form": op.form.data, "slots": slots_state, "scale": op.scale.value.data,
             "eps": op.eps.value.data, "l2_eps": op.l2_eps.value.data, "x_pitch": pitch,
         }

@@ -488,6 +488,8 @@ for phase in "${phases[@]}"; do
       # build/gpu, build/mv, .whl). The mixture cases first (the phase stops if they fail), compute-sanitizer on one,
       # then VECTORS_ROUNDS rounds, then VECTORS_CHECK --check
       timeout 300 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line 2>&1 | tail -6 | tee "$logs/vectors.log"
+      timeout 200 python3 -m pytest tests/gpu/test_kda_split.py -q -rfE --tb=line -k "h32_b1 and g128" 2>&1 \
+        | tail -3 | tee -a "$logs/vectors.log"  # KdaSplit's gate mode 1 at Kimi Linear's batch 1 (KDA_GATE_MODE)
       cases_passed vectors || { status=1; continue; }
       sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_v8" vectors.log 120
       step_rounds vectors "${VECTORS_ROUNDS:-2}" build/mv/*.plan
