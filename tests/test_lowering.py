@@ -666,6 +666,30 @@ def test_the_table_gives_kimi_linears_one_row_mixture_down_its_units_a_warp(tmp_
     assert "table: schedule=(units=6)" in line, line
 
 
+def test_the_table_gives_kimi_linears_one_row_mixture_gated_its_vectors(tmp_path):
+    """schedules.json's "mixture_gated" entry (measured in the real-size step: 12 vectors a lane in flight, three
+    chunks of three where the default reads 4, 4 and 1) reaches every batch-1 launch of Kimi Linear's mixture; at
+    two rows the shape has no entry and keeps the kernel's 16; `explain` lists it."""
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen.kernels.mixture import VECTORS_IN_FLIGHT, MixtureGated
+
+    config = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
+    for batch, vectors in ((1, 12), (2, VECTORS_IN_FLIGHT)):
+        out = tmp_path / f"kimi-b{batch}.mlir"
+        result = CliRunner().invoke(main, ["import", str(config), "--layers", "2", "--batch", str(batch), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        gated = [op for op in launches(out, []) if op.kernel.data == "mixture_gated"]
+        assert gated and all(spec_of(op).get("schedule") == ({"vectors": 12} if batch == 1 else None) for op in gated)
+        kernel = MixtureGated(**{k: v for k, v in spec_of(gated[0]).items() if k != "release"})
+        assert kernel.vectors == vectors, batch
+    explained = CliRunner().invoke(main, ["explain", str(tmp_path / "kimi-b1.mlir")])
+    assert explained.exit_code == 0, explained.output
+    line = next(line for line in explained.output.splitlines() if line.strip().startswith("mixture_gated"))
+    assert "table: schedule=(vectors=12)" in line, line
+
+
 @pytest.mark.parametrize("units", [0, 33, 2.0, True])
 def test_mixture_down_refuses_units_a_warp_cannot_hold(units):
     from lanec.codegen.kernels.mixture import MixtureDown
@@ -931,11 +955,13 @@ def test_the_table_sets_mixture_gated_vectors(monkeypatch):
     from lanec.codegen import schedules
 
     form = ROOT / "examples" / "kimi-linear-small.mlir"
+    bare = {k: v for k, v in schedules.table().items() if k != "mixture_gated"}
+    monkeypatch.setattr(schedules, "table", lambda: bare)
     plain = [op for op in launches(form, []) if op.kernel.data == "mixture_gated"]
     assert plain and all("schedule" not in spec_of(op) for op in plain)
     fields = ("rows", "width", "hidden", "experts", "top_k", "shared_hidden")
     shape = {k: spec_of(plain[0])[k] for k in fields}
-    table = {**schedules.table(), "mixture_gated": {schedules.key(shape): {"schedule": {"vectors": 8}}}}
+    table = {**bare, "mixture_gated": {schedules.key(shape): {"schedule": {"vectors": 8}}}}
     monkeypatch.setattr(schedules, "table", lambda: table)
     tuned = [op for op in launches(form, []) if op.kernel.data == "mixture_gated"]
     assert [spec_of(op).get("schedule") for op in tuned] == [

@@ -87,6 +87,10 @@ SHAPES = {
         rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 36},
         down_schedule={"units": 6, "vectors": 24}),
+    "b1_e16_k8_sigmoid_correction_shared_w2304_v12": dict(  # the table's pair at Kimi Linear's batch 1
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 12},
+        down_schedule={"units": 6}),
     "b2_e64_k6_softmax_apart_v20": dict(
         rows=2, width=1000, hidden=200, experts=64, top_k=6, scoring="softmax", renormalize=False,
         routed_scaling=1.0, gated_schedule={"vectors": 20}, down_schedule={"units": 5, "vectors": 12}),
@@ -135,6 +139,9 @@ EARLY_SHARED_SHAPES = {
     "b1_e256_k8_w2304_shared_u2_v8": dict(
         rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
         shared_units=2, schedule={"vectors": 8}),
+    "b1_e256_k8_w2304_shared_u3_first248_v12": dict(  # the real-size batch-1 launch as the table makes it
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
+        shared_units=3, early_ctas=248, schedule={"vectors": 12}),
     "b1_e256_k8_w2304_shared_u2_v36": dict(
         rows=1, width=2304, hidden=1024, experts=256, top_k=8, shared_hidden=1024, residual=True, eps=1e-5,
         shared_units=2, schedule={"vectors": 36}),
