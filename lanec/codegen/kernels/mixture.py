@@ -72,7 +72,10 @@ from lanec.codegen.kernels.rmsnorm import norm_weight_vectors, normed_rows, warp
 
 UNITS_GATED = 2  # hidden units a warp of mixture_gated (a gate and an up row each)
 UNITS_DOWN = 4  # outputs a warp of mixture_down where its schedule names none (MixtureSchedule)
-VECTORS_IN_FLIGHT = 16  # weight vectors a lane issues before it multiplies any (4 registers each)
+# weight vectors a lane issues before it multiplies any (4 registers each), where the schedule table names none;
+# Kimi Linear's one-row mixture_gated takes 12 (schedules.json: three even chunks of a 2304-wide row, 27-35 us faster
+# a real-size batch-1 step; 20 and 36 were 100 us slower, bench/RESULTS.md 2026-12-03)
+VECTORS_IN_FLIGHT = 16
 NO_KEY = -(2**31)  # below every `ordered_key` of a number: a lane whose experts are all taken
 
 
