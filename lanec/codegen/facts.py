@@ -870,7 +870,8 @@ KDA_GATE_FOLD_ROWS = 1
 KDA_GATE_MODES = (0, 1, 2)  # F_B's reduction order: one MMA chain, four chains, FMA partials
 # The mode the lowering gives every KdaSplit launch: 0, the one chain of eight MMAs the tests and benches measured
 # first. Mode 1 (four chains of two, then three adds) shortens the gate warp's dependent chain before the decays the
-# main threads wait on (bench/RESULTS.md, 2026-12-03).
+# main threads wait on; in the real-size batch-1 step it measured even (1817.5 / 1812.2 against 1812.4 / 1816.5 us,
+# H200, bench/RESULTS.md 2026-12-03), so 0 stays.
 KDA_GATE_MODE = 0
 
 

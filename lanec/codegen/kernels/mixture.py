@@ -902,7 +902,7 @@ class KeptExperts:
         MixtureExpertsSpec(self.name, rows, width, hidden, experts, top_k, shared_hidden, x_pitch).check()
         self.early = bool(early)
         chosen = MixtureSchedule.of(schedule or {})
-        if chosen.units is not None:  # a schedule's units a warp (the default's kernel, and its cache key, unchanged)
+        if chosen.units is not None:  # a schedule's units a warp (a schedule naming none keeps the default's kernel)
             self.units = chosen.units
         self.vectors = chosen.vectors or VECTORS_IN_FLIGHT  # vectors a lane issues a chunk (`rows_dots`)
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
