@@ -518,3 +518,23 @@ def test_the_kimi_example_lowers_its_mixtures():
         assert "form.mixture" not in str(error)
     kinds = [op.kernel.data for op in lowering.block.ops if isinstance(op, lane.LaunchOp)]
     assert kinds.count("mixture_router") == kinds.count("mixture_gated") == kinds.count("mixture_down") == 3
+
+
+def test_every_mixture_table_entry_has_a_gpu_case():
+    """schedules.json's mixture_gated and mixture_down entries join the table once the GPU tests check their
+    specialization: each entry's schedule, at its width, hidden width, top-k and shared expert, is a case of
+    tests/gpu/cases/mixture.py (the experts and rows may be fewer: they change no code the schedule reaches)."""
+    import importlib.util
+
+    from lanec.codegen import schedules
+
+    spec = importlib.util.spec_from_file_location("lanec_cases_mixture", ROOT / "tests" / "gpu" / "cases" / "mixture.py")
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    shapes = [*cases.SHAPES.values(), *cases.EARLY_SHARED_SHAPES.values()]
+    fields = ("width", "hidden", "top_k", "shared_hidden")
+    for kernel, key in (("mixture_gated", "gated_schedule"), ("mixture_down", "down_schedule")):
+        for shape, schedule in schedules.tuned_shapes(kernel):
+            found = [s for s in shapes if all(s.get(f, 0) == shape[f] for f in fields)
+                     and (s.get(key) or (s.get("schedule") if kernel == "mixture_gated" else None)) == schedule]
+            assert found, (kernel, shape, schedule)
