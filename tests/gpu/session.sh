@@ -68,6 +68,8 @@
 #              gated_gemv cases, sanitizer on the o_proj case, rounds of build/pre's plans, --check of one (about 6 minutes)
 #   vectors    the mixture's vectors a lane has in flight (MixtureSchedule vectors): the mixture cases, sanitizer on one,
 #              rounds of build/mv's plans, --check of VECTORS_CHECK (about 6 minutes)
+#   inflight   the merged gemv's warps and mixture_down's units x vectors in the real-size batch-1 step: rounds of
+#              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
@@ -494,6 +496,14 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_v8" vectors.log 120
       step_rounds vectors "${VECTORS_ROUNDS:-2}" build/mv/*.plan
       checked_plans vectors 150 ${VECTORS_CHECK:-} ;;
+    inflight)
+      # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
+      # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:
+      # build/next/*.plan (here: tests/gpu/variant_plan.py [--add] FORM build/next/NAME.plan gemv
+      # 'norm=1,outputs=12576,rows=1,width=2304' '{"warps": 9}' and the like; carry build/next, .whl). INFLIGHT_ROUNDS
+      # rounds, then INFLIGHT_CHECK --check (the plan a table entry would adopt; its kernels' GPU cases first)
+      step_rounds inflight "${INFLIGHT_ROUNDS:-3}" build/next/*.plan
+      checked_plans inflight 150 ${INFLIGHT_CHECK:-} ;;
     review-ncu)
       # the twenty-fifth session's review (warp_normed_row's weights by norm_weight_vectors) re-run: the early-shared
       # and rider cases, compute-sanitizer on the shared warp's case, the real-size batch-1 plan --check. Run it with the
