@@ -531,10 +531,12 @@ def test_every_mixture_table_entry_has_a_gpu_case():
     spec = importlib.util.spec_from_file_location("lanec_cases_mixture", ROOT / "tests" / "gpu" / "cases" / "mixture.py")
     cases = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cases)
-    shapes = [*cases.SHAPES.values(), *cases.EARLY_SHARED_SHAPES.values()]
+    # (shape, its schedule of the kernel): the full mixtures' gated and down schedules, the early-shared gated ones
+    scheduled = {"mixture_gated": [(s, s.get("gated_schedule")) for s in cases.SHAPES.values()]
+                 + [(s, s.get("schedule")) for s in cases.EARLY_SHARED_SHAPES.values()],
+                 "mixture_down": [(s, s.get("down_schedule")) for s in cases.SHAPES.values()]}
     fields = ("width", "hidden", "top_k", "shared_hidden")
-    for kernel, key in (("mixture_gated", "gated_schedule"), ("mixture_down", "down_schedule")):
+    for kernel, candidates in scheduled.items():
         for shape, schedule in schedules.tuned_shapes(kernel):
-            found = [s for s in shapes if all(s.get(f, 0) == shape[f] for f in fields)
-                     and (s.get(key) or (s.get("schedule") if kernel == "mixture_gated" else None)) == schedule]
+            found = [s for s, own in candidates if own == schedule and all(s.get(f, 0) == shape[f] for f in fields)]
             assert found, (kernel, shape, schedule)

@@ -84,7 +84,7 @@ def quick() -> list[dict]:
         # the output gate's product folded (fold-gate-product): Kimi Linear's batch 1 with g_a read in a
         # wider row, speculative tokens, staged state at five CTAs a SM, one CTA a head
         case(32, 1, gate_form="softplus", gate_rank=128, gate_pitch=264),
-        case(32, 1, gate_form="softplus", gate_rank=128, gate_pitch=264, gate_mode=1),  # KDA_GATE_MODE 1's
+        case(32, 1, gate_form="softplus", gate_rank=128, gate_pitch=264, gate_mode=1),  # KDA_GATE_MODE's other order
         case(8, 3, tokens=4, gate_form="softplus", has_bias=True, gate_rank=128),
         case(8, 17, schedule={"early": 2}, gate_rank=128),
         case(8, 128, schedule={"early": 2, "lanes": 32, "occupancy": 5}, gate_rank=128),

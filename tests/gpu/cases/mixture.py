@@ -77,8 +77,9 @@ SHAPES = {
         rows=2, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, correction=True, shared_hidden=1536, shared_gate=True, x_pitch=1280),
     # the vectors a lane has in flight a chunk (MixtureSchedule `vectors`, the table's "mixture_gated" and
-    # "mixture_down" entries): Kimi Linear's widths at 8 (five chunks of a 2304-wide row, the last short) and 36
-    # (the whole row in one chunk), two rows at 20 with a narrower hidden width, and down at 8 and 24
+    # "mixture_down" entries): Kimi Linear's widths at 8 (five chunks of a 2304-wide row, the last short), 36 (the
+    # whole row in one chunk) and the table's 12 (three even chunks), two rows at 20 with a narrower hidden width,
+    # and down at 8, 12 and 24
     "b1_e16_k8_sigmoid_correction_shared_w2304_v8": dict(
         rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 8},
