@@ -966,3 +966,30 @@ def test_the_table_sets_mixture_gated_vectors(monkeypatch):
     tuned = [op for op in launches(form, []) if op.kernel.data == "mixture_gated"]
     assert [spec_of(op).get("schedule") for op in tuned] == [
         {"vectors": 8} if {k: spec_of(op)[k] for k in fields} == shape else None for op in plain]
+
+
+@pytest.mark.parametrize("flag", [False, True], ids=["wait", "ready"])
+def test_mixture_gated_acquires_the_routers_flag_where_the_fact_says(tmp_path, monkeypatch, flag):
+    """MIXTURE_READY_FLAG: each per-row mixture's router and gated launch take one more tensor, the mixture's
+    `.ready` flags [rows] (the router's last, written; the gated launch's last, read), both specs say `ready`, and
+    explain's note names the fact; off, neither does. The grouped path (5 rows and more) never takes it."""
+    import lanec.codegen.lower as lowering
+
+    monkeypatch.setattr(lowering, "MIXTURE_READY_FLAG", flag)
+    for rows in (1, 5):
+        source = tmp_path / f"kimi-b{rows}.mlir"
+        cli(["import", str(ROOT / "examples" / "kimi-linear-48b-a3b.config.json"), "--layers", "2", "--batch",
+             str(rows), "-o", str(source)], standalone_mode=False)
+        tunings: list = []
+        ops = launches(source, tunings)
+        routers = [op for op in ops if op.kernel.data == "mixture_router"]
+        gated = [op for op in ops if op.kernel.data == "mixture_gated"]
+        taken = flag and rows == 1
+        assert len(routers) == 1 and len(gated) == (1 if rows == 1 else 0)
+        assert spec_of(routers[0]).get("ready", False) == taken
+        if gated:
+            assert spec_of(gated[0]).get("ready", False) == taken
+            assert (routers[0].args[-1] == gated[0].args[-1]) == taken  # the flags both take
+        notes = [o for kernel, _, o in tunings if kernel == "mixture_gated" and o.get("ready")]
+        assert len(notes) == (1 if taken else 0)
+        assert all("MIXTURE_READY_FLAG" in o["why"] for o in notes)

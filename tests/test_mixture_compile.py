@@ -540,3 +540,34 @@ def test_every_mixture_table_entry_has_a_gpu_case():
         for shape, schedule in schedules.tuned_shapes(kernel):
             found = [s for s, own in candidates if own == schedule and all(s.get(f, 0) == shape[f] for f in fields)]
             assert found, (kernel, shape, schedule)
+
+
+def test_the_router_raises_a_flag_that_mixture_gated_acquires():
+    """`ready` (MIXTURE_READY_FLAG): the router's last param is its flags [rows] int32, lowered before the launch
+    releases its dependents (a store, then fence.acq_rel.gpu, before `griddepcontrol.launch_dependents`, here after
+    its PDL wait; at its entry where the lowering releases it there) and raised
+    by a release at GPU scope once the row's ids are stored; mixture_gated's last is the same flags, which thread 0
+    spins on (relaxed GPU-scope reads from L2, then a fence) in place of the PDL wait, a named barrier passing it to
+    the warps that dot after it. With the early shared warp that warp keeps its PDL wait before its stores; without
+    it the launch has no PDL wait at all. No local memory. Refused where the router's logits are given."""
+    router = MixtureRouter(1, 2304, 256, 8, correction=True, routed_scaling=2.446, norm=True, eps=1e-5,
+                           residual=True, ready=True)
+    assert router.params()[-1].name == "ready" and router.params()[-1].shape == (1,) and router.params()[-1].written
+    ptx = compiled_for_sm90a(router).ptx
+    assert ptx.index("fence.acq_rel.gpu") < ptx.index("griddepcontrol.launch_dependents")
+    assert ptx.count("st.release.gpu.global.u32") == 1 and ptx.index("st.release.gpu") > ptx.index("redux.sync")
+    assert ".local" not in ptx
+    plain = MixtureGated(2, 1024, 512, 64, 6, shared_hidden=512, ready=True)
+    assert plain.params()[-1].name == "ready" and not plain.params()[-1].written
+    ptx = compiled_for_sm90a(plain).ptx
+    assert "griddepcontrol.wait" not in ptx and ptx.count("ld.relaxed.gpu.global.s32") == 1
+    assert re.search(r"bar\.sync\s+1, ", ptx) and ".local" not in ptx
+    assert ptx.index("ld.relaxed.gpu") < ptx.index("griddepcontrol.launch_dependents")
+    early = MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024, early_shared=True, residual=True, eps=1e-5,
+                         shared_units=3, early_ctas=248, ready=True)
+    ptx = compiled_for_sm90a(early).ptx
+    # the early shared warp's wait, and its twin's past the shared units; the other warps take the flag
+    assert ptx.count("griddepcontrol.wait;") == 2 and ptx.count("ld.relaxed.gpu.global.s32") == 1
+    with pytest.raises(ValueError, match="mixture_router ready: the fused per-row router's flags") as raised:
+        MixtureRouter(64, 2304, 256, 8, logits=True, ready=True)
+    assert "\n" not in str(raised.value)

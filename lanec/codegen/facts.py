@@ -1620,6 +1620,12 @@ MIXTURE_DOWN_EARLY_ROWS: int | None = None
 MIXTURE_EARLY_SHARED_ROWS: int | None = 1
 MIXTURE_EARLY_SHARED_UNITS = 3
 MIXTURE_EARLY_SHARED_CTAS: int | None = 248
+# The per-row path's mixture_gated waits on a flag a row that the fused router raises once the row's ids are
+# stored (`ready`, a release at GPU scope; the router's first CTA lowers it before its dependents launch), not on
+# the PDL wait for the router's grid to end: the routed rows' reads start without the grid's end and its memory
+# flush. Every read of the router's CTAs precedes the flag (the choosing warp has every CTA's scores), so
+# mixture_gated's writes follow them; mixture_down still waits for mixture_gated's end. False: the PDL wait.
+MIXTURE_READY_FLAG = False
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
 # mixture fewer (mixture_groups is 4.7 us a launch in the batch-8 profile, eager). Its 11 GPU cases

@@ -55,6 +55,7 @@ from lanec.codegen.facts import (
     MIXTURE_EARLY_SHARED_ROWS,
     MIXTURE_EARLY_SHARED_UNITS,
     MIXTURE_GROUPED_ROWS,
+    MIXTURE_READY_FLAG,
     MIXTURE_SUM_IN_NORM,
     PAIR_TILE,
     PART_ALIGN,
@@ -1249,8 +1250,15 @@ class Lowering:
             self.tunings.append(("shared_expert", shape, {
                 "launch": "mixture_router" if in_router else "mixture_gated",
                 **({"before_wait": True} if why_early else {}), "why": why_early or why_shared}))
+        ready = None  # the router's flags a row, which mixture_gated acquires in place of its PDL wait
+        fused = router_gemm_spec(rows, width, experts, router.get("x_pitch")) is None
+        if MIXTURE_READY_FLAG and not in_router and fused:
+            ready = self.activation(f"{name}.ready", (rows,), IntegerType(32))
+            self.tunings.append(("mixture_gated", shape, {
+                "ready": True, "why": "MIXTURE_READY_FLAG: mixture_gated acquires the router's flag a row, raised once "
+                "the row's ids are stored, in place of waiting for the router's grid to end"}))
         self.route(op, router, name, x, correction, ids, routing,
-                   shared=(shared[:2], between, hidden, shared_hidden) if in_router else None)
+                   shared=(shared[:2], between, hidden, shared_hidden) if in_router else None, ready=ready)
         why = ("the grouped path is off (MIXTURE_GROUPED_ROWS None; --grouped-experts takes it)"
                if self.grouped_rows is None else f"{rows} rows are at most {self.grouped_rows}: the per-row "
                "kernels read each chosen expert once a row, faster than grouping so few")
@@ -1259,9 +1267,10 @@ class Lowering:
         experts_spec = {"rows": rows, "width": width, "hidden": hidden, "experts": experts, "top_k": top_k,
                         "shared_hidden": shared_hidden, **pitch_of(x), **({"early": True} if early else {})}
         self.launch("mixture_gated", {**experts_spec, **({"shared_in_router": True} if in_router else {}),
-                                      **before_wait, **self.tuned("mixture_gated", shape)},
+                                      **before_wait, **({"ready": True} if ready is not None else {}),
+                                      **self.tuned("mixture_gated", shape)},
                     [x, ids, self.window(op.gate), self.window(op.up), *([] if in_router else shared[:2]), *norm_in,
-                     between])
+                     between, *([ready] if ready is not None else [])])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
         self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape)},
@@ -1316,7 +1325,8 @@ class Lowering:
         return spec, [*norm_in, self.window(norm.weight)], why
 
     def route(self, op: form.MixtureOp, router: dict, name: str, x: Window, correction: list[Window], ids: Window,
-              routing: Window, grouped: bool = False, shared: tuple | None = None) -> list[Window]:
+              routing: Window, grouped: bool = False, shared: tuple | None = None,
+              ready: Window | None = None) -> list[Window]:
         """The router's launches: from ROUTER_GEMM_ROWS rows the logits as one gemm_tc launch (fp32,
         the router rows read once for every row) and mixture_router choosing from them, a warp a
         row; else the fused router (its clusters dot and choose; on the `grouped` path it writes the
@@ -1346,6 +1356,8 @@ class Lowering:
                 extra, pair = {"shared_hidden": shared_hidden, "expert_hidden": hidden}, [*windows, between]
             elif not grouped:
                 extra, pair = self.prefetch_chosen(op, fused, shape)
+            if ready is not None:
+                extra, pair = {**extra, "ready": True}, [*pair, ready]
             self.launch("mixture_router", {**fused, **({"segments": True} if segments else {}), **extra},
                         [*rows_in, self.window(op.router), *correction, ids, routing, *rows_out, *segments, *pair])
             return segments

@@ -68,6 +68,8 @@
 #              gated_gemv cases, sanitizer on the o_proj case, rounds of build/pre's plans, --check of one (about 6 minutes)
 #   vectors    the mixture's vectors a lane has in flight (MixtureSchedule vectors): the mixture cases, sanitizer on one,
 #              rounds of build/mv's plans, --check of VECTORS_CHECK (about 6 minutes)
+#   ready      MIXTURE_READY_FLAG: the batch-1 step with mixture_gated on the router's flags against without,
+#              the flag pairs' GPU cases, compute-sanitizer, the flagged plan's --check
 #   inflight   the merged gemv's warps and mixture_down's units x vectors in the real-size batch-1 step: rounds of
 #              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
@@ -496,6 +498,17 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_v8" vectors.log 120
       step_rounds vectors "${VECTORS_ROUNDS:-2}" build/mv/*.plan
       checked_plans vectors 150 ${VECTORS_CHECK:-} ;;
+    ready)
+      # MIXTURE_READY_FLAG: mixture_gated acquiring the router's flag a row in place of its PDL wait. The real-size
+      # batch-1 step first (build/pl/base.plan and build/pl/rf.plan, the latter from tests/gpu/variant_plan.py --fact
+      # MIXTURE_READY_FLAG=True; carry build/pl, build/gpu, .whl), READY_ROUNDS rounds; then the pairs' GPU cases,
+      # compute-sanitizer on the two-row one and on the real launch pair, and the flagged plan's --check
+      step_rounds ready "${READY_ROUNDS:-3}" build/pl/base.plan build/pl/rf.plan
+      timeout 240 python3 -m pytest tests/gpu/test_mixture.py -q -k "acquires_the_flag" 2>&1 | tail -3 \
+        | tee -a "$logs/ready.log" || status=1
+      sanitize_case tests/gpu/test_mixture.py "acquires_the_flag and b2_e64" ready.log 120 || status=1
+      sanitize_case tests/gpu/test_mixture.py "acquires_the_flag and w2304" ready.log 240 || status=1
+      checked_plans ready 150 build/pl/rf.plan ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
       # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:

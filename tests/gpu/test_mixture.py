@@ -375,3 +375,93 @@ def test_the_shared_warp_norms_before_the_wait(case, stream):
         gated.free()
     v = decoded(shape, inputs)
     check_close(f"{case} hidden", "bfloat16", hidden, hidden_reference(shape, v, chosen))
+
+
+READY = load("lanec_gpu_cases_mixture_ready", HERE / "cases" / "mixture.py").READY_SHAPES
+STEPS = 3
+
+
+def ready_inputs(shape: dict, rng) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fresh inputs of a READY_SHAPES pair, drawn until the interpreter's choice from the rows the router dots
+    (its x, or the rows it norms) hangs on no near tie; with the chosen experts' weights (NaN elsewhere) and the
+    rows the experts read (bf16, as stored)."""
+    rows, width = shape["rows"], shape["width"]
+    for _ in range(50):
+        inputs = draw_routing(shape, rng)
+        rows_in = from_bf16(inputs["x"])[:, :width]
+        if shape.get("norm"):
+            inputs["norm_w"] = to_bf16(F32(1) + F32(0.1) * rng.standard_normal(width, dtype=F32))
+            residual = None
+            if shape["residual"]:
+                inputs["residual"] = to_bf16(rng.standard_normal((rows, width), dtype=F32))
+                residual = from_bf16(inputs["residual"])
+            normed = ops.rmsnorm(rows_in, from_bf16(inputs["norm_w"]), shape["eps"], residual)
+            rows_in = round_bf16(normed[0] if residual is not None else normed)
+        chosen, _, near = route(shape, rows_in, from_bf16(inputs["router"]), inputs.get("correction"))
+        if not near:
+            return {**inputs, **draw_experts(shape, chosen, rng)}, chosen, rows_in
+    raise AssertionError("50 draws of routing inputs each held a near tie")
+
+
+@pytest.mark.parametrize("case", sorted(READY))
+def test_the_gated_launch_acquires_the_flag(case, stream):
+    """MIXTURE_READY_FLAG: mixture_router with `ready` raises a flag a row once that row's ids are stored, and
+    mixture_gated with `ready` acquires it in place of the PDL wait for the router's end. Both are enqueued back to
+    back (the gated launch under PDL: its CTAs start while the router runs) on shared buffers, for STEPS steps:
+    before every step the ids, weights, normed rows and hidden values are poisoned, and the flags are left as the
+    last step raised them (before the first: raised, 1), so a flag the router did not lower first would let
+    mixture_gated read poisoned ids. Every step's ids are the interpreter's choice and its hidden values the
+    interpreter's SwiGLU of the chosen experts of the rows the router wrote."""
+    shape = READY[case]
+    rows = shape["rows"]
+    inputs, chosen, rows_in = ready_inputs(shape, np.random.default_rng())
+    router_art = load_artifact(BUILD / "mixture_router", f"{case}_ready")
+    gated_art = load_artifact(BUILD / "mixture_gated", f"{case}_ready")
+    assert router_art.params and gated_art.params, f"{case}: no artifact; run tests/gpu/build.py"
+    buffers, poisoned = {}, []
+
+    def written(name: str, param) -> None:
+        itemsize = 2 if param.dtype == "bfloat16" else 4
+        buffers[name] = driver.Buffer.empty(int(np.prod(param.shape)) * itemsize)
+        poisoned.append(name)
+
+    try:
+        for param in router_art.params:
+            if param.name == "ready":
+                buffers["ready"] = driver.Buffer.from_array(np.ones(rows, np.int32))  # raised, as a stale step's
+            elif param.written:
+                written(param.name, param)
+            else:
+                buffers[param.name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[param.name]))
+        # the gated launch reads the router's outputs, and (its early shared warp) the router's own input
+        gated_names = {"x": "y" if shape.get("norm") else "x", "norm_x": "x"}
+        for param in gated_art.params:
+            name = gated_names.get(param.name, param.name)
+            if name in buffers:
+                continue
+            if param.written:
+                written(name, param)
+            else:
+                buffers[name] = driver.Buffer.from_array(np.ascontiguousarray(inputs[name]))
+        functions = [(driver.Module(art.cubin).function(art.entry, art.launch), art, names)
+                     for art, names in ((router_art, {}), (gated_art, gated_names))]
+        v = decoded(shape, inputs)
+        v["x"] = rows_in  # the rows the experts read: the router's normed rows where it norms
+        want = hidden_reference(shape, v, chosen)
+        for step in range(STEPS):
+            for name in poisoned:
+                buffers[name].fill(0xFF)
+            for function, art, names in functions:
+                driver.launch(function, art.launch, [buffers[names.get(p.name, p.name)].ptr for p in art.params],
+                              stream)
+            stream.synchronize()
+            ids = buffers["ids"].to_array(np.int32, (rows, shape["top_k"]))
+            differ = np.flatnonzero((ids != chosen).any(axis=1))
+            assert differ.size == 0, f"{case} step {step} ids: rows {differ.tolist()} differ"
+            hidden = from_bf16(buffers["hidden"].to_array(np.uint16, want.shape))
+            check_close(f"{case} step {step} hidden", "bfloat16", hidden, want)
+            flags = buffers["ready"].to_array(np.int32, (rows,))
+            assert (flags == 1).all(), f"{case} step {step}: flags {flags.tolist()} after the step, want all 1"
+    finally:
+        for buffer in buffers.values():
+            buffer.free()

@@ -60,11 +60,13 @@ from lanec.codegen.kernels.primitives import (
     ordered_key,
     prefetch_l2,
     push_float,
+    release_flag,
     shared_bytes,
     sigmoid,
     ticket,
     unpack_bf16,
     wait,
+    wait_flag,
     warp_reduce,
     warp_reduce_interleaved,
 )
@@ -362,7 +364,11 @@ class MixtureRouter:
     the rows its first CTAs read first. A CTA's end waits for its prefetches. By the first CTA's choosing
     lanes, or with ``prefetch_spread`` (a router over a cluster) every CTA receives every score, chooses as
     the first does (the same values: the same code on the same floats) and prefetches its share of the (row,
-    expert, matrix) triples; the first CTA alone stores the choice."""
+    expert, matrix) triples; the first CTA alone stores the choice.
+    ``ready`` (MIXTURE_READY_FLAG; the fused router): a flag a row (`ready` [rows] int32, last param),
+    lowered to 0 by the first CTA before the launch releases its dependents and raised to 1 (a release at
+    GPU scope) by the warp choosing the row once its ids and weights are stored: mixture_gated
+    (`ready`) acquires it in place of waiting for this grid's end."""
 
     name = "mixture_router"
 
@@ -372,7 +378,7 @@ class MixtureRouter:
                  split: int | None = None, rows_a_cta: int | None = None, segments: bool = False,
                  logits: bool = False, norm: bool = False, eps: float = 1e-6, residual: bool = False,
                  shared_hidden: int = 0, expert_hidden: int = 0, prefetch_units: int = 0,
-                 prefetch_spread: bool = False):
+                 prefetch_spread: bool = False, ready: bool = False):
         self.logits = bool(logits)
         self.norm, self.eps, self.residual = bool(norm), float(eps), bool(norm) and bool(residual)
         if self.logits:  # a warp a row chooses from the given logits
@@ -418,6 +424,10 @@ class MixtureRouter:
                              "rows of each chosen expert")
         if self.spread and not self.pushes():
             raise ValueError("mixture_router prefetch_spread: every CTA of a cluster chooses; this router is one CTA")
+        self.ready = bool(ready)
+        if self.ready and (self.logits or self.segments or self.shared_hidden):
+            raise ValueError("mixture_router ready: the fused per-row router's flags (no given logits, segments or "
+                             "shared expert's clusters)")
         if self.segments and self.grouper().warps > self.warps:
             raise ValueError(f"mixture_router segments: the {rows * top_k} pairs take {self.grouper().warps} warps "
                              f"of mixture_groups, and a router CTA has {self.warps}")
@@ -468,6 +478,8 @@ class MixtureRouter:
         if self.prefetch_units:
             params += [TensorParam(name, (self.experts, self.expert_hidden, self.width), "bfloat16")
                        for name in ("gate", "up")]
+        if self.ready:
+            params.append(TensorParam("ready", (self.rows,), "int32", written=True))
         return params
 
     def shared_bytes(self) -> int:
@@ -486,16 +498,18 @@ class MixtureRouter:
     @cute.jit
     def __call__(self, *, logits=None, x=None, residual=None, norm_w=None, router=None, correction=None,
                  ids: cute.Tensor, weights: cute.Tensor, y=None, h=None, starts=None, order=None, tickets=None,
-                 shared_gate=None, shared_up=None, hidden=None, gate=None, up=None):
+                 shared_gate=None, shared_up=None, hidden=None, gate=None, up=None, ready=None):
         launch(self, logits, x, residual, norm_w, router, correction, ids, weights, y, h, starts, order, tickets,
-               shared_gate, shared_up, hidden, gate, up)
+               shared_gate, shared_up, hidden, gate, up, ready)
 
     @cute.kernel
     def kernel(self, logits, x, residual, norm_w, router, correction, ids: cute.Tensor, weights: cute.Tensor, y,
-               h, starts, order, tickets, shared_gate, shared_up, hidden, gate, up):
-        release_dependents_at_entry(self)
+               h, starts, order, tickets, shared_gate, shared_up, hidden, gate, up, ready):
         thread, _, _ = cute.arch.thread_idx()
         rank, block, _ = cute.arch.block_idx()  # a block of rows' CTAs are one cluster: rank in it
+        if cutlass.const_expr(self.ready):
+            self.lower_flags(ready, rank, block, thread)
+        release_dependents_at_entry(self)
         lane, warp = thread % WARP, thread // WARP
         E: cutlass.Constexpr = self.experts
         R: cutlass.Constexpr = self.rows_a_cta
@@ -533,9 +547,24 @@ class MixtureRouter:
                             cute.make_tensor(kept.iterator + warp * WARP, cute.make_layout(WARP)), corrections,
                             ids, weights, block * R + warp, lane,
                             prefetch=(gate, up, rank, warp) if cutlass.const_expr(self.prefetch_units) else None)
+                if cutlass.const_expr(self.ready):
+                    cute.arch.sync_warp()  # every lane's ids and weights are stored
+                    if (lane == 0) & (rank == 0):  # the CTA that stored them (`spread`: every CTA chose)
+                        release_flag(at(ready, block * R + warp), 1)
         if cutlass.const_expr(self.segments):
             if rank == 0:  # a cluster's choosing CTA
                 self.segment_last(ids, starts, order, tickets, tables, thread)
+
+    @cute.jit
+    def lower_flags(self, ready, rank: Int32, block: Int32, thread: Int32):
+        """`ready`: the first CTA's thread 0 lowers its block's row flags to 0, fenced before the launch
+        releases its dependents (which acquire them), so a flag left raised by the last step, or the
+        buffer's first contents, is never taken for this step's."""
+        if (rank == 0) & (thread == 0):
+            for r in cutlass.range_constexpr(self.rows_a_cta):
+                if block * self.rows_a_cta + r < self.rows:
+                    ready[block * self.rows_a_cta + r] = Int32(0)
+            cute.arch.fence_acq_rel_gpu()
 
     @cute.jit
     def arm(self, arrived, rank: Int32, thread: Int32):
@@ -928,14 +957,19 @@ class MixtureGated(KeptExperts):
     params. ``early_shared`` (MIXTURE_EARLY_SHARED_ROWS): the shared warp of the first ``early_ctas``
     CTAs (None: all) norms the router's input itself (params norm_x, residual where ``residual``,
     norm_w, with ``eps``) and dots its ``shared_units`` units (default: the routed warps' 2) before the
-    PDL wait (`shared_before_wait`)."""
+    PDL wait (`shared_before_wait`). ``ready`` (MIXTURE_READY_FLAG): the router raises a flag a row once
+    its ids are stored (`MixtureRouter` ready; param ready [rows] int32, after hidden): thread 0
+    acquires its row's, and a barrier of the warps that dot after the wait passes it on, in place of
+    the PDL wait for the router's end (the early shared warp keeps that wait before its stores)."""
 
     name = "mixture_gated"
     units = UNITS_GATED
 
     def __init__(self, *args, shared_in_router: bool = False, early_shared: bool = False, residual: bool = False,
-                 eps: float = 1e-6, shared_units: int | None = None, early_ctas: int | None = None, **kwargs):
+                 eps: float = 1e-6, shared_units: int | None = None, early_ctas: int | None = None,
+                 ready: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.ready = bool(ready)
         self.shared_in_router = bool(shared_in_router) and self.shared_hidden > 0
         self.own_shared = 0 if self.shared_in_router else self.shared_hidden  # the shared units this launch writes
         if self.shared_in_router:
@@ -963,7 +997,12 @@ class MixtureGated(KeptExperts):
             params += [TensorParam("norm_x", row, "bfloat16"),
                        *([TensorParam("residual", row, "bfloat16")] if self.residual else []),
                        TensorParam("norm_w", (self.width,), "bfloat16")]
-        return params + [self.hidden_param(written=True)]
+        return params + [self.hidden_param(written=True)] + (
+            [TensorParam("ready", (self.rows,), "int32")] if self.ready else [])
+
+    def flag_in_place_of_wait(self) -> bool:
+        """Whether no thread takes the PDL wait (`ready` without the early shared warp, which keeps it)."""
+        return self.ready and not self.early_shared
 
     def touched(self) -> dict[str, int]:
         return {"gate": min(self.experts, self.rows * self.top_k), "up": min(self.experts, self.rows * self.top_k)}
@@ -976,12 +1015,12 @@ class MixtureGated(KeptExperts):
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate=None,
-                 shared_up=None, norm_x=None, residual=None, norm_w=None, hidden: cute.Tensor):
-        launch(self, x, ids, gate, up, shared_gate, shared_up, norm_x, residual, norm_w, hidden)
+                 shared_up=None, norm_x=None, residual=None, norm_w=None, hidden: cute.Tensor, ready=None):
+        launch(self, x, ids, gate, up, shared_gate, shared_up, norm_x, residual, norm_w, hidden, ready)
 
     @cute.kernel
     def kernel(self, x: cute.Tensor, ids: cute.Tensor, gate: cute.Tensor, up: cute.Tensor, shared_gate, shared_up,
-               norm_x, residual, norm_w, hidden: cute.Tensor):
+               norm_x, residual, norm_w, hidden: cute.Tensor, ready):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
         block, row, _ = cute.arch.block_idx()
@@ -996,22 +1035,33 @@ class MixtureGated(KeptExperts):
                 self.shared_before_wait(norm_x, residual, norm_w, shared_gate, shared_up, row, shared_first, lane,
                                         hidden)
             else:
+                after = self.slots
+                if cutlass.const_expr(self.ready):  # the warps past the early one's, where this CTA has it
+                    after = self.slots - 1
+                    if cutlass.const_expr(self.early_ctas is not None):
+                        after = cutlass.select_(block < self.early_ctas, Int32(self.slots - 1), Int32(self.slots))
                 self.after_wait(x, ids, gate, up, shared_gate, shared_up, row, slot, first, shared_first, lane,
-                                hidden)
+                                hidden, (ready, thread, after))
         else:
-            self.after_wait(x, ids, gate, up, shared_gate, shared_up, row, slot, first, shared_first, lane, hidden)
+            self.after_wait(x, ids, gate, up, shared_gate, shared_up, row, slot, first, shared_first, lane, hidden,
+                            (ready, thread, self.slots))
 
     @cute.jit
     def after_wait(self, x, ids, gate, up, shared_gate, shared_up, row: Int32, slot: Int32, first: Int32,
-                   shared_first: Int32, lane: Int32, hidden):
+                   shared_first: Int32, lane: Int32, hidden, flag):
         """A warp that dots after the PDL wait from the router's normed rows x: a routed slot's (`routed`),
-        or the shared warp's (its rows brought into L2 first: weights, known before the router ends)."""
+        or the shared warp's (its rows brought into L2 first: weights, known before the router ends).
+        `flag` (ready, the thread, the warps that take this path): with `ready`, the row's flag in place of
+        the wait (`wait_ready`)."""
         if cutlass.const_expr(self.own_shared > 0):
             if (slot == self.top_k) & (lane == 0) & (shared_first < self.shared_hidden):
                 nbytes = cutlass.min(self.shared_units, self.shared_hidden - shared_first) * (2 * self.width)
                 prefetch_l2(at(shared_gate, shared_first, 0), nbytes)
                 prefetch_l2(at(shared_up, shared_first, 0), nbytes)
-        cute.arch.griddepcontrol_wait()  # every routed weight row read depends on the router's ids
+        if cutlass.const_expr(self.ready):
+            self.wait_ready(*flag, row)
+        else:
+            cute.arch.griddepcontrol_wait()  # every routed weight row read depends on the router's ids
         release_dependents(self)
         if slot < self.top_k:
             self.routed(x, ids, gate, up, row, slot, first, lane, hidden)
@@ -1019,6 +1069,15 @@ class MixtureGated(KeptExperts):
             if cutlass.const_expr(self.own_shared > 0):
                 swiglu_units(x, row, [shared_gate, shared_up], shared_first, self.shared_hidden, self.shared_units,
                              self.width, self.top_k * self.hidden, lane, hidden, in_flight=self.vectors)
+
+    @cute.jit
+    def wait_ready(self, ready, thread: Int32, warps, row: Int32):
+        """`ready`: thread 0 spins on the row's flag (`wait_flag`, an acquire at GPU scope: the router's ids,
+        weights and normed rows, and every read of its CTAs before them); a barrier of the `warps` after-wait
+        warps (the first of them hold thread 0) passes it on. One poller a CTA keeps the flag's L2 line cool."""
+        if thread == 0:
+            wait_flag(at(ready, row), 1)
+        cute.arch.barrier(barrier_id=1, number_of_threads=WARP * warps)
 
     @cute.jit
     def routed(self, x, ids, gate, up, row: Int32, slot: Int32, first: Int32, lane: Int32, hidden):

@@ -808,6 +808,17 @@ def acquire_flag(pointer, value, *, loc=None, ip=None):
     _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)], _spin_text("gpu"), "l,r", loc, ip)
 
 
+@dsl_user_op
+def wait_flag(pointer, value, *, loc=None, ip=None):
+    """Spin until the flag at `pointer` (global) is at least `value` (signed), on relaxed reads at GPU
+    scope (from L2, leaving the SM's L1 alone while it spins), then one fence.acq_rel.gpu: an
+    acquire of what its writer released (`release_flag`), as `acquire_flag` is."""
+    _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
+         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_WAIT_${:uid}:\n\t"
+         "ld.relaxed.gpu.global.s32 v, [$0];\n\t"
+         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_WAIT_${:uid};\n\t}\n\tfence.acq_rel.gpu;", "l,r", loc, ip)
+
+
 # --- the argmax epilogue: 64-bit keys of (value, index), their minimum across a grid ------------
 
 

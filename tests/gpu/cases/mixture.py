@@ -175,3 +175,46 @@ def down_spec(shape: dict) -> dict:
     return {**experts_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {}),
             **({"schedule": shape["down_schedule"]} if "down_schedule" in shape else {})}
 
+
+
+# the router's flag a row in place of mixture_gated's PDL wait (MIXTURE_READY_FLAG: `ready` on both launches):
+# the real-size batch-1 pair as the lowering makes it (the norm folded into the router, the early shared warp in
+# the first 248 CTAs at 3 units, 12 vectors), two rows without a norm (both launches read x), 7 rows at 4 a
+# router cluster (several flags a CTA, the last block part-filled), and every CTA choosing to prefetch
+# (`prefetch_spread`: only the first stores and raises); test_mixture.py's test_the_gated_launch_acquires_the_flag
+READY_SHAPES = {
+    "b1_e256_k8_w2304_norm_first248_v12": dict(
+        rows=1, width=2304, hidden=1024, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, norm=True, residual=True, eps=1e-5,
+        early_shared={"shared_units": 3, "early_ctas": 248}, gated_schedule={"vectors": 12}),
+    "b2_e64_k6_softmax_shared": dict(
+        rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, shared_hidden=512),
+    "b7_e256_k8_g8_norm_r4": dict(
+        rows=7, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=256, rows_a_cta=4, norm=True,
+        residual=False, eps=1e-6),
+    "b1_e256_k8_norm_spread": dict(
+        rows=1, width=1024, hidden=256, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=256, norm=True, residual=True, eps=1e-5,
+        prefetch=True, early_shared={"shared_units": 2}),
+}
+
+
+def ready_router_spec(shape: dict) -> dict:
+    """A READY_SHAPES shape's router: its norm folded in where `norm`, its chosen rows prefetched by every CTA
+    where `prefetch`, and its flags."""
+    spec = {**router_spec(shape), "ready": True}
+    if shape.get("norm"):
+        spec.update(norm=True, eps=shape["eps"], residual=shape["residual"])
+    if shape.get("prefetch"):
+        spec.update(prefetch_units=16, expert_hidden=shape["hidden"], prefetch_spread=True)
+    return spec
+
+
+def ready_gated_spec(shape: dict) -> dict:
+    """A READY_SHAPES shape's gated launch acquiring the router's flags (its shared warp early where `early_shared`)."""
+    spec = {**gated_spec(shape), "ready": True}
+    if shape.get("early_shared"):
+        spec.update(early_shared=True, residual=shape["residual"], eps=shape["eps"], **shape["early_shared"])
+    return spec

@@ -18,6 +18,9 @@ CASES.update({f"{name}_shared_in_router": {**shapes.gated_spec(shape), "shared_i
 CASES.update({f"{name}_early_shared": {**spec, "early_shared": True}
               for name, spec in shapes.EARLY_SHARED_SHAPES.items()})
 
+# acquiring / raising the router's flag a row (mixture.py's READY_SHAPES)
+CASES.update({f"{name}_ready": shapes.ready_gated_spec(shape) for name, shape in shapes.READY_SHAPES.items()})
+
 
 def make(spec: dict):
     from lanec.codegen.kernels.mixture import MixtureGated

@@ -21,6 +21,9 @@ _spec.loader.exec_module(grouped)
 for _name, _shape in grouped.SHAPES.items():
     CASES[f"{_name}_segments"] = {**shapes.router_spec(_shape), "segments": True}
 
+# acquiring / raising the router's flag a row (mixture.py's READY_SHAPES)
+CASES.update({f"{name}_ready": shapes.ready_router_spec(shape) for name, shape in shapes.READY_SHAPES.items()})
+
 
 def fits(name: str, spec: dict) -> bool:
     """Whether the router takes `spec` (a segments case its CTA's warps cannot walk does not build);
