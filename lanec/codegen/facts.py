@@ -1624,7 +1624,12 @@ MIXTURE_EARLY_SHARED_CTAS: int | None = 248
 # stored (`ready`, a release at GPU scope; the router's first CTA lowers it before its dependents launch), not on
 # the PDL wait for the router's grid to end: the routed rows' reads start without the grid's end and its memory
 # flush. Every read of the router's CTAs precedes the flag (the choosing warp has every CTA's scores), so
-# mixture_gated's writes follow them; mixture_down still waits for mixture_gated's end. False: the PDL wait.
+# mixture_gated's writes follow them; mixture_down still waits for mixture_gated's end. Measured on the H200
+# (2026-12-03, `session.sh ready`, bench/model.py, real-size Kimi Linear batch 1, four paired rounds in one command):
+# 1799.2-1806.9 us with the PDL wait, 1820.1-1831.4 with the flag, 0.8 us a mixture slower: the router's fence
+# before its release delays mixture_gated's launch (and the early shared warp under the router), and the spinning
+# thread's fence and barrier follow the flag. Its GPU cases pass, compute-sanitizer is clean and the plan with it
+# agrees with the interpreter (49 of 49). False: the PDL wait; the option and its cases stay.
 MIXTURE_READY_FLAG = False
 # The grouped path's segments written by the router (`MixtureRouter(segments=True)`: the cluster
 # drawing the last ticket runs mixture_groups' work) rather than by a launch of their own: one launch a
