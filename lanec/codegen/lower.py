@@ -1332,8 +1332,8 @@ class Lowering:
         row; else the fused router (its clusters dot and choose; on the `grouped` path it writes the
         segments too where `router_segments` has it; with `shared`, (the shared gate and up windows,
         the hidden values, the routed and the shared units), it runs the shared expert's gated pair
-        too: `shared_in_router`). Returns the segments it wrote (none: the grouped path's
-        mixture_groups launch writes them)."""
+        too: `shared_in_router`; with `ready`, the mixture's flags a row, its last tensor: MIXTURE_READY_FLAG).
+        Returns the segments it wrote (none: the grouped path's mixture_groups launch writes them)."""
         shape = {"rows": router["rows"], "width": router["width"], "experts": router["experts"]}
         gemm = router_gemm_spec(router["rows"], router["width"], router["experts"], router.get("x_pitch"))
         norm = self.router_norms.get(op.x)
