@@ -773,10 +773,10 @@ def _release_text(scope: str) -> str:
     return f"fence.acq_rel.{scope};\n\tst.release.{scope}.global.u32 [$0], $1;"
 
 
-def _spin_text(scope: str) -> str:
-    """Spin until the flag is at least the value (signed), each read an acquire at `scope`."""
+def _spin_text(scope: str, order: str = "acquire") -> str:
+    """Spin until the flag is at least the value (signed), each read `order` (acquire, or relaxed) at `scope`."""
     return ("{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_SPIN_${:uid}:\n\t"
-            f"ld.acquire.{scope}.global.s32 v, [$0];\n\t"
+            f"ld.{order}.{scope}.global.s32 v, [$0];\n\t"
             "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_SPIN_${:uid};\n\t}")
 
 
@@ -814,9 +814,7 @@ def wait_flag(pointer, value, *, loc=None, ip=None):
     scope (from L2, leaving the SM's L1 alone while it spins), then one fence.acq_rel.gpu: an
     acquire of what its writer released (`release_flag`), as `acquire_flag` is."""
     _asm(None, [_address(pointer, loc, ip), _u(value, loc, ip)],
-         "{\n\t.reg .pred p;\n\t.reg .s32 v;\n\tLANEC_WAIT_${:uid}:\n\t"
-         "ld.relaxed.gpu.global.s32 v, [$0];\n\t"
-         "setp.lt.s32 p, v, $1;\n\t@p bra LANEC_WAIT_${:uid};\n\t}\n\tfence.acq_rel.gpu;", "l,r", loc, ip)
+         _spin_text("gpu", "relaxed") + "\n\tfence.acq_rel.gpu;", "l,r", loc, ip)
 
 
 # --- the argmax epilogue: 64-bit keys of (value, index), their minimum across a grid ------------
