@@ -35,6 +35,11 @@ KERNELS = {
     "gated_kimi_b256_g16": lambda: MixtureGroupedGated(256, 2304, 1024, 256, 8, shared_hidden=1024),
     "gated_g32_s4": lambda: MixtureGroupedGated(64, 520, 200, 16, 3, group_rows=32, stages=4),
     "down_kimi_b64_g16": lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, shared_hidden=1024),
+    "gated_kimi_b24_k128_compact": lambda: MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=128,
+                                                              stages=2, compact=True),
+    "down_kimi_b24_k128_compact": lambda: MixtureGroupedDown(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=128,
+                                                            stages=3, compact=True),
+    "gated_apart_compact": lambda: MixtureGroupedGated(7, 520, 200, 16, 2, compact=True),
     "sum_shared_gate_pitched": lambda: MixtureSum(7, 2304, 8, shared=True, shared_gate=True, x_pitch=2560),
     "sum_apart": lambda: MixtureSum(256, 1000, 1),
 }
@@ -105,6 +110,35 @@ def test_the_grouped_products_are_gemm_tcs_mma_machinery():
     assert gated.tile_n == 128 and down.tile_n == 128  # 64 gate beside 64 up rows; 128 outputs
 
 
+def longest_mma_run(ptx: str) -> int:
+    """The most mma.sync instructions between two labels or branches of the PTX."""
+    longest = run = 0
+    for line in ptx.splitlines():
+        if "mma.sync" in line:
+            run += 1
+            longest = max(longest, run)
+        elif line.strip().startswith("$L") or re.search(r"\bbra\b", line):
+            run = 0
+    return longest
+
+
+def test_stages_of_128_k_values_and_the_compact_grid():
+    base = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)
+    wide = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=128, stages=2)
+    assert base.stage_k == 64 and wide.stage_k == 128
+    assert wide.stage_bytes() == 2 * (128 + 16) * (128 + 8)  # a shared row: 256 bytes and 16 of padding
+    assert wide.shared_bytes() <= 113 * 1024  # two CTAs an SM still
+    base_ptx = compiled_for_sm90a(base).ptx
+    wide_ptx = compiled_for_sm90a(wide).ptx
+    # a stage's MMAs are one straight run: twice as many K values a stage, twice the run
+    assert longest_mma_run(wide_ptx) == 2 * longest_mma_run(base_ptx) == 16
+    compact = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, compact=True)
+    assert compact.launch().grid == base.launch().grid  # the same CTAs, in another order
+    assert compact.shared_bytes() > base.shared_bytes()  # the expert a CTA found
+    ptx = compiled_for_sm90a(compact).ptx
+    assert "shfl.sync.up" in ptx and "shfl.sync.up" not in base_ptx  # the chosen experts ranked by a scan
+
+
 def test_the_block_holds_twice_the_mean_segment():
     # Kimi Linear's 256 experts, top 8: a mean of 2 rows an expert at batch 64, 8 at 256, 16 at 512
     assert [MixtureGroupedGated(rows, 2304, 1024, 256, 8).padded_rows for rows in (24, 64, 256, 512, 1024)] == [
@@ -129,6 +163,8 @@ def test_the_block_holds_twice_the_mean_segment():
     (lambda: MixtureSum(7, 512, 2, shared_gate=True), "the gate row scales a shared expert; there is none"),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, group_rows=48), "group_rows 48: one of 16, 32, 64"),
     (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stages=9), "mixture_grouped_down stages 9: 2 to 6"),
+    (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, stage_k=96), "mixture_grouped_gated stage_k 96: 64 or 128"),
+    (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, stage_k=128, stages=6), "mixture_grouped_down stages 6: 2 to 5"),
 ])
 def test_invalid_specializations_say_why(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:

@@ -1357,7 +1357,8 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
 # 49.9 / 82.3. Below 64 rows a cluster a row keeps the most CTAs in flight; from 64 rows on, blocks
 # of 4 win (1.06x at 64, 1.56x at 256); 8 rows a cluster never pays (its block's registers).
 ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
-ROUTER_BLOCK_FROM = 64  # rows from which the router scores 4 rows a cluster
+ROUTER_BLOCK_FROM = 64  # rows from which the router scores ROUTER_BLOCK_ROWS rows a cluster
+ROUTER_BLOCK_ROWS = 4
 # fold-norm-into-router: the normed rows a router CTA keeps in its shared memory (bf16) at most
 ROUTER_NORM_TILE_BYTES = 64 * 1024
 # From this many rows a mixture's router logits are one gemm_tc launch (fp32 out: x against the router
@@ -1434,7 +1435,7 @@ def router_gemm_spec(rows: int, width: int, experts: int, x_pitch: int | None = 
 def router_rows_a_cta(rows: int, warps: int = 4) -> int:
     """The router's rows a cluster for a step of `rows` rows (see ROUTER_ROWS_A_CTA), at most the
     CTA's `warps` (a warp chooses a row)."""
-    wanted = 4 if rows >= ROUTER_BLOCK_FROM else 1
+    wanted = ROUTER_BLOCK_ROWS if rows >= ROUTER_BLOCK_FROM else 1
     return max(r for r in ROUTER_ROWS_A_CTA if r <= min(wanted, warps))
 
 
@@ -1657,6 +1658,10 @@ MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' on
 # DeepSeek's batch 64); the 64-row block keeps what STAGE_BUDGET holds (6).
 MIXTURE_GROUP_BLOCKS = (16, 32, 64)
 MIXTURE_GROUP_STAGES = 4  # blocks below 64 rows: two CTAs an SM
+# The grouped products' K values a stage (64 or 128: a weight row's 128 or 256 bytes a copy) and their grid's order
+# (`compact`: the chosen experts' CTAs first, those of experts no row chose after them), both under measurement.
+MIXTURE_GROUP_STAGE_K = 64
+MIXTURE_GROUP_COMPACT = False
 
 
 def mixture_group_rows(rows: int, top_k: int, experts: int) -> int:

@@ -509,6 +509,18 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_mixture.py "acquires_the_flag and b2_e64" ready.log 120 || status=1
       sanitize_case tests/gpu/test_mixture.py "acquires_the_flag and w2304" ready.log 240 || status=1
       checked_plans ready 150 build/pl/rf.plan ;;
+    grouped)
+      # the grouped products' stages of 128 K values and their compact grid (MIXTURE_GROUP_STAGE_K, MIXTURE_GROUP_COMPACT):
+      # every grouped case (the new ones among them), compute-sanitizer on the compact 128-K case, then GROUPED_ROUNDS
+      # rounds of the real-size steps in build/v31m (here: python tests/gpu/build.py --only mixture_groups
+      # mixture_grouped_gated mixture_grouped_down mixture_sum; tests/gpu/variant_plan.py --fact ... FORM
+      # build/v31m/NAME.plan; carry build/v31m, build/gpu, .whl)
+      timeout 240 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -4 \
+        | tee "$logs/grouped.log"
+      cases_passed grouped || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b64_e8_k2_sigmoid_odd_apart_k128_compact" grouped.log \
+        180 || status=1
+      step_rounds grouped "${GROUPED_ROUNDS:-2}" ${GROUPED_PLANS:-build/v31m/*.plan} ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
       # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:

@@ -87,6 +87,7 @@ class GemmTc:
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
     row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
     min_stages = 2
+    stage_k = TILE_K  # K values a stage (the grouped mixture's products may take 128: `GroupedProduct`)
     # a CTA's fixed cost (the pipeline's fill, the epilogue) in stages' time, for the grid's model
     fill_stages = 2
 
@@ -184,7 +185,7 @@ class GemmTc:
         return choice
 
     def stage_bytes(self) -> int:
-        return 2 * (self.tile_n + self.padded_rows) * PITCH
+        return 2 * (self.tile_n + self.padded_rows) * (self.stage_k + VECTOR)
 
     def partial_pitch(self) -> int:
         return self.tile_n + 4  # fp32 partial tile rows: 16 bytes of padding
@@ -315,10 +316,10 @@ class GemmTc:
 
     @cute.jit
     def multiply(self, buffers, acc, buffer: Int32, warp: Int32, lane: Int32):
-        """acc += this warp's rows x weight rows over one stage's 64 K values."""
+        """acc += this warp's rows x weight rows over one stage's `stage_k` K values."""
         row0 = self.tile_n + (warp // self.warps_n) * self.warp_row_tiles * MMA_M
         col0 = (warp % self.warps_n) * self.warp_col_tiles * MMA_N
-        for kk in cutlass.range_constexpr(TILE_K // (2 * MMA_K)):
+        for kk in cutlass.range_constexpr(self.stage_k // (2 * MMA_K)):
             # one x4 a weight tile: its 8 rows x 32 K values, the B words of both k halves
             b = [ldmatrix_x4(at(buffers, buffer, col0 + ct * MMA_N + lane % 8, kk * 2 * MMA_K + (lane // 8) * VECTOR))
                  for ct in range(self.warp_col_tiles)]

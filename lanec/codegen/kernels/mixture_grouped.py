@@ -37,6 +37,8 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import (
+    MIXTURE_GROUP_COMPACT,
+    MIXTURE_GROUP_STAGE_K,
     VECTOR,
     WARP,
     MixtureGroupedSpec,
@@ -44,7 +46,7 @@ from lanec.codegen.facts import (
     mixture_group_stages,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
-from lanec.codegen.kernels.gemm_tc import MAX_STAGES, MMA_M, MMA_N, PITCH, STAGE_BUDGET, THREADS, TILE_K, GemmTc
+from lanec.codegen.kernels.gemm_tc import MAX_STAGES, MMA_M, MMA_N, STAGE_BUDGET, THREADS, GemmTc
 from lanec.codegen.kernels.mixture import expert_rows, row_dots
 from lanec.codegen.kernels.primitives import (
     alloc,
@@ -72,11 +74,17 @@ class GroupedProduct(GemmTc):
 
     engine = "mma"
 
-    def arrange(self, tile_n: int, group_rows: int, stages: int | None) -> None:
+    def arrange(self, tile_n: int, group_rows: int, stages: int | None, stage_k: int | None = None,
+                compact: bool | None = None) -> None:
         """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile: the
-        spec's, by default `mixture_group_rows`' choice for the shape) and the stages (by default
-        `mixture_group_stages`' for the block, else as many as STAGE_BUDGET holds, at most
-        MAX_STAGES)."""
+        spec's, by default `mixture_group_rows`' choice for the shape), the K values a stage
+        (`stage_k`, 64 or 128: MIXTURE_GROUP_STAGE_K), the grid's order (`compact`:
+        MIXTURE_GROUP_COMPACT, see `expert_of`) and the stages (by default `mixture_group_stages`'
+        for the block, else as many as STAGE_BUDGET holds, at most MAX_STAGES)."""
+        self.stage_k = MIXTURE_GROUP_STAGE_K if stage_k is None else int(stage_k)
+        if self.stage_k not in (64, 128):
+            raise ValueError(f"{self.name} stage_k {self.stage_k}: 64 or 128 K values a stage")
+        self.compact = MIXTURE_GROUP_COMPACT if compact is None else bool(compact)
         self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
         self.arrange_warps()
@@ -86,7 +94,8 @@ class GroupedProduct(GemmTc):
         self.stages = stages or mixture_group_stages(group_rows) or max(self.min_stages, min(MAX_STAGES, fit))
 
     def shared_bytes(self) -> int:
-        return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3)
+        return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3
+                            + ([(4, 16)] if self.compact else []))
 
     def shared_blocks(self) -> int:
         """The grid rows of a folded shared expert: one a block of its segment (every row), so its
@@ -100,6 +109,54 @@ class GroupedProduct(GemmTc):
         first = (expert - self.experts) * self.padded_rows
         return first, cutlass.min(Int32(self.padded_rows), self.rows - first)
 
+    @cute.jit
+    def expert_of(self, starts, slot: Int32, found, tid: Int32) -> Int32:
+        """The expert grid row `slot` multiplies: `experts` and past it the folded shared expert's
+        blocks, `experts + shared_blocks()` none. In grid order, or with `compact` the shared
+        expert's blocks first and then the chosen experts in expert order (`active_expert`): the
+        CTAs of experts no row chose are the grid's last, after the work, where in grid order they
+        sit between the chosen ones."""
+        expert = slot
+        if cutlass.const_expr(self.compact):
+            SB: cutlass.Constexpr = self.shared_blocks()
+            chosen = self.active_expert(starts, cutlass.max(slot - SB, Int32(0)), found, tid)
+            routed = cutlass.select_(chosen < self.experts, chosen, Int32(self.experts + SB))
+            expert = cutlass.select_(slot < SB, slot + self.experts, routed)
+        return expert
+
+    @cute.jit
+    def active_expert(self, starts, rank_wanted: Int32, found, tid: Int32) -> Int32:
+        """The `rank_wanted`-th expert in expert order whose segment is not empty, or `experts`
+        where fewer are: the first warp reads the segments' starts (lane l holds experts l * held
+        ..), ranks the non-empty ones by a shuffle scan, and the lane holding it leaves it in
+        `found` [1] for the CTA."""
+        E: cutlass.Constexpr = self.experts
+        held: cutlass.Constexpr = -(-E // WARP)
+        if tid < WARP:
+            marks = cute.make_rmem_tensor(held, Int32)
+            total = Int32(0)
+            previous = starts[cutlass.min(tid * held, Int32(E))]
+            for j in cutlass.range_constexpr(held):
+                e = tid * held + j
+                following = starts[cutlass.min(e + 1, Int32(E))]
+                marks[j] = cutlass.select_((e < E) & (following > previous), Int32(1), Int32(0))
+                previous = following
+                total = total + marks[j]
+            inclusive = total
+            for offset in (1, 2, 4, 8, 16):
+                below = cute.arch.shuffle_sync_up(inclusive, offset)
+                inclusive = inclusive + cutlass.select_(tid >= offset, below, Int32(0))
+            if tid == 0:
+                found[0] = Int32(E)
+            cute.arch.sync_warp()  # the default is stored before the holder's expert
+            rank = inclusive - total
+            for j in cutlass.range_constexpr(held):
+                if (marks[j] == 1) & (rank == rank_wanted):
+                    found[0] = tid * held + j
+                rank = rank + marks[j]
+        cute.arch.sync_threads()
+        return found[0]
+
     def launch(self) -> LaunchShape:
         """A CTA an (output tile, expert) pair; a folded shared expert's blocks are more expert rows."""
         return LaunchShape(grid=(self.n_tiles, self.experts + self.shared_blocks(), 1),
@@ -108,10 +165,11 @@ class GroupedProduct(GemmTc):
     def tables(self, smem):
         """The stage buffers and the block's tables (sources, targets, scales)."""
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
-        layout = cute.make_layout((self.stages, rows_a_stage, PITCH), stride=(rows_a_stage * PITCH, PITCH, 1))
+        P: cutlass.Constexpr = self.stage_k + VECTOR  # 16 bytes of padding: ldmatrix's 8 rows in 8 bank groups
+        layout = cute.make_layout((self.stages, rows_a_stage, P), stride=(rows_a_stage * P, P, 1))
         buffers = smem.allocate_tensor(cutlass.BFloat16, layout, 128)
         return (buffers, alloc(smem, Int32, self.padded_rows), alloc(smem, Int32, self.padded_rows),
-                alloc(smem, Float32, self.padded_rows))
+                alloc(smem, Float32, self.padded_rows), alloc(smem, Int32, 1) if self.compact else None)
 
     @cute.jit
     def accumulate(self, act, weights, sources, buffers, acc, n0: Int32, inner: cutlass.Constexpr,
@@ -120,7 +178,7 @@ class GroupedProduct(GemmTc):
         values: the copies of `stages - 1` stages ahead of the one multiplied (the first stages'
         weights one group each, their rows one group, then a group a stage: `wait_stage`)."""
         S: cutlass.Constexpr = self.stages
-        tiles: cutlass.Constexpr = -(-inner // TILE_K)
+        tiles: cutlass.Constexpr = -(-inner // self.stage_k)
         acc.fill(0.0)
         for s in cutlass.range_constexpr(S - 1):
             if cutlass.const_expr(s < tiles):
@@ -148,8 +206,8 @@ class GroupedProduct(GemmTc):
         One matrix: its rows n0.. in order. A gated pair (gate, up): warp column j's 2 h shared rows
         (h = half its weight rows: 16, or 8 in blocks of fewer than 64 rows) are gate units n0 + h j..
         then the same up units, so a warp's accumulators hold both."""
-        V: cutlass.Constexpr = TILE_K // VECTOR
-        col = k_tile * TILE_K
+        V: cutlass.Constexpr = self.stage_k // VECTOR
+        col = k_tile * self.stage_k
         if cutlass.const_expr(len(weights) == 1):
             for j in cutlass.range_constexpr(self.tile_n * V // THREADS):
                 c = tid + j * THREADS
@@ -176,14 +234,14 @@ class GroupedProduct(GemmTc):
     def load_block(self, act, sources, buffers, buffer, k_tile, inner: cutlass.Constexpr, tid: Int32):
         """cp.async of the block's rows (act row `sources[i]`) at K stage `k_tile`, after the
         weight rows; zeros past K and in the padding rows (source -1)."""
-        V: cutlass.Constexpr = TILE_K // VECTOR
+        V: cutlass.Constexpr = self.stage_k // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
         for j in cutlass.range_constexpr(-(-copies // THREADS)):
             c = tid + j * THREADS
             i, v = c // V, c % V
             if c < copies:
                 row = sources[i]
-                col = k_tile * TILE_K + v * VECTOR
+                col = k_tile * self.stage_k + v * VECTOR
                 keep = (row >= 0) & (col < inner)
                 source = at(act, cutlass.max(row, Int32(0)), cutlass.min(col, inner - VECTOR))
                 copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, v * VECTOR), source, keep)
@@ -198,12 +256,13 @@ class MixtureGroupedGated(GroupedProduct):
     name = "mixture_grouped_gated"
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None):
+                 x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None,
+                 stage_k: int | None = None, compact: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch, group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
-        self.arrange(2 * PAIR_UNITS, group_rows, stages)
+        self.arrange(2 * PAIR_UNITS, group_rows, stages, stage_k, compact)
         self.n_tiles = -(-max(hidden, shared_hidden) // PAIR_UNITS)
 
     def params(self) -> list[TensorParam]:
@@ -232,14 +291,15 @@ class MixtureGroupedGated(GroupedProduct):
                shared_gate, shared_up, hidden: cute.Tensor, shared):
         release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
-        n_tile, expert, _ = cute.arch.block_idx()
+        n_tile, slot, _ = cute.arch.block_idx()
         warp, lane = tid // WARP, tid % WARP
         smem = cutlass.memory.SmemAllocator()
-        buffers, sources, targets, _ = self.tables(smem)
+        buffers, sources, targets, _, found = self.tables(smem)
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         n0 = n_tile * PAIR_UNITS
         cute.arch.griddepcontrol_wait()  # the segments are mixture_groups'
         release_dependents(self)
+        expert = self.expert_of(starts, slot, found, tid)
         if expert < self.experts:
             if n0 < self.hidden:
                 pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
@@ -248,7 +308,7 @@ class MixtureGroupedGated(GroupedProduct):
                             sources, targets, acc, n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
-                if n0 < self.shared_hidden:
+                if (n0 < self.shared_hidden) & (expert < self.experts + self.shared_blocks()):
                     first, count = self.shared_block(expert)
                     self.blocks(x, [shared_gate, shared_up], order, shared, first, count, False, self.shared_hidden,
                                 buffers, sources, targets, acc, n0, tid, warp, lane)
@@ -306,13 +366,14 @@ class MixtureGroupedDown(GroupedProduct):
     name = "mixture_grouped_down"
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 group_rows: int | None = None, stages: int | None = None):
+                 group_rows: int | None = None, stages: int | None = None, stage_k: int | None = None,
+                 compact: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, group_rows=group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
-        self.arrange(DOWN_OUTPUTS, group_rows, stages)
+        self.arrange(DOWN_OUTPUTS, group_rows, stages, stage_k, compact)
         self.n_tiles = -(-width // DOWN_OUTPUTS)
 
     def params(self) -> list[TensorParam]:
@@ -338,14 +399,15 @@ class MixtureGroupedDown(GroupedProduct):
                down: cute.Tensor, shared, shared_down, partial: cute.Tensor):
         release_dependents_at_entry(self)
         tid, _, _ = cute.arch.thread_idx()
-        n_tile, expert, _ = cute.arch.block_idx()
+        n_tile, slot, _ = cute.arch.block_idx()
         warp, lane = tid // WARP, tid % WARP
         smem = cutlass.memory.SmemAllocator()
-        buffers, sources, targets, scales = self.tables(smem)
+        buffers, sources, targets, scales, found = self.tables(smem)
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
         n0 = n_tile * DOWN_OUTPUTS
         cute.arch.griddepcontrol_wait()  # the hidden values, segments and routing weights are predecessors'
         release_dependents(self)
+        expert = self.expert_of(starts, slot, found, tid)
         if expert < self.experts:
             rows = expert_rows(down, expert, self.width, self.hidden)
             first = starts[expert]
@@ -353,9 +415,10 @@ class MixtureGroupedDown(GroupedProduct):
                         buffers, sources, targets, scales, acc, n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
-                first, count = self.shared_block(expert)
-                self.blocks(shared, shared_down, order, weights, partial, first, count, False, self.shared_hidden,
-                            buffers, sources, targets, scales, acc, n0, tid, warp, lane)
+                if expert < self.experts + self.shared_blocks():
+                    first, count = self.shared_block(expert)
+                    self.blocks(shared, shared_down, order, weights, partial, first, count, False,
+                                self.shared_hidden, buffers, sources, targets, scales, acc, n0, tid, warp, lane)
 
     @cute.jit
     def blocks(self, act, rows, order, weights, partial, first: Int32, count: Int32, routed: cutlass.Constexpr,

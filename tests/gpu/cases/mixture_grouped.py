@@ -7,7 +7,8 @@ as tests/gpu/test_mixture.py draws it) from sigmoid and softmax scores, grouped 
 one expert chosen by every row ("same"), experts chosen by no row (most of 256 at batch 7), and
 segments longer than a block (64 rows at 8 and 16 experts at batch 256; 16 rows elsewhere, and 32
 rows with 4 stages at Kimi's routing); the shared expert folded
-(with and without its gate row, narrower and wider than a routed expert) and apart."""
+(with and without its gate row, narrower and wider than a routed expert) and apart; stages of 128 K
+values and the compact grid (the chosen experts' CTAs first), alone and together."""
 
 SHAPES = {
     "b7_e8_k1_sigmoid_apart": dict(
@@ -47,6 +48,21 @@ SHAPES = {
     "b256_e8_k8_softmax_apart": dict(  # every row chooses every expert: 4 blocks of 64 rows each
         rows=256, width=512, hidden=512, experts=8, top_k=8, scoring="softmax", renormalize=False,
         routed_scaling=1.0),
+    # stages of 128 K values (`stage_k`) and the chosen experts' CTAs first (`compact`):
+    "b24_e256_k8_sigmoid_correction_shared_compact": dict(  # Kimi Linear's routing at 24 rows: most experts
+        # unchosen, the shared expert's two blocks first
+        rows=24, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=264, compact=True),
+    "b7_e256_k8_g8_sigmoid_correction_shared_k128": dict(  # K's tail: 1032 = 8 stages of 128 + 8
+        rows=7, width=1032, hidden=768, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768, stage_k=128, stages=2),
+    "b64_e8_k2_sigmoid_odd_apart_k128_compact": dict(  # every expert chosen; K tails 520 and 200
+        rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.0, stage_k=128, stages=3, compact=True),
+    "b256_e16_k2_softmax_pitched_wider_shared_k128_compact": dict(  # segments of several 64-row blocks
+        rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, stage_k=128, stages=2,
+        compact=True),
 }
 
 
@@ -56,12 +72,12 @@ def groups_spec(shape: dict) -> dict:
 
 def gated_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch",
-                                  "group_rows", "stages") if k in shape}
+                                  "group_rows", "stages", "stage_k", "compact") if k in shape}
 
 
 def down_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
-                                  "stages") if k in shape}
+                                  "stages", "stage_k", "compact") if k in shape}
 
 
 def sum_spec(shape: dict) -> dict:
