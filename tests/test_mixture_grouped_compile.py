@@ -123,17 +123,19 @@ def longest_mma_run(ptx: str) -> int:
 
 
 def test_stages_of_128_k_values_and_the_compact_grid():
-    base = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)
-    wide = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=128, stages=2)
-    assert base.stage_k == 64 and wide.stage_k == 128
+    base = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64)
+    wide = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)  # blocks of 16 rows: 128 by default
+    assert (base.stage_k, base.stages) == (64, 4) and (wide.stage_k, wide.stages) == (128, 2)
+    assert MixtureGroupedGated(1024, 2304, 1024, 256, 8).stage_k == 64  # blocks of 64 rows keep 64 (6 stages)
     assert wide.stage_bytes() == 2 * (128 + 16) * (128 + 8)  # a shared row: 256 bytes and 16 of padding
     assert wide.shared_bytes() <= 113 * 1024  # two CTAs an SM still
     base_ptx = compiled_for_sm90a(base).ptx
     wide_ptx = compiled_for_sm90a(wide).ptx
     # a stage's MMAs are one straight run: twice as many K values a stage, twice the run
     assert longest_mma_run(wide_ptx) == 2 * longest_mma_run(base_ptx) == 16
-    compact = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, compact=True)
+    compact = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64, compact=True)
     assert compact.launch().grid == base.launch().grid  # the same CTAs, in another order
+    assert not base.compact and MixtureGroupedDown(64, 2304, 1024, 256, 8).compact  # from 64 rows by default
     assert compact.shared_bytes() > base.shared_bytes()  # the expert a CTA found
     ptx = compiled_for_sm90a(compact).ptx
     assert "shfl.sync.up" in ptx and "shfl.sync.up" not in base_ptx  # the chosen experts ranked by a scan
@@ -147,8 +149,8 @@ def test_the_block_holds_twice_the_mean_segment():
     assert down.padded_rows == 64 and down.stages == 6
     small = MixtureGroupedDown(64, 2304, 1024, 256, 8)
     assert (small.warps_m, small.warps_n, small.warp_row_tiles, small.warp_col_tiles) == (1, 8, 1, 2)
-    assert small.stages == 4  # blocks below 64 rows: two CTAs an SM
-    assert MixtureGroupedDown(64, 2304, 1024, 256, 8, stages=6).stages == 6
+    assert (small.stage_k, small.stages) == (128, 2)  # blocks below 64 rows: two CTAs an SM
+    assert MixtureGroupedDown(64, 2304, 1024, 256, 8, stage_k=64, stages=6).stages == 6
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -162,7 +164,8 @@ def test_the_block_holds_twice_the_mean_segment():
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, x_pitch=500), "x pitch 500: at least the row's 512 values"),
     (lambda: MixtureSum(7, 512, 2, shared_gate=True), "the gate row scales a shared expert; there is none"),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, group_rows=48), "group_rows 48: one of 16, 32, 64"),
-    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stages=9), "mixture_grouped_down stages 9: 2 to 6"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stages=9), "mixture_grouped_down stages 9: 2 to 5"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stage_k=64, stages=9), "mixture_grouped_down stages 9: 2 to 6"),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, stage_k=96), "mixture_grouped_gated stage_k 96: 64 or 128"),
     (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, stage_k=128, stages=6), "mixture_grouped_down stages 6: 2 to 5"),
 ])
@@ -294,8 +297,9 @@ def test_compile_and_explain_take_the_knob(tmp_path):
         assert kernel in shown.output
     explained = CliRunner().invoke(main, ["explain", "--grouped-experts", str(source)])
     assert explained.exit_code == 0, explained.output
-    assert "path grouped group_rows 16: 3 rows are above 0" in explained.output
-    assert "in blocks of 16 rows (a segment's mean is 0.4 rows)" in explained.output
+    assert "path grouped group_rows 16 stage_k 128 compact False: 3 rows are above 0" in explained.output
+    assert ("in blocks of 16 rows (a segment's mean is 0.4 rows), 128 K values a stage, the grid in expert order"
+            in explained.output)
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
     assert (f"path per-row: 3 rows are at most {MIXTURE_GROUPED_ROWS}: the per-row kernels read each chosen expert "

@@ -1657,11 +1657,23 @@ MIXTURE_GROUP_MAX_PAIRS = 16384  # (row, chosen expert) pairs mixture_groups' on
 # share an SM (16:4 against 16:6: 910 against 962 us at Kimi's batch 256, 4655 against 4701 at
 # DeepSeek's batch 64); the 64-row block keeps what STAGE_BUDGET holds (6).
 MIXTURE_GROUP_BLOCKS = (16, 32, 64)
-MIXTURE_GROUP_STAGES = 4  # blocks below 64 rows: two CTAs an SM
-# The grouped products' K values a stage (64 or 128: a weight row's 128 or 256 bytes a copy) and their grid's order
-# (`compact`: the chosen experts' CTAs first, those of experts no row chose after them), both under measurement.
-MIXTURE_GROUP_STAGE_K = 64
-MIXTURE_GROUP_COMPACT = False
+# The grouped products' K values a stage in blocks below 64 rows (`stage_k`: a weight row's 256 bytes a copy, where
+# 64 K values copy 128), and their stages there by stage_k (two CTAs an SM either way). Measured on the H200
+# (2026-12-03, tests/gpu/session.sh grouped, bench/model.py --side lanec, the real-size Kimi Linear steps at 1k keys,
+# two rounds): 128 K values at 2 stages against 64 at 4 take 3 speculative tokens at batch 8 (24 rows) from
+# 10247 / 10246 to 10129 / 10127 us and batch 64 from 14786 / 14785 to 14611 / 14632; 128 at 3 stages (one CTA an
+# SM) 10602 / 10598. The 64-row block keeps 64 K values at the stages STAGE_BUDGET holds (not measured at 128).
+# With the compact grid below (one command on another H200): batch 8 6233 -> 6200 us, batch 64 14792 -> 14572, but
+# batch 256 30538 -> 30827 (+0.9%: a segment of 8 rows a mean there, and one stage in flight behind the one
+# multiplied where 64 K values keep three), so only below MIXTURE_GROUP_WIDE_BELOW rows (128 rows not measured).
+MIXTURE_GROUP_STAGE_K = 128
+MIXTURE_GROUP_STAGES = {64: 4, 128: 2}
+MIXTURE_GROUP_WIDE_BELOW = 256
+# From this many rows (and below MIXTURE_GROUP_WIDE_BELOW) the grouped products' grid is compact (`compact`: the
+# chosen experts' CTAs first, those of experts no row chose after them, where grid order interleaves them). Measured
+# as above, with 128 K values a stage: batch 64 14611 / 14632 -> 14591 / 14565 us; 24 rows 10129 / 10127 -> 10149 /
+# 10157 (each CTA's scan of the segments costs more than the order saves there), so from 64 rows.
+MIXTURE_GROUP_COMPACT_ROWS = 64
 
 
 def mixture_group_rows(rows: int, top_k: int, experts: int) -> int:
@@ -1670,9 +1682,20 @@ def mixture_group_rows(rows: int, top_k: int, experts: int) -> int:
     return next((block for block in MIXTURE_GROUP_BLOCKS if block >= 2 * mean), MIXTURE_GROUP_BLOCKS[-1])
 
 
-def mixture_group_stages(group_rows: int) -> int | None:
-    """The grouped products' stages at `group_rows` (None: as many as the stage budget holds)."""
-    return MIXTURE_GROUP_STAGES if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
+def mixture_group_stage_k(group_rows: int, rows: int) -> int:
+    """The grouped products' K values a stage at `group_rows` a block and `rows` rows (see
+    MIXTURE_GROUP_STAGE_K)."""
+    return MIXTURE_GROUP_STAGE_K if group_rows < MIXTURE_GROUP_BLOCKS[-1] and rows < MIXTURE_GROUP_WIDE_BELOW else 64
+
+
+def mixture_group_stages(group_rows: int, stage_k: int = 64) -> int | None:
+    """The grouped products' stages at `group_rows` and `stage_k` (None: as many as the stage budget holds)."""
+    return MIXTURE_GROUP_STAGES.get(stage_k) if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
+
+
+def mixture_group_compact(rows: int) -> bool:
+    """Whether the grouped products' grid at `rows` rows is compact (see MIXTURE_GROUP_COMPACT_ROWS)."""
+    return MIXTURE_GROUP_COMPACT_ROWS is not None and MIXTURE_GROUP_COMPACT_ROWS <= rows < MIXTURE_GROUP_WIDE_BELOW
 
 
 @dataclass(frozen=True)

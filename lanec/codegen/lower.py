@@ -76,7 +76,9 @@ from lanec.codegen.facts import (
     Q8GemmSpec,
     RmsNormSpec,
     latent_engine_reason,
+    mixture_group_compact,
     mixture_group_rows,
+    mixture_group_stage_k,
     part_places,
     quantized_pitch,
     router_block_reason,
@@ -1236,10 +1238,13 @@ class Lowering:
         if self.grouped_rows is not None and rows > self.grouped_rows:
             segments = self.route(op, router, name, x, correction, ids, routing, grouped=True)
             block = mixture_group_rows(rows, top_k, experts)
+            stage_k, compact = mixture_group_stage_k(block, rows), mixture_group_compact(rows)
             self.tunings.append(("mixture", shape, {
-                "path": "grouped", "group_rows": block,
+                "path": "grouped", "group_rows": block, "stage_k": stage_k, "compact": compact,
                 "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
-                       f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows)"}))
+                       f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows), {stage_k} K values "
+                       "a stage, " + ("the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact else
+                                      "the grid in expert order")}))
             self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return
         between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))

@@ -72,6 +72,10 @@
 #              the flag pairs' GPU cases, compute-sanitizer, the flagged plan's --check
 #   inflight   the merged gemv's warps and mixture_down's units x vectors in the real-size batch-1 step: rounds of
 #              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
+#   grouped    the grouped products' stage_k and compact grid as options: every grouped case, sanitizer on one,
+#              rounds of build/v31m's plans (180 s at 2 rounds of 9)
+#   grouped-adopt  the same adopted: the cases, sanitizer, each shape's step before and after (build/v31f), the
+#              24- and 64-row plans' --check, both against the chain (432 s)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
 #              the real-size batch-1 step with the fold at 2, 4 and 8 rows a CTA, with and without the lm head's fold
 #   norm-fold  the fold at 4 rows a CTA across the families: cases, sanitizer, --check and each step against its
@@ -521,6 +525,22 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_mixture_grouped.py "matches and b64_e8_k2_sigmoid_odd_apart_k128_compact" grouped.log \
         180 || status=1
       step_rounds grouped "${GROUPED_ROUNDS:-2}" ${GROUPED_PLANS:-build/v31m/*.plan} ;;
+    grouped-adopt)
+      # the grouped products' adopted defaults (128 K values a stage below 256 rows, the compact grid from 64): every
+      # grouped case, compute-sanitizer on the compact 24-row case, one round of each shape's step before (BASE) and
+      # after (NEW: build/v31f/SHAPE-base.plan and SHAPE-new.plan for b8, b256, spec3-b8, b64), the new 24- and
+      # 64-row plans' --check, and both against the chain (carry build/v31f, build/plans, build/gpu, .whl, .anchors;
+      # 432 s on the H200)
+      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
+        | tee "$logs/grouped-adopt.log"
+      cases_passed grouped-adopt || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_compact" \
+        grouped-adopt.log 60 || status=1
+      for shape in b8 b256 spec3-b8 b64; do step_rounds grouped-adopt 1 build/v31f/$shape-base.plan build/v31f/$shape-new.plan; done
+      OPENBLAS_NUM_THREADS=1 checked_plans grouped-adopt 230 build/plans/kimi-full-spec3-b8-c1k.plan \
+        build/plans/kimi-full-b64-c1k.plan
+      timeout 200 python3 bench/model.py build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan 2>&1 \
+        | tail -4 | tee -a "$logs/grouped-adopt.log" ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
       # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:

@@ -37,12 +37,12 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import (
-    MIXTURE_GROUP_COMPACT,
-    MIXTURE_GROUP_STAGE_K,
     VECTOR,
     WARP,
     MixtureGroupedSpec,
+    mixture_group_compact,
     mixture_group_rows,
+    mixture_group_stage_k,
     mixture_group_stages,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
@@ -78,20 +78,22 @@ class GroupedProduct(GemmTc):
                 compact: bool | None = None) -> None:
         """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile: the
         spec's, by default `mixture_group_rows`' choice for the shape), the K values a stage
-        (`stage_k`, 64 or 128: MIXTURE_GROUP_STAGE_K), the grid's order (`compact`:
-        MIXTURE_GROUP_COMPACT, see `expert_of`) and the stages (by default `mixture_group_stages`'
-        for the block, else as many as STAGE_BUDGET holds, at most MAX_STAGES)."""
-        self.stage_k = MIXTURE_GROUP_STAGE_K if stage_k is None else int(stage_k)
+        (`stage_k`, 64 or 128: by default `mixture_group_stage_k`'s for the block and rows), the grid's order
+        (`compact`, see `expert_of`: by default `mixture_group_compact`'s for the rows) and the stages
+        (by default `mixture_group_stages`' for the block and stage_k, else as many as STAGE_BUDGET
+        holds, at most MAX_STAGES)."""
+        self.stage_k = mixture_group_stage_k(group_rows, self.rows) if stage_k is None else int(stage_k)
         if self.stage_k not in (64, 128):
             raise ValueError(f"{self.name} stage_k {self.stage_k}: 64 or 128 K values a stage")
-        self.compact = MIXTURE_GROUP_COMPACT if compact is None else bool(compact)
+        self.compact = mixture_group_compact(self.rows) if compact is None else bool(compact)
         self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
         self.arrange_warps()
         fit = STAGE_BUDGET // self.stage_bytes()
         if stages is not None and not self.min_stages <= stages <= min(MAX_STAGES, fit):
             raise ValueError(f"{self.name} stages {stages}: {self.min_stages} to {min(MAX_STAGES, fit)}")
-        self.stages = stages or mixture_group_stages(group_rows) or max(self.min_stages, min(MAX_STAGES, fit))
+        self.stages = stages or mixture_group_stages(group_rows, self.stage_k) or max(self.min_stages,
+                                                                                     min(MAX_STAGES, fit))
 
     def shared_bytes(self) -> int:
         return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3

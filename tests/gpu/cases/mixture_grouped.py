@@ -56,6 +56,9 @@ SHAPES = {
     "b7_e256_k8_g8_sigmoid_correction_shared_k128": dict(  # K's tail: 1032 = 8 stages of 128 + 8
         rows=7, width=1032, hidden=768, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768, stage_k=128, stages=2),
+    "b64_e64_k4_softmax_shared_gate_row_g16_k64": dict(  # 64 K values a stage, grid order: the path before
+        rows=64, width=512, hidden=512, experts=64, top_k=4, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=512, shared_gate=True, group_rows=16, stage_k=64, compact=False),
     "b64_e8_k2_sigmoid_odd_apart_k128_compact": dict(  # every expert chosen; K tails 520 and 200
         rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, stage_k=128, stages=3, compact=True),
