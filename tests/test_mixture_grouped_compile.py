@@ -141,6 +141,25 @@ def test_stages_of_128_k_values_and_the_compact_grid():
     assert "shfl.sync.up" in ptx and "shfl.sync.up" not in base_ptx  # the chosen experts ranked by a scan
 
 
+def test_swizzled_stage_rows():
+    padded = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)
+    swizzled = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, swizzle=True)
+    assert (swizzled.pitch(), padded.pitch()) == (128, 136)
+    assert swizzled.stages == 3 and 2 * (swizzled.shared_bytes() + 1024) <= 228 * 1024  # 3 stages, 2 CTAs an SM
+    # a row's 16 vectors: each half's 8 permuted by the row's low bits, never across the halves
+    for row in range(16):
+        places = [swizzled.stage_column(row, 8 * v) // 8 for v in range(16)]
+        assert sorted(places[:8]) == list(range(8)) and sorted(places[8:]) == list(range(8, 16))
+        assert places[0] == row % 8
+    # ldmatrix's 8 rows at one vector land in 8 different 16-byte bank groups
+    for v in range(16):
+        assert len({swizzled.stage_column(row, 8 * v) % 64 for row in range(8)}) == 8
+    assert [padded.stage_column(5, 8 * v) for v in range(4)] == [0, 8, 16, 24]
+    ptx = compiled_for_sm90a(swizzled).ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert longest_mma_run(ptx) == 16
+
+
 def test_the_block_holds_twice_the_mean_segment():
     # Kimi Linear's 256 experts, top 8: a mean of 2 rows an expert at batch 64, 8 at 256, 16 at 512
     assert [MixtureGroupedGated(rows, 2304, 1024, 256, 8).padded_rows for rows in (24, 64, 256, 512, 1024)] == [

@@ -1669,6 +1669,11 @@ MIXTURE_GROUP_BLOCKS = (16, 32, 64)
 MIXTURE_GROUP_STAGE_K = 128
 MIXTURE_GROUP_STAGES = {64: 4, 128: 2}
 MIXTURE_GROUP_WIDE_BELOW = 256
+# The grouped products' stage rows swizzled (`swizzle`: vector v of a row's 128 bytes at v ^ (row % 8), no padding)
+# rather than padded by 16 bytes: the 6% of shared memory the padding takes is what a third stage of 128 K values
+# (or a sixth of 64) needs beside a second CTA on the SM, MIXTURE_GROUP_STAGES_SWIZZLED. Not measured yet: off.
+MIXTURE_GROUP_SWIZZLE = False
+MIXTURE_GROUP_STAGES_SWIZZLED = {64: 6, 128: 3}
 # From this many rows (and below MIXTURE_GROUP_WIDE_BELOW) the grouped products' grid is compact (`compact`: the
 # chosen experts' CTAs first, those of experts no row chose after them, where grid order interleaves them). Measured
 # as above, with 128 K values a stage: batch 64 14611 / 14632 -> 14591 / 14565 us; 24 rows 10129 / 10127 -> 10149 /
@@ -1688,9 +1693,11 @@ def mixture_group_stage_k(group_rows: int, rows: int) -> int:
     return MIXTURE_GROUP_STAGE_K if group_rows < MIXTURE_GROUP_BLOCKS[-1] and rows < MIXTURE_GROUP_WIDE_BELOW else 64
 
 
-def mixture_group_stages(group_rows: int, stage_k: int = 64) -> int | None:
-    """The grouped products' stages at `group_rows` and `stage_k` (None: as many as the stage budget holds)."""
-    return MIXTURE_GROUP_STAGES.get(stage_k) if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
+def mixture_group_stages(group_rows: int, stage_k: int = 64, swizzle: bool = False) -> int | None:
+    """The grouped products' stages at `group_rows`, `stage_k` and the rows' layout (None: as many as the
+    stage budget holds)."""
+    table = MIXTURE_GROUP_STAGES_SWIZZLED if swizzle else MIXTURE_GROUP_STAGES
+    return table.get(stage_k) if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
 
 
 def mixture_group_compact(rows: int) -> bool:

@@ -74,6 +74,8 @@
 #              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
 #   grouped    the grouped products' stage_k and compact grid as options: every grouped case, sanitizer on one,
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
+#   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off): the cases, sanitizer on one,
+#              rounds of build/v32's plans at 24, 64 and 256 rows
 #   grouped-adopt  the same adopted: the cases, sanitizer, each shape's step before and after (build/v31f), the
 #              24- and 64-row plans' --check, both against the chain (432 s)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
@@ -541,6 +543,19 @@ for phase in "${phases[@]}"; do
         build/plans/kimi-full-b64-c1k.plan
       timeout 200 python3 bench/model.py build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan 2>&1 \
         | tail -4 | tee -a "$logs/grouped-adopt.log" ;;
+    swizzle)
+      # the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE: a third stage of 128 K values, or a sixth of
+      # 64, beside a second CTA an SM): every grouped case (3 swizzled ones), compute-sanitizer on the swizzled 24-row
+      # case, then SWIZZLE_ROUNDS rounds of build/v32's plans (here: python tests/gpu/build.py --only mixture_groups
+      # mixture_grouped_gated mixture_grouped_down mixture_sum; tests/gpu/variant_plan.py --fact MIXTURE_GROUP_SWIZZLE=True
+      # FORM build/v32/SHAPE-swz.plan beside SHAPE-base.plan for spec3-b8, b64 and b256, and b256-swz128 with
+      # MIXTURE_GROUP_WIDE_BELOW=512 too; carry build/v32, build/gpu, .whl)
+      timeout 150 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
+        | tee "$logs/swizzle.log"
+      cases_passed swizzle || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_swizzled" \
+        swizzle.log 60 || status=1
+      step_rounds swizzle "${SWIZZLE_ROUNDS:-2}" build/v32/*.plan ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
       # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:

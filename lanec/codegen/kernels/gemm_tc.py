@@ -314,6 +314,11 @@ class GemmTc:
                 source = at(x, cutlass.min(row, self.rows - 1), cutlass.min(col, self.width - VECTOR))
                 copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, v * VECTOR), source, keep)
 
+    def stage_column(self, row, col):
+        """Where K value `col` (a 16-byte vector's first) of a stage row whose index is `row` modulo 8
+        sits in the row: here where it is (rows padded by 16 bytes); `GroupedProduct` may swizzle."""
+        return col
+
     @cute.jit
     def multiply(self, buffers, acc, buffer: Int32, warp: Int32, lane: Int32):
         """acc += this warp's rows x weight rows over one stage's `stage_k` K values."""
@@ -321,12 +326,13 @@ class GemmTc:
         col0 = (warp % self.warps_n) * self.warp_col_tiles * MMA_N
         for kk in cutlass.range_constexpr(self.stage_k // (2 * MMA_K)):
             # one x4 a weight tile: its 8 rows x 32 K values, the B words of both k halves
-            b = [ldmatrix_x4(at(buffers, buffer, col0 + ct * MMA_N + lane % 8, kk * 2 * MMA_K + (lane // 8) * VECTOR))
+            b = [ldmatrix_x4(at(buffers, buffer, col0 + ct * MMA_N + lane % 8,
+                                self.stage_column(lane % 8, kk * 2 * MMA_K + (lane // 8) * VECTOR)))
                  for ct in range(self.warp_col_tiles)]
             for half in cutlass.range_constexpr(2):
                 for rt in cutlass.range_constexpr(self.warp_row_tiles):
                     a = ldmatrix_x4(at(buffers, buffer, row0 + rt * MMA_M + lane % 16,
-                                       (2 * kk + half) * MMA_K + (lane // 16) * VECTOR))
+                                       self.stage_column(lane % 16, (2 * kk + half) * MMA_K + (lane // 16) * VECTOR)))
                     for ct in cutlass.range_constexpr(self.warp_col_tiles):
                         mma_into(acc[rt, ct, None], a, (b[ct][2 * half], b[ct][2 * half + 1]))
 

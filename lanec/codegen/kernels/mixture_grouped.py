@@ -39,6 +39,7 @@ from cutlass import Float32, Int32
 from lanec.codegen.facts import (
     VECTOR,
     WARP,
+    MIXTURE_GROUP_SWIZZLE,
     MixtureGroupedSpec,
     mixture_group_compact,
     mixture_group_rows,
@@ -75,25 +76,43 @@ class GroupedProduct(GemmTc):
     engine = "mma"
 
     def arrange(self, tile_n: int, group_rows: int, stages: int | None, stage_k: int | None = None,
-                compact: bool | None = None) -> None:
+                compact: bool | None = None, swizzle: bool | None = None) -> None:
         """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile: the
         spec's, by default `mixture_group_rows`' choice for the shape), the K values a stage
         (`stage_k`, 64 or 128: by default `mixture_group_stage_k`'s for the block and rows), the grid's order
-        (`compact`, see `expert_of`: by default `mixture_group_compact`'s for the rows) and the stages
-        (by default `mixture_group_stages`' for the block and stage_k, else as many as STAGE_BUDGET
-        holds, at most MAX_STAGES)."""
+        (`compact`, see `expert_of`: by default `mixture_group_compact`'s for the rows), the stage
+        rows' layout (`swizzle`, see `stage_column`: MIXTURE_GROUP_SWIZZLE) and the stages (by default
+        `mixture_group_stages`' for the block, stage_k and layout, else as many as STAGE_BUDGET holds,
+        at most MAX_STAGES)."""
         self.stage_k = mixture_group_stage_k(group_rows, self.rows) if stage_k is None else int(stage_k)
         if self.stage_k not in (64, 128):
             raise ValueError(f"{self.name} stage_k {self.stage_k}: 64 or 128 K values a stage")
         self.compact = mixture_group_compact(self.rows) if compact is None else bool(compact)
+        self.swizzle = MIXTURE_GROUP_SWIZZLE if swizzle is None else bool(swizzle)
         self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
         self.arrange_warps()
         fit = STAGE_BUDGET // self.stage_bytes()
         if stages is not None and not self.min_stages <= stages <= min(MAX_STAGES, fit):
             raise ValueError(f"{self.name} stages {stages}: {self.min_stages} to {min(MAX_STAGES, fit)}")
-        self.stages = stages or mixture_group_stages(group_rows, self.stage_k) or max(self.min_stages,
-                                                                                     min(MAX_STAGES, fit))
+        self.stages = stages or mixture_group_stages(group_rows, self.stage_k, self.swizzle) or max(
+            self.min_stages, min(MAX_STAGES, fit))
+
+    def pitch(self) -> int:
+        """A stage row's values: its K values, and 16 bytes of padding unless swizzled."""
+        return self.stage_k + (0 if self.swizzle else VECTOR)
+
+    def stage_bytes(self) -> int:
+        return 2 * (self.tile_n + self.padded_rows) * self.pitch()
+
+    def stage_column(self, row, col):
+        """Where K value `col` (a 16-byte vector's first) of stage row `row` sits: padded rows keep it in
+        place; with `swizzle` (rows of 128 or 256 bytes, no padding) its vector moves to vector
+        (v ^ (row % 8)) of its 128 bytes, so ldmatrix's 8 rows at one vector still fall in 8 bank groups."""
+        if not self.swizzle:
+            return col
+        vector = col // VECTOR
+        return ((vector // 8) * 8 + ((vector % 8) ^ (row % 8))) * VECTOR
 
     def shared_bytes(self) -> int:
         return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3
@@ -167,7 +186,7 @@ class GroupedProduct(GemmTc):
     def tables(self, smem):
         """The stage buffers and the block's tables (sources, targets, scales)."""
         rows_a_stage: cutlass.Constexpr = self.tile_n + self.padded_rows
-        P: cutlass.Constexpr = self.stage_k + VECTOR  # 16 bytes of padding: ldmatrix's 8 rows in 8 bank groups
+        P: cutlass.Constexpr = self.pitch()
         layout = cute.make_layout((self.stages, rows_a_stage, P), stride=(rows_a_stage * P, P, 1))
         buffers = smem.allocate_tensor(cutlass.BFloat16, layout, 128)
         return (buffers, alloc(smem, Int32, self.padded_rows), alloc(smem, Int32, self.padded_rows),
@@ -217,7 +236,7 @@ class GroupedProduct(GemmTc):
                 n = n0 + r
                 keep = (n < outputs) & (col + v * VECTOR < inner)
                 source = at(weights[0], cutlass.min(n, outputs - 1), cutlass.min(col + v * VECTOR, inner - VECTOR))
-                copy_g2s_zfill(at(buffers, buffer, r, v * VECTOR), source, keep)
+                copy_g2s_zfill(at(buffers, buffer, r, self.stage_column(r, v * VECTOR)), source, keep)
         else:
             per: cutlass.Constexpr = PAIR_UNITS * V // THREADS  # copies a thread of one matrix
             h: cutlass.Constexpr = self.warp_col_tiles * MMA_N // 2  # units a warp column
@@ -230,7 +249,7 @@ class GroupedProduct(GemmTc):
                 source = at(weights[which], cutlass.min(n, outputs - 1),
                             cutlass.min(col + v * VECTOR, inner - VECTOR))
                 row = (u // h) * 2 * h + which * h + u % h
-                copy_g2s_zfill(at(buffers, buffer, row, v * VECTOR), source, keep)
+                copy_g2s_zfill(at(buffers, buffer, row, self.stage_column(row, v * VECTOR)), source, keep)
 
     @cute.jit
     def load_block(self, act, sources, buffers, buffer, k_tile, inner: cutlass.Constexpr, tid: Int32):
@@ -246,7 +265,7 @@ class GroupedProduct(GemmTc):
                 col = k_tile * self.stage_k + v * VECTOR
                 keep = (row >= 0) & (col < inner)
                 source = at(act, cutlass.max(row, Int32(0)), cutlass.min(col, inner - VECTOR))
-                copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, v * VECTOR), source, keep)
+                copy_g2s_zfill(at(buffers, buffer, self.tile_n + i, self.stage_column(i, v * VECTOR)), source, keep)
 
 
 class MixtureGroupedGated(GroupedProduct):
@@ -259,12 +278,12 @@ class MixtureGroupedGated(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None,
-                 stage_k: int | None = None, compact: bool | None = None):
+                 stage_k: int | None = None, compact: bool | None = None, swizzle: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch, group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
-        self.arrange(2 * PAIR_UNITS, group_rows, stages, stage_k, compact)
+        self.arrange(2 * PAIR_UNITS, group_rows, stages, stage_k, compact, swizzle)
         self.n_tiles = -(-max(hidden, shared_hidden) // PAIR_UNITS)
 
     def params(self) -> list[TensorParam]:
@@ -369,13 +388,13 @@ class MixtureGroupedDown(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  group_rows: int | None = None, stages: int | None = None, stage_k: int | None = None,
-                 compact: bool | None = None):
+                 compact: bool | None = None, swizzle: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, group_rows=group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
-        self.arrange(DOWN_OUTPUTS, group_rows, stages, stage_k, compact)
+        self.arrange(DOWN_OUTPUTS, group_rows, stages, stage_k, compact, swizzle)
         self.n_tiles = -(-width // DOWN_OUTPUTS)
 
     def params(self) -> list[TensorParam]:

@@ -8,7 +8,7 @@ one expert chosen by every row ("same"), experts chosen by no row (most of 256 a
 segments longer than a block (64 rows at 8 and 16 experts at batch 256; 16 rows elsewhere, and 32
 rows with 4 stages at Kimi's routing); the shared expert folded
 (with and without its gate row, narrower and wider than a routed expert) and apart; stages of 128 K
-values and the compact grid (the chosen experts' CTAs first), alone and together."""
+values and the compact grid (the chosen experts' CTAs first), alone and together; the stage rows swizzled."""
 
 SHAPES = {
     "b7_e8_k1_sigmoid_apart": dict(
@@ -66,6 +66,16 @@ SHAPES = {
         rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
         routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, stage_k=128, stages=2,
         compact=True),
+    # stage rows swizzled (`swizzle`, MIXTURE_GROUP_SWIZZLE): no padding, a vector at v ^ (row % 8) of its 128 bytes
+    "b24_e256_k8_sigmoid_correction_shared_swizzled": dict(  # 128 K values, 3 stages (K tail 1032)
+        rows=24, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=264, swizzle=True),
+    "b64_e8_k2_sigmoid_odd_apart_k64_swizzled": dict(  # 64 K values, 6 stages; K tails 520 and 200
+        rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
+        routed_scaling=1.0, stage_k=64, swizzle=True),
+    "b256_e16_k2_softmax_pitched_wider_shared_swizzled": dict(  # blocks of 64 rows (2 x 4 warps), segments of several
+        rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, swizzle=True),
 }
 
 
@@ -75,12 +85,12 @@ def groups_spec(shape: dict) -> dict:
 
 def gated_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch",
-                                  "group_rows", "stages", "stage_k", "compact") if k in shape}
+                                  "group_rows", "stages", "stage_k", "compact", "swizzle") if k in shape}
 
 
 def down_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
-                                  "stages", "stage_k", "compact") if k in shape}
+                                  "stages", "stage_k", "compact", "swizzle") if k in shape}
 
 
 def sum_spec(shape: dict) -> dict:
