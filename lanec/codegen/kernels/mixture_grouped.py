@@ -37,9 +37,9 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import (
+    MIXTURE_GROUP_SWIZZLE,
     VECTOR,
     WARP,
-    MIXTURE_GROUP_SWIZZLE,
     MixtureGroupedSpec,
     mixture_group_compact,
     mixture_group_rows,
