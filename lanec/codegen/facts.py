@@ -1357,6 +1357,8 @@ def mixture_problems(top_k: int, shared: bool, scatters: bool) -> list[str]:
 # 49.9 / 82.3. Below 64 rows a cluster a row keeps the most CTAs in flight; from 64 rows on, blocks
 # of 4 win (1.06x at 64, 1.56x at 256); 8 rows a cluster never pays (its block's registers).
 ROUTER_ROWS_A_CTA = (1, 2, 4, 8)
+# Again in the real-size steps (2026-12-03, bench/model.py --side lanec, two rounds): at 24 rows 2 and 4 rows a
+# cluster gain 17-25 us a step (0.2%), 8 rows lose 97; at 8 rows 2 rows lose 35, 4 rows 100. Not changed.
 ROUTER_BLOCK_FROM = 64  # rows from which the router scores ROUTER_BLOCK_ROWS rows a cluster
 ROUTER_BLOCK_ROWS = 4
 # fold-norm-into-router: the normed rows a router CTA keeps in its shared memory (bf16) at most
