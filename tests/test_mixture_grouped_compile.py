@@ -160,6 +160,18 @@ def test_swizzled_stage_rows():
     assert longest_mma_run(ptx) == 16
 
 
+def test_down_ctas_of_64_outputs():
+    wide = MixtureGroupedDown(24, 2304, 1024, 256, 8, shared_hidden=1024)
+    narrow = MixtureGroupedDown(24, 2304, 1024, 256, 8, shared_hidden=1024, tile_n=64)
+    assert wide.launch().grid == (18, 258, 1) and narrow.launch().grid == (36, 258, 1)
+    assert (narrow.warps_n, narrow.warp_col_tiles) == (8, 1) and narrow.shared_bytes() < wide.shared_bytes()
+    blocks64 = MixtureGroupedDown(256, 512, 512, 8, 8, tile_n=64)  # every row chooses every expert: 64-row blocks
+    assert (blocks64.warps_m, blocks64.warps_n, blocks64.warp_col_tiles) == (2, 4, 2)
+    ptx = compiled_for_sm90a(narrow).ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert "mma.sync.aligned.m16n8k16" in ptx and "cp.async.cg.shared.global" in ptx
+
+
 def test_the_block_holds_twice_the_mean_segment():
     # Kimi Linear's 256 experts, top 8: a mean of 2 rows an expert at batch 64, 8 at 256, 16 at 512
     assert [MixtureGroupedGated(rows, 2304, 1024, 256, 8).padded_rows for rows in (24, 64, 256, 512, 1024)] == [
@@ -186,6 +198,7 @@ def test_the_block_holds_twice_the_mean_segment():
     (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stages=9), "mixture_grouped_down stages 9: 2 to 5"),
     (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, stage_k=64, stages=9), "mixture_grouped_down stages 9: 2 to 6"),
     (lambda: MixtureGroupedGated(7, 512, 256, 16, 2, stage_k=96), "mixture_grouped_gated stage_k 96: 64 or 128"),
+    (lambda: MixtureGroupedDown(7, 512, 256, 16, 2, tile_n=96), "mixture_grouped_down tile_n 96: 64 or 128 outputs"),
     (lambda: MixtureGroupedDown(64, 2304, 1024, 256, 8, stage_k=128, stages=6), "mixture_grouped_down stages 6: 2 to 5"),
 ])
 def test_invalid_specializations_say_why(make, message):

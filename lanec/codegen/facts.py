@@ -1676,6 +1676,10 @@ MIXTURE_GROUP_WIDE_BELOW = 256
 # (or a sixth of 64) needs beside a second CTA on the SM, MIXTURE_GROUP_STAGES_SWIZZLED. Not measured yet: off.
 MIXTURE_GROUP_SWIZZLE = False
 MIXTURE_GROUP_STAGES_SWIZZLED = {64: 6, 128: 3}
+# Outputs a grouped down CTA (`tile_n`, 64 or 128): 64 makes twice the CTAs of half the weight tile each, so the
+# last wave of a launch is finer (at 24 rows about 1700 CTAs of 128 outputs in 6.4 waves of two an SM). Not measured
+# yet: 128, the kernel as it was.
+MIXTURE_DOWN_TILE = 128
 # From this many rows (and below MIXTURE_GROUP_WIDE_BELOW) the grouped products' grid is compact (`compact`: the
 # chosen experts' CTAs first, those of experts no row chose after them, where grid order interleaves them). Measured
 # as above, with 128 K values a stage: batch 64 14611 / 14632 -> 14591 / 14565 us; 24 rows 10129 / 10127 -> 10149 /

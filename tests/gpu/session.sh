@@ -74,8 +74,8 @@
 #              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
 #   grouped    the grouped products' stage_k and compact grid as options: every grouped case, sanitizer on one,
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
-#   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off): the cases, sanitizer on one,
-#              rounds of build/v32's plans at 24, 64 and 256 rows
+#   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off) and down CTAs of 64 outputs
+#              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
 #   grouped-adopt  the same adopted: the cases, sanitizer, each shape's step before and after (build/v31f), the
 #              24- and 64-row plans' --check, both against the chain (432 s)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
@@ -549,13 +549,17 @@ for phase in "${phases[@]}"; do
       # case, then SWIZZLE_ROUNDS rounds of build/v32's plans (here: python tests/gpu/build.py --only mixture_groups
       # mixture_grouped_gated mixture_grouped_down mixture_sum; tests/gpu/variant_plan.py --fact MIXTURE_GROUP_SWIZZLE=True
       # FORM build/v32/SHAPE-swz.plan beside SHAPE-base.plan for spec3-b8, b64 and b256, and b256-swz128 with
-      # MIXTURE_GROUP_WIDE_BELOW=512 too; carry build/v32, build/gpu, .whl)
+      # MIXTURE_GROUP_WIDE_BELOW=512 too; the grouped down CTAs of 64 outputs (MIXTURE_DOWN_TILE=64: SHAPE-d64, and
+      # spec3-b8-swz-d64 with both); carry build/v32, build/gpu, .whl). One round of the 11 plans is about 4 minutes
+      # (the batch-256 plans 35 s each)
       timeout 150 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
         | tee "$logs/swizzle.log"
       cases_passed swizzle || { status=1; continue; }
       sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_swizzled" \
         swizzle.log 60 || status=1
-      step_rounds swizzle "${SWIZZLE_ROUNDS:-2}" build/v32/*.plan ;;
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_down64" \
+        swizzle.log 60 || status=1
+      step_rounds swizzle "${SWIZZLE_ROUNDS:-1}" ${SWIZZLE_PLANS:-build/v32/*.plan} ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
       # product's gemv at 9 and 4 warps, mixture_down at 4 units x 8 vectors and 8 x 16, against the batch-1 plan:

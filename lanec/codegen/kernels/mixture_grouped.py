@@ -37,6 +37,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 
 from lanec.codegen.facts import (
+    MIXTURE_DOWN_TILE,
     MIXTURE_GROUP_SWIZZLE,
     VECTOR,
     WARP,
@@ -62,7 +63,7 @@ from lanec.codegen.kernels.primitives import (
 )
 
 PAIR_UNITS = 64  # hidden units a grouped gated CTA: their 64 gate rows beside their 64 up rows
-DOWN_OUTPUTS = 128  # outputs a grouped down CTA
+DOWN_TILES = (64, 128)  # outputs a grouped down CTA may take (MIXTURE_DOWN_TILE by default)
 SUM_THREADS = 128  # mixture_sum: a thread sums 4 outputs of a row
 
 
@@ -388,14 +389,17 @@ class MixtureGroupedDown(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  group_rows: int | None = None, stages: int | None = None, stage_k: int | None = None,
-                 compact: bool | None = None, swizzle: bool | None = None):
+                 compact: bool | None = None, swizzle: bool | None = None, tile_n: int | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, group_rows=group_rows).check()
+        tile_n = MIXTURE_DOWN_TILE if tile_n is None else int(tile_n)
+        if tile_n not in DOWN_TILES:
+            raise ValueError(f"{self.name} tile_n {tile_n}: {' or '.join(map(str, DOWN_TILES))} outputs a CTA")
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
-        self.arrange(DOWN_OUTPUTS, group_rows, stages, stage_k, compact, swizzle)
-        self.n_tiles = -(-width // DOWN_OUTPUTS)
+        self.arrange(tile_n, group_rows, stages, stage_k, compact, swizzle)
+        self.n_tiles = -(-width // tile_n)
 
     def params(self) -> list[TensorParam]:
         params = [TensorParam("hidden", (self.pairs, self.hidden), "bfloat16"),
@@ -425,7 +429,7 @@ class MixtureGroupedDown(GroupedProduct):
         smem = cutlass.memory.SmemAllocator()
         buffers, sources, targets, scales, found = self.tables(smem)
         acc = cute.make_rmem_tensor((self.warp_row_tiles, self.warp_col_tiles, 4), Float32)
-        n0 = n_tile * DOWN_OUTPUTS
+        n0 = n_tile * self.tile_n
         cute.arch.griddepcontrol_wait()  # the hidden values, segments and routing weights are predecessors'
         release_dependents(self)
         expert = self.expert_of(starts, slot, found, tid)

@@ -73,6 +73,13 @@ SHAPES = {
     "b64_e8_k2_sigmoid_odd_apart_k64_swizzled": dict(  # 64 K values, 6 stages; K tails 520 and 200
         rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, stage_k=64, swizzle=True),
+    # grouped down CTAs of 64 outputs (`tile_n`, MIXTURE_DOWN_TILE): a width not a whole number of tiles (1032 = 16 x 64 + 8)
+    "b24_e256_k8_sigmoid_correction_shared_down64": dict(
+        rows=24, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=264, down_tile=64),
+    "b256_e8_k8_softmax_apart_down64_swizzled": dict(  # 64-row blocks: 2 x 4 warps of 2 column tiles each
+        rows=256, width=512, hidden=512, experts=8, top_k=8, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, down_tile=64, swizzle=True),
     "b256_e16_k2_softmax_pitched_wider_shared_swizzled": dict(  # blocks of 64 rows (2 x 4 warps), segments of several
         rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
         routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, swizzle=True),
@@ -89,8 +96,9 @@ def gated_spec(shape: dict) -> dict:
 
 
 def down_spec(shape: dict) -> dict:
-    return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
+    spec = {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
                                   "stages", "stage_k", "compact", "swizzle") if k in shape}
+    return {**spec, "tile_n": shape["down_tile"]} if "down_tile" in shape else spec
 
 
 def sum_spec(shape: dict) -> dict:
