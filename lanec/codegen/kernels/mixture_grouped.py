@@ -17,13 +17,20 @@ apart: at batch 64 most experts are read by several rows). Four launches after m
   SwiGLU in registers, the hidden values [pairs, hidden] written in segment order. The folded
   shared expert's segment is every row, in row order: its blocks are the last grid rows, one a
   CTA.
-- `mixture_grouped_down`: one CTA an (expert, tile of 128 outputs): the expert's hidden rows (its
+- `mixture_grouped_down`: one CTA an (expert, tile of 128 outputs, or 64): the expert's hidden rows (its
   segment, contiguous) times its down rows, times the pair's routing weight, to the pair's fp32
   row of `partial` [rows * slots, width] (slot k of a row: its k-th chosen expert; the last slot
   the shared expert's, unscaled).
 - `mixture_sum`: out[row] = the row's routed slots summed in k order, plus the shared slot (times
   sigmoid(x . gate row) where it has one), stored as bf16. Every sum has a fixed order: two runs
   are bitwise equal.
+
+The two grouped products stream their weight tiles by cp.async in stages of `stage_k` K values: 128 (256
+bytes of each row a copy, 2 stages) in blocks below 64 rows at fewer than 256 rows, else 64 (facts:
+MIXTURE_GROUP_STAGE_K). From 64 rows their grid is `compact`: a CTA ranks the chosen experts from the
+starts and takes the one its grid row names, so the CTAs of experts no row chose come last
+(MIXTURE_GROUP_COMPACT_ROWS). Options not yet measured, off: stage rows swizzled rather than padded (`swizzle`,
+room for one more stage) and down CTAs of 64 outputs (`tile_n`).
 
 Which expert's rows a CTA multiplies depends on the router's ids, so every launch waits for its
 predecessor (PDL) before its first load and releases its dependents at once. A CTA whose expert no
