@@ -87,7 +87,7 @@ class GemmTc:
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side
     row_quantum = MMA_M  # a block's rows are padded to a multiple of this (whole MMA tiles)
     min_stages = 2
-    stage_k = TILE_K  # K values a stage (the grouped mixture's products may take 128: `GroupedProduct`)
+    stage_k = TILE_K  # K values a stage `multiply` takes (the grouped mixture's products may take 128)
     # a CTA's fixed cost (the pipeline's fill, the epilogue) in stages' time, for the grid's model
     fill_stages = 2
 
@@ -185,7 +185,7 @@ class GemmTc:
         return choice
 
     def stage_bytes(self) -> int:
-        return 2 * (self.tile_n + self.padded_rows) * (self.stage_k + VECTOR)
+        return 2 * (self.tile_n + self.padded_rows) * PITCH
 
     def partial_pitch(self) -> int:
         return self.tile_n + 4  # fp32 partial tile rows: 16 bytes of padding

@@ -67,6 +67,7 @@ from lanec.codegen.kernels.primitives import (
     unpack_bf16,
     wait,
     wait_flag,
+    warp_inclusive_sum,
     warp_reduce,
     warp_reduce_interleaved,
 )
@@ -312,9 +313,7 @@ class MixtureGroups:
             held[j] = cutlass.select_(e < E, firsts[cutlass.min(e, E - 1)], Int32(0))
             total = total + held[j]
         inclusive = total
-        for offset in (1, 2, 4, 8, 16):
-            below = cute.arch.shuffle_sync_up(inclusive, offset)
-            inclusive = inclusive + cutlass.select_(lane >= offset, below, Int32(0))
+        inclusive = warp_inclusive_sum(inclusive, lane)
         base = inclusive - total
         cute.arch.sync_warp()  # every lane has read its counts before any start replaces them
         for j in cutlass.range_constexpr(self.held):

@@ -67,6 +67,7 @@ from lanec.codegen.kernels.primitives import (
     sigmoid,
     store_global_words,
     wait_stage,
+    warp_inclusive_sum,
 )
 
 PAIR_UNITS = 64  # hidden units a grouped gated CTA: their 64 gate rows beside their 64 up rows
@@ -172,9 +173,7 @@ class GroupedProduct(GemmTc):
                 previous = following
                 total = total + marks[j]
             inclusive = total
-            for offset in (1, 2, 4, 8, 16):
-                below = cute.arch.shuffle_sync_up(inclusive, offset)
-                inclusive = inclusive + cutlass.select_(tid >= offset, below, Int32(0))
+            inclusive = warp_inclusive_sum(inclusive, tid)
             if tid == 0:
                 found[0] = Int32(E)
             cute.arch.sync_warp()  # the default is stored before the holder's expert

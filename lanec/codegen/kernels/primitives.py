@@ -467,6 +467,14 @@ def warp_reduce(value, op, width=32):
     return value
 
 
+def warp_inclusive_sum(value, lane):
+    """The sum of ``value`` over lanes 0..``lane`` of the warp (an inclusive scan: five shuffles up)."""
+    for offset in (1, 2, 4, 8, 16):
+        below = cute.arch.shuffle_sync_up(value, offset)
+        value = value + cutlass.select_(lane >= offset, below, Int32(0))
+    return value
+
+
 def warp_reduce_interleaved(values, indices, op, width=32):
     """`warp_reduce` of each ``values[i]`` (a register tensor, in place) for ``i`` in
     ``indices``, level by level across them: one level's shuffles of every value are in flight
