@@ -123,8 +123,9 @@ def longest_mma_run(ptx: str) -> int:
 
 
 def test_stages_of_128_k_values_and_the_compact_grid():
-    base = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64)
-    wide = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)  # blocks of 16 rows: 128 by default
+    # padded stage rows (the swizzled default holds one stage more: test_swizzled_stage_rows)
+    base = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64, swizzle=False)
+    wide = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, swizzle=False)  # blocks of 16: 128
     assert (base.stage_k, base.stages) == (64, 4) and (wide.stage_k, wide.stages) == (128, 2)
     assert MixtureGroupedGated(1024, 2304, 1024, 256, 8).stage_k == 64  # blocks of 64 rows keep 64 (6 stages)
     assert wide.stage_bytes() == 2 * (128 + 16) * (128 + 8)  # a shared row: 256 bytes and 16 of padding
@@ -133,7 +134,8 @@ def test_stages_of_128_k_values_and_the_compact_grid():
     wide_ptx = compiled_for_sm90a(wide).ptx
     # a stage's MMAs are one straight run: twice as many K values a stage, twice the run
     assert longest_mma_run(wide_ptx) == 2 * longest_mma_run(base_ptx) == 16
-    compact = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64, compact=True)
+    compact = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, stage_k=64, compact=True,
+                                  swizzle=False)
     assert compact.launch().grid == base.launch().grid  # the same CTAs, in another order
     assert not base.compact and MixtureGroupedDown(64, 2304, 1024, 256, 8).compact  # from 64 rows by default
     assert compact.shared_bytes() > base.shared_bytes()  # the expert a CTA found
@@ -142,10 +144,13 @@ def test_stages_of_128_k_values_and_the_compact_grid():
 
 
 def test_swizzled_stage_rows():
-    padded = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)
-    swizzled = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, swizzle=True)
+    padded = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024, swizzle=False)
+    swizzled = MixtureGroupedGated(24, 2304, 1024, 256, 8, shared_hidden=1024)  # the default (MIXTURE_GROUP_SWIZZLE)
     assert (swizzled.pitch(), padded.pitch()) == (128, 136)
     assert swizzled.stages == 3 and 2 * (swizzled.shared_bytes() + 1024) <= 228 * 1024  # 3 stages, 2 CTAs an SM
+    narrow = MixtureGroupedDown(256, 2304, 1024, 256, 8)  # 256 rows: 64 K values a stage, 6 of them swizzled
+    assert (narrow.stage_k, narrow.stages, narrow.pitch()) == (64, 6, 64)
+    assert 2 * (narrow.shared_bytes() + 1024) <= 228 * 1024
     # a row's 16 vectors: each half's 8 permuted by the row's low bits, never across the halves
     for row in range(16):
         places = [swizzled.stage_column(row, 8 * v) // 8 for v in range(16)]
@@ -180,7 +185,7 @@ def test_the_block_holds_twice_the_mean_segment():
     assert down.padded_rows == 64 and down.stages == 6
     small = MixtureGroupedDown(64, 2304, 1024, 256, 8)
     assert (small.warps_m, small.warps_n, small.warp_row_tiles, small.warp_col_tiles) == (1, 8, 1, 2)
-    assert (small.stage_k, small.stages) == (128, 2)  # blocks below 64 rows: two CTAs an SM
+    assert (small.stage_k, small.stages) == (128, 3)  # blocks below 64 rows: two CTAs an SM, rows swizzled
     assert MixtureGroupedDown(64, 2304, 1024, 256, 8, stage_k=64, stages=6).stages == 6
 
 
@@ -329,8 +334,9 @@ def test_compile_and_explain_take_the_knob(tmp_path):
         assert kernel in shown.output
     explained = CliRunner().invoke(main, ["explain", "--grouped-experts", str(source)])
     assert explained.exit_code == 0, explained.output
-    assert "path grouped group_rows 16 stage_k 128 compact False: 3 rows are above 0" in explained.output
-    assert ("in blocks of 16 rows (a segment's mean is 0.4 rows), 128 K values a stage, the grid in expert order"
+    assert "path grouped group_rows 16 stage_k 128 compact False swizzle True: 3 rows are above 0" in explained.output
+    assert ("in blocks of 16 rows (a segment's mean is 0.4 rows), 3 stages of 128 K values, their rows swizzled "
+            "(MIXTURE_GROUP_SWIZZLE), the grid in expert order"
             in explained.output)
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output

@@ -1673,12 +1673,17 @@ MIXTURE_GROUP_STAGES = {64: 4, 128: 2}
 MIXTURE_GROUP_WIDE_BELOW = 256
 # The grouped products' stage rows swizzled (`swizzle`: vector v of a row's 128 bytes at v ^ (row % 8), no padding)
 # rather than padded by 16 bytes: the 6% of shared memory the padding takes is what a third stage of 128 K values
-# (or a sixth of 64) needs beside a second CTA on the SM, MIXTURE_GROUP_STAGES_SWIZZLED. Not measured yet: off.
-MIXTURE_GROUP_SWIZZLE = False
+# (or a sixth of 64) needs beside a second CTA on the SM, MIXTURE_GROUP_STAGES_SWIZZLED. Measured on the H200
+# (2026-12-03, thirty-second session, tests/gpu/session.sh swizzle, bench/model.py --side lanec, the real-size Kimi
+# Linear steps at 1k keys, one round): 3 speculative tokens at batch 8 10117 -> 9597 us (128 K values, 3 stages),
+# batch 64 14571 -> 13719, batch 256 30515 -> 28933 (64 K values, 6 stages; 28893 with 128 K values there too, as
+# even, so MIXTURE_GROUP_WIDE_BELOW stays).
+MIXTURE_GROUP_SWIZZLE = True
 MIXTURE_GROUP_STAGES_SWIZZLED = {64: 6, 128: 3}
 # Outputs a grouped down CTA (`tile_n`, 64 or 128): 64 makes twice the CTAs of half the weight tile each, so the
-# last wave of a launch is finer (at 24 rows about 1700 CTAs of 128 outputs in 6.4 waves of two an SM). Not measured
-# yet: 128, the kernel as it was.
+# last wave of a launch is finer (at 24 rows about 1700 CTAs of 128 outputs in 6.4 waves of two an SM). Measured even
+# (the same run as above: 24 rows 10117 -> 10121 us, swizzled 9597 -> 9606; batch 64 14571 -> 14566; batch 256 30515
+# -> 30513), so 128.
 MIXTURE_DOWN_TILE = 128
 # From this many rows (and below MIXTURE_GROUP_WIDE_BELOW) the grouped products' grid is compact (`compact`: the
 # chosen experts' CTAs first, those of experts no row chose after them, where grid order interleaves them). Measured

@@ -54,6 +54,7 @@ from lanec.codegen.facts import (
     MIXTURE_EARLY_SHARED_CTAS,
     MIXTURE_EARLY_SHARED_ROWS,
     MIXTURE_EARLY_SHARED_UNITS,
+    MIXTURE_GROUP_SWIZZLE,
     MIXTURE_GROUPED_ROWS,
     MIXTURE_READY_FLAG,
     MIXTURE_SUM_IN_NORM,
@@ -79,6 +80,7 @@ from lanec.codegen.facts import (
     mixture_group_compact,
     mixture_group_rows,
     mixture_group_stage_k,
+    mixture_group_stages,
     part_places,
     quantized_pitch,
     router_block_reason,
@@ -1239,11 +1241,16 @@ class Lowering:
             segments = self.route(op, router, name, x, correction, ids, routing, grouped=True)
             block = mixture_group_rows(rows, top_k, experts)
             stage_k, compact = mixture_group_stage_k(block, rows), mixture_group_compact(rows)
+            stages = mixture_group_stages(block, stage_k, MIXTURE_GROUP_SWIZZLE)
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block, "stage_k": stage_k, "compact": compact,
+                "swizzle": MIXTURE_GROUP_SWIZZLE,
                 "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
-                       f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows), {stage_k} K values "
-                       "a stage, " + ("the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact else
+                       f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows), "
+                       + (f"{stages} stages of " if stages else "")
+                       + f"{stage_k} K values, their rows " + ("swizzled (MIXTURE_GROUP_SWIZZLE), "
+                                                              if MIXTURE_GROUP_SWIZZLE else "padded, ")
+                       + ("the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact else
                                       "the grid in expert order")}))
             self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return

@@ -76,6 +76,8 @@
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
 #   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
+#   swizzle-adopt  the swizzled stage rows adopted: the grouped cases, sanitizer, the 24- and 64-row --check, the
+#              1k rows against the chain (ADOPT_CHAIN: other plans)
 #   grouped-adopt  the same adopted: the cases, sanitizer, each shape's step before and after (build/v31f), the
 #              24- and 64-row plans' --check, both against the chain (432 s)
 #   norm-late  gemv's norm prologue scaled after its products: the norm cases, sanitizer, the fold's plans --check,
@@ -543,6 +545,21 @@ for phase in "${phases[@]}"; do
         build/plans/kimi-full-b64-c1k.plan
       timeout 200 python3 bench/model.py build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan 2>&1 \
         | tail -4 | tee -a "$logs/grouped-adopt.log" ;;
+    swizzle-adopt)
+      # the swizzled stage rows adopted (MIXTURE_GROUP_SWIZZLE on): every grouped case at the new defaults, compute-
+      # sanitizer on the 24-row case, the 24- and 64-row plans' --check, then the 1k rows against the chain (here:
+      # python tests/gpu/build.py --only mixture_groups mixture_grouped_gated mixture_grouped_down mixture_sum;
+      # python tests/gpu/plans.py for the kimi-full plans; carry build/gpu, build/plans, .whl, .anchors)
+      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
+        | tee "$logs/swizzle-adopt.log"
+      cases_passed swizzle-adopt || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e64_k4_sigmoid_shared_g16" \
+        swizzle-adopt.log 60 || status=1
+      OPENBLAS_NUM_THREADS=1 checked_plans swizzle-adopt 200 build/plans/kimi-full-spec3-b8-c1k.plan \
+        build/plans/kimi-full-b64-c1k.plan
+      timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
+        build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
+        | tee -a "$logs/swizzle-adopt.log" ;;
     swizzle)
       # the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE: a third stage of 128 K values, or a sixth of
       # 64, beside a second CTA an SM): every grouped case (3 swizzled ones), compute-sanitizer on the swizzled 24-row

@@ -26,11 +26,13 @@ apart: at batch 64 most experts are read by several rows). Four launches after m
   are bitwise equal.
 
 The two grouped products stream their weight tiles by cp.async in stages of `stage_k` K values: 128 (256
-bytes of each row a copy, 2 stages) in blocks below 64 rows at fewer than 256 rows, else 64 (facts:
-MIXTURE_GROUP_STAGE_K). From 64 rows their grid is `compact`: a CTA ranks the chosen experts from the
-starts and takes the one its grid row names, so the CTAs of experts no row chose come last
-(MIXTURE_GROUP_COMPACT_ROWS). Options not yet measured, off: stage rows swizzled rather than padded (`swizzle`,
-room for one more stage) and down CTAs of 64 outputs (`tile_n`).
+bytes of each row a copy) in blocks below 64 rows at fewer than 256 rows, else 64 (facts:
+MIXTURE_GROUP_STAGE_K). A stage row is swizzled (`swizzle`: its 16-byte vector v at v ^ (row % 8) of its
+128 bytes, no padding), which leaves room for 3 stages of 128 K values (or 6 of 64) beside a second CTA
+on the SM (MIXTURE_GROUP_SWIZZLE; padded rows, the option off, hold 2 or 4). From 64 rows their grid is
+`compact`: a CTA ranks the chosen experts from the starts and takes the one its grid row names, so the
+CTAs of experts no row chose come last (MIXTURE_GROUP_COMPACT_ROWS). Down CTAs of 64 outputs (`tile_n`)
+measured even with 128 and stay an option.
 
 Which expert's rows a CTA multiplies depends on the router's ids, so every launch waits for its
 predecessor (PDL) before its first load and releases its dependents at once. A CTA whose expert no

@@ -8,7 +8,8 @@ one expert chosen by every row ("same"), experts chosen by no row (most of 256 a
 segments longer than a block (64 rows at 8 and 16 experts at batch 256; 16 rows elsewhere, and 32
 rows with 4 stages at Kimi's routing); the shared expert folded
 (with and without its gate row, narrower and wider than a routed expert) and apart; stages of 128 K
-values and the compact grid (the chosen experts' CTAs first), alone and together; the stage rows swizzled."""
+values and the compact grid (the chosen experts' CTAs first), alone and together; the stage rows swizzled (the
+default) and padded."""
 
 SHAPES = {
     "b7_e8_k1_sigmoid_apart": dict(
@@ -48,17 +49,20 @@ SHAPES = {
     "b256_e8_k8_softmax_apart": dict(  # every row chooses every expert: 4 blocks of 64 rows each
         rows=256, width=512, hidden=512, experts=8, top_k=8, scoring="softmax", renormalize=False,
         routed_scaling=1.0),
-    # stages of 128 K values (`stage_k`) and the chosen experts' CTAs first (`compact`):
+    # stages of 128 K values (`stage_k`) and the chosen experts' CTAs first (`compact`), three of them with padded
+    # stage rows (swizzle=False: the layout before MIXTURE_GROUP_SWIZZLE):
     "b24_e256_k8_sigmoid_correction_shared_compact": dict(  # Kimi Linear's routing at 24 rows: most experts
         # unchosen, the shared expert's two blocks first
         rows=24, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
-        routed_scaling=2.446, correction=True, shared_hidden=264, compact=True),
+        routed_scaling=2.446, correction=True, shared_hidden=264, compact=True, swizzle=False),
     "b7_e256_k8_g8_sigmoid_correction_shared_k128": dict(  # K's tail: 1032 = 8 stages of 128 + 8
         rows=7, width=1032, hidden=768, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
-        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768, stage_k=128, stages=2),
+        routed_scaling=2.5, correction=True, groups=8, topk_groups=4, shared_hidden=768, stage_k=128, stages=2,
+        swizzle=False),
     "b64_e64_k4_softmax_shared_gate_row_g16_k64": dict(  # 64 K values a stage, grid order: the path before
         rows=64, width=512, hidden=512, experts=64, top_k=4, scoring="softmax", renormalize=True,
-        routed_scaling=1.0, shared_hidden=512, shared_gate=True, group_rows=16, stage_k=64, compact=False),
+        routed_scaling=1.0, shared_hidden=512, shared_gate=True, group_rows=16, stage_k=64, compact=False,
+        swizzle=False),
     "b64_e8_k2_sigmoid_odd_apart_k128_compact": dict(  # every expert chosen; K tails 520 and 200
         rows=64, width=520, hidden=200, experts=8, top_k=2, scoring="sigmoid", renormalize=True,
         routed_scaling=1.0, stage_k=128, stages=3, compact=True),
@@ -66,7 +70,8 @@ SHAPES = {
         rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
         routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, stage_k=128, stages=2,
         compact=True),
-    # stage rows swizzled (`swizzle`, MIXTURE_GROUP_SWIZZLE): no padding, a vector at v ^ (row % 8) of its 128 bytes
+    # stage rows swizzled (`swizzle`, MIXTURE_GROUP_SWIZZLE, the default since the thirty-second session: every case
+    # without the key): no padding, a vector at v ^ (row % 8) of its 128 bytes
     "b24_e256_k8_sigmoid_correction_shared_swizzled": dict(  # 128 K values, 3 stages (K tail 1032)
         rows=24, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=264, swizzle=True),
