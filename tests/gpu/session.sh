@@ -1051,7 +1051,7 @@ for phase in "${phases[@]}"; do
     launch-floor)
       timeout 120 python3 bench/launch_floor.py 2>&1 | tee "$logs/launch-floor.log" || status=1 ;;
     graph-profile)
-      for plan in kimi-full-b1-c1k kimi-full-b8-c1k kimi-full-b64-c1k; do
+      for plan in ${PROFILE_PLANS:-kimi-full-b1-c1k kimi-full-b8-c1k kimi-full-b64-c1k}; do
         timeout 170 python3 bench/graph_profile.py "build/plans/$plan.plan" --trace "$OUT/$plan.graph.json" 2>&1 \
           | tee "$logs/graph-profile-$plan.log" | tail -1 || status=1
       done ;;
