@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from ptx import compiled_for_sm90a
 from test_mixture_compile import MIXTURE
@@ -177,6 +178,33 @@ def test_down_ctas_of_64_outputs():
     assert "mma.sync.aligned.m16n8k16" in ptx and "cp.async.cg.shared.global" in ptx
 
 
+def test_spread_gives_each_block_its_own_cta():
+    spread = MixtureGroupedGated(256, 2304, 1024, 256, 8, shared_hidden=1024)  # from 256 rows by default
+    plain = MixtureGroupedGated(256, 2304, 1024, 256, 8, shared_hidden=1024, spread=False)
+    assert spread.spread and spread.compact and not plain.spread and not plain.compact and spread.padded_rows == 16
+    assert not MixtureGroupedGated(255, 2304, 1024, 256, 8).spread
+    # the routed grid rows: every non-empty segment's first block, then the 2048 pairs' whole blocks; the shared 16
+    assert spread.launch().grid == (16, 256 + 2048 // 16 + 16, 1) and plain.launch().grid == (16, 256 + 16, 1)
+    assert MixtureGroupedDown(7, 520, 200, 8, 1, spread=True).launch().grid == (5, 7, 1)  # 7 pairs, 7 segments at most
+    # the bound holds for any routing: skewed, flat and adversarial splits of the pairs into segments
+    rng = np.random.default_rng()
+    for experts, pairs, block in [(256, 2048, 16), (8, 7, 16), (16, 512, 16), (128, 512, 64), (256, 192, 16)]:
+        bound = MixtureGroupedDown(pairs, 512, 256, experts, 1, group_rows=block, spread=True).work_rows()
+        for concentration in (0.05, 1.0, 50.0):
+            for _ in range(100):
+                counts = rng.multinomial(pairs, rng.dirichlet(np.full(experts, concentration)))
+                assert (-(-counts // block)).sum() <= bound
+        worst = np.zeros(experts, dtype=np.int64)  # as many segments as can be one pair past whole blocks
+        worst[:min(experts, pairs)] = 1
+        worst[0] += pairs - worst.sum()
+        assert (-(-worst // block)).sum() <= bound
+    ptx = compiled_for_sm90a(spread).ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx and "shfl.sync.up" in ptx
+    assert "ld.local" not in compiled_for_sm90a(MixtureGroupedDown(256, 2304, 1024, 256, 8, spread=True)).ptx
+    with pytest.raises(ValueError, match="spread without compact: a segment's blocks are ranked"):
+        MixtureGroupedDown(256, 2304, 1024, 256, 8, spread=True, compact=False)
+
+
 def test_the_block_holds_twice_the_mean_segment():
     # Kimi Linear's 256 experts, top 8: a mean of 2 rows an expert at batch 64, 8 at 256, 16 at 512
     assert [MixtureGroupedGated(rows, 2304, 1024, 256, 8).padded_rows for rows in (24, 64, 256, 512, 1024)] == [
@@ -338,6 +366,12 @@ def test_compile_and_explain_take_the_knob(tmp_path):
     assert ("in blocks of 16 rows (a segment's mean is 0.4 rows), 3 stages of 128 K values, their rows swizzled "
             "(MIXTURE_GROUP_SWIZZLE), the grid in expert order"
             in explained.output)
+    with pytest.MonkeyPatch.context() as patch:  # each block its own CTA from 2 rows: named, and the grid compact
+        patch.setattr("lanec.codegen.facts.MIXTURE_GROUP_SPREAD_ROWS", 2)
+        spread = CliRunner().invoke(main, ["explain", "--grouped-experts", str(source)])
+    assert spread.exit_code == 0, spread.output
+    assert "compact True swizzle True spread True: 3 rows" in spread.output
+    assert "each block of a segment a CTA of its own, side by side (MIXTURE_GROUP_SPREAD_ROWS)" in spread.output
     plain = CliRunner().invoke(main, ["explain", str(source)])
     assert plain.exit_code == 0, plain.output
     assert (f"path per-row: 3 rows are at most {MIXTURE_GROUPED_ROWS}: the per-row kernels read each chosen expert "

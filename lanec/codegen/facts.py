@@ -1690,6 +1690,17 @@ MIXTURE_DOWN_TILE = 128
 # as above, with 128 K values a stage: batch 64 14611 / 14632 -> 14591 / 14565 us; 24 rows 10129 / 10127 -> 10149 /
 # 10157 (each CTA's scan of the segments costs more than the order saves there), so from 64 rows.
 MIXTURE_GROUP_COMPACT_ROWS = 64
+# From this many rows each block of a segment has a CTA of its own (`spread`), where one CTA multiplies a segment's
+# blocks one after another: a second pass over a weight tile (590 KB for the gated pair) comes after the GPU has
+# streamed about 150 MB, so it reads DRAM again, while sibling CTAs running side by side read the tile once from DRAM
+# and share it in L2. The grid's routed rows grow to min(experts, pairs) + pairs // group_rows (every split's bound);
+# the blocks are ranked as the compact grid ranks the chosen experts (so `spread` implies `compact`). In the
+# benchmark's real-size batch-256 step 2048 pairs a layer fall on about 152 experts (13.5 rows each, blocks of 16).
+# Measured on the H200 (2026-12-03, thirty-second session, tests/gpu/session.sh spread, bench/model.py --side lanec,
+# the real-size Kimi Linear steps at 1k keys, one round): batch 256 28967 -> 24678 us (-14.8%; against the chain in
+# the next command 24640 us, 1.34x); batch 64 13720 -> 13739 (even: 512 pairs, few segments past one block), so from
+# 256 rows.
+MIXTURE_GROUP_SPREAD_ROWS = 256
 
 
 def mixture_group_rows(rows: int, top_k: int, experts: int) -> int:
@@ -1709,6 +1720,12 @@ def mixture_group_stages(group_rows: int, stage_k: int = 64, swizzle: bool = Fal
     stage budget holds)."""
     table = MIXTURE_GROUP_STAGES_SWIZZLED if swizzle else MIXTURE_GROUP_STAGES
     return table.get(stage_k) if group_rows < MIXTURE_GROUP_BLOCKS[-1] else None
+
+
+def mixture_group_spread(rows: int) -> bool:
+    """Whether each block of a grouped product's segments has its own CTA at `rows` rows (see
+    MIXTURE_GROUP_SPREAD_ROWS)."""
+    return MIXTURE_GROUP_SPREAD_ROWS is not None and rows >= MIXTURE_GROUP_SPREAD_ROWS
 
 
 def mixture_group_compact(rows: int) -> bool:

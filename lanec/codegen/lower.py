@@ -79,6 +79,7 @@ from lanec.codegen.facts import (
     latent_engine_reason,
     mixture_group_compact,
     mixture_group_rows,
+    mixture_group_spread,
     mixture_group_stage_k,
     mixture_group_stages,
     part_places,
@@ -1240,18 +1241,20 @@ class Lowering:
         if self.grouped_rows is not None and rows > self.grouped_rows:
             segments = self.route(op, router, name, x, correction, ids, routing, grouped=True)
             block = mixture_group_rows(rows, top_k, experts)
-            stage_k, compact = mixture_group_stage_k(block, rows), mixture_group_compact(rows)
+            stage_k, spread = mixture_group_stage_k(block, rows), mixture_group_spread(rows)
+            compact = spread or mixture_group_compact(rows)
             stages = mixture_group_stages(block, stage_k, MIXTURE_GROUP_SWIZZLE)
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block, "stage_k": stage_k, "compact": compact,
-                "swizzle": MIXTURE_GROUP_SWIZZLE,
+                "swizzle": MIXTURE_GROUP_SWIZZLE, **({"spread": True} if spread else {}),
                 "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
                        f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows), "
                        + (f"{stages} stages of " if stages else "")
                        + f"{stage_k} K values, their rows " + ("swizzled (MIXTURE_GROUP_SWIZZLE), "
                                                               if MIXTURE_GROUP_SWIZZLE else "padded, ")
-                       + ("the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact else
-                                      "the grid in expert order")}))
+                       + ("each block of a segment a CTA of its own, side by side (MIXTURE_GROUP_SPREAD_ROWS)"
+                          if spread else "the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact
+                          else "the grid in expert order")}))
             self.grouped_mixture(op, x, ids, routing, name, shape, segments[:2])
             return
         between = self.activation(f"{name}.hidden", (rows, top_k * hidden + shared_hidden))

@@ -76,6 +76,8 @@
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
 #   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
+#   spread     each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, off): the grouped cases,
+#              sanitizer on one, a round of build/v33's plans at 256 and 64 rows
 #   swizzle-adopt  the swizzled stage rows adopted: the grouped cases, sanitizer, the 24- and 64-row --check, the
 #              1k rows against the chain (ADOPT_CHAIN: other plans)
 #   grouped-adopt  the same adopted: the cases, sanitizer, each shape's step before and after (build/v31f), the
@@ -560,6 +562,19 @@ for phase in "${phases[@]}"; do
       timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
         build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
         | tee -a "$logs/swizzle-adopt.log" ;;
+    spread)
+      # each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, off): every grouped case (4 spread),
+      # compute-sanitizer on the skewed 64-row case, then SPREAD_ROUNDS rounds of build/v33's plans (here: python
+      # tests/gpu/build.py --only mixture_groups mixture_grouped_gated mixture_grouped_down mixture_sum;
+      # tests/gpu/variant_plan.py --fact MIXTURE_GROUP_SPREAD_ROWS=ROWS build/plans/kimi-full-SHAPE-c1k.mlir
+      # build/v33/SHAPE-spread.plan beside SHAPE-base.plan, a copy of build/plans' for b256 and b64; carry build/v33,
+      # build/gpu, .whl; about 4 minutes)
+      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
+        | tee "$logs/spread.log"
+      cases_passed spread || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b64_e128_k8_sigmoid_correction_same_shared_spread" \
+        spread.log 60 || status=1
+      step_rounds spread "${SPREAD_ROUNDS:-1}" ${SPREAD_PLANS:-build/v33/*.plan} ;;
     swizzle)
       # the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE: a third stage of 128 K values, or a sixth of
       # 64, beside a second CTA an SM): every grouped case (3 swizzled ones), compute-sanitizer on the swizzled 24-row

@@ -31,8 +31,11 @@ MIXTURE_GROUP_STAGE_K). A stage row is swizzled (`swizzle`: its 16-byte vector v
 128 bytes, no padding), which leaves room for 3 stages of 128 K values (or 6 of 64) beside a second CTA
 on the SM (MIXTURE_GROUP_SWIZZLE; padded rows, the option off, hold 2 or 4). From 64 rows their grid is
 `compact`: a CTA ranks the chosen experts from the starts and takes the one its grid row names, so the
-CTAs of experts no row chose come last (MIXTURE_GROUP_COMPACT_ROWS). Down CTAs of 64 outputs (`tile_n`)
-measured even with 128 and stay an option.
+CTAs of experts no row chose come last (MIXTURE_GROUP_COMPACT_ROWS). From 256 rows each block of a segment
+has a CTA of its own (`spread`, MIXTURE_GROUP_SPREAD_ROWS): the blocks are ranked as the compact grid ranks
+experts, so a long segment's blocks read their weight tile side by side (once from DRAM, then L2) where
+one CTA's passes, one after another, each read it from DRAM. Down CTAs of 64 outputs (`tile_n`) measured
+even with 128 and stay an option.
 
 Which expert's rows a CTA multiplies depends on the router's ids, so every launch waits for its
 predecessor (PDL) before its first load and releases its dependents at once. A CTA whose expert no
@@ -53,6 +56,7 @@ from lanec.codegen.facts import (
     MixtureGroupedSpec,
     mixture_group_compact,
     mixture_group_rows,
+    mixture_group_spread,
     mixture_group_stage_k,
     mixture_group_stages,
 )
@@ -87,18 +91,23 @@ class GroupedProduct(GemmTc):
     engine = "mma"
 
     def arrange(self, tile_n: int, group_rows: int, stages: int | None, stage_k: int | None = None,
-                compact: bool | None = None, swizzle: bool | None = None) -> None:
+                compact: bool | None = None, swizzle: bool | None = None, spread: bool | None = None) -> None:
         """The tile, the block (`group_rows` of an expert's rows a pass over its weight tile: the
         spec's, by default `mixture_group_rows`' choice for the shape), the K values a stage
         (`stage_k`, 64 or 128: by default `mixture_group_stage_k`'s for the block and rows), the grid's order
         (`compact`, see `expert_of`: by default `mixture_group_compact`'s for the rows), the stage
         rows' layout (`swizzle`, see `stage_column`: MIXTURE_GROUP_SWIZZLE) and the stages (by default
         `mixture_group_stages`' for the block, stage_k and layout, else as many as STAGE_BUDGET holds,
-        at most MAX_STAGES)."""
+        at most MAX_STAGES); `spread` (see `work_rows`: by default `mixture_group_spread`'s for the rows),
+        which ranks its blocks as the compact grid ranks experts, so it makes the grid compact."""
         self.stage_k = mixture_group_stage_k(group_rows, self.rows) if stage_k is None else int(stage_k)
         if self.stage_k not in (64, 128):
             raise ValueError(f"{self.name} stage_k {self.stage_k}: 64 or 128 K values a stage")
-        self.compact = mixture_group_compact(self.rows) if compact is None else bool(compact)
+        self.spread = mixture_group_spread(self.rows) if spread is None else bool(spread)
+        if self.spread and compact is False:
+            raise ValueError(f"{self.name} spread without compact: a segment's blocks are ranked as the compact grid "
+                             "ranks the chosen experts")
+        self.compact = self.spread or (mixture_group_compact(self.rows) if compact is None else bool(compact))
         self.swizzle = MIXTURE_GROUP_SWIZZLE if swizzle is None else bool(swizzle)
         self.tile_n, self.padded_rows = tile_n, group_rows
         self.splits = 1
@@ -127,7 +136,19 @@ class GroupedProduct(GemmTc):
 
     def shared_bytes(self) -> int:
         return shared_bytes([(self.stages * self.stage_bytes(), 128)] + [(4 * self.padded_rows, 16)] * 3
-                            + ([(4, 16)] if self.compact else []))
+                            + ([(4 * self.found_words(), 16)] if self.compact else []))
+
+    def found_words(self) -> int:
+        """The words `active_expert` leaves for the CTA: the expert, and with `spread` its block."""
+        return 2 if self.spread else 1
+
+    def work_rows(self) -> int:
+        """The grid rows of the routed experts: one an expert, or with `spread` one a block of a segment, as many
+        as any routing can fill: a split of the pairs into segments has at most min(experts, pairs) non-empty
+        ones, and its blocks beyond each one's first hold `padded_rows` pairs each."""
+        if not self.spread:
+            return self.experts
+        return min(self.experts, self.pairs) + self.pairs // self.padded_rows
 
     def shared_blocks(self) -> int:
         """The grid rows of a folded shared expert: one a block of its segment (every row), so its
@@ -147,7 +168,8 @@ class GroupedProduct(GemmTc):
         blocks, `experts + shared_blocks()` none. In grid order, or with `compact` the shared
         expert's blocks first and then the chosen experts in expert order (`active_expert`): the
         CTAs of experts no row chose are the grid's last, after the work, where in grid order they
-        sit between the chosen ones."""
+        sit between the chosen ones. With `spread` the grid rows after the shared blocks are the
+        blocks of the segments in expert order, and `spread_block` says which of its expert's."""
         expert = slot
         if cutlass.const_expr(self.compact):
             SB: cutlass.Constexpr = self.shared_blocks()
@@ -157,12 +179,21 @@ class GroupedProduct(GemmTc):
         return expert
 
     @cute.jit
+    def spread_block(self, first: Int32, count: Int32, found):
+        """With `spread`, the block of the segment at `first` (`count` rows) that this CTA's grid row
+        names (`found` [1], `active_expert`'s): (its first place, its rows)."""
+        skip = found[1] * self.padded_rows
+        return first + skip, cutlass.min(count - skip, Int32(self.padded_rows))
+
+    @cute.jit
     def active_expert(self, starts, rank_wanted: Int32, found, tid: Int32) -> Int32:
         """The `rank_wanted`-th expert in expert order whose segment is not empty, or `experts`
         where fewer are: the first warp reads the segments' starts (lane l holds experts l * held
         ..), ranks the non-empty ones by a shuffle scan, and the lane holding it leaves it in
-        `found` [1] for the CTA."""
+        `found` [1] for the CTA. With `spread` an expert counts once a block of its segment, and the
+        holder leaves the block's rank within its expert in found[1]."""
         E: cutlass.Constexpr = self.experts
+        G: cutlass.Constexpr = self.padded_rows
         held: cutlass.Constexpr = -(-E // WARP)
         if tid < WARP:
             marks = cute.make_rmem_tensor(held, Int32)
@@ -171,7 +202,10 @@ class GroupedProduct(GemmTc):
             for j in cutlass.range_constexpr(held):
                 e = tid * held + j
                 following = starts[cutlass.min(e + 1, Int32(E))]
-                marks[j] = cutlass.select_((e < E) & (following > previous), Int32(1), Int32(0))
+                if cutlass.const_expr(self.spread):
+                    marks[j] = cutlass.select_(e < E, (following - previous + G - 1) // G, Int32(0))
+                else:
+                    marks[j] = cutlass.select_((e < E) & (following > previous), Int32(1), Int32(0))
                 previous = following
                 total = total + marks[j]
             inclusive = total
@@ -181,15 +215,20 @@ class GroupedProduct(GemmTc):
             cute.arch.sync_warp()  # the default is stored before the holder's expert
             rank = inclusive - total
             for j in cutlass.range_constexpr(held):
-                if (marks[j] == 1) & (rank == rank_wanted):
-                    found[0] = tid * held + j
+                if cutlass.const_expr(self.spread):
+                    if (rank <= rank_wanted) & (rank_wanted < rank + marks[j]):
+                        found[0] = tid * held + j
+                        found[1] = rank_wanted - rank
+                else:
+                    if (marks[j] == 1) & (rank == rank_wanted):
+                        found[0] = tid * held + j
                 rank = rank + marks[j]
         cute.arch.sync_threads()
         return found[0]
 
     def launch(self) -> LaunchShape:
         """A CTA an (output tile, expert) pair; a folded shared expert's blocks are more expert rows."""
-        return LaunchShape(grid=(self.n_tiles, self.experts + self.shared_blocks(), 1),
+        return LaunchShape(grid=(self.n_tiles, self.work_rows() + self.shared_blocks(), 1),
                            block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
 
     def tables(self, smem):
@@ -198,8 +237,9 @@ class GroupedProduct(GemmTc):
         P: cutlass.Constexpr = self.pitch()
         layout = cute.make_layout((self.stages, rows_a_stage, P), stride=(rows_a_stage * P, P, 1))
         buffers = smem.allocate_tensor(cutlass.BFloat16, layout, 128)
-        return (buffers, alloc(smem, Int32, self.padded_rows), alloc(smem, Int32, self.padded_rows),
-                alloc(smem, Float32, self.padded_rows), alloc(smem, Int32, 1) if self.compact else None)
+        sources, targets = alloc(smem, Int32, self.padded_rows), alloc(smem, Int32, self.padded_rows)
+        scales = alloc(smem, Float32, self.padded_rows)
+        return buffers, sources, targets, scales, alloc(smem, Int32, self.found_words()) if self.compact else None
 
     @cute.jit
     def accumulate(self, act, weights, sources, buffers, acc, n0: Int32, inner: cutlass.Constexpr,
@@ -287,12 +327,13 @@ class MixtureGroupedGated(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  x_pitch: int | None = None, group_rows: int | None = None, stages: int | None = None,
-                 stage_k: int | None = None, compact: bool | None = None, swizzle: bool | None = None):
+                 stage_k: int | None = None, compact: bool | None = None, swizzle: bool | None = None,
+                 spread: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, x_pitch, group_rows).check()
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.x_pitch, self.pairs = shared_hidden, x_pitch, rows * top_k
-        self.arrange(2 * PAIR_UNITS, group_rows, stages, stage_k, compact, swizzle)
+        self.arrange(2 * PAIR_UNITS, group_rows, stages, stage_k, compact, swizzle, spread)
         self.n_tiles = -(-max(hidden, shared_hidden) // PAIR_UNITS)
 
     def params(self) -> list[TensorParam]:
@@ -334,8 +375,11 @@ class MixtureGroupedGated(GroupedProduct):
             if n0 < self.hidden:
                 pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
                 first = starts[expert]
-                self.blocks(x, pair, order, hidden, first, starts[expert + 1] - first, True, self.hidden, buffers,
-                            sources, targets, acc, n0, tid, warp, lane)
+                count = starts[expert + 1] - first
+                if cutlass.const_expr(self.spread):
+                    first, count = self.spread_block(first, count, found)
+                self.blocks(x, pair, order, hidden, first, count, True, self.hidden, buffers, sources, targets, acc,
+                            n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 if (n0 < self.shared_hidden) & (expert < self.experts + self.shared_blocks()):
@@ -397,7 +441,8 @@ class MixtureGroupedDown(GroupedProduct):
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
                  group_rows: int | None = None, stages: int | None = None, stage_k: int | None = None,
-                 compact: bool | None = None, swizzle: bool | None = None, tile_n: int | None = None):
+                 compact: bool | None = None, swizzle: bool | None = None, tile_n: int | None = None,
+                 spread: bool | None = None):
         group_rows = mixture_group_rows(rows, top_k, experts) if group_rows is None else group_rows
         MixtureGroupedSpec(self.name, rows, experts, top_k, width, hidden, shared_hidden, group_rows=group_rows).check()
         tile_n = MIXTURE_DOWN_TILE if tile_n is None else int(tile_n)
@@ -406,7 +451,7 @@ class MixtureGroupedDown(GroupedProduct):
         self.rows, self.width, self.hidden, self.experts, self.top_k = rows, width, hidden, experts, top_k
         self.shared_hidden, self.pairs = shared_hidden, rows * top_k
         self.slots = top_k + (1 if shared_hidden else 0)
-        self.arrange(tile_n, group_rows, stages, stage_k, compact, swizzle)
+        self.arrange(tile_n, group_rows, stages, stage_k, compact, swizzle, spread)
         self.n_tiles = -(-width // tile_n)
 
     def params(self) -> list[TensorParam]:
@@ -444,8 +489,11 @@ class MixtureGroupedDown(GroupedProduct):
         if expert < self.experts:
             rows = expert_rows(down, expert, self.width, self.hidden)
             first = starts[expert]
-            self.blocks(hidden, rows, order, weights, partial, first, starts[expert + 1] - first, True, self.hidden,
-                        buffers, sources, targets, scales, acc, n0, tid, warp, lane)
+            count = starts[expert + 1] - first
+            if cutlass.const_expr(self.spread):
+                first, count = self.spread_block(first, count, found)
+            self.blocks(hidden, rows, order, weights, partial, first, count, True, self.hidden, buffers, sources,
+                        targets, scales, acc, n0, tid, warp, lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 if expert < self.experts + self.shared_blocks():

@@ -9,7 +9,7 @@ segments longer than a block (64 rows at 8 and 16 experts at batch 256; 16 rows 
 rows with 4 stages at Kimi's routing); the shared expert folded
 (with and without its gate row, narrower and wider than a routed expert) and apart; stages of 128 K
 values and the compact grid (the chosen experts' CTAs first), alone and together; the stage rows swizzled (the
-default) and padded."""
+default) and padded; each block of a segment in its own CTA (`spread`)."""
 
 SHAPES = {
     "b7_e8_k1_sigmoid_apart": dict(
@@ -88,6 +88,20 @@ SHAPES = {
     "b256_e16_k2_softmax_pitched_wider_shared_swizzled": dict(  # blocks of 64 rows (2 x 4 warps), segments of several
         rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
         routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, swizzle=True),
+    # each block of a segment in a CTA of its own (`spread`, MIXTURE_GROUP_SPREAD_ROWS), ranked as the compact grid's:
+    "b64_e128_k8_sigmoid_correction_same_shared_spread": dict(  # every row the same 8 experts: 4 blocks of 16 each
+        rows=64, width=1024, hidden=512, experts=128, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=512, inputs="same", group_rows=16, spread=True),
+    "b256_e256_k8_sigmoid_correction_shared_spread": dict(  # Kimi Linear's routing at 256 rows, K tail 1032
+        rows=256, width=1032, hidden=200, experts=256, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=264, spread=True),
+    "b256_e16_k2_softmax_pitched_wider_shared_spread_k128": dict(  # segments of 2-4 blocks of 16, 128 K values
+        rows=256, width=1024, hidden=256, experts=16, top_k=2, scoring="softmax", renormalize=True,
+        routed_scaling=1.0, shared_hidden=1536, shared_gate=True, x_pitch=1280, group_rows=16, stage_k=128,
+        spread=True),
+    "b7_e8_k1_sigmoid_apart_spread_down64": dict(  # one block a segment; down CTAs of 64 outputs
+        rows=7, width=520, hidden=200, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0, spread=True, down_tile=64),
 }
 
 
@@ -97,12 +111,12 @@ def groups_spec(shape: dict) -> dict:
 
 def gated_spec(shape: dict) -> dict:
     return {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "x_pitch",
-                                  "group_rows", "stages", "stage_k", "compact", "swizzle") if k in shape}
+                                  "group_rows", "stages", "stage_k", "compact", "swizzle", "spread") if k in shape}
 
 
 def down_spec(shape: dict) -> dict:
     spec = {k: shape[k] for k in ("rows", "width", "hidden", "experts", "top_k", "shared_hidden", "group_rows",
-                                  "stages", "stage_k", "compact", "swizzle") if k in shape}
+                                  "stages", "stage_k", "compact", "swizzle", "spread") if k in shape}
     return {**spec, "tile_n": shape["down_tile"]} if "down_tile" in shape else spec
 
 
