@@ -74,9 +74,11 @@
 #              build/next's plans, --check of INFLIGHT_CHECK (about 4 minutes at 3 rounds)
 #   grouped    the grouped products' stage_k and compact grid as options: every grouped case, sanitizer on one,
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
-#   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, off) and down CTAs of 64 outputs
+#   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, then off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
-#   spread     each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, off): the grouped cases,
+#   spread-adopt  the same adopted from 256 rows: the cases, sanitizer, the batch-256 1k --check, the 256-row rows
+#              against the chain
+#   spread     each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, then off): the grouped cases,
 #              sanitizer on one, a round of build/v33's plans at 256 and 64 rows
 #   swizzle-adopt  the swizzled stage rows adopted: the grouped cases, sanitizer, the 24- and 64-row --check, the
 #              1k rows against the chain (ADOPT_CHAIN: other plans)
@@ -212,6 +214,21 @@ gemv_norm_cases() {
     | tee "$logs/$name.log"
   cases_passed "$name" || return 1
   sanitize_case tests/gpu/test_kernels.py "gemv-r1_norm_kda_parts" "$name.log" 120
+}
+# every grouped mixture case (tests/gpu/test_mixture_grouped.py, SECONDS at most), logged to $logs/NAME.log, then
+# compute-sanitizer on each case the remaining arguments name (pytest -k expressions after "matches and "); returns 1
+# where the cases failed or hung (the phase stops: `grouped_cases NAME SECONDS CASE... || { status=1; continue; }`)
+# or a tool failed
+grouped_cases() {
+  local name=$1 seconds=$2 case failed=0
+  shift 2
+  timeout "$seconds" python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -4 \
+    | tee "$logs/$name.log"
+  cases_passed "$name" || return 1
+  for case in "$@"; do
+    sanitize_case tests/gpu/test_mixture_grouped.py "matches and $case" "$name.log" 90 || failed=1
+  done
+  return $failed
 }
 # whether the cases whose summary is in $logs/NAME.log passed (none failed, none hung); if not it says so there,
 # and the phase stops: `cases_passed NAME || { status=1; continue; }`
@@ -525,11 +542,7 @@ for phase in "${phases[@]}"; do
       # rounds of the real-size steps in build/v31m (here: python tests/gpu/build.py --only mixture_groups
       # mixture_grouped_gated mixture_grouped_down mixture_sum; tests/gpu/variant_plan.py --fact ... FORM
       # build/v31m/NAME.plan; carry build/v31m, build/gpu, .whl)
-      timeout 240 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -4 \
-        | tee "$logs/grouped.log"
-      cases_passed grouped || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b64_e8_k2_sigmoid_odd_apart_k128_compact" grouped.log \
-        180 || status=1
+      grouped_cases grouped 150 b64_e8_k2_sigmoid_odd_apart_k128_compact || { status=1; continue; }
       step_rounds grouped "${GROUPED_ROUNDS:-2}" ${GROUPED_PLANS:-build/v31m/*.plan} ;;
     grouped-adopt)
       # the grouped products' adopted defaults (128 K values a stage below 256 rows, the compact grid from 64): every
@@ -537,11 +550,7 @@ for phase in "${phases[@]}"; do
       # after (NEW: build/v31f/SHAPE-base.plan and SHAPE-new.plan for b8, b256, spec3-b8, b64), the new 24- and
       # 64-row plans' --check, and both against the chain (carry build/v31f, build/plans, build/gpu, .whl, .anchors;
       # 432 s on the H200)
-      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
-        | tee "$logs/grouped-adopt.log"
-      cases_passed grouped-adopt || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_compact" \
-        grouped-adopt.log 60 || status=1
+      grouped_cases grouped-adopt 150 b24_e256_k8_sigmoid_correction_shared_compact || { status=1; continue; }
       for shape in b8 b256 spec3-b8 b64; do step_rounds grouped-adopt 1 build/v31f/$shape-base.plan build/v31f/$shape-new.plan; done
       OPENBLAS_NUM_THREADS=1 checked_plans grouped-adopt 230 build/plans/kimi-full-spec3-b8-c1k.plan \
         build/plans/kimi-full-b64-c1k.plan
@@ -552,28 +561,28 @@ for phase in "${phases[@]}"; do
       # sanitizer on the 24-row case, the 24- and 64-row plans' --check, then the 1k rows against the chain (here:
       # python tests/gpu/build.py --only mixture_groups mixture_grouped_gated mixture_grouped_down mixture_sum;
       # python tests/gpu/plans.py for the kimi-full plans; carry build/gpu, build/plans, .whl, .anchors)
-      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
-        | tee "$logs/swizzle-adopt.log"
-      cases_passed swizzle-adopt || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e64_k4_sigmoid_shared_g16" \
-        swizzle-adopt.log 60 || status=1
+      grouped_cases swizzle-adopt 150 b24_e64_k4_sigmoid_shared_g16 || { status=1; continue; }
       OPENBLAS_NUM_THREADS=1 checked_plans swizzle-adopt 200 build/plans/kimi-full-spec3-b8-c1k.plan \
         build/plans/kimi-full-b64-c1k.plan
       timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
         build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
         | tee -a "$logs/swizzle-adopt.log" ;;
+    spread-adopt)
+      # `spread` adopted from 256 rows: every grouped case at the new defaults (the 256-row ones spread), compute-
+      # sanitizer on the default Kimi routing at 256 rows, the batch-256 1k plan's --check, the 256-row rows against
+      # the chain (carry build/gpu, build/plans, .whl, .anchors)
+      grouped_cases spread-adopt 150 b256_e256_k8_sigmoid_correction_shared_spread || { status=1; continue; }
+      OPENBLAS_NUM_THREADS=1 checked_plans spread-adopt 300 build/plans/kimi-full-b256-c1k.plan
+      timeout 200 python3 bench/model.py build/plans/kimi-full-b256-c1k.plan build/plans/kimi-full-b256-c16k.plan \
+        2>&1 | tail -3 | tee -a "$logs/spread-adopt.log" ;;
     spread)
-      # each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, off): every grouped case (4 spread),
+      # each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, off when measured): every grouped case,
       # compute-sanitizer on the skewed 64-row case, then SPREAD_ROUNDS rounds of build/v33's plans (here: python
       # tests/gpu/build.py --only mixture_groups mixture_grouped_gated mixture_grouped_down mixture_sum;
       # tests/gpu/variant_plan.py --fact MIXTURE_GROUP_SPREAD_ROWS=ROWS build/plans/kimi-full-SHAPE-c1k.mlir
       # build/v33/SHAPE-spread.plan beside SHAPE-base.plan, a copy of build/plans' for b256 and b64; carry build/v33,
       # build/gpu, .whl; about 4 minutes)
-      timeout 120 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
-        | tee "$logs/spread.log"
-      cases_passed spread || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b64_e128_k8_sigmoid_correction_same_shared_spread" \
-        spread.log 60 || status=1
+      grouped_cases spread 150 b64_e128_k8_sigmoid_correction_same_shared_spread || { status=1; continue; }
       step_rounds spread "${SPREAD_ROUNDS:-1}" ${SPREAD_PLANS:-build/v33/*.plan} ;;
     swizzle)
       # the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE: a third stage of 128 K values, or a sixth of
@@ -584,13 +593,8 @@ for phase in "${phases[@]}"; do
       # MIXTURE_GROUP_WIDE_BELOW=512 too; the grouped down CTAs of 64 outputs (MIXTURE_DOWN_TILE=64: SHAPE-d64, and
       # spec3-b8-swz-d64 with both); carry build/v32, build/gpu, .whl). One round of the 11 plans is about 4 minutes
       # (the batch-256 plans 35 s each)
-      timeout 150 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -3 \
-        | tee "$logs/swizzle.log"
-      cases_passed swizzle || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_swizzled" \
-        swizzle.log 60 || status=1
-      sanitize_case tests/gpu/test_mixture_grouped.py "matches and b24_e256_k8_sigmoid_correction_shared_down64" \
-        swizzle.log 60 || status=1
+      grouped_cases swizzle 150 b24_e256_k8_sigmoid_correction_shared_swizzled \
+        b24_e256_k8_sigmoid_correction_shared_down64 || { status=1; continue; }
       step_rounds swizzle "${SWIZZLE_ROUNDS:-1}" ${SWIZZLE_PLANS:-build/v32/*.plan} ;;
     inflight)
       # the next loads-in-flight question (bench/RESULTS.md, twenty-ninth session, "What is in view"): the merged KDA
