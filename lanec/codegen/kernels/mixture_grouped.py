@@ -181,7 +181,7 @@ class GroupedProduct(GemmTc):
     @cute.jit
     def spread_block(self, first: Int32, count: Int32, found):
         """With `spread`, the block of the segment at `first` (`count` rows) that this CTA's grid row
-        names (`found` [1], `active_expert`'s): (its first place, its rows)."""
+        names (found[1], `active_expert`'s): (its first place, its rows)."""
         skip = found[1] * self.padded_rows
         return first + skip, cutlass.min(count - skip, Int32(self.padded_rows))
 
@@ -190,7 +190,7 @@ class GroupedProduct(GemmTc):
         """The `rank_wanted`-th expert in expert order whose segment is not empty, or `experts`
         where fewer are: the first warp reads the segments' starts (lane l holds experts l * held
         ..), ranks the non-empty ones by a shuffle scan, and the lane holding it leaves it in
-        `found` [1] for the CTA. With `spread` an expert counts once a block of its segment, and the
+        found[0] for the CTA. With `spread` an expert counts once a block of its segment, and the
         holder leaves the block's rank within its expert in found[1]."""
         E: cutlass.Constexpr = self.experts
         G: cutlass.Constexpr = self.padded_rows
@@ -227,7 +227,8 @@ class GroupedProduct(GemmTc):
         return found[0]
 
     def launch(self) -> LaunchShape:
-        """A CTA an (output tile, expert) pair; a folded shared expert's blocks are more expert rows."""
+        """A CTA an (output tile, expert) pair, or with `spread` an (output tile, block of a segment) pair
+        (`work_rows`); a folded shared expert's blocks are more grid rows."""
         return LaunchShape(grid=(self.n_tiles, self.work_rows() + self.shared_blocks(), 1),
                            block=(THREADS, 1, 1), shared_bytes=self.shared_bytes())
 
