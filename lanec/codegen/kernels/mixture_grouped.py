@@ -169,7 +169,7 @@ class GroupedProduct(GemmTc):
         expert's blocks first and then the chosen experts in expert order (`active_expert`): the
         CTAs of experts no row chose are the grid's last, after the work, where in grid order they
         sit between the chosen ones. With `spread` the grid rows after the shared blocks are the
-        blocks of the segments in expert order, and `spread_block` says which of its expert's."""
+        blocks of the segments in expert order, and `segment` says which of its expert's."""
         expert = slot
         if cutlass.const_expr(self.compact):
             SB: cutlass.Constexpr = self.shared_blocks()
@@ -179,11 +179,15 @@ class GroupedProduct(GemmTc):
         return expert
 
     @cute.jit
-    def spread_block(self, first: Int32, count: Int32, found):
-        """With `spread`, the block of the segment at `first` (`count` rows) that this CTA's grid row
-        names (found[1], `active_expert`'s): (its first place, its rows)."""
-        skip = found[1] * self.padded_rows
-        return first + skip, cutlass.min(count - skip, Int32(self.padded_rows))
+    def segment(self, starts, expert: Int32, found):
+        """The places this CTA multiplies of routed `expert`'s segment: (its first, its count): the whole
+        segment, or with `spread` the block of it that the CTA's grid row names (found[1], `active_expert`'s)."""
+        first = starts[expert]
+        count = starts[expert + 1] - first
+        if cutlass.const_expr(self.spread):
+            skip = found[1] * self.padded_rows
+            first, count = first + skip, cutlass.min(count - skip, Int32(self.padded_rows))
+        return first, count
 
     @cute.jit
     def active_expert(self, starts, rank_wanted: Int32, found, tid: Int32) -> Int32:
@@ -375,10 +379,7 @@ class MixtureGroupedGated(GroupedProduct):
         if expert < self.experts:
             if n0 < self.hidden:
                 pair = [expert_rows(w, expert, self.hidden, self.width) for w in (gate, up)]
-                first = starts[expert]
-                count = starts[expert + 1] - first
-                if cutlass.const_expr(self.spread):
-                    first, count = self.spread_block(first, count, found)
+                first, count = self.segment(starts, expert, found)
                 self.blocks(x, pair, order, hidden, first, count, True, self.hidden, buffers, sources, targets, acc,
                             n0, tid, warp, lane)
         else:
@@ -489,10 +490,7 @@ class MixtureGroupedDown(GroupedProduct):
         expert = self.expert_of(starts, slot, found, tid)
         if expert < self.experts:
             rows = expert_rows(down, expert, self.width, self.hidden)
-            first = starts[expert]
-            count = starts[expert + 1] - first
-            if cutlass.const_expr(self.spread):
-                first, count = self.spread_block(first, count, found)
+            first, count = self.segment(starts, expert, found)
             self.blocks(hidden, rows, order, weights, partial, first, count, True, self.hidden, buffers, sources,
                         targets, scales, acc, n0, tid, warp, lane)
         else:
