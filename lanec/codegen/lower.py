@@ -54,7 +54,6 @@ from lanec.codegen.facts import (
     MIXTURE_EARLY_SHARED_CTAS,
     MIXTURE_EARLY_SHARED_ROWS,
     MIXTURE_EARLY_SHARED_UNITS,
-    MIXTURE_GROUP_SWIZZLE,
     MIXTURE_GROUPED_ROWS,
     MIXTURE_READY_FLAG,
     MIXTURE_SUM_IN_NORM,
@@ -77,10 +76,6 @@ from lanec.codegen.facts import (
     Q8GemmSpec,
     RmsNormSpec,
     latent_engine_reason,
-    mixture_group_compact,
-    mixture_group_rows,
-    mixture_group_spread,
-    mixture_group_stage_k,
     mixture_group_stages,
     part_places,
     quantized_pitch,
@@ -1240,18 +1235,17 @@ class Lowering:
                  "shared_hidden": shared_hidden}
         if self.grouped_rows is not None and rows > self.grouped_rows:
             segments = self.route(op, router, name, x, correction, ids, routing, grouped=True)
-            block = mixture_group_rows(rows, top_k, experts)
-            stage_k, spread = mixture_group_stage_k(block, rows), mixture_group_spread(rows)
-            compact = spread or mixture_group_compact(rows)
-            stages = mixture_group_stages(block, stage_k, MIXTURE_GROUP_SWIZZLE)
+            gated = make_kernel("mixture_grouped_gated", {**shape, **pitch_of(x)})  # its block, stages and grid
+            block, stage_k, spread, compact = gated.padded_rows, gated.stage_k, gated.spread, gated.compact
+            stages = mixture_group_stages(block, stage_k, gated.swizzle)  # None: what the budget holds
             self.tunings.append(("mixture", shape, {
                 "path": "grouped", "group_rows": block, "stage_k": stage_k, "compact": compact,
-                "swizzle": MIXTURE_GROUP_SWIZZLE, **({"spread": True} if spread else {}),
+                "swizzle": gated.swizzle, **({"spread": True} if spread else {}),
                 "why": f"{rows} rows are above {self.grouped_rows}: rows grouped by expert, tensor cores in blocks "
                        f"of {block} rows (a segment's mean is {rows * top_k / experts:.1f} rows), "
                        + (f"{stages} stages of " if stages else "")
                        + f"{stage_k} K values, their rows " + ("swizzled (MIXTURE_GROUP_SWIZZLE), "
-                                                              if MIXTURE_GROUP_SWIZZLE else "padded, ")
+                                                              if gated.swizzle else "padded, ")
                        + ("each block of a segment a CTA of its own, side by side (MIXTURE_GROUP_SPREAD_ROWS)"
                           if spread else "the chosen experts' CTAs first (MIXTURE_GROUP_COMPACT_ROWS)" if compact
                           else "the grid in expert order")}))

@@ -212,8 +212,7 @@ class GroupedProduct(GemmTc):
                     marks[j] = cutlass.select_((e < E) & (following > previous), Int32(1), Int32(0))
                 previous = following
                 total = total + marks[j]
-            inclusive = total
-            inclusive = warp_inclusive_sum(inclusive, tid)
+            inclusive = warp_inclusive_sum(total, tid)
             if tid == 0:
                 found[0] = Int32(E)
             cute.arch.sync_warp()  # the default is stored before the holder's expert
