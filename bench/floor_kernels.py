@@ -26,19 +26,21 @@ NORM = RmsNorm(1, WIDTH, EPS)  # the tail's arithmetic (its weights and normaliz
 
 
 class Hop:
-    """A launch of `ctas` CTAs that hands word c of `x` on to word c of `out` (+1), after its PDL wait.
-    Params: x, out [WIDTH] float32."""
+    """A launch of `ctas` CTAs of `threads` that hands word c of `x` on to word c of `out` (+1), after
+    its PDL wait; with `cluster` > 1 the CTAs launch in clusters of that many (and do nothing with
+    them). Params: x, out [WIDTH] float32."""
 
     name = "hop"
 
-    def __init__(self, ctas: int, pdl: bool = True):
-        self.ctas, self.pdl = int(ctas), bool(pdl)
+    def __init__(self, ctas: int, pdl: bool = True, cluster: int = 1, threads: int = 256):
+        self.ctas, self.pdl, self.cluster, self.threads = int(ctas), bool(pdl), int(cluster), int(threads)
 
     def params(self) -> list[TensorParam]:
         return [TensorParam("x", (WIDTH,), "float32"), TensorParam("out", (WIDTH,), "float32", written=True)]
 
     def launch(self) -> LaunchShape:
-        return LaunchShape(grid=(self.ctas, 1, 1), block=(256, 1, 1), pdl=self.pdl)
+        return LaunchShape(grid=(self.ctas, 1, 1), block=(self.threads, 1, 1), cluster=(self.cluster, 1, 1),
+                           pdl=self.pdl)
 
     @cute.jit
     def __call__(self, *, x: cute.Tensor, out: cute.Tensor):

@@ -33,6 +33,8 @@ WIDTH = 2304  # Kimi Linear's hidden width: the chains' row (floor_kernels takes
 EPS = 1e-6
 CHAIN = 64  # launches a hop chain; pairs a pair chain are CHAIN // 2
 HOP_GRIDS = (1, 8, 132, 576, 1152, 6288)  # a norm, a cluster, one an SM, mixture_down, o_proj, the merged product
+# the step's cluster launches as hops, each beside the same grid without clusters: (CTAs, cluster, threads)
+CLUSTER_HOPS = ((16, 16, 512), (256, 8, 160), (8, 8, 256))  # the batch-1 router, KdaSplit, argmax
 
 
 def kernels() -> dict:
@@ -45,6 +47,9 @@ def kernels() -> dict:
     found = {f"hop_g{g}": Hop(g) for g in HOP_GRIDS}
     found.update({f"hop_g{g}_entry": released(Hop(g), "entry") for g in (1, 576, 6288)})
     found.update({f"hop_g{g}_nopdl": Hop(g, pdl=False) for g in (1, 576, 6288)})
+    for g, c, t in CLUSTER_HOPS:
+        found[f"hop_g{g}_t{t}"] = Hop(g, threads=t)
+        found[f"hop_g{g}_t{t}_c{c}"] = Hop(g, cluster=c, threads=t)
     found["spread"] = Spread(False)
     found["spread_tail"] = Spread(True)
     found["norm"] = RmsNorm(1, WIDTH, EPS)
@@ -83,6 +88,26 @@ def run() -> None:
                  for i in range(CHAIN)]
         print(f"| hop | {g} | {pdl} | {release} | {measure.graph_us(driver, stream, chain, 25) / CHAIN:.2f} |",
               flush=True)
+
+    # the cluster hops: each alone in a chain, and each after a Spread launch (576 CTAs on the SMs, as the step's
+    # router, KdaSplit and argmax follow a wide launch); us a launch, and a pair less the Spread-alone chain
+    row = torch.randn(1, WIDTH, dtype=torch.bfloat16, device="cuda")
+    w1 = torch.randn(WIDTH, dtype=torch.bfloat16, device="cuda")
+    spread_in = {"x": row, "w": w1, "out": torch.empty_like(row)}
+    pairs = CHAIN // 2
+    alone = measure.graph_us(driver, stream, [kernels_.launch("spread", spread_in) for _ in range(pairs)], 25) / pairs
+    print(f"\ncluster launches as hops (Spread alone {alone:.2f} us a launch)")
+    print("| CTAs | threads | cluster | us a launch, chained | over Spread, after one |")
+    print("|---|---|---|---|---|")
+    for g, c, t in CLUSTER_HOPS:
+        for stem, cluster in ((f"hop_g{g}_t{t}", 1), (f"hop_g{g}_t{t}_c{c}", c)):
+            chain = [kernels_.launch(stem, {"x": a, "out": b} if i % 2 == 0 else {"x": b, "out": a})
+                     for i in range(CHAIN)]
+            alone_us = measure.graph_us(driver, stream, chain, 25) / CHAIN
+            pair = [launch for _ in range(pairs) for launch in (kernels_.launch("spread", spread_in),
+                                                                 kernels_.launch(stem, {"x": a, "out": b}))]
+            after = measure.graph_us(driver, stream, pair, 25) / pairs - alone
+            print(f"| {g} | {t} | {cluster} | {alone_us:.2f} | {after:.2f} |", flush=True)
 
     # the pair chains: the normed row `a`, the spread row `b`
     rows = {name: torch.randn(1, WIDTH, dtype=torch.bfloat16, device="cuda") for name in ("a", "b")}

@@ -32,3 +32,12 @@ def test_a_hop_releases_its_dependents_where_its_release_point_says(compiled, st
     ptx = compiled[stem].ptx
     release, wait = ptx.index("griddepcontrol.launch_dependents"), ptx.index("griddepcontrol.wait")
     assert (release < wait) == (first == "launch_dependents")
+
+
+def test_each_cluster_hop_has_its_twin_without_clusters(compiled):
+    from launch_floor import CLUSTER_HOPS
+
+    for ctas, cluster, threads in CLUSTER_HOPS:
+        plain, clustered = compiled[f"hop_g{ctas}_t{threads}"].launch, compiled[f"hop_g{ctas}_t{threads}_c{cluster}"].launch
+        assert plain.grid == clustered.grid == (ctas, 1, 1) and plain.block == clustered.block == (threads, 1, 1)
+        assert plain.cluster == (1, 1, 1) and clustered.cluster == (cluster, 1, 1)

@@ -49,6 +49,10 @@ KERNELS = {
     "gated_k8_shared_early": lambda: MixtureGated(1, 2304, 1024, 256, 8, shared_hidden=1024, early=True),
     "down_k8_shared_early": lambda: MixtureDown(1, 2304, 1024, 256, 8, shared_hidden=1024, early=True),
     "down_k2_apart_early": lambda: MixtureDown(2, 512, 520, 16, 2, early=True),
+    # each warp's first chunk of down rows before the wait (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS)
+    "down_k8_shared_early_weights": lambda: MixtureDown(1, 2304, 1024, 256, 8, shared_hidden=1024,
+                                                        schedule={"units": 6}, early_weights=True),
+    "down_k2_apart_early_weights": lambda: MixtureDown(2, 512, 520, 16, 2, early_weights=True),
 }
 
 
@@ -441,6 +445,68 @@ def test_up_to_the_early_rows_down_prefetches_its_experts_while_gated_streams(tm
 
     assert all(spec.get("early") is True for spec in experts(3))
     assert all("early" not in spec for spec in experts(2)) and all("early" not in spec for spec in experts(None))
+
+
+@pytest.mark.parametrize("units, shared", [(6, 1024), (4, 0)])
+def test_early_weights_issue_the_first_chunk_before_the_wait_and_nothing_else_changes(units, shared):
+    """mixture_down `early_weights`: before the PDL wait each warp reads its expert's id and issues its first chunk
+    of down rows, the vectors it would have issued first after the wait (a chunk of the default's 16 in flight: 2
+    vectors of each of the units' 1024-wide rows); after it the same count again (the second chunk) and the
+    activations. Without it the kernel is the one before, byte for byte (rows_dots' default loop unchanged)."""
+    shape = (1, 2304, 1024, 256, 8)
+    kw = {"shared_hidden": shared, "schedule": {"units": units}}
+    early = compiled_for_sm90a(MixtureDown(*shape, **kw, early_weights=True)).ptx
+    plain = compiled_for_sm90a(MixtureDown(*shape, **kw)).ptx
+    weight = "ld.global.nc.L1::no_allocate.v4.b32"
+    per_chunk = max(1, min(16 // units, 4))
+    branches = 2 if shared else 1  # the routed warps' and the shared warp's
+    before, after = early.split("griddepcontrol.wait")
+    assert before.count(weight) == branches * per_chunk * units
+    assert after.count(weight) == branches * (4 - per_chunk) * units
+    assert plain.split("griddepcontrol.wait")[0].count(weight) == 0
+    assert "mul.wide.s32" in before  # the chosen expert's rows, from its id, before the wait
+    assert "local" not in early.split(".entry")[1]
+    assert early != plain
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"early": True}, "the L2 prefetch \\(early\\) is not taken with it"),
+    ({"shared_hidden": 512}, "a shared expert must be as wide as a routed one \\(512 against 1024\\)"),
+])
+def test_early_weights_refuse_what_they_cannot_take(kw, message):
+    with pytest.raises(ValueError, match=message) as raised:
+        MixtureDown(1, 2304, 1024, 256, 8, early_weights=True, **kw)
+    assert "\n" not in str(raised.value)
+
+
+def test_with_early_weights_gated_releases_down_after_its_own_wait(tmp_path, monkeypatch):
+    """MIXTURE_DOWN_EARLY_WEIGHTS_ROWS (None: off): a per-row mixture of at most that many rows gets mixture_down
+    with `early_weights`, and mixture_gated before it releases it only after its PDL wait (the router's ids are
+    then this step's); by default, and above the rows, neither."""
+    from lanec.codegen import lower
+    from lanec.codegen.spec import spec_of
+    from lanec.dialects import lane
+
+    def experts(rows):
+        monkeypatch.setattr(lower, "MIXTURE_DOWN_EARLY_WEIGHTS_ROWS", rows)
+        text = MIXTURE.replace("TOP_K", "4")
+        for narrow, wide in (("64x256", "128x256"), ("256x64", "256x128"), ("3x64", "3x128")):  # shared as wide
+            text = text.replace(f"tensor<{narrow}xbf16>", f"tensor<{wide}xbf16>")
+        ops = lowered(tmp_path, text)
+        return {op.kernel.data: spec_of(op) for op in ops if isinstance(op, lane.LaunchOp)
+                and op.kernel.data in ("mixture_gated", "mixture_down")}
+
+    on = experts(3)
+    assert on["mixture_down"].get("early_weights") is True and on["mixture_gated"].get("release") != "entry"
+    for rows in (2, None):
+        off = experts(rows)
+        assert "early_weights" not in off["mixture_down"] and off["mixture_gated"].get("release") == "entry"
+    reason = lower.down_early_weights(1, 1024, 1024, False)[1]
+    assert reason is None or "before the PDL wait" in reason
+    monkeypatch.setattr(lower, "MIXTURE_DOWN_EARLY_WEIGHTS_ROWS", 1)
+    assert lower.down_early_weights(1, 1024, 512, False) == (False, "its shared expert's 512 units are not a routed "
+                                                                    "expert's 1024: one chunk shape a warp")
+    assert lower.down_early_weights(1, 1024, 1024, True)[0] is False
 
 
 def test_the_router_from_given_logits_compiles_with_no_cluster():

@@ -306,3 +306,42 @@ def test_python_m_runtime(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lanec.runtime", str(tmp_path / "plan.bin"), "--interpret"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+
+
+# -- the states' L2 windows (LANEC_L2_STATES; measured slower on the H200, off by default) -----------
+
+def _windowed_plan() -> Plan:
+    from lanec.runtime.plan import Arg, Launch, Shape
+
+    shape = Shape((1, 1, 1), (32, 1, 1))
+    plan = Plan()
+    plan.buffers = [Buffer("l0.recurrent", (2, 4, 8, 8), "float32", "state", "l0.recurrent"),
+                    Buffer("l0.conv", (2, 96, 3), "bfloat16", "state", "l0.conv"),
+                    Buffer("l1.latent", (4, 16, 64), "bfloat16", "state", "l1.latent"),
+                    Buffer("x", (1, 64), "bfloat16", "activation")]
+    plan.launches = [Launch("kda", 0, "k", shape, (Arg("x"), Arg("l0.conv"), Arg("l0.recurrent"))),
+                     Launch("gemv", 0, "g", shape, (Arg("x"),)),
+                     Launch("latent", 0, "a", shape, (Arg("x"), Arg("l1.latent")))]
+    return plan
+
+
+def test_a_launch_takes_the_window_of_its_largest_state_and_auto_its_share_of_the_set_aside():
+    from lanec.runtime.runner import l2_windows, touched_state_bytes
+
+    plan = _windowed_plan()
+    # slot 0 is padding: a slot state's touched bytes are its other slots'; a cache counts whole
+    assert touched_state_bytes(plan) == 1024 + 576 + 8192
+    assert l2_windows(plan, "off", 1 << 20, 1 << 27) == [None, None, None]
+    assert l2_windows(plan, "auto", 1 << 20, 1 << 27) == [("l0.recurrent", 1.0), None, ("l1.latent", 1.0)]
+    half = l2_windows(plan, "auto", (1024 + 576 + 8192) // 2, 1 << 27)
+    assert [w and w[1] for w in half] == [0.5, None, 0.5]
+    assert l2_windows(plan, "0.25", 1 << 20, 1 << 27)[0] == ("l0.recurrent", 0.25)
+    assert l2_windows(plan, "auto", 0, 1 << 27) == [None, None, None]  # a GPU without a set-aside
+
+
+@pytest.mark.parametrize("setting", ["1.5", "0", "most"])
+def test_a_bad_l2_setting_is_one_line(setting):
+    from lanec.runtime.runner import l2_windows
+
+    with pytest.raises(RunError, match=r"LANEC_L2_STATES=.*(off, auto, or a hit ratio|a hit ratio is in)"):
+        l2_windows(_windowed_plan(), setting, 1 << 20, 1 << 27)

@@ -1606,6 +1606,17 @@ MIXTURE_GROUPED_ROWS: int | None = 4
 # interpreter (49 of 49), but that step ran 2169.3 us with it against 2085.6 without (bench/model.py
 # kimi-full-b1-c1k, one command, H200, 2026-11-30): gated's stream slows by more than down's ramp saves.
 MIXTURE_DOWN_EARLY_ROWS: int | None = None
+# The per-row path's down rows into registers before the PDL wait (`early_weights`, mixture.py's MixtureDown): at
+# most this many rows (None: never), each mixture_down warp reads its expert's id and issues its first chunk of
+# down rows before the wait, so the CTAs resident under mixture_gated's tail stream then; mixture_gated releases it
+# only after its own wait (the ids are the router's). Unlike the L2 prefetch above nothing is prefetched ahead of
+# what a warp multiplies, and gated's rows keep the default policy. The real-size batch-1 graph profile put
+# mixture_down at 12.2-12.7 us for 10.2 us of bytes (84% of the copy bandwidth, 1.9 us a launch over them, 26
+# launches; bench/RESULTS.md, thirty-third session). Measured on the real-size batch-1 step (bench/model.py --side
+# lanec, three paired rounds on one H200): 1795.5 / 1791.9 / 1789.0 us without, 1785.6 / 1785.7 / 1781.2 with
+# (-7.9 us, every round faster); its --check 49 of 49. Two to four rows (the per-row path's other shapes) are not
+# measured, so the fact stops at one.
+MIXTURE_DOWN_EARLY_WEIGHTS_ROWS: int | None = 1
 # The per-row path's shared expert before the PDL wait (`early_shared`, mixture.py's MixtureGated): at most this
 # many rows (None: never), where the fused router norms the mixture's input, mixture_gated's shared warp norms the
 # router's own input rows itself (they were complete when the router's CTAs passed their wait, and the router then

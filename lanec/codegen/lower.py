@@ -51,6 +51,7 @@ from lanec.codegen.facts import (
     LATENT_ENGINE,
     LATENT_PARTIALS,
     MIXTURE_DOWN_EARLY_ROWS,
+    MIXTURE_DOWN_EARLY_WEIGHTS_ROWS,
     MIXTURE_EARLY_SHARED_CTAS,
     MIXTURE_EARLY_SHARED_ROWS,
     MIXTURE_EARLY_SHARED_UNITS,
@@ -490,7 +491,9 @@ class Lowering:
             successor = after.kernel.data if followed else None
             ctas = math.prod(after.grid.get_values()) if followed else 0
             point, why = release_point(op.kernel.data, successor, ctas)
-            if followed and "early_shared" in after.spec.data:  # it reads this launch's inputs before its wait
+            # it reads this launch's inputs before its wait (the early shared warp the router's; mixture_down's
+            # early weights the router's ids, which mixture_gated reads too)
+            if followed and ("early_shared" in after.spec.data or "early_weights" in after.spec.data):
                 point, why = "wait", (f"the next launch ({successor}) reads this launch's inputs before its own "
                                       "wait: they are complete once this launch's CTAs pass their wait")
             if point == "entry":
@@ -1282,7 +1285,11 @@ class Lowering:
                      between, *([ready] if ready is not None else [])])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
-        self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape)},
+        early_weights, why = down_early_weights(rows, hidden, shared_hidden, early)
+        if why:
+            self.tunings.append(("down_early", shape, {"early_weights": early_weights, "why": why}))
+        self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape),
+                                     **({"early_weights": True} if early_weights else {})},
                     [*([x] if gated else []), between, ids, routing, self.window(op.down), *shared[2:3],
                      *shared[3:], out])
         self.windows[op.result] = out
@@ -1708,6 +1715,23 @@ class Lowering:
         out = self.activation("latent_attention", (rows, heads * v))
         self.attend("expanded_attention", attend, args, out, "latent_attention", heads, v, splits)
         self.windows[op.result] = out
+
+
+def down_early_weights(rows: int, hidden: int, shared_hidden: int, early: bool) -> tuple[bool, str | None]:
+    """Whether a per-row mixture's down launch issues its first chunk of rows before its PDL wait
+    (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS), and why (None where the fact is off: nothing to say)."""
+    most = MIXTURE_DOWN_EARLY_WEIGHTS_ROWS
+    if most is None:
+        return False, None
+    if rows > most:
+        return False, f"{rows} rows are above MIXTURE_DOWN_EARLY_WEIGHTS_ROWS ({most}): its rows after the wait"
+    if early:
+        return False, "the early down rows (MIXTURE_DOWN_EARLY_ROWS) prefetch them into L2 instead"
+    if shared_hidden not in (0, hidden):
+        return False, (f"its shared expert's {shared_hidden} units are not a routed expert's {hidden}: one chunk "
+                       "shape a warp")
+    return True, (f"{rows} row{'s' * (rows > 1)} at most MIXTURE_DOWN_EARLY_WEIGHTS_ROWS ({most}): each warp's first "
+                  "chunk of down rows is loaded before the PDL wait, and mixture_gated releases it after its own")
 
 
 def release_point(kernel: str, successor: str | None, successor_ctas: int = 0,

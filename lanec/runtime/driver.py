@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,22 @@ class Device:
     def free_bytes(self) -> int:
         free, _total = check(cu.cuMemGetInfo(), "cuMemGetInfo")
         return int(free)
+
+    def persisting_l2_max(self) -> tuple[int, int]:
+        """(the most L2 bytes this GPU sets aside for persisting lines, the widest access-policy
+        window in bytes)."""
+        attribute = cu.CUdevice_attribute
+        return (self._attribute(attribute.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE),
+                self._attribute(attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE))
+
+    def set_persisting_l2(self, nbytes: int) -> int:
+        """Set this context's L2 set-aside for persisting lines (0 gives it back, and turns every
+        persisting line normal); returns the size the driver took."""
+        limit = cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+        if nbytes == 0:
+            check(cu.cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache")
+        check(cu.cuCtxSetLimit(limit, int(nbytes)), "cuCtxSetLimit(persisting L2)")
+        return int(check(cu.cuCtxGetLimit(limit), "cuCtxGetLimit(persisting L2)"))
 
     def __repr__(self) -> str:
         return f"Device({self.ordinal}: {self.name}, sm_{self.capability[0]}{self.capability[1]}, {self.sm_count} SMs)"
@@ -255,7 +272,17 @@ class Stream:
             self.handle = None
 
 
-def _launch_config(shape, stream: Stream | None):
+@dataclass(frozen=True)
+class AccessWindow:
+    """An L2 access-policy window of a launch: `hit_ratio` of the lines of [base, base + nbytes)
+    that the launch touches persist in the context's L2 set-aside, the others stream."""
+
+    base: int
+    nbytes: int
+    hit_ratio: float
+
+
+def _launch_config(shape, stream: Stream | None, window: AccessWindow | None = None):
     config = cu.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = (int(v) for v in shape.grid)
     config.blockDimX, config.blockDimY, config.blockDimZ = (int(v) for v in shape.block)
@@ -274,6 +301,15 @@ def _launch_config(shape, stream: Stream | None):
         pdl.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         pdl.value.programmaticStreamSerializationAllowed = 1
         attributes.append(pdl)
+    if window is not None:
+        policy = cu.CUlaunchAttribute()
+        policy.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+        held = cu.CUaccessPolicyWindow()
+        held.base_ptr, held.num_bytes, held.hitRatio = int(window.base), int(window.nbytes), float(window.hit_ratio)
+        held.hitProp = cu.CUaccessProperty.CU_ACCESS_PROPERTY_PERSISTING
+        held.missProp = cu.CUaccessProperty.CU_ACCESS_PROPERTY_STREAMING
+        policy.value.accessPolicyWindow = held
+        attributes.append(policy)
     config.attrs = attributes
     config.numAttrs = len(attributes)
     return config
@@ -283,7 +319,8 @@ class Launch:
     """One kernel launch prepared once (config, parameter arrays) and enqueued many times: every
     parameter is an 8-byte device pointer, passed as cuLaunchKernelEx's array of pointers."""
 
-    def __init__(self, function: Function, shape, pointers: Sequence[int], stream: Stream):
+    def __init__(self, function: Function, shape, pointers: Sequence[int], stream: Stream,
+                 window: AccessWindow | None = None):
         try:
             LaunchShape.of(shape).check()
         except LaunchError as exc:
@@ -292,7 +329,8 @@ class Launch:
         self.function = function
         self.shape = shape
         self.stream = stream
-        self._config = _launch_config(shape, stream)
+        self.window = window
+        self._config = _launch_config(shape, stream, window)
         self._values = np.array([int(p) for p in pointers], dtype=np.uint64)
         base = self._values.ctypes.data
         self._addresses = np.array([base + 8 * i for i in range(len(self._values))], dtype=np.uint64)

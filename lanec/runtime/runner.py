@@ -33,6 +33,7 @@ SLOT_STATES = ("conv", "recurrent")
 CACHE_STATES = ("kv", "latent")
 ALL_REDUCE_VARIABLE = "LANEC_ALL_REDUCE"  # a plan for several ranks: which all-reduce runs (Session._collectives)
 ALL_REDUCE_ENGINES = ("auto", "nccl", "oneshot", "oneshot-apart")
+L2_STATES_VARIABLE = "LANEC_L2_STATES"  # `off`, `auto`, or a hit ratio: the states' lines persist in L2 (l2_windows)
 
 
 class RunError(ValueError):
@@ -343,6 +344,45 @@ def in_order(launches: list, places: list[int], collectives: list) -> list:
     return sequence + [collective for _, collective in pending]
 
 
+def touched_state_bytes(plan: Plan) -> int:
+    """The state bytes one step can touch: a conv or recurrent state's slots but its padding slot
+    0, a cache whole."""
+    total = 0
+    for spec in plan.buffers:
+        if spec.role != "state":
+            continue
+        slot_state = spec.name.rsplit(".", 1)[-1] in SLOT_STATES and spec.shape[0] > 1
+        total += spec.nbytes * (spec.shape[0] - 1) // spec.shape[0] if slot_state else spec.nbytes
+    return total
+
+
+def l2_windows(plan: Plan, setting: str, set_aside: int, widest: int) -> list[tuple[str, float] | None]:
+    """Each launch's L2 access-policy window, by `setting` (LANEC_L2_STATES): none where `off`;
+    else the largest state buffer the launch binds (at most `widest` bytes of it), its lines
+    persisting at the hit ratio `setting` gives, or with `auto` at the share of the step's touched
+    state bytes that the `set_aside` holds (1 where they all fit)."""
+    if setting == "off" or set_aside <= 0:
+        return [None] * len(plan.launches)
+    if setting == "auto":
+        ratio = min(1.0, set_aside / max(1, touched_state_bytes(plan)))
+    else:
+        try:
+            ratio = float(setting)
+        except ValueError:
+            raise RunError(f"{L2_STATES_VARIABLE}={setting!r}: off, auto, or a hit ratio in (0, 1]") from None
+        if not 0 < ratio <= 1:
+            raise RunError(f"{L2_STATES_VARIABLE}={setting!r}: a hit ratio is in (0, 1]")
+    states = {b.name: b for b in plan.buffers if b.role == "state"}
+    windows = []
+    for launch in plan.launches:
+        bound = {a.buffer for a in launch.args if a.buffer in states}
+        if not bound:
+            windows.append(None)
+            continue
+        windows.append((max(bound, key=lambda name: (states[name].nbytes, name)), ratio))
+    return windows
+
+
 class Session:
     """A plan on the GPU: modules loaded, buffers made, every launch prepared once; a plan for
     several ranks runs one rank's step on GPU `device`, its all-reduces through `communicator`
@@ -371,18 +411,35 @@ class Session:
         self.launches = []
         # the TMA tensor maps the launches read, encoded over their windows' addresses
         self.maps = driver.TensorMaps(sum(a.map is not None for launch in plan.launches for a in launch.args))
-        for launch in plan.launches:
+        for launch, window in zip(plan.launches, self._l2_windows()):
             shape = launch.shape if pdl else replace(launch.shape, pdl=False)
             pointers = [self.address(a) if a.map is None else self.maps.address(self.address(a), a.map)
                         for a in launch.args]
             function = modules[launch.kernel].function(launch.entry, shape)
-            self.launches.append(driver.Launch(function, shape, pointers, self.stream))
+            self.launches.append(driver.Launch(function, shape, pointers, self.stream, window))
         self.maps.upload()
         self.peer = None  # the one-shot all-reduces' mapped memory (runtime/peer.py), where they run
         self.replaced: set[int] = set()  # launches an all_reduce_norm does (the rmsnorm after its all-reduce)
         self.collectives = self._collectives(communicator, modules, pdl) if plan.collectives else []
         self.sequence = [item for item in in_order(self.launches, [c.at for c in plan.collectives], self.collectives)
                          if not any(item is self.launches[i] for i in self.replaced)]
+
+    def _l2_windows(self) -> list[driver.AccessWindow | None]:
+        """The launches' L2 windows by LANEC_L2_STATES (l2_windows), with the context's set-aside
+        made as large as the GPU allows where any launch has one."""
+        setting = os.environ.get(L2_STATES_VARIABLE, "off").strip() or "off"
+        most, widest = self.device.persisting_l2_max() if setting != "off" else (0, 0)
+        wanted = min(most, touched_state_bytes(self.plan))
+        self.l2_set_aside = self.device.set_persisting_l2(wanted) if wanted else 0
+        found = []
+        for chosen in l2_windows(self.plan, setting, self.l2_set_aside, widest):
+            if chosen is None:
+                found.append(None)
+                continue
+            name, ratio = chosen
+            buffer = self.buffers[name]
+            found.append(driver.AccessWindow(buffer.ptr, min(buffer.nbytes, widest), ratio))
+        return found
 
     def _collectives(self, communicator, modules, pdl: bool) -> list:
         """Each all-reduce as NCCL's or as the plan's one-shot kernel, by LANEC_ALL_REDUCE: `nccl`,

@@ -76,6 +76,8 @@
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
 #   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, then off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
+#   early-weights  mixture_down's first chunk of rows before its PDL wait: cases, sanitizer, the batch-1 A/B, --check
+#   l2-states  the states' lines persisting in L2 (LANEC_L2_STATES): the set-aside, the batch-1 step by setting, --check
 #   spread-adopt  the same adopted from 256 rows: the cases, sanitizer, the batch-256 1k --check, the 256-row rows
 #              against the chain
 #   spread     each block of a segment in a CTA of its own (MIXTURE_GROUP_SPREAD_ROWS, then off): the grouped cases,
@@ -567,6 +569,31 @@ for phase in "${phases[@]}"; do
       timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
         build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
         | tee -a "$logs/swizzle-adopt.log" ;;
+    early-weights)
+      # mixture_down's first chunk of rows before its PDL wait (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS, off when measured):
+      # the mixture cases with it and the driver's L2-window case, compute-sanitizer on the batch-1 pair's case, then
+      # EW_ROUNDS rounds of build/v34's plans (here: tests/gpu/variant_plan.py --fact MIXTURE_DOWN_EARLY_WEIGHTS_ROWS=1
+      # build/plans/kimi-full-b1-c1k.mlir build/v34/ew.plan beside base.plan, a copy of build/plans'), and the
+      # ew plan's --check (carry build/v34, build/gpu; about 5 minutes)
+      timeout 150 python3 -m pytest tests/gpu/test_mixture.py tests/gpu/test_driver.py -q -rfE --tb=line \
+        -k "_ew or l2_windows" 2>&1 | tail -4 | tee "$logs/early-weights.log"
+      cases_passed early-weights || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_v12_ew" early-weights.log 120
+      step_rounds early-weights "${EW_ROUNDS:-3}" build/v34/base.plan build/v34/ew.plan
+      OPENBLAS_NUM_THREADS=1 checked_plans early-weights 150 build/v34/ew.plan ;;
+    l2-states)
+      # the states' lines persisting in L2 (LANEC_L2_STATES, runner.l2_windows): the GPU's set-aside, L2_ROUNDS rounds
+      # of the real-size batch-1 step with each setting interleaved, then the batch-1 plan's --check under `auto`
+      # (carry build/plans)
+      python3 -c "from lanec.runtime import driver; d = driver.Device(); print(d, 'persisting L2 most, widest window:',
+        d.persisting_l2_max())" 2>&1 | tee -a "$logs/l2-states.log"
+      for round in $(seq "${L2_ROUNDS:-2}"); do
+        for setting in ${L2_SETTINGS:-off auto 0.5}; do
+          echo "round $round $setting: $(LANEC_L2_STATES=$setting timeout 100 python3 bench/model.py --side lanec \
+            build/plans/kimi-full-b1-c1k.plan 2>&1 | tail -1)" | tee -a "$logs/l2-states.log"
+        done
+      done
+      LANEC_L2_STATES=auto OPENBLAS_NUM_THREADS=1 checked_plans l2-states 150 build/plans/kimi-full-b1-c1k.plan ;;
     spread-adopt)
       # `spread` adopted from 256 rows: every grouped case at the new defaults (the 256-row ones spread), compute-
       # sanitizer on the default Kimi routing at 256 rows, the batch-256 1k plan's --check, the 256-row rows against

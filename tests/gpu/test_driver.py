@@ -181,6 +181,28 @@ def test_timing_and_occupancy(kernel, stream, rng):
     print(f"graph of two PDL cluster launches: {microseconds:.2f} us")
 
 
+def test_a_graph_of_launches_with_l2_windows_computes_the_same(device, kernel, stream, rng):
+    """The states' L2 windows (LANEC_L2_STATES) are a cache hint: the set-aside is taken and given back, and a
+    captured PDL chain whose launches carry persisting windows over its inputs still adds what it adds."""
+    most, widest = device.persisting_l2_max()
+    assert most > 0 and widest >= ELEMENTS * 4
+    a, b = fresh(rng)
+    a_buf, b_buf = driver.Buffer.from_array(a), driver.Buffer.from_array(b)
+    middle, out = poisoned(2)
+    assert 0 < device.set_persisting_l2(ELEMENTS * 8) <= most
+    try:
+        windows = [driver.AccessWindow(a_buf.ptr, ELEMENTS * 4, 1.0), driver.AccessWindow(middle.ptr, ELEMENTS * 4, 0.5)]
+        launches = [driver.Launch(kernel, shape(2), [a_buf.ptr, b_buf.ptr, middle.ptr], stream, windows[0]),
+                    driver.Launch(kernel, shape(2), [middle.ptr, b_buf.ptr, out.ptr], stream, windows[1])]
+        graph = driver.Graph.capture(stream, lambda: [launch.enqueue() for launch in launches])
+        graph.replay(stream)
+        stream.synchronize()
+        np.testing.assert_allclose(read(out), a + 2 * b * multiplier(2), rtol=1e-5, atol=1e-5)
+        graph.destroy()
+    finally:
+        assert device.set_persisting_l2(0) == 0
+
+
 def test_driver_errors_are_one_line(device):
     with pytest.raises(driver.DeviceError) as error:
         driver.Module(b"not a cubin at all")

@@ -92,33 +92,93 @@ def expert_rows(weights, expert, rows: int, width: int):
 @cute.jit
 def row_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_row: Int32,
              act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None,
-             in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
+             in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT, preloaded=None):
     """A warp's sums[m * units + u] = matrices[m][first + u] . act[act_row, act_base:][:width], every
     lane holding them all (rows past `outputs` re-read the last: their sums are never used): `rows_dots`
-    of one activation row."""
-    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane, policy, in_flight)
+    of one activation row (`preloaded`: its first chunk's weight words, `load_first_chunk`'s)."""
+    return rows_dots(matrices, first, outputs, units, act, [act_row], act_base, width, lane, policy, in_flight,
+                     preloaded)
+
+
+def dot_chunks(count: int, rows: int, width: int, in_flight: int) -> tuple[int, int]:
+    """(vectors a lane takes a chunk of `rows_dots`, chunks) for `count` weight rows against `rows`
+    activation rows of `width` values, `in_flight` vectors a lane a chunk."""
+    vectors = width // VECTOR
+    # never more vectors a chunk than a lane has: a place past them all would add 0 * 0 (a dependent FADD each)
+    per_chunk = max(1, min(in_flight // (count + rows - 1), -(-vectors // WARP)))
+    return per_chunk, -(-vectors // (WARP * per_chunk))
+
+
+def first_chunk_words(count: int, width: int, in_flight: int):
+    """The registers `load_first_chunk` fills: a lane's weight words of a one-row `rows_dots`'s first chunk."""
+    per_chunk, _ = dot_chunks(count, 1, width, in_flight)
+    return cute.make_rmem_tensor((4, per_chunk * count), Uint32)
+
+
+@cute.jit
+def load_first_chunk(ws, matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr,
+                     width: cutlass.Constexpr, lane: Int32, policy=None,
+                     in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
+    """Issue the weight loads of a one-row `rows_dots`'s first chunk into `ws` (`first_chunk_words`):
+    weights only, so it may run before the PDL wait; `rows_dots(..., preloaded=ws)` takes them."""
+    count: cutlass.Constexpr = len(matrices) * units
+    per_chunk, _ = dot_chunks(count, 1, width, in_flight)
+    ws.fill(0)
+    for s in cutlass.range_constexpr(per_chunk):
+        vector = s * WARP + lane
+        if vector < width // VECTOR:
+            for m in cutlass.range_constexpr(len(matrices)):
+                for u in cutlass.range_constexpr(units):
+                    row = cutlass.min(first + u, outputs - 1)
+                    words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR), policy)
+                    for e in cutlass.range_constexpr(4):
+                        ws[e, s * count + m * units + u] = words[e]
+
+
+@cute.jit
+def dot_first_chunk(sums, preloaded, act, act_row: Int32, act_base: Int32, per_chunk: cutlass.Constexpr,
+                    count: cutlass.Constexpr, vectors: cutlass.Constexpr, lane: Int32):
+    """`rows_dots`'s first chunk on weight words already loaded (`load_first_chunk`): its activation
+    vectors, then the same multiplies in the same order as the loop's."""
+    xs = cute.make_rmem_tensor((4, per_chunk), Uint32)
+    xs.fill(0)
+    for s in cutlass.range_constexpr(per_chunk):
+        vector = s * WARP + lane
+        if vector < vectors:
+            words = load_activation_bf16x8(at(act, act_row, act_base + vector * VECTOR))
+            for e in cutlass.range_constexpr(4):
+                xs[e, s] = words[e]
+    for s in cutlass.range_constexpr(per_chunk):
+        for e in cutlass.range_constexpr(4):
+            for i in cutlass.range_constexpr(count):
+                w_low, w_high = unpack_bf16(preloaded[e, s * count + i])
+                x_low, x_high = unpack_bf16(xs[e, s])
+                sums[i] = sums[i] + w_low * x_low + w_high * x_high
 
 
 @cute.jit
 def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr, act, act_rows,
               act_base: Int32, width: cutlass.Constexpr, lane: Int32, policy=None,
-              in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT):
+              in_flight: cutlass.Constexpr = VECTORS_IN_FLIGHT, preloaded=None):
     """A warp's sums[r * count + m * units + u] = matrices[m][first + u] . act[act_rows[r], act_base:][:width]
     (count = len(matrices) * units), every lane holding them all: each weight vector is read once for
     all of `act_rows`. Lane l takes the 16-byte vectors l, l + 32, ...; a chunk's vectors are all
     issued before the first multiply; every sum adds its vectors in ascending order, whatever the
     row count (a row's sums are bitwise those of one row alone). `policy`: the weights' L2 policy
     (`evict_first_policy`), None for the default. `in_flight`: the vectors (weights and activations) a lane
-    issues a chunk, VECTORS_IN_FLIGHT by default; a schedule's `vectors` (MixtureSchedule) sets it."""
+    issues a chunk, VECTORS_IN_FLIGHT by default; a schedule's `vectors` (MixtureSchedule) sets it.
+    `preloaded` (one activation row): the first chunk's weight words, issued by `load_first_chunk` (before
+    the PDL wait); that chunk then reads only its activations, and the sums are bitwise the same."""
     count: cutlass.Constexpr = len(matrices) * units
     R: cutlass.Constexpr = len(act_rows)
     vectors: cutlass.Constexpr = width // VECTOR
-    # never more vectors a chunk than a lane has: a place past them all would add 0 * 0 (a dependent FADD each)
-    per_chunk: cutlass.Constexpr = max(1, min(in_flight // (count + R - 1), -(-vectors // WARP)))
-    chunks: cutlass.Constexpr = -(-vectors // (WARP * per_chunk))
+    per_chunk, chunks = dot_chunks(count, R, width, in_flight)
     sums = cute.make_rmem_tensor(R * count, Float32)
     sums.fill(0.0)
-    for c in cutlass.range(chunks):
+    start: cutlass.Constexpr = 0 if preloaded is None else 1
+    if cutlass.const_expr(preloaded is not None):
+        dot_first_chunk(sums, preloaded, act, act_rows[0], act_base, per_chunk, count, vectors, lane)
+    for c in cutlass.range(start, chunks):
         xs = cute.make_rmem_tensor((4, per_chunk * R), Uint32)
         ws = cute.make_rmem_tensor((4, per_chunk * count), Uint32)
         xs.fill(0)  # past the row: zero words add nothing
@@ -1133,17 +1193,27 @@ class MixtureDown(KeptExperts):
     hidden + shared_hidden], ids [rows, top_k] int32, weights [rows, top_k] fp32, down [experts,
     width, hidden], shared_down [width, shared_hidden] (where folded), shared_gate_row [1, width]
     (where `shared_gate`), out [rows, width] bf16. ``schedule`` (`MixtureSchedule`): the `units`
-    (outputs) a warp, the CTA's share of the row; the schedule table's, where it has the shape."""
+    (outputs) a warp, the CTA's share of the row; the schedule table's, where it has the shape.
+    ``early_weights`` (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS): each warp reads its expert's id and issues its
+    first chunk of down rows into registers before the PDL wait (`load_first_chunk`), so a CTA resident
+    under mixture_gated's tail streams then; only the hidden values wait. The ids are the router's: the
+    lowering has mixture_gated release this launch only after its own wait, when the router has ended."""
 
     name = "mixture_down"
     units = UNITS_DOWN
 
     def __init__(self, rows: int, width: int, hidden: int, experts: int, top_k: int, shared_hidden: int = 0,
-                 shared_gate: bool = False, x_pitch: int | None = None, early: bool = False, schedule=None):
+                 shared_gate: bool = False, x_pitch: int | None = None, early: bool = False, schedule=None,
+                 early_weights: bool = False):
         super().__init__(rows, width, hidden, experts, top_k, shared_hidden, x_pitch, early, schedule)
         if shared_gate and not shared_hidden:
             raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
         self.shared_gate = shared_gate
+        self.early_weights = bool(early_weights)
+        if self.early_weights and (early or shared_hidden not in (0, hidden)):
+            raise ValueError("mixture_down early_weights: its first chunk of each warp's rows is loaded before the "
+                             "PDL wait, so the L2 prefetch (early) is not taken with it, and a shared expert must be "
+                             f"as wide as a routed one ({shared_hidden} against {hidden})")
 
     def params(self) -> list[TensorParam]:
         params = [self.x_param()] if self.shared_gate else []
@@ -1189,17 +1259,33 @@ class MixtureDown(KeptExperts):
                 expert = cutlass.max(cutlass.min(ids[row, slot], self.experts - 1), 0)
                 prefetch_l2(at(expert_rows(down, expert, self.width, self.hidden), first, 0),
                             cutlass.min(self.units, self.width - first) * (2 * self.hidden))
+        preloaded = None
+        expert = Int32(0)
+        if cutlass.const_expr(self.early_weights):  # each warp's first chunk of rows, before the wait
+            # mixture_gated (this launch's predecessor) releases it only after its own PDL wait, so the router
+            # that wrote the ids has ended and they are this step's: the lowering sees to it (place_releases)
+            preloaded = first_chunk_words(self.units, self.hidden, self.vectors)
+            if slot < self.top_k:
+                expert = ids[row, slot]
+                load_first_chunk(preloaded, [expert_rows(down, expert, self.width, self.hidden)], first, self.width,
+                                 self.units, self.hidden, lane, None, self.vectors)
+            else:
+                if cutlass.const_expr(self.shared_hidden > 0):
+                    load_first_chunk(preloaded, [shared_down], first, self.width, self.units, self.hidden, lane,
+                                     None, self.vectors)
         cute.arch.griddepcontrol_wait()  # the hidden values, ids and weights are predecessors' outputs
         release_dependents(self)
         if slot < self.top_k:
-            rows = expert_rows(down, ids[row, slot], self.width, self.hidden)
+            if cutlass.const_expr(not self.early_weights):
+                expert = ids[row, slot]
+            rows = expert_rows(down, expert, self.width, self.hidden)
             sums = row_dots([rows], first, self.width, self.units, hidden, row, slot * self.hidden, self.hidden, lane,
-                            None, self.vectors)
+                            None, self.vectors, preloaded)
             self.keep(partial, slot, sums, weights[row, slot], lane)
         else:
             if cutlass.const_expr(self.shared_hidden > 0):
                 sums = row_dots([shared_down], first, self.width, self.units, hidden, row, self.top_k * self.hidden,
-                                self.shared_hidden, lane, None, self.vectors)
+                                self.shared_hidden, lane, None, self.vectors, preloaded)
                 scale = Float32(1.0)
                 if cutlass.const_expr(self.shared_gate):
                     gate = row_dots([shared_gate_row], Int32(0), 1, 1, x, row, Int32(0), self.width, lane)

@@ -4,7 +4,8 @@ down kernels under the shape's name. Experts 8..512, top-k 1..10, widths 512..20
 place from a wider row), batch 1, 2, 7, 64 and 256, sigmoid and softmax scores, with and without the
 correction bias, grouped and flat top-k, the router scoring 1, 2, 4 or 8 rows a cluster, the shared expert folded (with and without its sigmoid
 gate row, narrower and wider than a routed expert) and apart (a routed-only mixture), mixture_down at 5, 6 and
-32 units a warp (`down_schedule`), and both at other vectors a lane in flight (`gated_schedule`). `inputs`
+32 units a warp (`down_schedule`), and both at other vectors a lane in flight (`gated_schedule`), down with its
+first chunk of rows before its PDL wait (`early_weights`). `inputs`
 says how the test draws the routing: "random"; "ties" (few distinct values, every logit exact
 in fp32 and each router row repeated four times: equal scores at every boundary, broken by the
 lowest index); "same" (one expert scores far above the rest for every row)."""
@@ -92,6 +93,19 @@ SHAPES = {
         rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 12},
         down_schedule={"units": 6}),
+    # each warp's first chunk of down rows before the PDL wait (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS: `early_weights`): the
+    # table's batch-1 pair at Kimi Linear's widths, two rows with a short last CTA and no shared expert, and one
+    # expert of 2048 units (a chunk of 4 of a lane's 8 vectors)
+    "b1_e16_k8_sigmoid_correction_shared_w2304_v12_ew": dict(
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 12},
+        down_schedule={"units": 6}, early_weights=True),
+    "b2_e64_k6_softmax_apart_u5_ew": dict(
+        rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
+        routed_scaling=1.0, down_schedule={"units": 5}, early_weights=True),
+    "b1_e8_k1_sigmoid_apart_ew": dict(
+        rows=1, width=512, hidden=2048, experts=8, top_k=1, scoring="sigmoid", renormalize=False,
+        routed_scaling=1.0, early_weights=True),
     "b2_e64_k6_softmax_apart_v20": dict(
         rows=2, width=1000, hidden=200, experts=64, top_k=6, scoring="softmax", renormalize=False,
         routed_scaling=1.0, gated_schedule={"vectors": 20}, down_schedule={"units": 5, "vectors": 12}),
@@ -173,7 +187,8 @@ def shared_router_spec(shape: dict, norm: bool) -> dict:
 
 def down_spec(shape: dict) -> dict:
     return {**experts_spec(shape), **({"shared_gate": True} if shape.get("shared_gate") else {}),
-            **({"schedule": shape["down_schedule"]} if "down_schedule" in shape else {})}
+            **({"schedule": shape["down_schedule"]} if "down_schedule" in shape else {}),
+            **({"early_weights": True} if shape.get("early_weights") else {})}
 
 
 
