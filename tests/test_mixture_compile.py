@@ -507,6 +507,8 @@ def test_with_early_weights_gated_releases_down_after_its_own_wait(tmp_path, mon
     assert lower.down_early_weights(1, 1024, 512, False) == (False, "its shared expert's 512 units are not a routed "
                                                                     "expert's 1024: one chunk shape a warp")
     assert lower.down_early_weights(1, 1024, 1024, True)[0] is False
+    taken, why = lower.down_early_weights(1, 1024, 1024, False, ready=True)
+    assert not taken and "MIXTURE_READY_FLAG" in why
 
 
 def test_the_router_from_given_logits_compiles_with_no_cluster():

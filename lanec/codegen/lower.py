@@ -1285,7 +1285,7 @@ class Lowering:
                      between, *([ready] if ready is not None else [])])
         out = self.activation(f"{name}.out", (rows, width))
         gated = len(shared) == 4  # the shared expert's sigmoid gate row reads x
-        early_weights, why = down_early_weights(rows, hidden, shared_hidden, early)
+        early_weights, why = down_early_weights(rows, hidden, shared_hidden, early, ready is not None)
         if why:
             self.tunings.append(("down_early", shape, {"early_weights": early_weights, "why": why}))
         self.launch("mixture_down", {**experts_spec, "shared_gate": gated, **self.tuned("mixture_down", shape),
@@ -1717,14 +1717,20 @@ class Lowering:
         self.windows[op.result] = out
 
 
-def down_early_weights(rows: int, hidden: int, shared_hidden: int, early: bool) -> tuple[bool, str | None]:
+def down_early_weights(rows: int, hidden: int, shared_hidden: int, early: bool,
+                       ready: bool = False) -> tuple[bool, str | None]:
     """Whether a per-row mixture's down launch issues its first chunk of rows before its PDL wait
-    (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS), and why (None where the fact is off: nothing to say)."""
+    (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS), and why (None where the fact is off: nothing to say). `ready`:
+    mixture_gated acquires the router's flags in place of its PDL wait, so its release would not follow
+    the router's end."""
     most = MIXTURE_DOWN_EARLY_WEIGHTS_ROWS
     if most is None:
         return False, None
     if rows > most:
         return False, f"{rows} rows are above MIXTURE_DOWN_EARLY_WEIGHTS_ROWS ({most}): its rows after the wait"
+    if ready:
+        return False, ("mixture_gated takes the router's flags in place of its PDL wait (MIXTURE_READY_FLAG): its "
+                       "release would not follow the router's end, which the ids read before the wait need")
     if early:
         return False, "the early down rows (MIXTURE_DOWN_EARLY_ROWS) prefetch them into L2 instead"
     if shared_hidden not in (0, hidden):
