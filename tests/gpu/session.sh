@@ -76,6 +76,7 @@
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
 #   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, then off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
+#   ew-sweep   the early weights with more of a warp's row in its first chunk (units, vectors): cases, sanitizer, rounds
 #   early-weights  mixture_down's first chunk of rows before its PDL wait: cases, sanitizer, the batch-1 A/B, --check
 #   l2-states  the states' lines persisting in L2 (LANEC_L2_STATES): the set-aside, the batch-1 step by setting, --check
 #   spread-adopt  the same adopted from 256 rows: the cases, sanitizer, the batch-256 1k --check, the 256-row rows
@@ -569,6 +570,18 @@ for phase in "${phases[@]}"; do
       timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
         build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
         | tee -a "$logs/swizzle-adopt.log" ;;
+    ew-sweep)
+      # mixture_down's early weights (adopted at one row) with more of a warp's row in its first chunk: the `_ew`
+      # mixture cases, compute-sanitizer on the whole-row case (6 units at 24 vectors), then EW_ROUNDS rounds of
+      # build/v35's plans (here: build/v35/base.plan a copy of build/plans/kimi-full-b1-c1k.plan; tests/gpu/variant_plan.py
+      # build/plans/kimi-full-b1-c1k.mlir build/v35/ew-TAG.plan mixture_down
+      # 'experts=256,hidden=1024,rows=1,shared_hidden=1024,top_k=8,width=2304' '{"schedule": {"units": 4}}' and the
+      # like for u4, u6v24, u8 and u3v12; carry build/v35, build/gpu; about 4 minutes at 2 rounds)
+      timeout 150 python3 -m pytest tests/gpu/test_mixture.py -q -rfE --tb=line -k "_ew" 2>&1 | tail -4 \
+        | tee "$logs/ew-sweep.log"
+      cases_passed ew-sweep || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture.py "test_mixture_matches_interpreter and w2304_u6v24_ew" ew-sweep.log 120
+      step_rounds ew-sweep "${EW_ROUNDS:-2}" build/v35/*.plan ;;
     early-weights)
       # mixture_down's first chunk of rows before its PDL wait (MIXTURE_DOWN_EARLY_WEIGHTS_ROWS, off when measured):
       # the mixture cases with it and the driver's L2-window case, compute-sanitizer on the batch-1 pair's case, then

@@ -100,6 +100,14 @@ SHAPES = {
         rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
         routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 12},
         down_schedule={"units": 6}, early_weights=True),
+    # the same pair with more (or all) of a warp's row in its first chunk, for the step's sweep (session.sh ew-sweep):
+    # 4 units (the whole 1024-wide row of each in one chunk), 6 at 24 vectors (the same), 8 and 3 at 12 vectors
+    **{f"b1_e16_k8_sigmoid_correction_shared_w2304_{tag}_ew": dict(
+        rows=1, width=2304, hidden=1024, experts=16, top_k=8, scoring="sigmoid", renormalize=True,
+        routed_scaling=2.446, correction=True, shared_hidden=1024, gated_schedule={"vectors": 12},
+        down_schedule=down, early_weights=True)
+       for tag, down in (("u4", {"units": 4}), ("u6v24", {"units": 6, "vectors": 24}), ("u8", {"units": 8}),
+                         ("u3v12", {"units": 3, "vectors": 12}))},
     "b2_e64_k6_softmax_apart_u5_ew": dict(
         rows=2, width=1024, hidden=512, experts=64, top_k=6, scoring="softmax", renormalize=False,
         routed_scaling=1.0, down_schedule={"units": 5}, early_weights=True),
