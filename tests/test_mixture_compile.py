@@ -471,7 +471,8 @@ def test_early_weights_issue_the_first_chunk_before_the_wait_and_nothing_else_ch
 
 @pytest.mark.parametrize(("kw", "message"), [
     ({"early": True}, "the L2 prefetch \\(early\\) is not taken with it"),
-    ({"shared_hidden": 512}, "a shared expert must be as wide as a routed one \\(512 against 1024\\)"),
+    ({"shared_hidden": 512}, "a shared expert must be as wide as a routed one \\(one chunk shape a warp\\): 512 "
+                             "against 1024"),
 ])
 def test_early_weights_refuse_what_they_cannot_take(kw, message):
     with pytest.raises(ValueError, match=message) as raised:

@@ -1210,10 +1210,12 @@ class MixtureDown(KeptExperts):
             raise ValueError("mixture_down shared_gate: the gate row scales a shared expert; there is none")
         self.shared_gate = shared_gate
         self.early_weights = bool(early_weights)
-        if self.early_weights and (early or shared_hidden not in (0, hidden)):
-            raise ValueError("mixture_down early_weights: its first chunk of each warp's rows is loaded before the "
-                             "PDL wait, so the L2 prefetch (early) is not taken with it, and a shared expert must be "
-                             f"as wide as a routed one ({shared_hidden} against {hidden})")
+        if self.early_weights and early:
+            raise ValueError("mixture_down early_weights: each warp's first chunk of rows is loaded before the PDL "
+                             "wait, so the L2 prefetch (early) is not taken with it")
+        if self.early_weights and shared_hidden not in (0, hidden):
+            raise ValueError("mixture_down early_weights: a shared expert must be as wide as a routed one (one chunk "
+                             f"shape a warp): {shared_hidden} against {hidden}")
 
     def params(self) -> list[TensorParam]:
         params = [self.x_param()] if self.shared_gate else []
