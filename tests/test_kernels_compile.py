@@ -24,6 +24,7 @@ KERNELS = {
     "gemv_r1_parts": lambda: Gemv(1, 2304, (2048, 1024, 1000)),
     "gemv_r3_per_head": lambda: Gemv(3, 128, (512,), per_head=(8, 192, 64)),
     "gemv_r24_mma": lambda: Gemv(24, 2368, (1000,)),
+    "gemv_r256_per_head_row_blocks": lambda: Gemv(32, 512, (4096,), per_head=(32, 512, 0), row_blocks=8),
     "gated_gemv_r3": lambda: GatedGemv(3, 2368, 1000),
     "gated_gemv_r8_mma": lambda: GatedGemv(8, 2304, 1024),
     "rmsnorm_residual": lambda: RmsNorm(3, 4096, 1e-6, residual=True),
@@ -96,6 +97,22 @@ def test_schedule_defaults(make, tensor_cores, per_cta):
     assert kernel.launch().grid == (-(-kernel.outputs // per_cta), 1, 1)
 
 
+def test_row_blocks_are_the_grid_x_over_whole_activations_and_change_nothing_else(cache):
+    """gemv `row_blocks` (GEMV_ROW_BLOCKS_FROM): x and y hold every block's rows, the blocks are grid x (the
+    fastest: the blocks of an output tile side by side) and the output tiles grid y; a block's CTA reads its
+    rows at its block's offset, with the same weight loads before the wait. One block is the kernel it was."""
+    blocked = Gemv(32, 128, (16384,), per_head=(32, 192, 0), x_pitch=6720, row_blocks=8)
+    single = Gemv(32, 128, (16384,), per_head=(32, 192, 0), x_pitch=6720)
+    assert blocked.launch().grid == (8, single.launch().grid[0], 1)
+    assert [p.shape for p in blocked.params()] == [(256, 6144), (16384, 128), (256, 16384)]
+    assert blocked.params()[0].strides == (6720, 1)
+    ptx = compile_kernel(blocked, cache_dir=cache).ptx
+    assert "local" not in ptx.split(".entry")[1] and "mma.sync" in ptx
+    assert str(32 * 6720) in ptx or str(2 * 32 * 6720) in ptx  # a block's rows: 32 pitched rows on (bytes)
+    assert compile_kernel(Gemv(32, 128, (16384,), per_head=(32, 192, 0), x_pitch=6720, row_blocks=1),
+                          cache_dir=cache).ptx == compile_kernel(single, cache_dir=cache).ptx
+
+
 def test_cache_key_follows_the_specialization():
     assert cache_key(Gemv(1, 2304, (4096,))) == cache_key(Gemv(1, 2304, (4096,)))
     assert cache_key(Gemv(1, 2304, (4096,))) != cache_key(Gemv(2, 2304, (4096,)))
@@ -128,6 +145,9 @@ def test_artifact_round_trip(cache, tmp_path):
     (lambda: Gemv(1, 2304, (4096,), schedule=(8, 1)), "takes named fields"),
     (lambda: Gemv(1, 2304, (4096,), schedule={"warps": 33}), "warps is 1-32"),
     (lambda: Gemv(1, 2304, (4096,), x_pitch=2300), "x pitch 2300: at least the row's 2304 values"),
+    (lambda: Gemv(2, 2304, (4096,), norm=True, row_blocks=2), "gemv row_blocks: blocks of rows in one launch are "
+                                                                "a plain product's; this one has a norm prologue"),
+    (lambda: Gemv(32, 2304, (4096,), row_blocks=0), "gemv row_blocks: a count of blocks of rows, at least 1"),
     (lambda: RmsNorm(1, 2304, 0.0), "eps must be positive"),
     (lambda: Elementwise("tanh", 1, 2304), "elementwise op 'tanh'"),
     (lambda: Embed(1, 1000, 100), "multiple of 8"),

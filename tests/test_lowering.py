@@ -993,3 +993,41 @@ def test_mixture_gated_acquires_the_routers_flag_where_the_fact_says(tmp_path, m
         notes = [o for kernel, _, o in tunings if kernel == "mixture_gated" and o.get("ready")]
         assert len(notes) == (1 if taken else 0)
         assert all("MIXTURE_READY_FLAG" in o["why"] for o in notes)
+
+
+def test_from_the_row_blocks_rows_a_per_head_product_is_one_gemv_launch_of_blocks(tmp_path, monkeypatch):
+    """GEMV_ROW_BLOCKS_FROM (None: off): the latent attention's per-head absorption and expansion at 64 rows
+    (gemm_tc refuses a per-head read, so they run on gemv) are one launch of 2 blocks of 32 rows each, over the
+    whole activation and output, in place of a launch a block; below the fact's rows, and by default, a launch a
+    block. `explain`'s tunings say which."""
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen import lower
+    from lanec.codegen.facts import GEMV_ROWS
+
+    config = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
+    out = tmp_path / "kimi-b64.mlir"
+    result = CliRunner().invoke(main, ["import", str(config), "--layers", "4", "--batch", "64", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+
+    def per_head(most):
+        monkeypatch.setattr(lower, "GEMV_ROW_BLOCKS_FROM", most)
+        tunings: list = []
+        found = [op for op in launches(out, tunings) if op.kernel.data == "gemv" and "per_head" in spec_of(op)]
+        return found, [t for t in tunings if t[0] == "row_blocks"]
+
+    blocked, why = per_head(64)
+    assert len(blocked) == 2 and all(spec_of(op)["row_blocks"] == 2 and spec_of(op)["rows"] == GEMV_ROWS
+                                     for op in blocked)
+    assert all(tuple(op.grid.get_values())[0] == 2 for op in blocked)
+    assert len(why) == 2 and all(t[2]["blocks"] == 2 and "one launch of 2 blocks" in t[2]["why"] for t in why)
+    for most in (None, 128):
+        apart, why = per_head(most)
+        assert len(apart) == 4 and all("row_blocks" not in spec_of(op) for op in apart)
+        assert all(t[2]["blocks"] == 1 for t in why) and (not why) == (most is None)
+    assert lower.gemv_row_blocks(96, False) == (1, "96 rows are below GEMV_ROW_BLOCKS_FROM (128): a launch a block "
+                                                    "of 32")
+    monkeypatch.setattr(lower, "GEMV_ROW_BLOCKS_FROM", 64)
+    assert lower.gemv_row_blocks(80, False) == (1, "80 rows are not whole blocks of 32: a launch a block")
+    assert lower.gemv_row_blocks(64, True) == (1, "its epilogue's tensors are one launch's: a launch a block")

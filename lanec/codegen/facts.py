@@ -179,6 +179,12 @@ class KdaSchedule(Schedule):
 # Activation rows a gemv / gated_gemv launch takes (two 16-row A tiles of the MMA); the lowering runs
 # more as several launches.
 GEMV_ROWS = 32
+# A product that takes gemv launches above GEMV_ROWS rows (those gemm_tc refuses: the latent attention's per-head
+# absorption and expansion) from this many rows (None: never) runs as one launch of blocks of GEMV_ROWS rows
+# (`row_blocks`, gemv.py), where its rows are whole blocks, in place of a launch a block. At Kimi Linear's batch
+# 256 that is 112 launches a step in 14, each block of an output tile beside the others (its weight rows read from
+# L2). Built, not measured yet: off.
+GEMV_ROW_BLOCKS_FROM: int | None = None
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
 # A gemv of at most GEMV_PRELOAD_ROWS rows whose activation is the output of a launch of one of these kernels,

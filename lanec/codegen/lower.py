@@ -45,6 +45,7 @@ from lanec.codegen.facts import (
     GEMM_STREAM_SLOT,
     GEMV_PRELOAD_AFTER,
     GEMV_PRELOAD_ROWS,
+    GEMV_ROW_BLOCKS_FROM,
     GEMV_ROWS,
     KDA_GATE_MODE,
     LATENT_COMBINE_IN_GEMV,
@@ -753,6 +754,14 @@ class Lowering:
                 self.launch("gemm_tc", launched, args)
             return
         assert not spec.get("gated"), "a gated pair takes gemm_tc or gated_gemv, never gemv"
+        blocks, why = gemv_row_blocks(rows, bool(epilogue))
+        if why:
+            self.tunings.append(("row_blocks", self.product_shape(rows, spec), {"blocks": blocks, "why": why}))
+        if blocks > 1:
+            shape = {"rows": GEMV_ROWS, "width": spec["width"], "outputs": outputs}
+            self.launch("gemv", {"rows": GEMV_ROWS, **spec, **self.tuned("gemv", shape), "row_blocks": blocks},
+                        [x, weight, out])
+            return
         for first in range(0, rows, GEMV_ROWS):
             count = min(GEMV_ROWS, rows - first)
             shape = {"rows": count, "width": spec["width"], "outputs": outputs}
@@ -1715,6 +1724,21 @@ class Lowering:
         out = self.activation("latent_attention", (rows, heads * v))
         self.attend("expanded_attention", attend, args, out, "latent_attention", heads, v, splits)
         self.windows[op.result] = out
+
+
+def gemv_row_blocks(rows: int, epilogue: bool) -> tuple[int, str | None]:
+    """The blocks of GEMV_ROWS rows one gemv launch takes for a product of `rows` rows that runs on gemv
+    (GEMV_ROW_BLOCKS_FROM; 1: a launch a block), and why (None where nothing is to say)."""
+    if rows <= GEMV_ROWS or GEMV_ROW_BLOCKS_FROM is None:
+        return 1, None
+    if rows < GEMV_ROW_BLOCKS_FROM:
+        return 1, (f"{rows} rows are below GEMV_ROW_BLOCKS_FROM ({GEMV_ROW_BLOCKS_FROM}): a launch a block of "
+                   f"{GEMV_ROWS}")
+    if rows % GEMV_ROWS or epilogue:
+        return 1, (f"{rows} rows are not whole blocks of {GEMV_ROWS}" if rows % GEMV_ROWS else
+                   "its epilogue's tensors are one launch's") + ": a launch a block"
+    return rows // GEMV_ROWS, (f"{rows} rows from GEMV_ROW_BLOCKS_FROM ({GEMV_ROW_BLOCKS_FROM}): one launch of "
+                               f"{rows // GEMV_ROWS} blocks of {GEMV_ROWS} rows, side by side")
 
 
 def down_early_weights(rows: int, hidden: int, shared_hidden: int, early: bool,

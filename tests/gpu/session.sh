@@ -76,6 +76,8 @@
 #              rounds of build/v31m's plans (180 s at 2 rounds of 9)
 #   swizzle    the grouped products' stage rows swizzled (MIXTURE_GROUP_SWIZZLE, then off) and down CTAs of 64 outputs
 #              (MIXTURE_DOWN_TILE, 128): the cases, sanitizer on two, a round of build/v32's plans at 24, 64, 256 rows
+#   row-blocks  a per-head product's blocks of rows in one gemv launch: gemv cases, sanitizer, b64 and b256 rounds
+#   row-blocks-check  the row-blocks plans at 64 and 256 rows --check (about 6 minutes)
 #   ew-sweep   the early weights with more of a warp's row in its first chunk (units, vectors): cases, sanitizer, rounds
 #   early-weights  mixture_down's first chunk of rows before its PDL wait: cases, sanitizer, the batch-1 A/B, --check
 #   l2-states  the states' lines persisting in L2 (LANEC_L2_STATES): the set-aside, the batch-1 step by setting, --check
@@ -570,6 +572,21 @@ for phase in "${phases[@]}"; do
       timeout "${ADOPT_CHAIN_S:-250}" python3 bench/model.py ${ADOPT_CHAIN:-build/plans/kimi-full-b8-c1k.plan \
         build/plans/kimi-full-spec3-b8-c1k.plan build/plans/kimi-full-b64-c1k.plan} 2>&1 | tail -6 \
         | tee -a "$logs/swizzle-adopt.log" ;;
+    row-blocks)
+      # a per-head product's blocks of 32 rows in one gemv launch (GEMV_ROW_BLOCKS_FROM, off when built): the gemv
+      # cases (the four `_rb` ones new), compute-sanitizer on Kimi Linear's expansion at 256 rows, then RB_ROUNDS rounds
+      # of build/v36's plans (here: b256-base.plan and b64-base.plan copies of build/plans' 1k plans;
+      # tests/gpu/variant_plan.py --fact GEMV_ROW_BLOCKS_FROM=64 build/plans/kimi-full-SHAPE-c1k.mlir
+      # build/v36/SHAPE-rb.plan; carry build/v36, build/gpu; about 5 minutes at 2 rounds). Then row-blocks-check.
+      timeout 200 python3 -m pytest tests/gpu/test_kernels.py -q -rfE --tb=line -k "gemv" 2>&1 | tail -4 \
+        | tee "$logs/row-blocks.log"
+      cases_passed row-blocks || { status=1; continue; }
+      sanitize_case tests/gpu/test_kernels.py "r256_per_head_kimi_expand_rb8" row-blocks.log 120
+      step_rounds row-blocks "${RB_ROUNDS:-2}" build/v36/b64-base.plan build/v36/b64-rb.plan build/v36/b256-base.plan \
+        build/v36/b256-rb.plan ;;
+    row-blocks-check)
+      OPENBLAS_NUM_THREADS=1 checked_plans row-blocks-check 300 build/v36/b256-rb.plan
+      OPENBLAS_NUM_THREADS=1 checked_plans row-blocks-check 200 build/v36/b64-rb.plan ;;
     ew-sweep)
       # mixture_down's early weights (adopted at one row) with more of a warp's row in its first chunk: the `_ew`
       # mixture cases, compute-sanitizer on the whole-row case (6 units at 24 vectors), then EW_ROUNDS rounds of

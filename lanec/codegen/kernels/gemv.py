@@ -625,15 +625,29 @@ class Gemv(RowProducts):
     row (`ride`). ``combine_splits`` (LATENT_COMBINE_IN_GEMV): x is a split latent attention's chunks,
     params partial [splits, rows, heads, width] (``combine_partials``) and lse [splits, rows, heads] in
     x's place, each thread merging its head's slices as attention_combine would (`merged_slice`, the
-    same bf16 values) before it dots them; per head (heads, width, 0), on the CUDA cores."""
+    same bf16 values) before it dots them; per head (heads, width, 0), on the CUDA cores.
+    ``row_blocks`` (GEMV_ROW_BLOCKS_FROM): x and y hold that many blocks of ``rows`` rows, one a grid x index
+    (the fastest, so the blocks of an output tile run side by side and read its weight rows from L2 but once
+    from memory), the output tiles grid y: one launch where a product of more rows than a gemv's would take
+    a launch a block (a plain product; no prologue or epilogue)."""
 
     name = "gemv"
 
     def __init__(self, rows: int, width: int, parts, *, per_head=None, schedule=None, x_pitch=None,
                  norm=False, eps=1e-6, residual=False, argmax=False, quantize=0, rider_width=0, rider_eps=1e-6,
-                 rider_x_pitch=None, combine_splits=0, combine_partials="float32"):
+                 rider_x_pitch=None, combine_splits=0, combine_partials="float32", row_blocks=1):
         super().__init__(rows, width, parts, per_head=per_head, schedule=schedule, x_pitch=x_pitch,
                          norm=norm, eps=eps, residual=residual, argmax=argmax, quantize=quantize)
+        self.row_blocks = int(row_blocks)
+        if self.row_blocks < 1:
+            raise ValueError(f"gemv row_blocks: a count of blocks of rows, at least 1; got {row_blocks}")
+        if self.row_blocks > 1:
+            others = [name for name, on in (("a norm prologue", norm), ("an argmax epilogue", argmax),
+                                            ("a quantize epilogue", quantize), ("a rider", rider_width),
+                                            ("a combine prologue", combine_splits), ("preload", self.preload)) if on]
+            if others:
+                raise ValueError(f"gemv row_blocks: blocks of rows in one launch are a plain product's; this one has "
+                                 f"{', '.join(others)}")
         self.parts = tuple(int(p) for p in parts)
         RiderSpec(rows, rider_width, rider_eps, rider_x_pitch).check()
         self.rider_width, self.rider_eps, self.rider_x_pitch = int(rider_width), float(rider_eps), rider_x_pitch
@@ -656,16 +670,21 @@ class Gemv(RowProducts):
             rider = [TensorParam("rider_x", row, "bfloat16", (self.rider_x_pitch or self.rider_width, 1)),
                      TensorParam("rider_w", (self.rider_width,), "bfloat16"),
                      TensorParam("rider_y", row, "bfloat16", written=True)]
-        x = [TensorParam("x", (self.rows, self.x_width), "bfloat16", self.x_strides())]
+        x = [TensorParam("x", (self.rows * self.row_blocks, self.x_width), "bfloat16", self.x_strides())]
         if self.combine_splits:  # the split attention's chunks in x's place
             heads = self.per_head[0]
             x = [TensorParam("partial", (self.combine_splits, self.rows, heads, self.width), self.combine_partials),
                  TensorParam("lse", (self.combine_splits, self.rows, heads), "float32")]
-        return [*x, *before, TensorParam("w", (self.outputs, self.width), "bfloat16"), *self.out_params("y"), *after,
-                *chosen, *rider]
+        y = self.out_params("y")
+        if self.row_blocks > 1:
+            y = [TensorParam("y", (self.rows * self.row_blocks, self.outputs), "bfloat16", written=True)]
+        return [*x, *before, TensorParam("w", (self.outputs, self.width), "bfloat16"), *y, *after, *chosen, *rider]
 
     def launch(self) -> LaunchShape:
         shape = super().launch()
+        if self.row_blocks > 1:  # the blocks of rows fastest, the output tiles in y
+            return LaunchShape(grid=(self.row_blocks, shape.grid[0], 1), block=shape.block,
+                               shared_bytes=shape.shared_bytes)
         if not self.rider_width:
             return shape
         blocks, _, _ = shape.grid  # a CTA more a row: the rider's
@@ -693,8 +712,16 @@ class Gemv(RowProducts):
                block_tickets: cute.Tensor, rider_x, rider_w, rider_y):
         release_dependents_at_entry(self)
         thread, _, _ = cute.arch.thread_idx()
-        block, _, _ = cute.arch.block_idx()
-        if cutlass.const_expr(self.rider_width):
+        block, tile, _ = cute.arch.block_idx()
+        if cutlass.const_expr(self.row_blocks > 1):  # block: the rows' block; tile: the output tile
+            pitch: cutlass.Constexpr = self.x_strides()[0]
+            x_block = cute.make_tensor(x.iterator + block * (self.rows * pitch),
+                                       cute.make_layout((self.rows, self.x_width), stride=(pitch, 1)))
+            y_block = cute.make_tensor(y.iterator + block * (self.rows * self.outputs),
+                                       cute.make_layout((self.rows, self.outputs), stride=(self.outputs, 1)))
+            self.body(x_block, residual, norm_w, w, y_block, h, best, tickets, chosen, staged, block_tickets, tile,
+                      thread)
+        elif cutlass.const_expr(self.rider_width):
             blocks: cutlass.Constexpr = -(-self.outputs // self.rows_per_cta)
             if block < blocks:
                 self.body(x, residual, norm_w, w, y, h, best, tickets, chosen, staged, block_tickets, block, thread)

@@ -40,6 +40,13 @@ CASES = {
                                schedule={"warps": 2, "rows_per_cta": 16, "tensor_cores": True}),
     "r1_per_head_expand_w4": dict(rows=1, width=512, parts=[5 * 128], per_head=[5, 512, 0],
                                   schedule={"warps": 4, "rows_per_cta": 8, "tensor_cores": False}),
+    # blocks of rows in one launch (GEMV_ROW_BLOCKS_FROM, `row_blocks`): Kimi Linear's absorbed query at 64 rows
+    # (2 blocks of 32, pitched) and its value expansion at 256 (8 blocks), odd widths in 3 blocks, 5-row blocks
+    "r64_per_head_kimi_absorb_rb2": dict(rows=32, width=128, parts=[32 * 512], per_head=[32, 192, 0], x_pitch=6720,
+                                         row_blocks=2),
+    "r256_per_head_kimi_expand_rb8": dict(rows=32, width=512, parts=[32 * 128], per_head=[32, 512, 0], row_blocks=8),
+    "r96_k1000_n1001_rb3": dict(rows=32, width=1000, parts=[1001], row_blocks=3),
+    "r15_k2304_n4096_rb3": dict(rows=5, width=2304, parts=[4096], row_blocks=3),
     # a part of a product in parts read in place: g_b's input in the KDA layer (pitch 12576)
     "r1_k128_pitch": dict(rows=1, width=128, parts=[4096], x_pitch=12576),
     "r8_k128_pitch_mma": dict(rows=8, width=128, parts=[4096], x_pitch=12576),
