@@ -127,12 +127,32 @@ def load_first_chunk(ws, matrices, first: Int32, outputs: cutlass.Constexpr, uni
     for s in cutlass.range_constexpr(per_chunk):
         vector = s * WARP + lane
         if vector < width // VECTOR:
-            for m in cutlass.range_constexpr(len(matrices)):
-                for u in cutlass.range_constexpr(units):
-                    row = cutlass.min(first + u, outputs - 1)
-                    words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR), policy)
-                    for e in cutlass.range_constexpr(4):
-                        ws[e, s * count + m * units + u] = words[e]
+            load_vector_weights(ws, matrices, first, outputs, units, vector, s, policy)
+
+
+@cute.jit
+def load_vector_weights(ws, matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass.Constexpr,
+                        vector: Int32, s: cutlass.Constexpr, policy):
+    """A lane's 16-byte vector `vector` of each of its rows (matrices x units), into chunk place `s` of `ws`."""
+    count: cutlass.Constexpr = len(matrices) * units
+    for m in cutlass.range_constexpr(len(matrices)):
+        for u in cutlass.range_constexpr(units):
+            row = cutlass.min(first + u, outputs - 1)
+            words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR), policy)
+            for e in cutlass.range_constexpr(4):
+                ws[e, s * count + m * units + u] = words[e]
+
+
+@cute.jit
+def multiply_chunk(sums, xs, ws, per_chunk: cutlass.Constexpr, count: cutlass.Constexpr, R: cutlass.Constexpr):
+    """A chunk's multiplies: each sum adds its vectors in ascending order (the same for every row count)."""
+    for s in cutlass.range_constexpr(per_chunk):
+        for e in cutlass.range_constexpr(4):
+            for i in cutlass.range_constexpr(count):
+                w_low, w_high = unpack_bf16(ws[e, s * count + i])
+                for r in cutlass.range_constexpr(R):
+                    x_low, x_high = unpack_bf16(xs[e, s * R + r])
+                    sums[r * count + i] = sums[r * count + i] + w_low * x_low + w_high * x_high
 
 
 @cute.jit
@@ -148,12 +168,7 @@ def dot_first_chunk(sums, preloaded, act, act_row: Int32, act_base: Int32, per_c
             words = load_activation_bf16x8(at(act, act_row, act_base + vector * VECTOR))
             for e in cutlass.range_constexpr(4):
                 xs[e, s] = words[e]
-    for s in cutlass.range_constexpr(per_chunk):
-        for e in cutlass.range_constexpr(4):
-            for i in cutlass.range_constexpr(count):
-                w_low, w_high = unpack_bf16(preloaded[e, s * count + i])
-                x_low, x_high = unpack_bf16(xs[e, s])
-                sums[i] = sums[i] + w_low * x_low + w_high * x_high
+    multiply_chunk(sums, xs, preloaded, per_chunk, count, 1)
 
 
 @cute.jit
@@ -190,19 +205,8 @@ def rows_dots(matrices, first: Int32, outputs: cutlass.Constexpr, units: cutlass
                     words = load_activation_bf16x8(at(act, act_rows[r], act_base + vector * VECTOR))
                     for e in cutlass.range_constexpr(4):
                         xs[e, s * R + r] = words[e]
-                for m in cutlass.range_constexpr(len(matrices)):
-                    for u in cutlass.range_constexpr(units):
-                        row = cutlass.min(first + u, outputs - 1)
-                        words = load_weight_bf16x8(at(matrices[m], row, vector * VECTOR), policy)
-                        for e in cutlass.range_constexpr(4):
-                            ws[e, s * count + m * units + u] = words[e]
-        for s in cutlass.range_constexpr(per_chunk):
-            for e in cutlass.range_constexpr(4):
-                for i in cutlass.range_constexpr(count):
-                    w_low, w_high = unpack_bf16(ws[e, s * count + i])
-                    for r in cutlass.range_constexpr(R):
-                        x_low, x_high = unpack_bf16(xs[e, s * R + r])
-                        sums[r * count + i] = sums[r * count + i] + w_low * x_low + w_high * x_high
+                load_vector_weights(ws, matrices, first, outputs, units, vector, s, policy)
+        multiply_chunk(sums, xs, ws, per_chunk, count, R)
     warp_reduce_interleaved(sums, range(R * count), operator.add)
     return sums
 
