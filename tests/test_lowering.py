@@ -996,10 +996,10 @@ def test_mixture_gated_acquires_the_routers_flag_where_the_fact_says(tmp_path, m
 
 
 def test_from_the_row_blocks_rows_a_per_head_product_is_one_gemv_launch_of_blocks(tmp_path, monkeypatch):
-    """GEMV_ROW_BLOCKS_FROM (None: off): the latent attention's per-head absorption and expansion at 64 rows
+    """GEMV_ROW_BLOCKS_FROM (64, as measured): the latent attention's per-head absorption and expansion at 64 rows
     (gemm_tc refuses a per-head read, so they run on gemv) are one launch of 2 blocks of 32 rows each, over the
-    whole activation and output, in place of a launch a block; below the fact's rows, and by default, a launch a
-    block. `explain`'s tunings say which."""
+    whole activation and output, in place of a launch a block; below the fact's rows, and with the fact off, a
+    launch a block. `explain`'s tunings say which."""
     from click.testing import CliRunner
 
     from lanec.cli import main

@@ -183,8 +183,9 @@ GEMV_ROWS = 32
 # absorption and expansion) from this many rows (None: never) runs as one launch of blocks of GEMV_ROWS rows
 # (`row_blocks`, gemv.py), where its rows are whole blocks, in place of a launch a block. At Kimi Linear's batch
 # 256 that is 112 launches a step in 14, each block of an output tile beside the others (its weight rows read from
-# L2). Built, not measured yet: off.
-GEMV_ROW_BLOCKS_FROM: int | None = None
+# L2). Measured in the real-size Kimi Linear step on the H200 (bench/RESULTS.md, thirty-fourth session): batch 256
+# -437 us (-1.8%), batch 64 -37 us (-0.3%), two paired rounds each; both plans' --check agree.
+GEMV_ROW_BLOCKS_FROM: int | None = 64
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
 # A gemv of at most GEMV_PRELOAD_ROWS rows whose activation is the output of a launch of one of these kernels,
