@@ -279,7 +279,6 @@ def test_stream_k_refusals_name_the_fact(make, message):
     (lambda: GemmTc(257, 2304, [4096]), "gemm_tc takes 1-256 rows a launch"),
     (lambda: GemmTc(64, 1001, [4096]), "width 1001 must be a positive multiple of 8"),
     (lambda: GemmTc(64, 2304, [1000, 3]), "outputs 1003 must be a multiple of 8"),
-    (lambda: GemmTc(64, 128, [512], per_head=(8, 192, 64)), "reads no per-head part"),
     (lambda: GemmTc(64, 2304, [4096], x_pitch=2300), "x pitch 2300: at least the row's 2304 values"),
     (lambda: GemmTc(64, 2304, [4096], schedule={"tile_n": 96}), "GemmTc tile_n is 64, 128, 192 or 256"),
     (lambda: GemmTc(64, 2304, [4096], schedule={**MMA, "tile_n": 192}), "mma tile_n 192: the engine takes 128 or 64"),
@@ -369,3 +368,55 @@ def test_the_gemm_bench_times_wide_tiles_and_two_ctas_an_sm_where_they_fit(monke
         assert all(k.occupancy * (k.shared_bytes() + 1024) <= 228 * 1024 for k in kernels)
     assert {"tile_n": 192, "block_rows": 256, "stages": 4, "loads": "producer"} not in bench.variants(
         lambda s: GemmTc(256, 4096, [2304], schedule=s))
+
+
+PER_HEAD = {  # GEMM_PER_HEAD_FROM: Kimi Linear's absorbed query (pitched) and value expansion; odd rows over a K tail
+    "absorb_r256_producer": lambda: GemmTc(256, 128, [32 * 512], per_head=(32, 192, 0), x_pitch=6720),
+    "absorb_r64_copies": lambda: GemmTc(64, 128, [32 * 512], per_head=(32, 192, 0), x_pitch=6720),
+    "expand_r256_producer": lambda: GemmTc(256, 512, [32 * 128], per_head=(32, 512, 0)),
+    "odd_r100_k200_h3_off16_copies": lambda: GemmTc(100, 200, [3 * 128], per_head=(3, 232, 16)),
+    "r37_k128_h5_off32_tma": lambda: GemmTc(37, 128, [5 * 128], per_head=(5, 160, 32), schedule={"loads": "tma"}),
+    "r64_h8_64_rows_a_head": lambda: GemmTc(64, 128, [8 * 64], per_head=(8, 192, 64)),  # a 64-row tile by default
+}
+
+
+@pytest.mark.parametrize("case", sorted(PER_HEAD))
+def test_a_per_head_product_reads_its_tiles_head_part_of_the_row(case):
+    """A per-head read on the wgmma engine: x is every head's whole unit a row (its pitch kept), and each
+    CTA's loads start at its weight tile's head's part, a column the tile index gives (tile * tile_n //
+    head outputs * unit + offset: an integer division the product without a per-head read has not); no
+    local memory."""
+    kernel = PER_HEAD[case]()
+    heads, unit, offset = kernel.per_head
+    x = kernel.params()[0]
+    assert x.name == "x" and x.shape == (kernel.rows, heads * unit)
+    assert x.element_strides == (kernel.x_pitch or heads * unit, 1)
+    assert (kernel.outputs // heads) % kernel.tile_n == 0
+    ptx = compiled_for_sm90a(kernel).ptx
+    plain = compiled_for_sm90a(GemmTc(kernel.rows, kernel.width, list(kernel.parts), x_pitch=kernel.x_pitch,
+                                      schedule={"loads": kernel.loads, "tile_n": kernel.tile_n,
+                                                "splits": kernel.splits, "stages": kernel.stages})).ptx
+    assert ptx != plain and ".local" not in ptx
+    assert ("cp.async.bulk.tensor" in ptx) == (kernel.loads != "copies")
+    divisions = lambda text: len(re.findall(r"\bdiv\.(?:s|u)32\b", text))  # noqa: E731
+    assert divisions(ptx) > divisions(plain) or kernel.outputs // heads & (kernel.outputs // heads - 1) == 0
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: GemmTc(64, 128, [4 * 96], per_head=(4, 128, 0)),
+     "per-head read: a head's 96 outputs must be whole weight tiles of 64"),
+    (lambda: GemmTc(64, 128, [4 * 64], per_head=(4, 128, 0), schedule={"tile_n": 128}),
+     "wgmma per-head read: a head's 64 outputs are not whole tiles of 128 weight rows"),
+    (lambda: GemmTc(64, 128, [4 * 128], per_head=(4, 128, 0), schedule=MMA),
+     "gemm_tc mma per-head read: only the wgmma engine's copies read each head's part"),
+    (lambda: GemmTc(64, 104, [4 * 128], per_head=(4, 128, 0), schedule={"loads": "tma"}),
+     "a row box of 64 values would read past the head's 104 into the next head's part"),
+    (lambda: GemmTc(256, 128, [4 * 128], per_head=(4, 128, 0), schedule={"loads": "producer", "stream": 8}),
+     "a CTA reads its own tile's head part (no stream or multicast; got stream 8"),
+    (lambda: GemmTc(64, 128, [2 * 128], per_head=(2, 128, 0), gated=True), "a gated pair reads no per-head part"),
+    (lambda: GemmTc(64, 128, [4 * 128], per_head=(4, 120, 0)), "offset 0 + width 128 runs past the head's unit 120"),
+])
+def test_per_head_refusals_name_the_fact(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert "\n" not in str(raised.value)

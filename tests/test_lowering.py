@@ -996,8 +996,8 @@ def test_mixture_gated_acquires_the_routers_flag_where_the_fact_says(tmp_path, m
 
 
 def test_from_the_row_blocks_rows_a_per_head_product_is_one_gemv_launch_of_blocks(tmp_path, monkeypatch):
-    """GEMV_ROW_BLOCKS_FROM (64, as measured): the latent attention's per-head absorption and expansion at 64 rows
-    (gemm_tc refuses a per-head read, so they run on gemv) are one launch of 2 blocks of 32 rows each, over the
+    """GEMV_ROW_BLOCKS_FROM (64, as measured): the latent attention's per-head absorption and expansion at 64 rows,
+    where they run on gemv (GEMM_PER_HEAD_FROM off), are one launch of 2 blocks of 32 rows each, over the
     whole activation and output, in place of a launch a block; below the fact's rows, and with the fact off, a
     launch a block. `explain`'s tunings say which."""
     from click.testing import CliRunner
@@ -1010,6 +1010,8 @@ def test_from_the_row_blocks_rows_a_per_head_product_is_one_gemv_launch_of_block
     out = tmp_path / "kimi-b64.mlir"
     result = CliRunner().invoke(main, ["import", str(config), "--layers", "4", "--batch", "64", "-o", str(out)])
     assert result.exit_code == 0, result.output
+
+    monkeypatch.setattr(lower, "GEMM_PER_HEAD_FROM", None)  # the per-head products on gemv (else gemm_tc's)
 
     def per_head(most):
         monkeypatch.setattr(lower, "GEMV_ROW_BLOCKS_FROM", most)
@@ -1031,3 +1033,43 @@ def test_from_the_row_blocks_rows_a_per_head_product_is_one_gemv_launch_of_block
     monkeypatch.setattr(lower, "GEMV_ROW_BLOCKS_FROM", 64)
     assert lower.gemv_row_blocks(80, False) == (1, "80 rows are not whole blocks of 32: a launch a block")
     assert lower.gemv_row_blocks(64, True) == (1, "its epilogue's tensors are one launch's: a launch a block")
+
+
+@pytest.mark.parametrize("batch", [64, 256])
+def test_from_the_per_head_rows_the_latent_products_run_on_gemm_tc(tmp_path, monkeypatch, batch):
+    """GEMM_PER_HEAD_FROM (64, as measured): at 64 and 256 rows the latent attention's absorption (each head's
+    nope part of its 192 query values, pitched in the merged product's row) and its value expansion are one
+    gemm_tc launch each, their per-head reads in the spec and every weight tile inside one head; `explain`'s
+    tunings say so. Off, or above the rows, they are gemv launches; a norm riding in the absorption keeps it
+    on gemv."""
+    from click.testing import CliRunner
+
+    from lanec.cli import main
+    from lanec.codegen import lower
+    from lanec.codegen.kernels import make_kernel
+
+    config = ROOT / "examples" / "kimi-linear-48b-a3b.config.json"
+    out = tmp_path / f"kimi-b{batch}.mlir"
+    result = CliRunner().invoke(main, ["import", str(config), "--layers", "4", "--batch", str(batch), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+
+    def products(most):
+        monkeypatch.setattr(lower, "GEMM_PER_HEAD_FROM", most)
+        tunings: list = []
+        found = [op for op in launches(out, tunings) if op.kernel.data in ("gemm_tc", "gemv")
+                 and "per_head" in spec_of(op)]
+        return found, [t for t in tunings if t[0] == "per_head"]
+
+    tensor, why = products(64)
+    assert sorted(tuple(spec_of(op)["per_head"]) for op in tensor) == [(32, 192, 0), (32, 512, 0)]
+    assert all(op.kernel.data == "gemm_tc" and spec_of(op)["rows"] == batch for op in tensor)
+    for op in tensor:
+        kernel = make_kernel("gemm_tc", spec_of(op))
+        assert (kernel.outputs // kernel.per_head[0]) % kernel.tile_n == 0
+    assert len(why) == 2 and all(t[2]["kernel"] == "gemm_tc" and "GEMM_PER_HEAD_FROM (64)" in t[2]["why"]
+                                 for t in why)
+    for most in (None, 2 * batch):
+        rows, why = products(most)
+        assert rows and all(op.kernel.data == "gemv" for op in rows)
+        assert (not why) == (most is None) and all(t[2]["kernel"] == "gemv" for t in why)
+    assert lower.per_head_on_tensor_cores(64, {"rider_width": 512})[0] is False

@@ -179,12 +179,14 @@ class KdaSchedule(Schedule):
 # Activation rows a gemv / gated_gemv launch takes (two 16-row A tiles of the MMA); the lowering runs
 # more as several launches.
 GEMV_ROWS = 32
-# A product that takes gemv launches above GEMV_ROWS rows (those gemm_tc refuses: the latent attention's per-head
-# absorption and expansion) from this many rows (None: never) runs as one launch of blocks of GEMV_ROWS rows
+# A product that takes gemv launches above GEMV_ROWS rows (those gemm_tc refuses or GEMM_PER_HEAD_FROM leaves it: a
+# per-head product below that fact's rows, a head's outputs not whole 64-row tiles, a norm riding in its launch)
+# from this many rows (None: never) runs as one launch of blocks of GEMV_ROWS rows
 # (`row_blocks`, gemv.py), where its rows are whole blocks, in place of a launch a block. At Kimi Linear's batch
 # 256 that is 112 launches a step in 14, each block of an output tile beside the others (its weight rows read from
 # L2). Measured in the real-size Kimi Linear step on the H200 (bench/RESULTS.md, thirty-fourth session): batch 256
-# -437 us (-1.8%), batch 64 -37 us (-0.3%), two paired rounds each; both plans' --check agree.
+# -437 us (-1.8%), batch 64 -37 us (-0.3%), two paired rounds each; both plans' --check agree. Those products then
+# moved onto gemm_tc (GEMM_PER_HEAD_FROM, the same session's next measurement).
 GEMV_ROW_BLOCKS_FROM: int | None = 64
 GEMV_TENSOR_CORE_ROWS = 4  # rows from which the tensor cores multiply by default
 GEMV_WARPS = 8  # warps a CTA on the CUDA cores, unless a schedule says otherwise
@@ -335,6 +337,32 @@ class CombinePrologueSpec(Spec):
         return found
 
 
+def per_head_x_width(per_head: tuple[int, int, int] | None, width: int) -> int:
+    """Values in one activation row of a product (`width` values a row), or of a per-head read's:
+    every head's whole unit."""
+    if per_head is None:
+        return width
+    heads, unit, _ = per_head
+    return heads * unit
+
+
+def per_head_problems(per_head: tuple[int, int, int], parts: Sequence[int], width: int) -> list[str]:
+    """Why a per-head read (head h's outputs dot x[:, h * unit + offset:][:width]) does not fit a
+    product of `parts` outputs."""
+    heads, unit, offset = per_head
+    found = []
+    if len(parts) != 1:
+        found.append(f"per-head read takes one part; got {len(parts)}")
+    elif heads < 1 or sum(parts) % heads:
+        found.append(f"per-head read: {sum(parts)} outputs do not split into {heads} heads")
+    if unit % VECTOR or offset % VECTOR:
+        found.append(f"per-head read: unit {unit} and offset {offset} must be multiples of {VECTOR} "
+                     "(16-byte activation vectors)")
+    if offset + width > unit:
+        found.append(f"per-head read: offset {offset} + width {width} runs past the head's unit {unit}")
+    return found
+
+
 @dataclass(frozen=True)
 class RowProductsSpec(Spec):
     """A launch of gemv (`kernel` "gemv", `parts` its products' output rows) or gated_gemv (one
@@ -359,10 +387,7 @@ class RowProductsSpec(Spec):
     @property
     def x_width(self) -> int:
         """Values in one activation row."""
-        if self.per_head is None:
-            return self.width
-        heads, unit, _ = self.per_head
-        return heads * unit
+        return per_head_x_width(self.per_head, self.width)
 
     def problems(self) -> list[str]:
         found = []
@@ -375,16 +400,7 @@ class RowProductsSpec(Spec):
         if not self.parts or min(self.parts) < 1:
             found.append(f"parts {list(self.parts)}: each part needs at least one output row")
         if self.per_head is not None:
-            heads, unit, offset = self.per_head
-            if len(self.parts) != 1:
-                found.append(f"per-head read takes one part; got {len(self.parts)}")
-            elif heads < 1 or self.outputs % heads:
-                found.append(f"per-head read: {self.outputs} outputs do not split into {heads} heads")
-            if unit % VECTOR or offset % VECTOR:
-                found.append(f"per-head read: unit {unit} and offset {offset} must be multiples of {VECTOR} "
-                             "(16-byte activation vectors)")
-            if offset + self.width > unit:
-                found.append(f"per-head read: offset {offset} + width {self.width} runs past the head's unit {unit}")
+            found += per_head_problems(self.per_head, self.parts, self.width)
         if self.x_pitch is not None:
             found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
         if self.norm:
@@ -489,6 +505,14 @@ GEMM_MAX_SPLITS = 8  # K split over the CTAs of one cluster (the portable cluste
 # many slots as CTAs a launch may hold at once (one an SM: every CTA of such a launch is resident together)
 GEMM_STREAM_SLOT = 128 * GEMM_MAX_ROWS
 GEMM_ENGINES = ("mma", "wgmma")  # mma.sync (the default, verified) or Hopper's warpgroup MMA
+# A per-head product (each head's outputs dot its own part of the activation row: the latent attention's absorption
+# and expansion) runs on gemm_tc's wgmma engine, each CTA's weight tile inside one head (a head's outputs whole tiles
+# of GEMM_HEAD_TILE), from this many rows (None: never; gemv's launches, GEMV_ROW_BLOCKS_FROM). At Kimi Linear's
+# batch 256 the 14 per-head gemv launches took 19-20 us each for 3.8 us of bytes. Measured in the real-size Kimi
+# Linear step on the H200 (bench/RESULTS.md, thirty-fourth session, two paired rounds): batch 256 -135 us (-0.55%),
+# batch 64 -38 us (-0.27%); both plans' --check agree.
+GEMM_PER_HEAD_FROM: int | None = 64
+GEMM_HEAD_TILE = 64  # the smallest wgmma weight tile: a head's outputs come in whole ones
 
 
 @dataclass(frozen=True)
@@ -623,14 +647,24 @@ class GemmSpec(Spec):
     def outputs(self) -> int:
         return sum(self.parts)
 
+    @property
+    def x_width(self) -> int:
+        """Values in one activation row."""
+        return per_head_x_width(self.per_head, self.width)
+
     def problems(self) -> list[str]:
         found = batch_product_problems(self.rows, self.parts)
         found += filter(None, [vector_width("width", self.width)])
         if self.per_head is not None:
-            found.append("reads no per-head part (each head would need its own activation tile): the lowering "
-                         "keeps gemv for it")
+            found += per_head_problems(self.per_head, self.parts, self.width)
+            heads = self.per_head[0]
+            if not found and (self.outputs // heads) % GEMM_HEAD_TILE:
+                found.append(f"per-head read: a head's {self.outputs // heads} outputs must be whole weight tiles of "
+                             f"{GEMM_HEAD_TILE} (a CTA's tile reads one head's activation part)")
+            if self.gated:
+                found.append("a gated pair reads no per-head part")
         if self.x_pitch is not None:
-            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.width)])
+            found += filter(None, [row_pitch("x pitch", self.x_pitch, self.x_width)])
         if self.gated:
             if len(self.parts) != 1 or self.outputs % 2:
                 found.append(f"a gated pair is one part of gate and up rows; got parts {list(self.parts)}")

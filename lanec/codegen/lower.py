@@ -42,6 +42,7 @@ from lanec.codegen.facts import (
     EARLY_STREAMS,
     GEMM_FROM_ROWS,
     GEMM_MAX_ROWS,
+    GEMM_PER_HEAD_FROM,
     GEMM_STREAM_SLOT,
     GEMV_PRELOAD_AFTER,
     GEMV_PRELOAD_ROWS,
@@ -707,6 +708,12 @@ class Lowering:
         if GemmSpec(min(rows, GEMM_MAX_ROWS), spec["width"], tuple(spec["parts"]), spec.get("per_head"),
                     spec.get("x_pitch"), spec.get("gated", False)).problems():
             return False
+        if spec.get("per_head") is not None:
+            taken, why = per_head_on_tensor_cores(rows, spec)
+            if GEMM_PER_HEAD_FROM is not None:  # off, the plans are those before the fact (gemv, as always)
+                self.tunings.append(("per_head", self.product_shape(rows, spec),
+                                     {"kernel": "gemm_tc" if taken else "gemv", "why": why}))
+            return taken
         return rows >= GEMM_FROM_ROWS or bool(self.schedules("gemm_tc", self.product_shape(rows, spec)))
 
     @staticmethod
@@ -1724,6 +1731,18 @@ class Lowering:
         out = self.activation("latent_attention", (rows, heads * v))
         self.attend("expanded_attention", attend, args, out, "latent_attention", heads, v, splits)
         self.windows[op.result] = out
+
+
+def per_head_on_tensor_cores(rows: int, spec: dict) -> tuple[bool, str]:
+    """Whether a per-head product of `rows` rows (`spec`: gemv's, whose shape gemm_tc's facts take) runs
+    on gemm_tc's wgmma engine (GEMM_PER_HEAD_FROM), and why."""
+    if spec.get("rider_width"):
+        return False, "a norm rides in its gemv launch (fold-norm-into-latent): gemv"
+    if GEMM_PER_HEAD_FROM is None or rows < GEMM_PER_HEAD_FROM:
+        return False, (f"{rows} rows, below GEMM_PER_HEAD_FROM ({GEMM_PER_HEAD_FROM}): gemv"
+                       if GEMM_PER_HEAD_FROM is not None else "GEMM_PER_HEAD_FROM is off: gemv")
+    return True, (f"{rows} rows from GEMM_PER_HEAD_FROM ({GEMM_PER_HEAD_FROM}): gemm_tc, each weight tile inside one "
+                  "head, the weight read once for every row")
 
 
 def gemv_row_blocks(rows: int, epilogue: bool) -> tuple[int, str | None]:

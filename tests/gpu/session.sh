@@ -589,6 +589,22 @@ for phase in "${phases[@]}"; do
       # the b256 plan's check takes about 257 s on the H200 (thirty-fourth session): 450 s for it
       OPENBLAS_NUM_THREADS=1 checked_plans row-blocks-check 450 build/v36/b256-rb.plan
       OPENBLAS_NUM_THREADS=1 checked_plans row-blocks-check 200 build/v36/b64-rb.plan ;;
+    per-head)
+      # a per-head product on gemm_tc's wgmma engine (GEMM_PER_HEAD_FROM, off when built): the per-head gemm cases (six
+      # new), compute-sanitizer on Kimi Linear's absorbed query at 64 rows, then PH_ROUNDS rounds of build/v37's plans
+      # (here: b64-base.plan and b256-base.plan copies of build/plans' 1k plans; tests/gpu/variant_plan.py --fact
+      # GEMM_PER_HEAD_FROM=64 build/plans/kimi-full-SHAPE-c1k.mlir build/v37/SHAPE-ph.plan; carry build/v37,
+      # build/gpu; about 5 minutes at 2 rounds). Then per-head-check.
+      timeout 200 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE --tb=line -k "per_head" 2>&1 | tail -4 \
+        | tee "$logs/per-head.log"
+      cases_passed per-head || { status=1; continue; }
+      sanitize_case tests/gpu/test_gemm_tc.py "per_head_r64_kimi_absorb" per-head.log 150
+      step_rounds per-head "${PH_ROUNDS:-2}" build/v37/b64-base.plan build/v37/b64-ph.plan build/v37/b256-base.plan \
+        build/v37/b256-ph.plan ;;
+    per-head-check)
+      # the b256 plan's check takes about 257 s on the H200
+      OPENBLAS_NUM_THREADS=1 checked_plans per-head-check 200 build/v37/b64-ph.plan
+      OPENBLAS_NUM_THREADS=1 checked_plans per-head-check 450 build/v37/b256-ph.plan ;;
     ew-sweep)
       # mixture_down's early weights (adopted at one row) with more of a warp's row in its first chunk (refuted in
       # the thirty-fourth session: u3v12, u4, u6v24 and u8 each +37 to +62 us over the adopted plan): the `_ew`

@@ -2,7 +2,8 @@
 bf16 inputs), on both engines: cases from tests/gpu/cases/gemm_tc.py (mma.sync) and gemm_wgmma.py
 (built by `python tests/gpu/build.py --only gemm_tc gemm_wgmma`). Every run draws fresh inputs (the activation as wide as its pitch: the kernel must read
 only its part), poisons y with 0xFF bytes (NaN: every output must be written) and holds y to the
-kernel tolerance of bf16 (lanec/runtime/tolerance.py). A gated pair's case draws gate and up,
+kernel tolerance of bf16 (lanec/runtime/tolerance.py). A per-head case's reference is the interpreter's
+product_part (head h's rows against its own part of the row). A gated pair's case draws gate and up,
 binds them interleaved as the plan does (`weights.apply`) and compares with the interpreter's
 gated product (fp32 SwiGLU of the fp32 sums)."""
 
@@ -34,8 +35,14 @@ def test_gemm_tc_matches_interpreter(kernel, case, stream):
     spec = CASES[kernel, case]
     rows, width, outputs = spec["rows"], spec["width"], sum(spec["parts"])
     rng = np.random.default_rng()
-    x = to_bf16(rng.standard_normal((rows, spec.get("x_pitch") or width), dtype=np.float32))
-    if spec.get("gated"):  # the pair's weight as the plan binds it: gate and up interleaved in tiles
+    per_head = spec.get("per_head")
+    x_width = per_head[0] * per_head[1] if per_head else width  # a per-head read: every head's unit
+    x = to_bf16(rng.standard_normal((rows, spec.get("x_pitch") or x_width), dtype=np.float32))
+    if per_head:  # head h's outputs dot x[:, h * unit + offset:][:width]
+        heads, unit, offset = per_head
+        w = to_bf16(rng.standard_normal((outputs, width), dtype=np.float32))
+        want = ops.product_part(from_bf16(x)[:, :x_width], from_bf16(w), heads, unit, offset, width)
+    elif spec.get("gated"):  # the pair's weight as the plan binds it: gate and up interleaved in tiles
         gate, up = (to_bf16(rng.standard_normal((outputs // 2, width), dtype=np.float32)) for _ in range(2))
         w = weights.apply(Transform("interleave", {"rows": PAIR_TILE}), [gate, up])
         want = ops.gated_product(from_bf16(x)[:, :width], from_bf16(gate), from_bf16(up))

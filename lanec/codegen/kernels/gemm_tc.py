@@ -23,6 +23,12 @@ ranges of K; each writes its fp32 partial tile into its own (now idle) stage buf
 cluster barrier rank r sums the r-th share of the tile's values over every rank's shared memory
 (DSMEM, ranks in order: deterministic) and stores it as bf16: no workspace, no second launch.
 
+A per-head product (`per_head` = heads, unit, offset: head h's outputs dot x[:, h unit + offset:][:K], the
+latent attention's absorption and expansion; GEMM_PER_HEAD_FROM) runs on the wgmma engine with each weight
+tile inside one head (a head's outputs whole tiles: the default tile that divides them, else 64), so a CTA's
+activation loads start at its tile's head's part: thread copies, or row boxes where K is whole boxes. On the
+H200 it took Kimi Linear's batch-256 step 135 us under its 32-row gemv blocks (bench/RESULTS.md).
+
 Two engines share this class's params, grid, pipeline start and split-K epilogue: the wgmma
 engine (gemm_wgmma.py, the default: Hopper's warpgroup MMA, measured 1.0-2.3x this one on every
 bench/gemm.py shape, 2026-11-29) and this mma.sync one (`engine: "mma"` in a schedule)."""
@@ -35,6 +41,7 @@ from cutlass import BFloat16, Float32, Int32
 
 from lanec.codegen.facts import (
     GEMM_BLOCK_ROWS,
+    GEMM_HEAD_TILE,
     PAIR_TILE,
     SHARED_LIMIT,
     SM_COUNT,
@@ -42,6 +49,7 @@ from lanec.codegen.facts import (
     WARP,
     GemmSchedule,
     GemmSpec,
+    per_head_x_width,
 )
 from lanec.codegen.kernels.base import LaunchShape, TensorParam, launch, release_dependents, release_dependents_at_entry
 from lanec.codegen.kernels.primitives import (
@@ -76,7 +84,8 @@ def blocks_of(count: int, limit: int) -> tuple[int, int]:
 
 class GemmTc:
     """y[b, n] = sum_k x[b, k] w[n, k] for the concatenated parts' rows n; see the module
-    docstring. Same constructor as `Gemv` (``per_head`` is refused by `GemmSpec`); ``schedule``
+    docstring. Same constructor as `Gemv` (``per_head``: the wgmma engine's, each CTA's weight tile
+    inside one head, whose part of the activation row its copies read); ``schedule``
     a `GemmSchedule` (or a mapping of its fields): what it leaves out the kernel picks."""
 
     name = "gemm_tc"
@@ -124,6 +133,11 @@ class GemmTc:
             raise ValueError(f"gemm_tc {self.engine} float32 outputs: only the wgmma engine stores them (its "
                              "epilogue stages every tile in shared memory)")
         self.out_dtype = out_dtype
+        self.per_head = tuple(int(v) for v in per_head) if per_head is not None else None
+        if self.per_head is not None and self.engine != "wgmma":
+            raise ValueError(f"gemm_tc {self.engine} per-head read: only the wgmma engine's copies read each head's "
+                             "part of the activation row")
+        self.x_width = per_head_x_width(self.per_head, width)
         self.rows, self.width, self.parts, self.outputs = rows, width, parts, sum(parts)
         self.gated = bool(gated)
         self.y_width = self.outputs // 2 if self.gated else self.outputs  # a gated pair stores silu(gate) * up
@@ -172,7 +186,12 @@ class GemmTc:
         (weight and activation rows). Splits are powers of two (clusters that pack a GPC's SMs); a tie
         takes the later candidate: more splits, then the smaller tile (more SMs busy)."""
         best, choice = None, (128, 1)
-        for tile_n in self.tiles:
+        tiles = self.tiles
+        if self.per_head is not None:  # a tile inside a head: the default tiles that divide its outputs, else 64
+            head_rows = self.outputs // self.per_head[0]
+            tiles = tuple(t for t in tiles if head_rows % t == 0) or (GEMM_HEAD_TILE,)
+            choice = (tiles[0], 1)
+        for tile_n in tiles:
             ctas = self.row_blocks * -(-self.outputs // tile_n)
             for splits in (1, 2, 4, 8):
                 if splits > 1 and self.k_tiles < SPLIT_MIN_TILES * splits:
@@ -201,7 +220,7 @@ class GemmTc:
                            cluster=(self.splits, 1, 1), shared_bytes=self.shared_bytes())
 
     def params(self) -> list[TensorParam]:
-        return [TensorParam("x", (self.rows, self.width), "bfloat16", (self.x_pitch or self.width, 1)),
+        return [TensorParam("x", (self.rows, self.x_width), "bfloat16", (self.x_pitch or self.x_width, 1)),
                 TensorParam("w", (self.outputs, self.width), "bfloat16"),
                 TensorParam("y", (self.rows, self.y_width), self.out_dtype, written=True)]
 

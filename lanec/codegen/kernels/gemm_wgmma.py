@@ -150,6 +150,9 @@ class GemmWgmma(GemmTc):
         problems = self.multicast_problems()
         if problems:
             raise ValueError(f"gemm_tc multicast {self.multicast}: " + "; ".join(problems))
+        problems = self.per_head_problems()
+        if problems:
+            raise ValueError("gemm_tc wgmma per-head read: " + "; ".join(problems))
         self.work_tiles = self.n_tiles * self.row_blocks
         self.units = self.work_tiles * self.k_tiles  # stream-K's (weight tile, row block, K stage) units
         problems = self.stream_problems()
@@ -222,6 +225,34 @@ class GemmWgmma(GemmTc):
         if self.splits > 1:
             found.append(f"its cluster is the weight tiles', not a K split's ({self.splits} splits)")
         return found
+
+    def per_head_problems(self) -> list[str]:
+        """Why this launch cannot read a per-head part (none: it can, or reads none). A CTA's weight tile
+        keeps inside one head, so its activation loads read that head's part: its copies, or its row
+        boxes where the head's width is whole boxes (zeros past it would be the next head's values)."""
+        if self.per_head is None:
+            return []
+        found = []
+        head_rows = self.outputs // self.per_head[0]
+        if head_rows % self.tile_n:
+            found.append(f"a head's {head_rows} outputs are not whole tiles of {self.tile_n} weight rows")
+        if self.stream_ctas or self.multicast > 1:
+            found.append(f"a CTA reads its own tile's head part (no stream or multicast; got stream "
+                         f"{self.stream_ctas}, multicast {self.multicast})")
+        if self.loads != "copies" and self.width % TILE_K:
+            found.append(f"a row box of {TILE_K} values would read past the head's {self.width} into the next "
+                         f"head's part: loads 'copies' (got {self.loads!r})")
+        return found
+
+    @cute.jit
+    def x_column(self):
+        """The first activation column the CTA's copies read: its weight tile's head's part (per_head:
+        head h's at h * unit + offset), else 0."""
+        if cutlass.const_expr(self.per_head is None):
+            return Int32(0)
+        heads, unit, offset = self.per_head
+        _, _, n_tile = cute.arch.block_idx()
+        return n_tile * self.tile_n // (self.outputs // heads) * unit + offset
 
     def ahead(self) -> int:
         """One stage fewer than the mma engine: a stage's wgmma stays in flight while the next is
@@ -621,7 +652,10 @@ class GemmWgmma(GemmTc):
             multicast_tensor_box(destination + rank * slice_rows * TILE_K, x_map.iterator, k_tile * TILE_K,
                                  first_row + rank * slice_rows, ring + buffer, (1 << M) - 1)
         else:
-            load_tensor_box(destination, x_map.iterator, k_tile * TILE_K, first_row, ring + buffer)
+            column = k_tile * TILE_K
+            if cutlass.const_expr(self.per_head is not None):
+                column = column + self.x_column()  # the tile's head's part of the row
+            load_tensor_box(destination, x_map.iterator, column, first_row, ring + buffer)
 
     def weight_slot(self, base, buffer, row, chunk):
         """A stage's weight row `row`, chunk `chunk`: swizzled, as wgmma reads its A operand."""
@@ -634,6 +668,7 @@ class GemmWgmma(GemmTc):
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
         T: cutlass.Constexpr = self.threads
+        column = self.x_column()  # a per-head read: the tile's head's part of the row (else unused)
         for j in cutlass.range_constexpr(-(-copies // T)):
             c = tid + j * T
             i, v = c // V, c % V
@@ -641,7 +676,10 @@ class GemmWgmma(GemmTc):
             col = k_tile * TILE_K + v * VECTOR
             if c < copies:
                 keep = (i < self.block_rows) & (row < self.rows) & (col < self.width)
-                source = at(x, cutlass.min(row, self.rows - 1), cutlass.min(col, self.width - VECTOR))
+                read = cutlass.min(col, self.width - VECTOR)
+                if cutlass.const_expr(self.per_head is not None):
+                    read = column + read
+                source = at(x, cutlass.min(row, self.rows - 1), read)
                 copy_g2s_zfill(swizzled(base, buffer * self.padded_rows + i, v), source, keep)
 
 

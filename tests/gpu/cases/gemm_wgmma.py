@@ -147,3 +147,20 @@ OCCUPANCY = {
 }
 for _name, _spec in OCCUPANCY.items():
     CASES[_name] = dict(_spec, schedule={**_spec["schedule"], "engine": "wgmma"})
+
+# per-head reads (`per_head` = heads, unit, offset: each CTA's weight tile inside one head, its activation loads that
+# head's part of the row; GEMM_PER_HEAD_FROM): Kimi Linear's absorbed query at 256 rows (a producer's row boxes over
+# the pitched q row) and at 64 (thread copies), its value expansion at 256 (K split over a cluster), odd rows over a
+# K tail at an offset inside the head (copies), row boxes at an offset, and 64-row heads in 64-row tiles
+PER_HEAD = {
+    "per_head_r256_kimi_absorb": dict(rows=256, width=128, parts=[32 * 512], per_head=[32, 192, 0], x_pitch=6720),
+    "per_head_r64_kimi_absorb": dict(rows=64, width=128, parts=[32 * 512], per_head=[32, 192, 0], x_pitch=6720),
+    "per_head_r256_kimi_expand": dict(rows=256, width=512, parts=[32 * 128], per_head=[32, 512, 0]),
+    "per_head_r100_k200_h3_off16": dict(rows=100, width=200, parts=[3 * 128], per_head=[3, 232, 16]),
+    "per_head_r37_k128_h5_off32_tma": dict(rows=37, width=128, parts=[5 * 128], per_head=[5, 160, 32],
+                                           schedule={"loads": "tma"}),
+    "per_head_r200_k256_h6_t64": dict(rows=200, width=256, parts=[6 * 64], per_head=[6, 256, 0],
+                                      schedule={"tile_n": 64}),
+}
+for _name, _spec in PER_HEAD.items():
+    CASES[_name] = dict(_spec, schedule={**_spec.get("schedule", {}), "engine": "wgmma"})
