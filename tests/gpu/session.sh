@@ -601,6 +601,20 @@ for phase in "${phases[@]}"; do
       sanitize_case tests/gpu/test_gemm_tc.py "per_head_r64_kimi_absorb" per-head.log 150
       step_rounds per-head "${PH_ROUNDS:-2}" build/v37/b64-base.plan build/v37/b64-ph.plan build/v37/b256-base.plan \
         build/v37/b256-ph.plan ;;
+    groups-match)
+      # mixture_groups' ranks by one match.any a step in place of 32 shuffles (the router's segments walk the same
+      # code): the grouped mixture's cases (their segments compared exactly) and the router's segments, compute-
+      # sanitizer on the 256-row spread case (2 steps a warp), GM_ROUNDS rounds of build/v38's plans (b64-base and
+      # b256-base: the plans before; b64-match and b256-match: after), then the b64 plan's --check (carry build/v38,
+      # build/gpu, .whl; about 8 minutes)
+      timeout 200 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -4 \
+        | tee "$logs/groups-match.log"
+      cases_passed groups-match || { status=1; continue; }
+      sanitize_case tests/gpu/test_mixture_grouped.py \
+        "test_mixture_grouped_matches_interpreter and b256_e256_k8_sigmoid_correction_shared_spread" groups-match.log 150
+      step_rounds groups-match "${GM_ROUNDS:-2}" build/v38/b64-base.plan build/v38/b64-match.plan \
+        build/v38/b256-base.plan build/v38/b256-match.plan
+      OPENBLAS_NUM_THREADS=1 checked_plans groups-match 200 build/v38/b64-match.plan ;;
     per-head-check)
       # the b256 plan's check takes about 257 s on the H200
       OPENBLAS_NUM_THREADS=1 checked_plans per-head-check 200 build/v37/b64-ph.plan

@@ -91,6 +91,7 @@ class GemmTc:
     name = "gemm_tc"
     engine = "mma"
     out_dtype = "bfloat16"  # y's; "float32" (the wgmma engine, `out_dtype`): the sums as they are
+    per_head = None  # (heads, unit, offset) of a per-head read (the wgmma engine's), or none
     tiles = (128, 64)  # the weight tiles (outputs a CTA) the default grid picks from
     tile_choices = tiles  # ... and those a schedule may ask for
     block_limit = GEMM_BLOCK_ROWS  # activation rows a CTA: the MMA tiles' M side

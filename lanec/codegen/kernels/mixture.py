@@ -57,6 +57,7 @@ from lanec.codegen.kernels.primitives import (
     evict_first_policy,
     load_activation_bf16x8,
     load_weight_bf16x8,
+    match_any,
     ordered_key,
     prefetch_l2,
     push_float,
@@ -341,20 +342,19 @@ class MixtureGroups:
     @cute.jit
     def walk(self, ids, counts, firsts, order, warp: Int32, lane: Int32, place: cutlass.Constexpr):
         """Warp `warp`'s pairs in order, 32 a step: a lane's rank among the step's lanes with its
-        expert (those below it) and their number. First walk (`place` False): counts[warp, e] sums
-        them. Second: the pair goes to order[start of e + the warp's offset + rank], and the offset
-        moves past the step's pairs of e. One leader a step an expert writes its count."""
+        expert (those below it) and their number, from one `match.any` (the lanes holding its expert;
+        an invalid pair's -1 matches only the step's other invalid ones). First walk (`place` False):
+        counts[warp, e] sums them. Second: the pair goes to order[start of e + the warp's offset + rank],
+        and the offset moves past the step's pairs of e. One leader a step an expert writes its count."""
         for s in cutlass.range(self.steps):
             p = (warp * self.steps + s) * WARP + lane
             q = cutlass.min(p, self.pairs - 1)
             expert = ids[q // self.top_k, q % self.top_k]
             valid = (p < self.pairs) & (expert >= 0) & (expert < self.experts)
             expert = cutlass.select_(valid, expert, Int32(-1))
-            rank, same = Int32(0), Int32(0)
-            for j in cutlass.range_constexpr(WARP):
-                match = cute.arch.shuffle_sync(expert, j) == expert
-                same = same + cutlass.select_(match, Int32(1), Int32(0))
-                rank = rank + cutlass.select_(match & (j < lane), Int32(1), Int32(0))
+            mask = match_any(expert)
+            same = Int32(cute.arch.popc(mask))
+            rank = Int32(cute.arch.popc(mask & cute.arch.lanemask_lt()))
             before = counts[warp, cutlass.max(expert, Int32(0))]
             cute.arch.sync_warp()  # every lane has read the offset before its leader moves it
             if valid:

@@ -77,6 +77,13 @@ def alloc(smem, dtype, shape, align=16):
     return smem.allocate_tensor(dtype, layout, align)
 
 
+@dsl_user_op
+def match_any(value, *, loc=None, ip=None) -> Uint32:
+    """`match.any.sync.b32` over the whole warp: the mask of the lanes whose `value` equals this lane's."""
+    return Uint32(_asm(T.i32(), [Int32(value).ir_value(loc=loc, ip=ip)], "match.any.sync.b32 $0, $1, -1;", "=r,r",
+                       loc, ip))
+
+
 def shared_bytes(sizes):
     """Bytes the allocations ``[(bytes, alignment), ...]`` take in allocation order, as
     the DSL's allocator lays them out (each aligned up to its alignment)."""
