@@ -255,6 +255,16 @@ step_rounds() {
     done
   done
 }
+# a kernel change's A/B, logged to $logs/NAME.log: its GPU cases (pytest FILE, -k EXPR where EXPR is not empty),
+# compute-sanitizer on CASE (SECONDS a tool), then ROUNDS rounds of the PLANs; returns 1 where the cases fail
+kernel_ab() {
+  local name=$1 file=$2 expr=$3 case=$4 seconds=$5 rounds=$6
+  shift 6
+  timeout 200 python3 -m pytest "$file" -q -rfE --tb=line ${expr:+-k "$expr"} 2>&1 | tail -4 | tee "$logs/$name.log"
+  cases_passed "$name" || return 1
+  sanitize_case "$file" "$case" "$name.log" "$seconds"
+  step_rounds "$name" "$rounds" "$@"
+}
 # each PLAN's --check with weights seeded on the GPU, SECONDS at most each, logged to $logs/NAME.log
 checked_plans() {
   local name=$1 seconds=$2 plan
@@ -579,12 +589,8 @@ for phase in "${phases[@]}"; do
       # of build/v36's plans (here: b256-base.plan and b64-base.plan copies of build/plans' 1k plans;
       # tests/gpu/variant_plan.py --fact GEMV_ROW_BLOCKS_FROM=64 build/plans/kimi-full-SHAPE-c1k.mlir
       # build/v36/SHAPE-rb.plan; carry build/v36, build/gpu; about 5 minutes at 2 rounds). Then row-blocks-check.
-      timeout 200 python3 -m pytest tests/gpu/test_kernels.py -q -rfE --tb=line -k "gemv" 2>&1 | tail -4 \
-        | tee "$logs/row-blocks.log"
-      cases_passed row-blocks || { status=1; continue; }
-      sanitize_case tests/gpu/test_kernels.py "r256_per_head_kimi_expand_rb8" row-blocks.log 120
-      step_rounds row-blocks "${RB_ROUNDS:-2}" build/v36/b64-base.plan build/v36/b64-rb.plan build/v36/b256-base.plan \
-        build/v36/b256-rb.plan ;;
+      kernel_ab row-blocks tests/gpu/test_kernels.py gemv "r256_per_head_kimi_expand_rb8" 120 "${RB_ROUNDS:-2}" \
+        build/v36/b64-base.plan build/v36/b64-rb.plan build/v36/b256-base.plan build/v36/b256-rb.plan || status=1 ;;
     row-blocks-check)
       # the b256 plan's check takes about 257 s on the H200 (thirty-fourth session): 450 s for it
       OPENBLAS_NUM_THREADS=1 checked_plans row-blocks-check 450 build/v36/b256-rb.plan
@@ -595,26 +601,22 @@ for phase in "${phases[@]}"; do
       # (here: b64-base.plan and b256-base.plan copies of build/plans' 1k plans; tests/gpu/variant_plan.py --fact
       # GEMM_PER_HEAD_FROM=64 build/plans/kimi-full-SHAPE-c1k.mlir build/v37/SHAPE-ph.plan; carry build/v37,
       # build/gpu; about 5 minutes at 2 rounds). Then per-head-check.
-      timeout 200 python3 -m pytest tests/gpu/test_gemm_tc.py -q -rfE --tb=line -k "per_head" 2>&1 | tail -4 \
-        | tee "$logs/per-head.log"
-      cases_passed per-head || { status=1; continue; }
-      sanitize_case tests/gpu/test_gemm_tc.py "per_head_r64_kimi_absorb" per-head.log 150
-      step_rounds per-head "${PH_ROUNDS:-2}" build/v37/b64-base.plan build/v37/b64-ph.plan build/v37/b256-base.plan \
-        build/v37/b256-ph.plan ;;
+      kernel_ab per-head tests/gpu/test_gemm_tc.py per_head "per_head_r64_kimi_absorb" 150 "${PH_ROUNDS:-2}" \
+        build/v37/b64-base.plan build/v37/b64-ph.plan build/v37/b256-base.plan build/v37/b256-ph.plan || status=1 ;;
     groups-match)
       # mixture_groups' ranks by one match.any a step in place of 32 shuffles (the router's segments walk the same
       # code): the grouped mixture's cases (their segments compared exactly) and the router's segments, compute-
       # sanitizer on the 256-row spread case (2 steps a warp), GM_ROUNDS rounds of build/v38's plans (b64-base and
       # b256-base: the plans before; b64-match and b256-match: after), then the b64 plan's --check (carry build/v38,
       # build/gpu, .whl; about 8 minutes)
-      timeout 200 python3 -m pytest tests/gpu/test_mixture_grouped.py -q -rfE --tb=line 2>&1 | tail -4 \
-        | tee "$logs/groups-match.log"
-      cases_passed groups-match || { status=1; continue; }
-      sanitize_case tests/gpu/test_mixture_grouped.py \
-        "test_mixture_grouped_matches_interpreter and b256_e256_k8_sigmoid_correction_shared_spread" groups-match.log 150
-      step_rounds groups-match "${GM_ROUNDS:-2}" build/v38/b64-base.plan build/v38/b64-match.plan \
-        build/v38/b256-base.plan build/v38/b256-match.plan
-      OPENBLAS_NUM_THREADS=1 checked_plans groups-match 200 build/v38/b64-match.plan ;;
+      if kernel_ab groups-match tests/gpu/test_mixture_grouped.py "" \
+          "test_mixture_grouped_matches_interpreter and b256_e256_k8_sigmoid_correction_shared_spread" 150 \
+          "${GM_ROUNDS:-2}" build/v38/b64-base.plan build/v38/b64-match.plan build/v38/b256-base.plan \
+          build/v38/b256-match.plan; then
+        OPENBLAS_NUM_THREADS=1 checked_plans groups-match 200 build/v38/b64-match.plan
+      else
+        status=1
+      fi ;;
     per-head-check)
       # the b256 plan's check takes about 257 s on the H200
       OPENBLAS_NUM_THREADS=1 checked_plans per-head-check 200 build/v37/b64-ph.plan

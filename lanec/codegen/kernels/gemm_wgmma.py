@@ -246,10 +246,8 @@ class GemmWgmma(GemmTc):
 
     @cute.jit
     def x_column(self):
-        """The first activation column the CTA's copies read: its weight tile's head's part (per_head:
-        head h's at h * unit + offset), else 0."""
-        if cutlass.const_expr(self.per_head is None):
-            return Int32(0)
+        """A per-head read's first activation column for this CTA: its weight tile's head's part (head h's
+        at h * unit + offset)."""
         heads, unit, offset = self.per_head
         _, _, n_tile = cute.arch.block_idx()
         return n_tile * self.tile_n // (self.outputs // heads) * unit + offset
@@ -668,7 +666,8 @@ class GemmWgmma(GemmTc):
         V: cutlass.Constexpr = TILE_K // VECTOR
         copies: cutlass.Constexpr = self.padded_rows * V
         T: cutlass.Constexpr = self.threads
-        column = self.x_column()  # a per-head read: the tile's head's part of the row (else unused)
+        per_head: cutlass.Constexpr = self.per_head is not None
+        column = self.x_column() if per_head else None  # the tile's head's part of the row
         for j in cutlass.range_constexpr(-(-copies // T)):
             c = tid + j * T
             i, v = c // V, c % V
@@ -677,7 +676,7 @@ class GemmWgmma(GemmTc):
             if c < copies:
                 keep = (i < self.block_rows) & (row < self.rows) & (col < self.width)
                 read = cutlass.min(col, self.width - VECTOR)
-                if cutlass.const_expr(self.per_head is not None):
+                if cutlass.const_expr(per_head):
                     read = column + read
                 source = at(x, cutlass.min(row, self.rows - 1), read)
                 copy_g2s_zfill(swizzled(base, buffer * self.padded_rows + i, v), source, keep)
